@@ -1,0 +1,3 @@
+from pdtui.cli import main
+
+raise SystemExit(main())

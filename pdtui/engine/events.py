@@ -1,0 +1,168 @@
+"""Events: plain dataclasses the engine emits and the UI or headless printer consume.
+
+They flow one way (engine -> subscribers). Subscribers must not mutate them and
+must not call back into the engine except through its public methods
+(``retry``, ``cancel``).  ``elapsed`` is seconds since the bring-up began, read
+from the orchestrator's clock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+from pdtui.engine.states import ServiceState
+
+
+class Step(str, Enum):
+    """The stages of a bring-up, in order, as the plan strip shows them."""
+
+    PREFLIGHT = "preflight"
+    START_BACKENDS = "start backends"
+    WAIT_READY = "wait for readiness"
+    START_ROUTER = "start router"
+    PROBE_ROUTER = "probe router"
+    DONE = "ready"
+
+
+class StepStatus(str, Enum):
+    PENDING = "pending"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+
+
+class LineKind(str, Enum):
+    """How a log line is classified for display."""
+
+    NORMAL = "normal"
+    READY = "ready"      # matched the service's ready regex
+    FAIL = "fail"        # matched a failure signature
+    WARN = "warn"        # priority <= 4 or a WARNING line
+    SYSTEM = "system"    # written by systemd (PID 1) about the unit
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceInfo:
+    """What the UI needs to draw a service before anything happens."""
+
+    name: str
+    role: str
+    unit: str
+    host: str
+    gpus: tuple[int, ...]
+    numa: int | None
+    port: int | None
+    after: tuple[str, ...]
+    timeout: float
+
+
+@dataclass(frozen=True, slots=True)
+class PlanReady:
+    """First event of a bring-up: the deployment as it will be brought up."""
+
+    deployment: str
+    services: tuple[ServiceInfo, ...]
+    steps: tuple[Step, ...]
+    elapsed: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class StepChanged:
+    step: Step
+    status: StepStatus
+    detail: str = ""
+    elapsed: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class StateChanged:
+    service: str
+    old: ServiceState
+    new: ServiceState
+    reason: str = ""
+    line: str | None = None            # the log line that caused it (a failure or ready line)
+    elapsed: float = 0.0
+    time_to_ready: float | None = None  # seconds from start command to READY
+
+
+@dataclass(frozen=True, slots=True)
+class LogRecord:
+    """One journal line, already decoded to text (control characters intact: render inert)."""
+
+    text: str
+    kind: LineKind = LineKind.NORMAL
+    timestamp: float | None = None     # seconds since the epoch, from the journal
+    cursor: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LogLines:
+    """A batch of lines of one service, in journal order."""
+
+    service: str
+    lines: tuple[LogRecord, ...]
+    elapsed: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeResult:
+    """The outcome of one readiness check or router probe step."""
+
+    service: str
+    check: str                 # "log", "http /health", "tcp", "readiness", "workers", "smoke" ...
+    ok: bool
+    detail: str = ""
+    latency: float | None = None
+    elapsed: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class HostStatus:
+    host: str
+    status: str                # "connecting", "connected", "reconnecting", "error", "closed"
+    detail: str = ""
+    elapsed: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class GpuInfo:
+    index: int
+    name: str = ""
+    memory_used_mib: int | None = None
+    memory_total_mib: int | None = None
+    utilization: int | None = None
+    numa: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSample:
+    host: str
+    gpus: tuple[GpuInfo, ...]
+    elapsed: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Notice:
+    """A preflight finding or other message for the user."""
+
+    level: str                 # "info", "warning", "error"
+    text: str
+    service: str | None = None
+    elapsed: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Done:
+    """Last event of a bring-up."""
+
+    ok: bool
+    exit_code: int
+    time_to_ready: dict[str, float] = field(default_factory=dict)
+    failures: dict[str, str] = field(default_factory=dict)   # service -> reason
+    left_running: tuple[str, ...] = ()                        # units pdtui started and left running
+    elapsed: float = 0.0
+
+
+Event = PlanReady | StepChanged | StateChanged | LogLines | ProbeResult | HostStatus | GpuSample | Notice | Done
