@@ -8,8 +8,10 @@ from the orchestrator's clock.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Protocol
 
 from pdtui.engine.states import ServiceState
 
@@ -166,3 +168,23 @@ class Done:
 
 
 Event = PlanReady | StepChanged | StateChanged | LogLines | ProbeResult | HostStatus | GpuSample | Notice | Done
+
+
+class EventSource(Protocol):
+    """What a front end (TUI, headless printer) drives: the orchestrator, or a fake in tests."""
+
+    def subscribe(self, callback: Callable[[Event], None]) -> None:
+        """Call ``callback`` with every event, in order, on the event loop's thread."""
+        ...
+
+    async def run(self) -> Done:
+        """Bring the deployment up; the last event emitted is the returned Done."""
+        ...
+
+    def retry(self, service: str) -> bool:
+        """Start a failed or timed-out service (and what it blocked) again.
+
+        Returns False when the service is not in a state that can be retried.
+        A retry emits StateChanged events and, when it settles, a new Done.
+        """
+        ...
