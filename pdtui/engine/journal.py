@@ -1,0 +1,69 @@
+"""One journal tail per host, for all the units pdtui watches there.
+
+``journalctl -f -o json -u A -u B ...`` runs in one channel (sshd allows only
+ten per connection); each entry names its unit, so the tail is split by unit
+downstream. When the stream breaks (a dropped SSH connection, journalctl
+killed), the tail is opened again after the last cursor it delivered: no line
+is lost and none is delivered twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+
+from pdtui.hosts.base import Host, HostError
+from pdtui.systemd import Commands, JournalEntry, parse_entry
+
+BACKOFF_START = 0.2
+BACKOFF_MAX = 5.0
+
+
+class JournalTail:
+    """Follows several units' journals on one host and hands every entry to ``on_entry``."""
+
+    def __init__(self, host: Host, commands: Commands, units: Sequence[str],
+                 on_entry: Callable[[JournalEntry], None],
+                 on_problem: Callable[[str], None] = lambda message: None) -> None:
+        self.host = host
+        self.commands = commands
+        self.units = list(units)
+        self.on_entry = on_entry
+        self.on_problem = on_problem
+        self.cursor: str | None = None
+        self.delivered = 0
+        self.started = asyncio.Event()     # set once the first stream is open
+
+    async def run(self) -> None:
+        """Follow until cancelled, reopening the stream after every break."""
+        backoff = BACKOFF_START
+        while True:
+            try:
+                got_lines = await self._follow_once()
+            except HostError as exc:
+                self.on_problem(str(exc))
+                got_lines = False
+            if got_lines:
+                backoff = BACKOFF_START
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, BACKOFF_MAX)
+
+    async def _follow_once(self) -> bool:
+        """One journalctl run; True if it delivered anything."""
+        argv = self.commands.follow(self.units, self.cursor)
+        before = self.delivered
+        async with self.host.stream(argv) as lines:
+            self.started.set()
+            async for raw in lines:
+                entry = parse_entry(raw)
+                if entry is None:
+                    continue
+                if entry.cursor:
+                    self.cursor = entry.cursor
+                self.delivered += 1
+                self.on_entry(entry)
+        status = getattr(lines, "exit_status", None)
+        if status:
+            detail = getattr(lines, "stderr", "") or f"exit status {status}"
+            self.on_problem(f"{self.host.name}: journalctl stopped: {detail.splitlines()[-1]}")
+        return self.delivered > before

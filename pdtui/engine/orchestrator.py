@@ -1,0 +1,563 @@
+"""The bring-up: preflight -> start backends -> wait for readiness -> start router -> probe.
+
+Each service is brought up by its own task, which first waits for the services
+it comes ``after``. A service is ready only when every check holds for the
+unit's *current invocation*: its ready log line, its HTTP/TCP checks (the
+router: the end-to-end probe), and no failure line. A failure line or a failed
+unit fails it at once, and everything after it is blocked, so nothing waits
+forever. All progress is told through events (see events.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from pdtui.engine.events import (
+    Done, Event, HostStatus, LineKind, LogLines, LogRecord, Notice, PlanReady, ProbeResult,
+    ServiceInfo, StateChanged, Step, StepChanged, StepStatus,
+)
+from pdtui.engine.journal import JournalTail
+from pdtui.engine.probes import LOOPBACK, Backend, Check, RouterProbe, http_check, tcp_check
+from pdtui.engine.readiness import FailureCandidate, LineJudge, failure_signatures
+from pdtui.engine.states import FINAL_STATES, ServiceState, check_transition
+from pdtui.engine.http import HttpProber
+from pdtui.hosts.base import Host, HostError
+from pdtui.systemd import Commands, JournalEntry, parse_entry, parse_show, sudo_needs_password
+
+S = ServiceState
+HostFactory = Callable[..., Host]
+
+# systemd's own lines that mean the unit's process ended or the unit changed state.
+UNIT_END_MARKERS = ("Main process exited", "Failed with result", "Deactivated successfully", "Stopped ")
+BAD_OUTCOMES = frozenset({S.FAILED, S.TIMED_OUT, S.BLOCKED})
+
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    """How often things are looked at. Tests shorten these."""
+
+    poll: float = 0.5          # HTTP/TCP/router probes while waiting
+    unit_poll: float = 2.0     # `systemctl show` while waiting (systemd's own lines wake it sooner)
+    settle: float = 0.3        # after a first failure line, wait this long for a more telling one
+    log_batch: float = 0.05    # log lines are handed to subscribers in batches this often
+    command_timeout: float = 30.0
+
+
+@dataclass
+class ServiceRun:
+    """Everything the orchestrator knows about one service during a bring-up."""
+
+    cfg: object
+    judge: LineJudge
+    state: ServiceState = S.PENDING
+    attempt: int = 0
+    started_at: float | None = None
+    invocation: str | None = None
+    collecting: bool = False                      # start issued, invocation not yet known
+    buffered: list[JournalEntry] = field(default_factory=list)
+    backfilled: set[str] = field(default_factory=set)
+    log_ok: bool = False
+    failure: FailureCandidate | None = None
+    failure_at: float | None = None
+    unit_problem: str | None = None
+    unit_dirty: bool = False
+    active_state: str = ""
+    started_by_us: bool = False
+    pending_lines: list[LogRecord] = field(default_factory=list)
+    last_checks: dict[str, tuple[bool, str]] = field(default_factory=dict)
+    settled: asyncio.Event = field(default_factory=asyncio.Event)
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    task: asyncio.Task | None = None
+    reason: str = ""
+    time_to_ready: float | None = None
+    router_probe: RouterProbe | None = None
+
+    @property
+    def name(self) -> str:
+        return self.cfg.name
+
+    def reset(self) -> None:
+        """Forget the previous attempt (for a retry)."""
+        self.invocation, self.collecting, self.log_ok = None, False, False
+        self.failure = self.failure_at = self.unit_problem = self.router_probe = None
+        self.buffered.clear()
+        self.backfilled.clear()
+        self.last_checks.clear()
+        self.settled.clear()
+
+
+class Orchestrator:
+    """Brings one deployment up and tells everything it does through events."""
+
+    def __init__(self, deployment, host_factory: HostFactory, *, clock: Callable[[], float] = time.monotonic,
+                 smoke: bool = True, timing: Timing = Timing()) -> None:
+        self.deployment = deployment
+        self.host_factory = host_factory
+        self.clock = clock
+        self.smoke = smoke
+        self.timing = timing
+        self._subscribers: list[Callable[[Event], None]] = []
+        self._t0 = clock()
+        self._hosts: dict[str, Host] = {}
+        self._commands = {name: Commands.for_host(h) for name, h in deployment.hosts.items()}
+        self._probers: dict[str, HttpProber] = {}
+        self._runs = {name: ServiceRun(cfg, LineJudge(cfg.ready.log, failure_signatures(cfg.role, cfg.fail)))
+                      for name, cfg in deployment.services.items()}
+        self._by_unit = {(r.cfg.host, r.cfg.unit): r for r in self._runs.values()}
+        self._tails: list[asyncio.Task] = []
+        self._steps: dict[Step, StepStatus] = {}
+        self._preflight = StepStatus.PENDING
+        self._changed = asyncio.Event()
+        self._flush_handle: asyncio.TimerHandle | None = None
+        self._done_task: asyncio.Task | None = None
+        self._last_done: Done | None = None
+
+    # -- the public face ---------------------------------------------------
+    def subscribe(self, callback: Callable[[Event], None]) -> None:
+        self._subscribers.append(callback)
+
+    async def run(self) -> Done:
+        """Bring everything up; returns (and has emitted) the Done that ends the bring-up.
+
+        Journal tails and watches keep running afterwards (a front end keeps
+        showing logs and crashes) until :meth:`close`.
+        """
+        self._t0 = self.clock()
+        self._emit(PlanReady(self.deployment.name, tuple(_info(r.cfg) for r in self._runs.values()), tuple(Step)))
+        self._update_steps()
+        self._open_hosts()
+        await self._preflight_hosts()
+        for run in self._runs.values():
+            if run.state is S.PENDING:
+                run.task = asyncio.create_task(self._bring_up(run), name=f"bring-up {run.name}")
+        return await self._until_done()
+
+    def retry(self, service: str) -> bool:
+        run = self._runs.get(service)
+        if run is None or run.state not in (S.FAILED, S.TIMED_OUT):
+            return False
+        again = [run] + [self._runs[d] for d in self.deployment.dependents(service)
+                         if self._runs[d].state in BAD_OUTCOMES]
+        for r in again:
+            if r.task and not r.task.done():
+                r.task.cancel()
+            r.reset()
+            self._transition(r, S.PENDING, "retry")
+            r.task = asyncio.create_task(self._bring_up(r), name=f"retry {r.name}")
+        if self._done_task is None or self._done_task.done():
+            self._done_task = asyncio.create_task(self._until_done())
+        return True
+
+    async def close(self) -> None:
+        """Stop watching: end tails, probes and connections. Never stops a unit."""
+        tasks = [*self._tails, *(r.task for r in self._runs.values() if r.task)]
+        if self._done_task:
+            tasks.append(self._done_task)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._flush_logs()
+        for prober in self._probers.values():
+            await prober.close()
+        for host in self._hosts.values():
+            try:
+                await host.close()
+            except Exception:   # closing a broken connection must not hide the real outcome
+                pass
+
+    # -- events ------------------------------------------------------------
+    def elapsed(self) -> float:
+        return round(self.clock() - self._t0, 3)
+
+    def _emit(self, event: Event) -> None:
+        for callback in list(self._subscribers):
+            callback(event)
+
+    def _transition(self, run: ServiceRun, new: ServiceState, reason: str = "", line: str | None = None) -> None:
+        check_transition(run.name, run.state, new)
+        self._flush_logs(run)
+        old, run.state, run.reason = run.state, new, reason
+        ttr = None
+        if new is S.READY and run.started_at is not None:
+            ttr = run.time_to_ready = round(self.clock() - run.started_at, 3)
+        self._emit(StateChanged(run.name, old, new, reason, line, self.elapsed(), ttr))
+        if new.is_final:
+            run.settled.set()
+        else:
+            run.settled.clear()
+        self._changed.set()
+        self._update_steps()
+
+    def _probe_result(self, run: ServiceRun, check: Check) -> None:
+        """Tell a check's result when it differs from the last one told."""
+        if run.last_checks.get(check.name) != (check.ok, check.detail):
+            run.last_checks[check.name] = (check.ok, check.detail)
+            self._emit(ProbeResult(run.name, check.name, check.ok, check.detail, check.latency, self.elapsed()))
+
+    def _host_status(self, host: str, status: str, detail: str = "") -> None:
+        self._emit(HostStatus(host, status, detail, self.elapsed()))
+
+    # -- hosts and journals -------------------------------------------------
+    def _open_hosts(self) -> None:
+        for name, cfg in self.deployment.hosts.items():
+            units = [r.cfg.unit for r in self._runs.values() if r.cfg.host == name]
+            if not units:
+                continue
+            host = self._hosts[name] = self.host_factory(cfg, on_status=self._host_status)
+            self._probers[name] = HttpProber(host)
+            tail = JournalTail(host, self._commands[name], units,
+                               on_entry=lambda entry, h=name: self._on_entry(h, entry),
+                               on_problem=lambda msg: self._emit(Notice("warning", msg, None, self.elapsed())))
+            self._tails.append(asyncio.create_task(tail.run(), name=f"journal {name}"))
+
+    async def _preflight_hosts(self) -> None:
+        """Reach every host and look at every unit before touching anything."""
+        self._preflight = StepStatus.RUNNING
+        self._update_steps()
+        results = await asyncio.gather(*(self._preflight_host(h) for h in self._hosts))
+        self._preflight = StepStatus.DONE if all(results) else StepStatus.FAILED
+        self._update_steps()
+
+    async def _preflight_host(self, host_name: str) -> bool:
+        ok = True
+        for run in [r for r in self._runs.values() if r.cfg.host == host_name]:
+            try:
+                props = await self._show(run, ("LoadState", "ActiveState", "InvocationID"))
+            except HostError as exc:
+                self._transition(run, S.FAILED, str(exc))
+                ok = False
+                continue
+            if props.get("LoadState") == "not-found":
+                self._transition(run, S.FAILED, f"unit {run.cfg.unit} not found on {host_name}")
+                ok = False
+        return ok
+
+    def _on_entry(self, host: str, entry: JournalEntry) -> None:
+        run = self._by_unit.get((host, entry.unit))
+        if run is None:
+            return
+        if run.collecting:
+            run.buffered.append(entry)
+        else:
+            self._consume(run, entry)
+
+    def _consume(self, run: ServiceRun, entry: JournalEntry) -> None:
+        """Judge one line (when it belongs to the current invocation) and queue it for display."""
+        if run.backfilled:
+            if entry.cursor in run.backfilled:
+                return
+            run.backfilled.clear()   # the stream has moved past the backfilled history
+        current = run.invocation is not None and entry.invocation == run.invocation
+        message = entry.message
+        if entry.system:
+            kind = LineKind.SYSTEM
+            if current and any(m in message for m in UNIT_END_MARKERS):
+                run.unit_dirty = True
+                run.wake.set()
+        elif current and run.state in (S.STARTING, S.WAITING, S.READY):
+            kind = run.judge.kind(message, entry.priority)
+            if kind is LineKind.FAIL:
+                self._note_failure(run, message)
+            elif kind is LineKind.READY:
+                run.log_ok = True
+                run.wake.set()
+        else:
+            kind = LineKind.NORMAL
+        run.pending_lines.append(LogRecord(message, kind, entry.realtime, entry.cursor))
+        if self._flush_handle is None:
+            self._flush_handle = asyncio.get_running_loop().call_later(self.timing.log_batch, self._flush_logs)
+
+    def _note_failure(self, run: ServiceRun, message: str) -> None:
+        signature = run.judge.failure(message)
+        if run.failure is None:
+            run.failure = FailureCandidate(signature, message)
+            run.failure_at = self.clock()
+        else:
+            run.failure.consider(signature, message)
+        run.wake.set()
+
+    def _flush_logs(self, only: ServiceRun | None = None) -> None:
+        runs = [only] if only else list(self._runs.values())
+        if only is None:
+            self._flush_handle = None
+        for run in runs:
+            if run.pending_lines:
+                lines, run.pending_lines = tuple(run.pending_lines), []
+                self._emit(LogLines(run.name, lines, self.elapsed()))
+
+    # -- one service ----------------------------------------------------------
+    async def _bring_up(self, run: ServiceRun) -> None:
+        deps = [self._runs[d] for d in run.cfg.after]
+        await asyncio.gather(*(d.settled.wait() for d in deps))
+        bad = [d for d in deps if d.state is not S.READY]
+        if bad:
+            self._transition(run, S.BLOCKED, f"{bad[0].name} {bad[0].state.value.replace('_', ' ')}")
+            return
+        run.attempt += 1
+        run.started_at = self.clock()
+        deadline = run.started_at + run.cfg.timeout
+        try:
+            await self._start(run, deadline)
+            if run.state is S.STARTING:
+                self._transition(run, S.WAITING)
+                await self._wait_ready(run, deadline)
+            if run.state is S.READY:
+                await self._watch(run)
+        except HostError as exc:
+            if run.state in (S.STARTING, S.WAITING, S.READY):
+                self._transition(run, S.FAILED, str(exc))
+
+    async def _command(self, run: ServiceRun, argv: list[str], deadline: float | None = None):
+        timeout = self.timing.command_timeout
+        if deadline is not None:
+            timeout = max(0.1, min(timeout, deadline - self.clock()))
+        result = await self._hosts[run.cfg.host].run(argv, timeout=timeout)
+        if not result.ok and sudo_needs_password(result.stderr):
+            raise HostError(f"{run.cfg.host}: sudo asks for a password; pdtui needs passwordless sudo "
+                            f"(sudo -n) for systemctl and journalctl")
+        return result
+
+    async def _show(self, run: ServiceRun, properties=None) -> dict[str, str]:
+        commands = self._commands[run.cfg.host]
+        argv = commands.show(run.cfg.unit, properties) if properties else commands.show(run.cfg.unit)
+        result = await self._command(run, argv)
+        return parse_show(result.stdout)
+
+    async def _start(self, run: ServiceRun, deadline: float) -> None:
+        commands = self._commands[run.cfg.host]
+        if run.cfg.role == "router":
+            argv, verb = commands.enable_now(run.cfg.unit), "systemctl enable --now"
+        elif run.attempt > 1:
+            argv, verb = commands.restart(run.cfg.unit), "systemctl restart"
+        else:
+            argv, verb = commands.start(run.cfg.unit), "systemctl start"
+        self._transition(run, S.STARTING, f"{verb} {run.cfg.unit}")
+        for old in run.cfg.replaces:
+            result = await self._command(run, commands.disable_now(old), deadline)
+            self._emit(Notice("info" if result.ok else "warning",
+                              f"stopped and disabled {old}" if result.ok else f"could not stop {old}: {_last_line(result.stderr)}",
+                              run.name, self.elapsed()))
+        run.collecting = True
+        result = await self._command(run, argv, deadline)
+        if not result.ok:
+            run.collecting = False
+            self._transition(run, S.FAILED, f"{verb} failed: {_last_line(result.stderr) or f'exit status {result.exit_status}'}")
+            return
+        run.started_by_us = True
+        props = await self._show(run)
+        run.invocation = props.get("InvocationID") or None
+        run.active_state = props.get("ActiveState", "")
+        await self._backfill(run)
+
+    async def _backfill(self, run: ServiceRun) -> None:
+        """Judge the lines the invocation wrote before the tail saw them, then what the tail buffered."""
+        history: list[JournalEntry] = []
+        if run.invocation:
+            argv = self._commands[run.cfg.host].invocation_history(run.cfg.unit, run.invocation)
+            result = await self._command(run, argv)
+            history = [e for e in map(parse_entry, result.stdout.splitlines()) if e is not None]
+        run.collecting = False
+        for entry in history:
+            self._consume(run, entry)
+        run.backfilled = {e.cursor for e in history if e.cursor}
+        buffered, run.buffered = run.buffered, []
+        for entry in buffered:
+            self._consume(run, entry)
+
+    async def _wait_ready(self, run: ServiceRun, deadline: float) -> None:
+        next_unit = self.clock()
+        next_probe = self.clock()
+        while True:
+            now = self.clock()
+            if run.failure and now - run.failure_at >= self.timing.settle:
+                self._transition(run, S.FAILED, run.failure.signature.reason, run.failure.line)
+                return
+            if run.unit_dirty or now >= next_unit:
+                run.unit_dirty = False
+                next_unit = now + self.timing.unit_poll
+                await self._check_unit(run)
+                if run.unit_problem and not run.failure:
+                    self._transition(run, S.FAILED, run.unit_problem)
+                    return
+            if not run.failure and now >= next_probe and (run.log_ok or not run.cfg.ready.log):
+                next_probe = now + self.timing.poll
+                outcome = await self._probe(run)
+                if outcome is True:
+                    self._transition(run, S.READY, "all checks hold")
+                    return
+                if isinstance(outcome, Check):
+                    self._transition(run, S.FAILED, f"{outcome.name}: {outcome.detail}")
+                    return
+            now = self.clock()
+            if now >= deadline:
+                self._transition(run, S.TIMED_OUT, self._waiting_for(run))
+                return
+            wake_at = min(deadline, next_unit, next_probe if (run.log_ok or not run.cfg.ready.log) else deadline,
+                          run.failure_at + self.timing.settle if run.failure else deadline)
+            await self._sleep(run, wake_at - now)
+
+    async def _sleep(self, run: ServiceRun, seconds: float) -> None:
+        run.wake.clear()
+        try:
+            await asyncio.wait_for(run.wake.wait(), max(0.0, seconds))
+        except asyncio.TimeoutError:
+            pass
+
+    async def _check_unit(self, run: ServiceRun) -> None:
+        props = await self._show(run)
+        run.active_state = props.get("ActiveState", "")
+        invocation = props.get("InvocationID") or None
+        if run.active_state == "failed":
+            run.unit_problem = f"unit {run.cfg.unit} failed (exit status {props.get('ExecMainStatus', '?')})"
+        elif run.active_state in ("inactive", "deactivating"):
+            run.unit_problem = f"unit {run.cfg.unit} stopped ({run.active_state})"
+        elif run.invocation and invocation and invocation != run.invocation:
+            run.unit_problem = f"unit {run.cfg.unit} restarted (NRestarts={props.get('NRestarts', '?')})"
+
+    async def _probe(self, run: ServiceRun) -> bool | Check | None:
+        """Run the active checks: True when all hold, a Check when one failed for good, else None."""
+        host = self._hosts[run.cfg.host]
+        if run.cfg.role == "router":
+            return await self._probe_router(run, host)
+        checks = []
+        if run.cfg.ready.tcp and run.cfg.port:
+            checks.append(await tcp_check(host, run.cfg.port))
+        if run.cfg.ready.http and run.cfg.port and all(c.ok for c in checks):
+            checks.append(await http_check(self._probers[run.cfg.host], run.cfg.port, run.cfg.ready.http))
+        for check in checks:
+            self._probe_result(run, check)
+        return all(c.ok for c in checks) or None
+
+    async def _probe_router(self, run: ServiceRun, host: Host) -> bool | Check | None:
+        probe = run.router_probe
+        if probe is None:
+            probe = run.router_probe = RouterProbe(self._probers[run.cfg.host], run.cfg.port,
+                                                   self._backends(run), smoke=self.smoke)
+        last = None
+        async for check in probe.steps(host):
+            self._probe_result(run, check)
+            last = check
+        if last is not None and last.ok:
+            return True
+        return last if last is not None and last.final else None
+
+    def _backends(self, router: ServiceRun) -> list[Backend]:
+        backends = []
+        for name in router.cfg.after:
+            cfg = self._runs[name].cfg
+            if cfg.role not in ("prefill", "decode") or not cfg.port:
+                continue
+            host = self.deployment.hosts[cfg.host]
+            names = {n for n in (host.address, cfg.host) if n}
+            if cfg.host == router.cfg.host or host.local:
+                names |= LOOPBACK
+            backends.append(Backend(name, cfg.role, cfg.port, frozenset(names)))
+        return backends
+
+    def _waiting_for(self, run: ServiceRun) -> str:
+        pending = [name for name, (ok, _) in run.last_checks.items() if not ok]
+        if run.cfg.ready.log and not run.log_ok:
+            pending.insert(0, f"log line /{run.cfg.ready.log}/")
+        details = [f"{n} ({run.last_checks[n][1]})" if n in run.last_checks else n for n in pending]
+        return f"not ready after {run.cfg.timeout:g}s: waiting for " + (", ".join(details) or "readiness")
+
+    async def _watch(self, run: ServiceRun) -> None:
+        """After READY: a failure line or a dead unit still fails the service."""
+        next_unit = self.clock() + self.timing.unit_poll
+        while run.state is S.READY:
+            now = self.clock()
+            if run.failure and now - run.failure_at >= self.timing.settle:
+                self._transition(run, S.FAILED, f"after ready: {run.failure.signature.reason}", run.failure.line)
+                return
+            if run.unit_dirty or now >= next_unit:
+                run.unit_dirty = False
+                next_unit = now + self.timing.unit_poll
+                await self._check_unit(run)
+                if run.unit_problem and not run.failure:
+                    self._transition(run, S.FAILED, f"after ready: {run.unit_problem}")
+                    return
+            wake_at = min(next_unit, run.failure_at + self.timing.settle if run.failure else next_unit)
+            await self._sleep(run, wake_at - self.clock())
+
+    # -- the whole ---------------------------------------------------------------
+    async def _until_done(self) -> Done:
+        """Wait until every service settled, or one failed (the bring-up has failed then)."""
+        while True:
+            states = [r.state for r in self._runs.values()]
+            if all(s in FINAL_STATES for s in states) or any(s in (S.FAILED, S.TIMED_OUT) for s in states):
+                break
+            self._changed.clear()
+            await self._changed.wait()
+        self._flush_logs()
+        done = self._make_done()
+        self._last_done = done
+        self._emit(done)
+        return done
+
+    def _make_done(self) -> Done:
+        runs = list(self._runs.values())
+        ok = all(r.state is S.READY for r in runs)
+        ttr = {r.name: r.time_to_ready for r in runs if r.state is S.READY and r.time_to_ready is not None}
+        failures = {r.name: r.reason or r.state.value for r in runs if r.state in BAD_OUTCOMES}
+        left = tuple(r.cfg.unit for r in runs if r.started_by_us and r.active_state in ("active", "activating", "reloading"))
+        return Done(ok, 0 if ok else 1, ttr, failures, left, self.elapsed())
+
+    def _update_steps(self) -> None:
+        for step, status in _step_statuses(self._preflight, list(self._runs.values())).items():
+            if self._steps.get(step) != status:
+                self._steps[step] = status
+                self._emit(StepChanged(step, status, "", self.elapsed()))
+
+
+def _step_statuses(preflight: StepStatus, runs: list[ServiceRun]) -> dict[Step, StepStatus]:
+    """Each step's status, derived from the services' states."""
+    backends = [r for r in runs if not r.cfg.after]
+    routers = [r for r in runs if r.cfg.after]
+    statuses = {Step.PREFLIGHT: preflight,
+                Step.START_BACKENDS: _start_status(backends), Step.WAIT_READY: _wait_status(backends),
+                Step.START_ROUTER: _start_status(routers), Step.PROBE_ROUTER: _wait_status(routers)}
+    states = [r.state for r in runs]
+    if all(s is S.READY for s in states):
+        statuses[Step.DONE] = StepStatus.DONE
+    elif any(s in (S.FAILED, S.TIMED_OUT) for s in states):
+        statuses[Step.DONE] = StepStatus.FAILED
+    else:
+        statuses[Step.DONE] = StepStatus.PENDING
+    return statuses
+
+
+def _start_status(runs: list[ServiceRun]) -> StepStatus:
+    states = {r.state for r in runs}
+    if not runs or states == {S.BLOCKED}:
+        return StepStatus.SKIPPED
+    if S.STARTING in states:
+        return StepStatus.RUNNING
+    if any(r.state is S.FAILED and not r.started_by_us for r in runs):
+        return StepStatus.FAILED
+    if all(r.started_by_us or r.state is S.BLOCKED for r in runs):
+        return StepStatus.DONE
+    return StepStatus.RUNNING if any(r.started_by_us for r in runs) else StepStatus.PENDING
+
+
+def _wait_status(runs: list[ServiceRun]) -> StepStatus:
+    states = {r.state for r in runs}
+    if not runs or states == {S.BLOCKED}:
+        return StepStatus.SKIPPED
+    if states & {S.FAILED, S.TIMED_OUT}:
+        return StepStatus.FAILED
+    if states == {S.READY}:
+        return StepStatus.DONE
+    return StepStatus.RUNNING if S.WAITING in states or S.READY in states else StepStatus.PENDING
+
+
+def _info(cfg) -> ServiceInfo:
+    return ServiceInfo(cfg.name, cfg.role, cfg.unit, cfg.host, tuple(cfg.gpus), cfg.numa, cfg.port,
+                       tuple(cfg.after), cfg.timeout)
+
+
+def _last_line(text: str) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1].strip() if lines else ""

@@ -1,0 +1,167 @@
+"""The active readiness checks: TCP accept, HTTP status, and the router's end-to-end probe.
+
+Each check returns a :class:`Check` (ok, detail, latency). The router probe is
+a sequence that stops at the first step that does not hold: port accepting,
+``/readiness`` (``/health`` on routers that have no ``/readiness``), every
+configured backend healthy in ``/workers``, a model in ``/v1/models``, and one
+tiny chat completion through the prefill -> decode path.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from pdtui.engine.http import HttpProber
+from pdtui.hosts.base import Host
+
+LOOPBACK = {"127.0.0.1", "localhost", "0.0.0.0", "::1", "[::1]"}
+SMOKE_PROMPT = "Say OK."
+SMOKE_MAX_TOKENS = 4
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str = ""
+    latency: float | None = None
+    final: bool = False      # a failure that waiting will not cure
+
+
+@dataclass(frozen=True, slots=True)
+class Backend:
+    """A prefill or decode service as the router should list it."""
+
+    service: str
+    role: str
+    port: int
+    addresses: frozenset[str]   # host names under which the router may know it
+
+
+async def tcp_check(host: Host, port: int) -> Check:
+    started = time.perf_counter()
+    try:
+        _, writer = await host.open_tcp(port, timeout=3)
+    except (OSError, ConnectionError) as exc:
+        return Check("tcp", False, f"port {port} not accepting ({exc})")
+    writer.close()
+    return Check("tcp", True, f"port {port} accepting", time.perf_counter() - started)
+
+
+async def http_check(prober: HttpProber, port: int, path: str) -> Check:
+    result = await prober.get(port, path)
+    return Check(f"http {path}", result.ok, result.describe(), result.latency)
+
+
+def worker_matches(url: str, backend: Backend) -> bool:
+    """Whether a worker URL the router lists is this backend (same port, a name of its host)."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return False
+    return port == backend.port and (parts.hostname or "") in backend.addresses
+
+
+def _workers(payload: object) -> list[dict]:
+    """The worker objects of a ``/workers`` answer, tolerant of its shape across versions."""
+    if isinstance(payload, dict):
+        payload = payload.get("workers", payload.get("data", []))
+    return [w for w in payload if isinstance(w, dict)] if isinstance(payload, list) else []
+
+
+def _healthy(worker: dict) -> bool:
+    for key in ("is_healthy", "healthy"):
+        if key in worker:
+            return bool(worker[key])
+    return str(worker.get("status", "healthy")).lower() in ("healthy", "ready", "ok")
+
+
+def check_workers(payload: object, backends: Sequence[Backend]) -> Check:
+    """Every configured backend listed by the router and healthy; name the ones that are not."""
+    workers = _workers(payload)
+    missing, unhealthy = [], []
+    for backend in backends:
+        found = [w for w in workers if worker_matches(str(w.get("url", "")), backend)]
+        if not found:
+            missing.append(backend.service)
+        elif not any(_healthy(w) for w in found):
+            unhealthy.append(backend.service)
+    problems = ([f"missing: {', '.join(missing)}"] if missing else []) + (
+        [f"unhealthy: {', '.join(unhealthy)}"] if unhealthy else [])
+    if problems:
+        return Check("workers", False, "; ".join(problems))
+    return Check("workers", True, f"{len(backends)} of {len(backends)} backends healthy")
+
+
+class RouterProbe:
+    """The router's end-to-end probe, step by step."""
+
+    def __init__(self, prober: HttpProber, port: int, backends: Sequence[Backend], *, smoke: bool = True) -> None:
+        self.prober = prober
+        self.port = port
+        self.backends = list(backends)
+        self.smoke = smoke
+        self.smoke_failures = 0
+        self._model: str | None = None
+
+    async def steps(self, host: Host):
+        """Yield each step's Check until one fails (that one is yielded last)."""
+        for step in (self._tcp(host), self._readiness(), self._workers(), self._models()):
+            check = await step
+            yield check
+            if not check.ok:
+                return
+        if self.smoke:
+            yield await self._smoke(self._model)
+
+    async def _tcp(self, host: Host) -> Check:
+        return await tcp_check(host, self.port)
+
+    async def _readiness(self) -> Check:
+        result = await self.prober.get(self.port, "/readiness")
+        if result.status == 404:
+            # Older routers have no /readiness; their /health reflects the workers.
+            result = await self.prober.get(self.port, "/health")
+            return Check("health", result.ok, result.describe(), result.latency)
+        return Check("readiness", result.ok, result.describe(), result.latency)
+
+    async def _workers(self) -> Check:
+        result = await self.prober.get(self.port, "/workers")
+        if not result.ok:
+            return Check("workers", False, result.describe(), result.latency)
+        check = check_workers(result.json(), self.backends)
+        return Check(check.name, check.ok, check.detail, result.latency)
+
+    async def _models(self) -> Check:
+        result = await self.prober.get(self.port, "/v1/models")
+        data = result.json() if result.ok else None
+        models = [m.get("id") for m in (data or {}).get("data", []) if isinstance(m, dict)] if isinstance(data, dict) else []
+        self._model = next((m for m in models if m), None)
+        if not self._model:
+            return Check("models", False, result.describe() if not result.ok else "no model listed", result.latency)
+        return Check("models", True, self._model, result.latency)
+
+    async def _smoke(self, model: str) -> Check:
+        body = {"model": model, "messages": [{"role": "user", "content": SMOKE_PROMPT}],
+                "max_tokens": SMOKE_MAX_TOKENS, "temperature": 0}
+        result = await self.prober.request("POST", self.port, "/v1/chat/completions", body=body, timeout=30)
+        answer = _answer(result.json()) if result.ok else None
+        if answer is None:
+            self.smoke_failures += 1
+            detail = result.describe() if not result.ok else f"no answer in the response: {result.describe()}"
+            # A generation that fails three times over is not a warm-up hiccup.
+            return Check("smoke", False, detail, result.latency, final=self.smoke_failures >= 3)
+        return Check("smoke", True, f"answer {answer!r} in {result.latency * 1000:.0f} ms", result.latency)
+
+
+def _answer(payload: object) -> str | None:
+    try:
+        choice = payload["choices"][0]
+        text = choice.get("message", {}).get("content") if "message" in choice else choice.get("text")
+    except (KeyError, IndexError, TypeError, AttributeError):
+        return None
+    return text.strip() if isinstance(text, str) else None

@@ -1,0 +1,117 @@
+"""The local host: commands are asyncio subprocesses on this machine, TCP goes to 127.0.0.1."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+
+from pdtui.hosts.base import HostError, Result
+
+# Lines longer than this are still delivered whole; the limit only bounds one read buffer.
+STREAM_LIMIT = 16 * 1024 * 1024
+
+
+class LocalHost:
+    """Runs argvs on this machine. No shell is involved anywhere."""
+
+    def __init__(self, name: str = "local") -> None:
+        self.name = name
+
+    async def run(self, argv: Sequence[str], *, timeout: float | None = None) -> Result:
+        proc = await self._spawn(argv, stdout=asyncio.subprocess.PIPE)
+        try:
+            out, err = await asyncio.wait_for(proc.communicate(), timeout)
+        except asyncio.TimeoutError:
+            _kill_group(proc)
+            await proc.wait()
+            raise HostError(f"{self.name}: {argv[0]} did not finish within {timeout:g}s") from None
+        except asyncio.CancelledError:
+            _kill_group(proc)
+            await proc.wait()
+            raise
+        return Result(tuple(argv), proc.returncode or 0,
+                      out.decode(errors="replace"), err.decode(errors="replace"))
+
+    @asynccontextmanager
+    async def stream(self, argv: Sequence[str]) -> AsyncIterator[StreamLines]:
+        proc = await self._spawn(argv, stdout=asyncio.subprocess.PIPE)
+        lines = StreamLines(proc)
+        try:
+            yield lines
+        finally:
+            if proc.returncode is None:
+                _kill_group(proc)
+            await proc.wait()
+            await lines.finish()
+
+    async def open_tcp(self, port: int, *, timeout: float | None = None):
+        try:
+            return await asyncio.wait_for(
+                asyncio.open_connection("127.0.0.1", port, limit=STREAM_LIMIT), timeout)
+        except asyncio.TimeoutError:
+            raise ConnectionError(f"connecting to 127.0.0.1:{port} timed out") from None
+
+    async def close(self) -> None:
+        return None
+
+    async def _spawn(self, argv: Sequence[str], *, stdout: int) -> asyncio.subprocess.Process:
+        if not argv:
+            raise HostError(f"{self.name}: empty command")
+        try:
+            return await asyncio.create_subprocess_exec(
+                *argv, stdin=asyncio.subprocess.DEVNULL, stdout=stdout,
+                stderr=asyncio.subprocess.PIPE, limit=STREAM_LIMIT, start_new_session=True)
+        except OSError as exc:
+            raise HostError(f"{self.name}: cannot run {argv[0]}: {exc.strerror or exc}") from None
+
+
+class StreamLines:
+    """The stdout lines of a running command; after the end, its exit status and stderr tail."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self._proc = proc
+        self._stderr = asyncio.ensure_future(_tail(proc.stderr))
+        self.exit_status: int | None = None
+        self.stderr = ""
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return _lines(self._proc.stdout)
+
+    async def finish(self) -> None:
+        self.exit_status = await self._proc.wait()
+        self.stderr = (await self._stderr).decode(errors="replace").strip()
+
+
+async def _tail(reader: asyncio.StreamReader, keep: int = 4096) -> bytes:
+    """Drain a pipe so the command never blocks on it, keeping only its last bytes."""
+    kept = b""
+    while chunk := await reader.read(65536):
+        kept = (kept + chunk)[-keep:]
+    return kept
+
+
+async def _lines(reader: asyncio.StreamReader) -> AsyncIterator[bytes]:
+    while True:
+        try:
+            line = await reader.readuntil(b"\n")
+        except asyncio.IncompleteReadError as exc:
+            if exc.partial:
+                yield exc.partial
+            return
+        except asyncio.LimitOverrunError:
+            # Longer than the buffer: hand over what is there; the rest follows as its own line.
+            line = await reader.read(STREAM_LIMIT)
+            yield line
+            continue
+        yield line[:-1]
+
+
+def _kill_group(proc: asyncio.subprocess.Process) -> None:
+    """Stop a command and anything it started (it runs in its own session)."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass

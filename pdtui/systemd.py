@@ -1,0 +1,162 @@
+"""systemctl and journalctl: argv builders and parsers of what they print.
+
+Every command is an argv list (never a shell string); a host's ``commands:``
+wrappers and ``sudo`` are applied here, in one place.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+SHOW_PROPERTIES = ("ActiveState", "SubState", "MainPID", "NRestarts", "InvocationID", "ExecMainStatus")
+
+
+@dataclass(frozen=True, slots=True)
+class Commands:
+    """How systemctl and journalctl are invoked on one host."""
+
+    systemctl_prefix: tuple[str, ...] = ("systemctl",)
+    journalctl_prefix: tuple[str, ...] = ("journalctl",)
+    sudo: bool = False
+
+    @classmethod
+    def for_host(cls, host) -> "Commands":
+        """From a HostConfig (its ``commands`` mapping and ``sudo`` flag)."""
+        return cls(tuple(host.commands["systemctl"]), tuple(host.commands["journalctl"]), host.sudo)
+
+    def _wrap(self, prefix: tuple[str, ...], args: Iterable[str]) -> list[str]:
+        return [*(("sudo", "-n") if self.sudo else ()), *prefix, *args]
+
+    def systemctl(self, *args: str) -> list[str]:
+        return self._wrap(self.systemctl_prefix, args)
+
+    def journalctl(self, *args: str) -> list[str]:
+        return self._wrap(self.journalctl_prefix, args)
+
+    # -- systemctl verbs -------------------------------------------------
+    def start(self, unit: str) -> list[str]:
+        return self.systemctl("start", unit)
+
+    def enable_now(self, unit: str) -> list[str]:
+        return self.systemctl("enable", "--now", unit)
+
+    def restart(self, unit: str) -> list[str]:
+        return self.systemctl("restart", unit)
+
+    def stop(self, unit: str) -> list[str]:
+        return self.systemctl("stop", unit)
+
+    def disable_now(self, unit: str) -> list[str]:
+        return self.systemctl("disable", "--now", unit)
+
+    def is_active(self, unit: str) -> list[str]:
+        return self.systemctl("is-active", unit)
+
+    def show(self, unit: str, properties: Sequence[str] = SHOW_PROPERTIES) -> list[str]:
+        return self.systemctl("show", "-p", ",".join(properties), unit)
+
+    # -- journalctl --------------------------------------------------------
+    def follow(self, units: Sequence[str], after_cursor: str | None = None) -> list[str]:
+        """One tail for several units: new lines only, or everything after a cursor (resume)."""
+        position = [f"--after-cursor={after_cursor}"] if after_cursor else ["--lines=0"]
+        return self.journalctl("--follow", "--output=json", "--all", "--no-pager", "--quiet",
+                               *position, *(f"--unit={u}" for u in units))
+
+    def invocation_history(self, unit: str, invocation_id: str) -> list[str]:
+        """Every line so far of one invocation of a unit."""
+        return self.journalctl("--output=json", "--all", "--no-pager", "--quiet",
+                               f"--unit={unit}", f"_SYSTEMD_INVOCATION_ID={invocation_id}")
+
+
+def parse_show(text: str) -> dict[str, str]:
+    """``systemctl show -p ...`` output (KEY=VALUE lines) as a dict."""
+    props: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            props[key.strip()] = value.strip()
+    return props
+
+
+SUDO_PASSWORD_MARKERS = ("a password is required", "a terminal is required")
+
+
+def sudo_needs_password(stderr: str) -> bool:
+    """True when ``sudo -n`` refused because it would have asked for a password."""
+    return any(marker in stderr for marker in SUDO_PASSWORD_MARKERS)
+
+
+# -- journal JSON ------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class JournalEntry:
+    cursor: str | None
+    realtime: float | None          # seconds since the epoch
+    unit: str | None                # the unit the line is about
+    invocation: str | None
+    pid: int | None
+    priority: int | None
+    message: str
+    system: bool = False            # written by systemd itself about the unit
+
+
+OMITTED = "[message over 4096 bytes omitted by journalctl]"
+
+
+def decode_field(value: object) -> str:
+    """A journal JSON field value as text.
+
+    Strings as they are; ``null`` (too long without ``--all``) as a marker; an
+    array of byte values (non-printable or non-UTF-8 text) decoded with
+    replacement; an array of values (a repeated field) joined by newlines.
+    """
+    if value is None:
+        return OMITTED
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        if all(isinstance(v, int) for v in value):
+            return bytes(v & 0xFF for v in value).decode("utf-8", errors="replace")
+        return "\n".join(decode_field(v) for v in value)
+    return str(value)
+
+
+def _first(value: object) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, list):
+        return _first(value[0]) if value else None
+    return decode_field(value)
+
+
+def _int(value: object) -> int | None:
+    try:
+        return int(_first(value) or "")
+    except ValueError:
+        return None
+
+
+def parse_entry(line: bytes | str) -> JournalEntry | None:
+    """One ``journalctl -o json`` line; None for anything that is not a journal object."""
+    try:
+        obj = json.loads(line)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(obj, dict):
+        return None
+    system = _first(obj.get("_PID")) == "1" and "UNIT" in obj
+    unit = _first(obj.get("UNIT")) if system else _first(obj.get("_SYSTEMD_UNIT"))
+    invocation = _first(obj.get("INVOCATION_ID") if system else obj.get("_SYSTEMD_INVOCATION_ID"))
+    realtime = _int(obj.get("__REALTIME_TIMESTAMP"))
+    return JournalEntry(
+        cursor=_first(obj.get("__CURSOR")),
+        realtime=realtime / 1e6 if realtime is not None else None,
+        unit=unit,
+        invocation=invocation,
+        pid=_int(obj.get("_PID")),
+        priority=_int(obj.get("PRIORITY")),
+        message=decode_field(obj.get("MESSAGE", "")),
+        system=system,
+    )
