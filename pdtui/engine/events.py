@@ -188,3 +188,7 @@ class EventSource(Protocol):
         A retry emits StateChanged events and, when it settles, a new Done.
         """
         ...
+
+    async def close(self) -> None:
+        """Stop watching (tails, probes, connections). Never stops a unit."""
+        ...

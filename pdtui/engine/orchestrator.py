@@ -502,8 +502,12 @@ class Orchestrator:
         ok = all(r.state is S.READY for r in runs)
         ttr = {r.name: r.time_to_ready for r in runs if r.state is S.READY and r.time_to_ready is not None}
         failures = {r.name: r.reason or r.state.value for r in runs if r.state in BAD_OUTCOMES}
-        left = tuple(r.cfg.unit for r in runs if r.started_by_us and r.active_state in ("active", "activating", "reloading"))
-        return Done(ok, 0 if ok else 1, ttr, failures, left, self.elapsed())
+        return Done(ok, 0 if ok else 1, ttr, failures, self.left_running(), self.elapsed())
+
+    def left_running(self) -> tuple[str, ...]:
+        """Units this bring-up started that were running when last looked at."""
+        return tuple(r.cfg.unit for r in self._runs.values()
+                     if r.started_by_us and r.active_state in ("active", "activating", "reloading"))
 
     def _update_steps(self) -> None:
         for step, status in _step_statuses(self._preflight, list(self._runs.values())).items():

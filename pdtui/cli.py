@@ -1,0 +1,153 @@
+"""The command line: ``pdtui up``, ``pdtui demo``, ``pdtui check``.
+
+Exit codes: 0 all ready; 1 bring-up failed or timed out; 2 usage or config
+error; 130 interrupted. Quitting never stops the services of ``pdtui up``; the
+demo stops the simulated deployment it made.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+from collections.abc import Callable
+
+from pdtui import __version__
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="pdtui", description="Bring up prefill/decode disaggregated SGLang "
+                                     "serving (prefill + decode + router) and watch it happen.")
+    parser.add_argument("--version", action="version", version=f"pdtui {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def face(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--headless", action="store_true", help="print one line per step and state change")
+        p.add_argument("--json", action="store_true", help="print one JSON object per event (implies --headless)")
+        p.add_argument("--logs", action="store_true", help="headless: print journal lines too")
+        p.add_argument("--no-smoke", action="store_true", help="skip the test generation through the router")
+        p.add_argument("--theme", default="dark", help="TUI theme (dark, light, ...)")
+
+    up = sub.add_parser("up", help="bring up the deployment of CONFIG")
+    up.add_argument("config", metavar="CONFIG")
+    up.add_argument("--accept-new", action="store_true", help="trust unknown SSH host keys and remember them")
+    face(up)
+
+    demo = sub.add_parser("demo", help="bring up a simulated deployment on this machine (no GPU, SSH or systemd)")
+    demo.add_argument("--fail", action="append", default=[], metavar="SERVICE:MODE",
+                      help="inject a failure, e.g. decode:oom (modes: oom, nccl, warmup-failed, "
+                           "crash-after-ready, hang, port-in-use, generate-500)")
+    demo.add_argument("--startup", type=float, default=6.0, metavar="SECONDS",
+                      help="how long the simulated backends take to get ready (default 6)")
+    demo.add_argument("--timeout", default="2m", help="per-service timeout (default 2m)")
+    face(demo)
+
+    check = sub.add_parser("check", help="validate CONFIG and print the plan; touches no host")
+    check.add_argument("config", metavar="CONFIG")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    handlers: dict[str, Callable[[argparse.Namespace], int]] = {"up": _up, "demo": _demo, "check": _check}
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        return handlers[args.command](args)
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+
+
+def _raise_interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
+def _error(message: str) -> int:
+    print(f"pdtui: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def _load(path: str):
+    from pdtui.config import ConfigError, load_config
+    try:
+        return load_config(path)
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return None
+
+
+def _check(args: argparse.Namespace) -> int:
+    from pdtui.plan import render_plan
+    deployment = _load(args.config)
+    if deployment is None:
+        return EXIT_USAGE
+    print(render_plan(deployment))
+    return EXIT_OK
+
+
+def _up(args: argparse.Namespace) -> int:
+    from pdtui.hosts import make_host
+    deployment = _load(args.config)
+    if deployment is None:
+        return EXIT_USAGE
+
+    def factory(cfg, on_status=None):
+        return make_host(cfg, accept_new=args.accept_new, on_status=on_status)
+
+    return _bring_up(deployment, factory, args)
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from pdtui import demo
+    from pdtui.config import ConfigError, parse_duration
+    from pdtui.hosts import make_host
+    from pdtui.sim.sandbox import Sandbox
+    try:
+        failures = dict(demo.parse_failure(f) for f in args.fail)
+        parse_duration(args.timeout)
+    except ValueError as exc:
+        return _error(str(exc))
+    with Sandbox.create() as sandbox:
+        try:
+            deployment = demo.build(sandbox, demo.DemoOptions(failures, args.startup, args.timeout))
+        except ConfigError as exc:
+            return _error(str(exc))
+        code = _bring_up(deployment, make_host, args, follow_up="the demo stops its simulated deployment on exit")
+    return code
+
+
+def _bring_up(deployment, host_factory, args: argparse.Namespace, follow_up: str = "") -> int:
+    from pdtui.engine.orchestrator import Orchestrator
+    orchestrator = Orchestrator(deployment, host_factory, smoke=not args.no_smoke)
+    if args.headless or args.json:
+        return _headless(orchestrator, args)
+    from pdtui.ui.app import available_themes, run_app
+    if args.theme not in available_themes():
+        return _error(f"unknown theme {args.theme!r}; available: {', '.join(available_themes())}")
+    return run_app(orchestrator, theme=args.theme, follow_up_text=follow_up)
+
+
+def _headless(orchestrator, args: argparse.Namespace) -> int:
+    from pdtui.headless import JsonPrinter, LinePrinter
+    printer = JsonPrinter(logs=args.logs) if args.json else LinePrinter(logs=args.logs)
+    orchestrator.subscribe(printer)
+
+    async def bring_up() -> int:
+        try:
+            done = await orchestrator.run()
+            return done.exit_code
+        finally:
+            await orchestrator.close()
+
+    try:
+        return asyncio.run(bring_up())
+    except KeyboardInterrupt:
+        left = orchestrator.left_running()
+        message = "interrupted" + (f"; left running: {', '.join(left)}" if left else "; started nothing")
+        if args.json:
+            print(f'{{"kind": "interrupted", "left_running": {list(left)!r}}}'.replace("'", '"'))
+        else:
+            print(f"pdtui: {message}", file=sys.stderr)
+        return EXIT_INTERRUPTED

@@ -1,0 +1,105 @@
+"""`pdtui demo`: the reference deployment, simulated on this machine.
+
+A sandbox holds the three reference units (prefill GPUs 0-3 NUMA 0, decode
+GPUs 4-7 NUMA 1, router) run by pdtui's systemd stand-in: SGLang-like sim
+workers and the real ``sglang-router`` when it is installed (a small simulated
+router otherwise). The deployment config is generated as YAML and loaded like
+any user's, so the demo exercises exactly the path ``pdtui up`` takes.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import socket
+import sys
+from dataclasses import dataclass
+
+import yaml
+
+from pdtui.config import Deployment, parse_config
+from pdtui.sim.ports import free_port
+from pdtui.sim.sandbox import Sandbox
+
+WORKER_FAILURES = ("oom", "nccl", "warmup-failed", "crash-after-ready", "hang", "port-in-use", "generate-500")
+BACKENDS = ("prefill", "decode")
+REFERENCE_PORTS = {"prefill": 30000, "router": 30001, "decode": 30002, "bootstrap": 8998}
+
+
+@dataclass(frozen=True)
+class DemoOptions:
+    failures: dict[str, str]          # service -> failure mode
+    startup: float = 6.0              # seconds the decode worker takes to get ready (prefill a bit less)
+    timeout: str = "2m"
+
+
+def parse_failure(text: str) -> tuple[str, str]:
+    """``SERVICE:MODE`` as given to ``--fail``; ValueError with a one-line message otherwise."""
+    service, sep, mode = text.partition(":")
+    if not sep or service not in BACKENDS or mode not in WORKER_FAILURES:
+        raise ValueError(f"--fail expects SERVICE:MODE with SERVICE one of {', '.join(BACKENDS)} and MODE one of "
+                         f"{', '.join(WORKER_FAILURES)}, got {text!r}")
+    return service, mode
+
+
+def router_available() -> bool:
+    return importlib.util.find_spec("sglang_router") is not None
+
+
+def port_is_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _ports() -> dict[str, int]:
+    """The reference ports where they are free, ports the OS picks otherwise (all distinct)."""
+    ports: dict[str, int] = {}
+    for name, port in REFERENCE_PORTS.items():
+        while port in ports.values() or not port_is_free(port):
+            port = free_port()
+        ports[name] = port
+    return ports
+
+
+def _worker(role: str, ports: dict[str, int], gpus: str, startup: float, fail: str | None) -> list[str]:
+    argv = [sys.executable, "-m", "pdtui.sim.worker", "--role", role, "--port", str(ports[role]),
+            "--bootstrap-port", str(ports["bootstrap"]), "--startup", f"{startup:g}", "--gpus", gpus]
+    return argv + (["--fail", fail] if fail else [])
+
+
+def _router(ports: dict[str, int]) -> list[str]:
+    module = "sglang_router.launch_router" if router_available() else "pdtui.sim.router"
+    return [sys.executable, "-m", module, "--pd-disaggregation",
+            "--prefill", f"http://127.0.0.1:{ports['prefill']}", str(ports["bootstrap"]),
+            "--decode", f"http://127.0.0.1:{ports['decode']}", "--host", "127.0.0.1", "--port", str(ports["router"])]
+
+
+def build(sandbox: Sandbox, options: DemoOptions) -> Deployment:
+    """Install the demo's units in ``sandbox`` and return its deployment."""
+    ports = _ports()
+    fail = options.failures.get
+    sandbox.add_unit("sglang-dsv4-prefill",
+                     _worker("prefill", ports, "0,1,2,3", options.startup * 0.8, fail("prefill")),
+                     description="SGLang DeepSeek-V4-Flash prefill (simulated)")
+    sandbox.add_unit("sglang-dsv4-decode", _worker("decode", ports, "4,5,6,7", options.startup, fail("decode")),
+                     description="SGLang DeepSeek-V4-Flash decode (simulated)")
+    sandbox.add_unit("sglang-dsv4-router", _router(ports), description="SGLang PD router")
+    config = {
+        "name": "dsv4-flash-pd (demo)",
+        "hosts": {"gpu0": {"local": True, "commands": sandbox.commands}},
+        "services": {
+            "prefill": {"host": "gpu0", "unit": "sglang-dsv4-prefill", "role": "prefill",
+                        "gpus": [0, 1, 2, 3], "numa": 0, "port": ports["prefill"], "timeout": options.timeout},
+            "decode": {"host": "gpu0", "unit": "sglang-dsv4-decode", "role": "decode",
+                       "gpus": [4, 5, 6, 7], "numa": 1, "port": ports["decode"], "timeout": options.timeout},
+            "router": {"host": "gpu0", "unit": "sglang-dsv4-router", "role": "router",
+                       "port": ports["router"], "timeout": options.timeout},
+        },
+    }
+    text = yaml.safe_dump(config, sort_keys=False)
+    path = sandbox.root / "demo.yaml"
+    path.write_text(text)
+    return parse_config(text, str(path))

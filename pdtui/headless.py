@@ -1,0 +1,135 @@
+"""The headless face: engine events as human lines or as JSON lines.
+
+Log lines are not printed (a bring-up's logs are for the TUI, or for
+``--logs``); every line that is printed passes through :func:`inert`, so a
+hostile log line cannot act on the terminal.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import asdict
+from enum import Enum
+from typing import TextIO
+
+from pdtui.engine.events import (
+    Done, Event, HostStatus, LogLines, Notice, PlanReady, ProbeResult, StateChanged, StepChanged, StepStatus,
+)
+from pdtui.engine.states import ServiceState
+from pdtui.text import inert
+
+KINDS = {PlanReady: "plan", StepChanged: "step", StateChanged: "state", LogLines: "log",
+         ProbeResult: "probe", HostStatus: "host", Notice: "notice", Done: "done"}
+
+STEP_MARK = {StepStatus.RUNNING: "▶", StepStatus.DONE: "✓", StepStatus.FAILED: "✗", StepStatus.SKIPPED: "-"}
+
+
+def _plain(value):
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def to_json(event: Event) -> str:
+    """One JSON object: ``kind``, ``elapsed`` and the event's fields (``state`` for state changes)."""
+    data = _plain(asdict(event))
+    data = {"kind": KINDS.get(type(event), type(event).__name__.lower()), **data}
+    if isinstance(event, StateChanged):
+        data["state"] = data.pop("new")
+    return json.dumps(data, ensure_ascii=False)
+
+
+class JsonPrinter:
+    def __init__(self, out: TextIO = sys.stdout, logs: bool = False) -> None:
+        self.out, self.logs = out, logs
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, LogLines) and not self.logs:
+            return
+        self.out.write(to_json(event) + "\n")
+        self.out.flush()
+
+
+class LinePrinter:
+    """One human line per step or state change, and a summary at the end."""
+
+    def __init__(self, out: TextIO = sys.stdout, logs: bool = False) -> None:
+        self.out, self.logs = out, logs
+        self.width = 8
+        self.failure_lines: dict[str, str] = {}
+
+    def __call__(self, event: Event) -> None:
+        text = self.format(event)
+        if text:
+            self.out.write(text + "\n")
+            self.out.flush()
+
+    def _line(self, elapsed: float, text: str) -> str:
+        return f"[{elapsed:7.1f}s] {text}"
+
+    def format(self, event: Event) -> str | None:
+        if isinstance(event, PlanReady):
+            self.width = max([len(s.name) for s in event.services] + [8])
+            hosts = sorted({s.host for s in event.services})
+            return self._line(event.elapsed, f"bring-up {event.deployment}: {len(event.services)} services on "
+                                              f"{len(hosts)} host{'s' * (len(hosts) != 1)}")
+        if isinstance(event, StepChanged):
+            if event.status in STEP_MARK:
+                return self._line(event.elapsed, f"{STEP_MARK[event.status]} {event.step.value}"
+                                  + (f" ({event.status.value})" if event.status is StepStatus.SKIPPED else ""))
+            return None
+        if isinstance(event, StateChanged):
+            return self._state(event)
+        if isinstance(event, ProbeResult):
+            mark = "ok" if event.ok else "not yet"
+            latency = f" [{event.latency * 1000:.0f} ms]" if event.latency is not None else ""
+            return self._line(event.elapsed, f"{event.service:<{self.width}}   {event.check}: {mark}: "
+                                             f"{inert(event.detail, 200)}{latency}")
+        if isinstance(event, HostStatus):
+            return self._line(event.elapsed, f"host {event.host}: {event.status}"
+                                             + (f": {inert(event.detail, 200)}" if event.detail else ""))
+        if isinstance(event, Notice):
+            who = f"{event.service}: " if event.service else ""
+            return self._line(event.elapsed, f"{event.level}: {who}{inert(event.text, 300)}")
+        if isinstance(event, LogLines):
+            if not self.logs:
+                return None
+            return "\n".join(f"{event.service:>{self.width}} | {inert(r.text)}" for r in event.lines)
+        if isinstance(event, Done):
+            return self._summary(event)
+        return None
+
+    def _state(self, event: StateChanged) -> str:
+        state = event.new.value.upper().replace("_", " ") if event.new in (
+            ServiceState.READY, ServiceState.FAILED, ServiceState.TIMED_OUT) else event.new.value
+        detail = event.reason
+        if event.new is ServiceState.READY and event.time_to_ready is not None:
+            detail = f"in {event.time_to_ready:.1f}s"
+        text = self._line(event.elapsed, f"{event.service:<{self.width}} {state:<9} {inert(detail, 300)}".rstrip())
+        if event.line:
+            self.failure_lines[event.service] = event.line
+            text += "\n" + " " * 11 + f"> {inert(event.line, 300)}"
+        return text
+
+    def _summary(self, done: Done) -> str:
+        if done.ok:
+            parts = ", ".join(f"{name} {t:.1f}s" for name, t in done.time_to_ready.items())
+            text = self._line(done.elapsed, f"✓ all ready in {done.elapsed:.1f}s (time to ready: {parts})")
+        else:
+            lines = [self._line(done.elapsed, "✗ bring-up failed")]
+            for name, reason in done.failures.items():
+                lines.append(f"{' ' * 11}{name}: {inert(reason, 300)}")
+                if name in self.failure_lines:
+                    lines.append(f"{' ' * 13}> {inert(self.failure_lines[name], 300)}")
+            ready = ", ".join(f"{n} {t:.1f}s" for n, t in done.time_to_ready.items())
+            if ready:
+                lines.append(f"{' ' * 11}ready: {ready}")
+            text = "\n".join(lines)
+        if done.left_running:
+            text += f"\n{' ' * 11}left running: {', '.join(done.left_running)}"
+        return text

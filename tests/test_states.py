@@ -1,0 +1,33 @@
+import itertools
+
+import pytest
+
+from pdtui.engine.states import ALLOWED, IllegalTransition, ServiceState, check_transition
+
+ALL_PAIRS = list(itertools.product(ServiceState, ServiceState))
+LEGAL = [(a, b) for a, b in ALL_PAIRS if b in ALLOWED[a]]
+ILLEGAL = [(a, b) for a, b in ALL_PAIRS if b not in ALLOWED[a]]
+
+
+@pytest.mark.parametrize("old,new", LEGAL, ids=lambda s: s.value)
+def test_allowed_transition_passes(old, new):
+    check_transition("svc", old, new)
+
+
+@pytest.mark.parametrize("old,new", ILLEGAL, ids=lambda s: s.value)
+def test_illegal_transition_is_rejected(old, new):
+    with pytest.raises(IllegalTransition, match=f"svc: {old.value} -> {new.value}"):
+        check_transition("svc", old, new)
+
+
+def test_every_state_has_a_row():
+    assert set(ALLOWED) == set(ServiceState)
+
+
+def test_a_blocked_service_can_never_become_ready_directly():
+    assert ServiceState.READY not in ALLOWED[ServiceState.BLOCKED]
+
+
+def test_final_states():
+    assert {s for s in ServiceState if s.is_final} == {
+        ServiceState.READY, ServiceState.FAILED, ServiceState.TIMED_OUT, ServiceState.BLOCKED}

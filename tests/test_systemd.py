@@ -1,0 +1,69 @@
+import json
+
+from pdtui.systemd import OMITTED, Commands, decode_field, parse_entry, parse_show, sudo_needs_password
+
+
+def test_commands_apply_wrappers_and_sudo():
+    commands = Commands(("docker", "exec", "box", "systemctl"), ("journalctl",), sudo=True)
+    assert commands.enable_now("r.service") == ["sudo", "-n", "docker", "exec", "box", "systemctl",
+                                                "enable", "--now", "r.service"]
+    assert commands.is_active("x.service") == ["sudo", "-n", "docker", "exec", "box", "systemctl",
+                                               "is-active", "x.service"]
+
+
+def test_follow_starts_at_the_end_or_after_a_cursor():
+    commands = Commands()
+    fresh = commands.follow(["a.service", "b.service"])
+    assert fresh[:2] == ["journalctl", "--follow"]
+    assert "--lines=0" in fresh and "--unit=a.service" in fresh and "--unit=b.service" in fresh
+    resumed = commands.follow(["a.service"], after_cursor="s=1;i=2a")
+    assert "--after-cursor=s=1;i=2a" in resumed and "--lines=0" not in resumed
+
+
+def test_invocation_history_matches_the_invocation():
+    argv = Commands().invocation_history("a.service", "abc123")
+    assert "_SYSTEMD_INVOCATION_ID=abc123" in argv and "--all" in argv and "--follow" not in argv
+
+
+def test_parse_show():
+    text = "ActiveState=active\nSubState=running\nMainPID=4242\nInvocationID=9f0e\nExecMainStatus=0\nbogus\n"
+    assert parse_show(text) == {"ActiveState": "active", "SubState": "running", "MainPID": "4242",
+                                "InvocationID": "9f0e", "ExecMainStatus": "0"}
+
+
+def test_decode_field_shapes():
+    assert decode_field("plain") == "plain"
+    assert decode_field(None) == OMITTED
+    assert decode_field([27, 91, 51, 50, 109, 104, 105]) == "\x1b[32mhi"
+    assert decode_field([0xff, 0x41]) == "\ufffdA"
+    assert decode_field(["one", "two"]) == "one\ntwo"
+
+
+def entry(**fields):
+    return json.dumps(fields).encode()
+
+
+def test_parse_entry_of_a_service_line():
+    e = parse_entry(entry(__CURSOR="s=a;i=1", __REALTIME_TIMESTAMP="1700000000123456", _PID="77",
+                          PRIORITY="6", MESSAGE="hello", _SYSTEMD_UNIT="x.service",
+                          _SYSTEMD_INVOCATION_ID="inv1"))
+    assert (e.cursor, e.unit, e.invocation, e.pid, e.priority, e.message, e.system) == (
+        "s=a;i=1", "x.service", "inv1", 77, 6, "hello", False)
+    assert abs(e.realtime - 1700000000.123456) < 1e-6
+
+
+def test_parse_entry_of_a_pid1_line_uses_unit_and_invocation_id():
+    e = parse_entry(entry(_PID="1", _SYSTEMD_UNIT="init.scope", UNIT="x.service", INVOCATION_ID="inv2",
+                          MESSAGE="x.service: Failed with result 'exit-code'."))
+    assert (e.unit, e.invocation, e.system) == ("x.service", "inv2", True)
+
+
+def test_parse_entry_tolerates_junk():
+    assert parse_entry(b"not json") is None
+    assert parse_entry(b"[1, 2]") is None
+    assert parse_entry(b'{"MESSAGE": [104, 105]}').message == "hi"
+
+
+def test_sudo_password_detection():
+    assert sudo_needs_password("sudo: a password is required")
+    assert not sudo_needs_password("Failed to start x.service: Unit x.service not found.")
