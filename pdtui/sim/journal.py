@@ -1,0 +1,210 @@
+"""The sim's journal: one JSON object per line in the shape ``journalctl -o json`` prints.
+
+Why this layout: a line is stored exactly as ``journalctl -o json --all`` will
+print it, so the ``journalctl`` stand-in passes lines through without decoding
+them, and a cursor is simply the byte offset of its line (``--after-cursor`` is
+a seek).  Lines are encoded compactly (``"KEY":"value"``); since a quote inside
+a JSON string is always escaped, the substring ``"FIELD":"value"`` occurs in a
+line exactly when that field has that value, which makes matching a substring
+search.  ``MESSAGE`` is stored as journald would show it with ``--all``: a
+string for printable UTF-8, else an array of byte values; the ``null`` for long
+values without ``--all`` is decided at output.
+
+Several supervisors append at once, so a writer appends whole batches under an
+exclusive ``flock``; a batch is one ``write``.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+import socket
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+FieldValue = str | list[int]
+THRESHOLD = 4096
+"""Bytes above which journalctl shows a field as ``null`` unless ``--all`` is given."""
+
+_NON_PRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+"""Characters journald deems unprintable: C0/C1 controls and DEL, but not TAB or newline."""
+
+
+class CursorError(ValueError):
+    """A cursor that does not name an entry of this journal."""
+
+
+def message_value(raw: bytes) -> FieldValue:
+    """``raw`` as journald's JSON output carries it: text if printable UTF-8, else byte values."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return list(raw)
+    return list(raw) if _NON_PRINTABLE.search(text) else text
+
+
+def value_size(value: FieldValue | None) -> int:
+    """The size in bytes of a stored field value."""
+    if value is None:
+        return 0
+    return len(value) if isinstance(value, list) else len(value.encode("utf-8"))
+
+
+def value_bytes(value: FieldValue | None) -> bytes:
+    """A stored field value as the raw bytes the program logged."""
+    if value is None:
+        return b""
+    return bytes(value) if isinstance(value, list) else value.encode("utf-8")
+
+
+def encode_value(value: str) -> bytes:
+    """``value`` JSON-encoded exactly as the writer encodes it (for substring matches)."""
+    return json.dumps(value, ensure_ascii=False).encode("utf-8")
+
+
+class Journal:
+    """The journal file of one sandbox ROOT: ``ROOT/journal/journal.jsonl``."""
+
+    def __init__(self, root: Path) -> None:
+        self.dir = Path(root) / "journal"
+        self.path = self.dir / "journal.jsonl"
+        self._id: str | None = None
+        self._fd: int | None = None
+
+    @property
+    def id(self) -> str:
+        """This journal's identity (the ``s=`` part of its cursors), made on first use."""
+        if self._id is None:
+            self._id = _read_or_create_id(self.dir / "id")
+        return self._id
+
+    def cursor(self, offset: int) -> str:
+        return f"s={self.id};i={offset:x}"
+
+    def offset_of(self, cursor: str) -> int:
+        """The byte offset of the entry ``cursor`` names; CursorError if it names none."""
+        parts = dict(p.split("=", 1) for p in cursor.split(";") if "=" in p)
+        try:
+            offset = int(parts["i"], 16)
+        except (KeyError, ValueError):
+            raise CursorError("Failed to parse cursor: Invalid argument") from None
+        if parts.get("s") != self.id or not self._starts_line(offset):
+            raise CursorError("Failed to seek to cursor: Invalid argument")
+        return offset
+
+    def _starts_line(self, offset: int) -> bool:
+        try:
+            with open(self.path, "rb") as f:
+                if not 0 <= offset < os.fstat(f.fileno()).st_size:
+                    return False
+                if offset == 0:
+                    return True
+                f.seek(offset - 1)
+                return f.read(1) == b"\n"
+        except OSError:
+            return False
+
+    def append(self, entries: Sequence[Mapping[str, FieldValue]]) -> None:
+        """Append ``entries`` (fields without ``__CURSOR``) as one locked write."""
+        if not entries:
+            return
+        bodies = [json.dumps(e, ensure_ascii=False, separators=(",", ":"))[1:].encode("utf-8") for e in entries]
+        fd = self._writer_fd()
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            offset = os.fstat(fd).st_size
+            chunks = []
+            for body in bodies:
+                line = b'{"__CURSOR":"' + self.cursor(offset).encode("ascii") + b'",' + body + b"\n"
+                chunks.append(line)
+                offset += len(line)
+            _write_all(fd, b"".join(chunks))
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+
+    def _writer_fd(self) -> int:
+        if self._fd is None:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        return self._fd
+
+    def read_lines(self, start: int) -> tuple[list[bytes], int]:
+        """Complete lines from byte ``start`` on, and the offset just past the last of them.
+
+        A batch being written may be seen in part: an unfinished last line is
+        left for the next read.
+        """
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(start)
+                data = f.read()
+        except FileNotFoundError:
+            return [], start
+        end = data.rfind(b"\n") + 1
+        if end == 0:
+            return [], start
+        return data[:end - 1].split(b"\n"), start + end
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _read_or_create_id(path: Path) -> str:
+    """Read the journal id, creating it atomically (link fails if another writer won)."""
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".id.{os.getpid()}")
+    tmp.write_text(uuid.uuid4().hex)
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        pass
+    finally:
+        tmp.unlink()
+    return path.read_text().strip()
+
+
+_HOSTNAME = socket.gethostname()
+
+
+def _common(priority: int, pid: int, comm: str, transport: str) -> dict[str, FieldValue]:
+    now = time.time_ns() // 1000
+    return {
+        "__REALTIME_TIMESTAMP": str(now),
+        "__MONOTONIC_TIMESTAMP": str(time.monotonic_ns() // 1000),
+        "PRIORITY": str(priority),
+        "_PID": str(pid),
+        "_COMM": comm,
+        "SYSLOG_IDENTIFIER": comm,
+        "_TRANSPORT": transport,
+        "_HOSTNAME": _HOSTNAME,
+    }
+
+
+def unit_entry(unit: str, invocation: str, pid: int, comm: str, raw: bytes, priority: int) -> dict[str, FieldValue]:
+    """An entry for one line a unit's process wrote to stdout or stderr."""
+    entry = _common(priority, pid, comm, "stdout")
+    entry.update(MESSAGE=message_value(raw), _SYSTEMD_UNIT=unit, _SYSTEMD_INVOCATION_ID=invocation)
+    return entry
+
+
+def pid1_entry(unit: str, invocation: str, message: str, priority: int = 6) -> dict[str, FieldValue]:
+    """An entry systemd (PID 1) writes about ``unit``: it carries UNIT, not _SYSTEMD_UNIT."""
+    entry = _common(priority, 1, "systemd", "journal")
+    entry.update(MESSAGE=message, _SYSTEMD_UNIT="init.scope", UNIT=unit, INVOCATION_ID=invocation)
+    return entry

@@ -1,0 +1,215 @@
+"""``python -m pdtui.sim.journalctl [--root ROOT] [OPTIONS] [FIELD=VALUE...]``: journalctl for a sandbox.
+
+Speed matters (a backend may log 10,000 lines a second and pdtui follows it
+live), so matching is a substring search on the stored lines (see
+:mod:`pdtui.sim.journal` for why that is exact) and ``-o json`` passes stored
+lines through untouched unless a field must become ``null``.  With ``-f`` it
+polls the file every 20 ms, writes each batch with one ``write``, and exits 0
+on SIGTERM, SIGINT, a broken pipe or a closed stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import select
+import signal
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from pdtui.sim.journal import THRESHOLD, CursorError, Journal, encode_value, value_bytes, value_size
+from pdtui.sim.units import unit_name
+
+ROOT_ENV = "PDTUI_SIM_ROOT"
+FOLLOW_POLL = 0.02
+OUTPUTS = ("json", "cat", "short")
+
+
+class Usage(Exception):
+    """Bad command line: one line for stderr, exit 1 like journalctl."""
+
+
+class _Stop(Exception):
+    """SIGTERM/SIGINT arrived: finish quietly."""
+
+
+class Matcher:
+    """Which stored lines an invocation selects: ``-u`` units OR-ed, AND each FIELD=VALUE group."""
+
+    def __init__(self, units: list[str], matches: list[str]) -> None:
+        self.units = [self._needles(u) for u in units]
+        groups: dict[str, list[bytes]] = {}
+        for match in matches:
+            field, sep, value = match.partition("=")
+            if not sep or not field:
+                raise Usage(f'Failed to add match \'{match}\': Invalid argument')
+            groups.setdefault(field, []).append(_pair(field, value))
+        self.groups = list(groups.values())
+
+    @staticmethod
+    def _needles(unit: str) -> tuple[bytes, bytes]:
+        name = unit_name(unit)
+        return _pair("_SYSTEMD_UNIT", name), _pair("UNIT", name)
+
+    def __call__(self, line: bytes) -> bool:
+        if self.units and not any(own in line or (pid1 in line and _PID1 in line) for own, pid1 in self.units):
+            return False
+        return all(any(n in line for n in group) for group in self.groups)
+
+
+_PID1 = b'"_PID":"1"'
+
+
+def _pair(field: str, value: str) -> bytes:
+    return b'"' + field.encode("utf-8") + b'":' + encode_value(value)
+
+
+def renderer(output: str, show_all: bool) -> Callable[[bytes], bytes]:
+    """A function from a stored line to the bytes to print for it (newline included)."""
+    if output == "json":
+        return lambda line: _render_json(line, show_all)
+    if output == "cat":
+        return lambda line: value_bytes(json.loads(line).get("MESSAGE")) + b"\n"
+    return lambda line: _render_short(json.loads(line), show_all)
+
+
+def _render_json(line: bytes, show_all: bool) -> bytes:
+    if show_all or len(line) <= THRESHOLD:
+        return line + b"\n"
+    entry = json.loads(line)
+    for key, value in entry.items():
+        if value_size(value) > THRESHOLD:
+            entry[key] = None
+    return json.dumps(entry, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+
+
+def _render_short(entry: dict, show_all: bool) -> bytes:
+    """``MMM DD HH:MM:SS HOST IDENT[PID]: MESSAGE``, with unprintable text as ``[N blob data]``."""
+    stamp = time.strftime("%b %d %H:%M:%S", time.localtime(int(entry.get("__REALTIME_TIMESTAMP", "0")) / 1e6))
+    message = entry.get("MESSAGE")
+    if isinstance(message, list) and not show_all:
+        text = f"[{len(message)}B blob data]".encode()
+    else:
+        text = value_bytes(message)
+    head = f"{stamp} {entry.get('_HOSTNAME', 'localhost')} {entry.get('SYSLOG_IDENTIFIER', '')}[{entry.get('_PID', '')}]: "
+    return head.encode("utf-8") + text + b"\n"
+
+
+class Output:
+    """Writes to fd 1 with ``os.write`` (no buffer to flush at exit)."""
+
+    def __init__(self) -> None:
+        self.fd = sys.stdout.fileno()
+
+    def write(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self.fd, view):]
+
+    def wait_closed(self, timeout: float) -> bool:
+        """Sleep up to ``timeout``; True as soon as the reader of stdout has gone away."""
+        poller = select.poll()
+        poller.register(self.fd, 0)   # POLLERR/POLLHUP are always reported
+        return bool(poller.poll(timeout * 1000))
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    parser = _Parser(prog="journalctl", add_help=False)
+    parser.add_argument("--root", type=Path, default=None)
+    parser.add_argument("-u", "--unit", action="append", default=[])
+    parser.add_argument("-o", "--output", default="short")
+    parser.add_argument("-a", "--all", action="store_true")
+    parser.add_argument("-f", "--follow", action="store_true")
+    parser.add_argument("-n", "--lines", nargs="?", const="10", default=None)
+    parser.add_argument("--after-cursor", default=None)
+    parser.add_argument("--no-pager", action="store_true")
+    parser.add_argument("--no-tail", action="store_true")
+    parser.add_argument("-q", "--quiet", action="store_true")
+    parser.add_argument("matches", nargs="*")
+    args = parser.parse_intermixed_args(argv)
+    if args.output not in OUTPUTS:
+        raise Usage(f"Unknown output format '{args.output}'.")
+    args.lines = _lines(args)
+    return args
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:   # type: ignore[override]
+        raise Usage(message)
+
+
+def _lines(args: argparse.Namespace) -> int | None:
+    """How many of the last matching entries to show first; None for all."""
+    if args.lines is None:
+        return 10 if args.follow and not args.no_tail and args.after_cursor is None else None
+    if args.lines == "all":
+        return None
+    try:
+        count = int(args.lines)
+    except ValueError:
+        raise Usage(f"Failed to parse lines '{args.lines}'.") from None
+    if count < 0:
+        raise Usage(f"Failed to parse lines '{args.lines}'.")
+    return count
+
+
+def run(journal: Journal, args: argparse.Namespace, out: Output) -> None:
+    """Print the selected entries, then (``-f``) keep printing new ones until stopped."""
+    match = Matcher(args.unit, args.matches)
+    render = renderer(args.output, args.all)
+    start = 0
+    skip_first = False
+    if args.after_cursor is not None:
+        start, skip_first = journal.offset_of(args.after_cursor), True
+    lines, offset = journal.read_lines(start)
+    if skip_first:
+        lines = lines[1:]
+    selected = [line for line in lines if line and match(line)]
+    if args.lines is not None and args.after_cursor is None:
+        selected = selected[-args.lines:] if args.lines else []
+    _emit(out, render, selected)
+    if not selected and not args.follow and not args.quiet and args.output == "short":
+        out.write(b"-- No entries --\n")
+    while args.follow:
+        lines, offset = journal.read_lines(offset)
+        selected = [line for line in lines if line and match(line)]
+        if selected:
+            _emit(out, render, selected)
+        elif out.wait_closed(FOLLOW_POLL):
+            return
+
+
+def _emit(out: Output, render: Callable[[bytes], bytes], lines: list[bytes]) -> None:
+    if lines:
+        out.write(b"".join(map(render, lines)))
+
+
+def _raise_stop(*_: object) -> None:
+    raise _Stop
+
+
+def main(argv: list[str] | None = None) -> int:
+    signal.signal(signal.SIGTERM, _raise_stop)
+    signal.signal(signal.SIGINT, _raise_stop)
+    try:
+        args = _parse(sys.argv[1:] if argv is None else argv)
+        root = args.root or (Path(os.environ[ROOT_ENV]) if os.environ.get(ROOT_ENV) else None)
+        if root is None:
+            raise Usage(f"no sandbox: pass --root ROOT or set {ROOT_ENV}")
+        run(Journal(root), args, Output())
+    except Usage as exc:
+        print(f"journalctl: {exc}", file=sys.stderr)
+        return 1
+    except CursorError as exc:
+        print(str(exc), file=sys.stderr)
+        return 1
+    except (_Stop, BrokenPipeError):
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,98 @@
+"""A sandbox: one directory holding a simulated machine's units, their state and the journal.
+
+Tests and ``pdtui demo`` make one, add units (argv lists, typically sim
+workers), and point a host config's ``commands:`` at :attr:`Sandbox.commands`
+(or put :attr:`Sandbox.bin_dir` first on a PATH, e.g. for a test sshd).  On
+exit every process the sandbox's units started is stopped, by PID, even after
+a crash left state files behind.
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from types import TracebackType
+
+from pdtui.sim.procs import terminate, wait_gone
+from pdtui.sim.systemctl import ROOT_ENV, package_env
+from pdtui.sim.units import UnitStore, render_unit, unit_name
+
+STOP_GRACE = 3.0
+TOOLS = ("systemctl", "journalctl")
+
+
+class Sandbox:
+    """The simulated machine under :attr:`root`."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.store = UnitStore(self.root)
+
+    @classmethod
+    def create(cls, path: str | Path | None = None) -> "Sandbox":
+        """Make the directory layout under ``path`` (a new temporary directory if None)."""
+        root = Path(path) if path is not None else Path(tempfile.mkdtemp(prefix="pdtui-sim-"))
+        for sub in ("units", "state", "journal", "enabled"):
+            (root / sub).mkdir(parents=True, exist_ok=True)
+        sandbox = cls(root.resolve())
+        sandbox._write_wrappers()
+        return sandbox
+
+    @property
+    def bin_dir(self) -> Path:
+        return self.root / "bin"
+
+    @property
+    def commands(self) -> dict[str, list[str]]:
+        """argv prefixes that run this sandbox's ``systemctl`` and ``journalctl``."""
+        return {tool: [sys.executable, "-m", f"pdtui.sim.{tool}", "--root", str(self.root)] for tool in TOOLS}
+
+    def _write_wrappers(self) -> None:
+        """Shell wrappers in ROOT/bin, usable from any cwd and any login (pdtui importable)."""
+        self.bin_dir.mkdir(exist_ok=True)
+        pythonpath = package_env()["PYTHONPATH"]
+        for tool in TOOLS:
+            path = self.bin_dir / tool
+            path.write_text(
+                "#!/bin/sh\n"
+                f"PYTHONPATH={shlex.quote(pythonpath)}${{PYTHONPATH:+:$PYTHONPATH}} "
+                f"{ROOT_ENV}={shlex.quote(str(self.root))} "
+                f"exec {shlex.quote(sys.executable)} -m pdtui.sim.{tool} \"$@\"\n"
+            )
+            path.chmod(0o755)
+
+    def add_unit(self, name: str, argv: list[str], description: str = "",
+                 env: dict[str, str] | None = None, workdir: str | None = None) -> str:
+        """Write the unit file for ``argv``; returns the unit's full name (``name.service``)."""
+        full = unit_name(name)
+        self.store.units_dir.mkdir(parents=True, exist_ok=True)
+        self.store.unit_path(full).write_text(render_unit(description, argv, env, workdir))
+        return full
+
+    def stop_all(self) -> None:
+        """Stop every unit's supervisor and child by PID and wait until they are gone."""
+        for name in self.store.names():
+            state = self.store.read_state(name)
+            supervisor, child = state.supervisor_proc(), state.child_proc()
+            if supervisor is not None and supervisor.alive():
+                terminate(supervisor, STOP_GRACE)
+            if child is not None and child.alive():
+                terminate(child, STOP_GRACE, group=True)
+            for proc in (supervisor, child):
+                if proc is not None:
+                    wait_gone(proc, STOP_GRACE)
+
+    def cleanup(self) -> None:
+        """Stop everything and remove the sandbox directory."""
+        self.stop_all()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def __enter__(self) -> "Sandbox":
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.cleanup()

@@ -1,0 +1,301 @@
+"""``python -m pdtui.sim.supervisor --root ROOT UNIT``: what PID 1 does for one run of a unit.
+
+``systemctl start`` spawns one detached supervisor per start.  It gives the run
+a new InvocationID, starts ExecStart in its own process group with stdout and
+stderr captured, turns every line into a journal entry (PRIORITY 6 for stdout,
+3 for stderr), writes systemd's own lines about the unit, keeps
+``ROOT/state/UNIT.json`` current, and ends when its child ends.  SIGTERM means
+``systemctl stop``: SIGTERM to the child's group, SIGKILL after TimeoutStopSec.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+from pdtui.sim.journal import Journal, pid1_entry, unit_entry
+from pdtui.sim.procs import ProcId
+from pdtui.sim.units import UnitFile, UnitState, UnitStore
+
+CLEAN_SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGPIPE}
+"""Signals systemd counts as a clean exit of a service's main process."""
+
+EXIT_NAMES = {0: "SUCCESS", 1: "FAILURE", 2: "INVALIDARGUMENT", 3: "NOTIMPLEMENTED", 4: "NOPERMISSION",
+              5: "NOTINSTALLED", 6: "NOTCONFIGURED", 7: "NOTRUNNING", 203: "EXEC"}
+READ_SIZE = 1 << 16
+
+
+class Supervisor:
+    """One run of one unit, from spawn to the final state."""
+
+    def __init__(self, store: UnitStore, unit: UnitFile) -> None:
+        self.store = store
+        self.unit = unit
+        self.journal = Journal(store.root)
+        self.invocation = uuid.uuid4().hex
+        self.state = UnitState(
+            active="activating", sub="start", invocation=self.invocation,
+            n_restarts=store.read_state(unit.name).n_restarts,
+            supervisor=_ident(os.getpid()),
+        )
+        self.stopping = False
+        self.timed_out = False
+        self.kill_deadline: float | None = None
+        self.child: subprocess.Popen[bytes] | None = None
+
+    def log(self, message: str, priority: int = 6) -> None:
+        self.journal.append([pid1_entry(self.unit.name, self.invocation, message, priority)])
+
+    def save(self, **changes: object) -> None:
+        for key, value in changes.items():
+            setattr(self.state, key, value)
+        self.store.write_state(self.unit.name, self.state)
+
+    def spawn(self) -> bool:
+        """Start ExecStart; on failure record it the way systemd does (status 203/EXEC)."""
+        self.save()
+        env = {**os.environ, **self.unit.env, "INVOCATION_ID": self.invocation}
+        try:
+            self.child = subprocess.Popen(
+                self.unit.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                cwd=self.unit.workdir, env=env, start_new_session=True,
+            )
+        except OSError as exc:
+            self._exec_failed(exc)
+            return False
+        now_us = time.time_ns() // 1000
+        self.save(active="active", sub="running", main_pid=self.child.pid, child=_ident(self.child.pid), since_us=now_us)
+        self.log(f"Started {self.unit.title}.")
+        return True
+
+    def _exec_failed(self, exc: OSError) -> None:
+        name = self.unit.name
+        reason = exc.strerror or str(exc)
+        self.log(f"Started {self.unit.title}.")
+        self.log(f"{name}: Failed to execute {self.unit.argv[0]}: {reason}", 3)
+        self.log(f"{name}: Failed at step EXEC spawning {self.unit.argv[0]}: {reason}", 3)
+        self.log(f"{name}: Main process exited, code=exited, status=203/EXEC", 5)
+        self.log(f"{name}: Failed with result 'exit-code'.", 4)
+        self.save(active="failed", sub="failed", exec_main_status=203, result="exit-code", since_us=time.time_ns() // 1000)
+
+    def run(self, wake_fd: int) -> None:
+        """Pump the child's output into the journal until it has exited, then record how.
+
+        ``wake_fd`` is the read end of the signal wakeup pipe: a stop request
+        arrives there as the signal number, so the loop sees it as an event.
+        """
+        assert self.child is not None and self.child.stdout and self.child.stderr
+        pump = _Pump(self.unit.name, self.invocation, self.child.pid, _comm(self.unit.argv))
+        sel = selectors.DefaultSelector()
+        for stream, priority in ((self.child.stdout, 6), (self.child.stderr, 3)):
+            os.set_blocking(stream.fileno(), False)
+            sel.register(stream.fileno(), selectors.EVENT_READ, priority)
+        sel.register(wake_fd, selectors.EVENT_READ, "signal")
+        exit_fd = _pidfd(self.child.pid)
+        if exit_fd is not None:
+            sel.register(exit_fd, selectors.EVENT_READ, "exit")
+        self._loop(sel, pump, exit_fd is None)
+        self.child.wait()
+        self._finish(self.child.returncode)
+
+    def _loop(self, sel: selectors.BaseSelector, pump: "_Pump", poll_exit: bool) -> None:
+        assert self.child is not None
+        open_pipes, exited = 2, False
+        while open_pipes:
+            events = sel.select(self._timeout(exited, poll_exit))
+            for key, _ in events:
+                if key.data == "signal":
+                    self._on_signals(os.read(key.fd, 64))
+                elif key.data == "exit":
+                    sel.unregister(key.fd)
+                    exited = self._child_exited()
+                elif not pump.read(key.fd, key.data):
+                    sel.unregister(key.fd)
+                    open_pipes -= 1
+            self.journal.append(pump.take())
+            if poll_exit and not exited and self.child.poll() is not None:
+                exited = self._child_exited()
+            if exited and not events:
+                break   # the child is gone; only a leftover of its group holds the pipes
+            self._check_kill_deadline()
+        self.journal.append(pump.flush())
+
+    def _timeout(self, exited: bool, poll_exit: bool) -> float | None:
+        if exited:
+            return 0.2
+        if self.kill_deadline is not None:
+            return max(0.0, self.kill_deadline - time.monotonic())
+        return 0.1 if poll_exit else None
+
+    def _child_exited(self) -> bool:
+        """The main process ended: end what is left of its group (systemd's KillMode=control-group)."""
+        assert self.child is not None
+        try:
+            os.killpg(self.child.pid, signal.SIGKILL)   # unreaped, so the group id is still ours
+        except (ProcessLookupError, PermissionError):
+            pass
+        return True
+
+    def _on_signals(self, signums: bytes) -> None:
+        if any(s in (signal.SIGTERM, signal.SIGINT) for s in signums) and not self.stopping:
+            self._begin_stop()
+
+    def _begin_stop(self) -> None:
+        assert self.child is not None
+        self.stopping = True
+        self.save(active="deactivating", sub="stop-sigterm")
+        self.log(f"Stopping {self.unit.title}...")
+        _killpg(self.child.pid, signal.SIGTERM)
+        self.kill_deadline = time.monotonic() + self.unit.stop_timeout
+
+    def _check_kill_deadline(self) -> None:
+        if self.kill_deadline is None or time.monotonic() < self.kill_deadline:
+            return
+        assert self.child is not None
+        self.kill_deadline = None
+        self.timed_out = True
+        self.log(f"{self.unit.name}: State 'stop-sigterm' timed out. Killing.", 4)
+        self.log(f"{self.unit.name}: Killing process {self.child.pid} ({_comm(self.unit.argv)}) with signal SIGKILL.", 4)
+        _killpg(self.child.pid, signal.SIGKILL)
+
+    def _finish(self, returncode: int) -> None:
+        """Write systemd's closing lines and the final state for this exit."""
+        name = self.unit.name
+        if returncode >= 0:
+            code, status, clean = "exited", f"{returncode}/{EXIT_NAMES.get(returncode, 'n/a')}", returncode == 0
+            result = "exit-code"
+        else:
+            sig = signal.Signals(-returncode)
+            code, status, clean = "killed", f"{sig.value}/{sig.name[3:]}", sig in CLEAN_SIGNALS
+            result = "signal"
+        if self.timed_out:
+            clean, result = False, "timeout"
+        if clean:
+            self.log(f"{name}: Deactivated successfully.")
+        else:
+            self.log(f"{name}: Main process exited, code={code}, status={status}", 5)
+            self.log(f"{name}: Failed with result '{result}'.", 4)
+        if self.stopping:
+            self.log(f"Stopped {self.unit.title}.")
+        final = "inactive" if clean else "failed"
+        self.save(active=final, sub="dead" if clean else "failed", main_pid=0,
+                  exec_main_status=abs(returncode), result="success" if clean else result,
+                  since_us=time.time_ns() // 1000)
+
+
+class _Pump:
+    """Splits the child's output into lines and makes journal entries of them."""
+
+    def __init__(self, unit: str, invocation: str, pid: int, comm: str) -> None:
+        self.unit, self.invocation, self.pid, self.comm = unit, invocation, pid, comm
+        self.partial: dict[int, bytes] = {}
+        self.priority: dict[int, int] = {}
+        self.batch: list[dict] = []
+
+    def read(self, fd: int, priority: int) -> bool:
+        """Read what ``fd`` has; False at end of file."""
+        self.priority[fd] = priority
+        try:
+            data = os.read(fd, READ_SIZE)
+        except BlockingIOError:
+            return True
+        if not data:
+            self._emit_partial(fd)
+            return False
+        lines = (self.partial.pop(fd, b"") + data).split(b"\n")
+        self.partial[fd] = lines.pop()
+        self.batch += [self._entry(line, priority) for line in lines]
+        return True
+
+    def _entry(self, line: bytes, priority: int) -> dict:
+        return unit_entry(self.unit, self.invocation, self.pid, self.comm, line, priority)
+
+    def _emit_partial(self, fd: int) -> None:
+        rest = self.partial.pop(fd, b"")
+        if rest:
+            self.batch.append(self._entry(rest, self.priority[fd]))
+
+    def take(self) -> list[dict]:
+        batch, self.batch = self.batch, []
+        return batch
+
+    def flush(self) -> list[dict]:
+        """Everything still held, unfinished last lines included."""
+        for fd in list(self.partial):
+            self._emit_partial(fd)
+        return self.take()
+
+
+def _ident(pid: int) -> list[int] | None:
+    proc = ProcId.of(pid)
+    return [proc.pid, proc.start] if proc else None
+
+
+def _comm(argv: list[str]) -> str:
+    return Path(argv[0]).name[:15] if argv else ""
+
+
+def _pidfd(pid: int) -> int | None:
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
+
+
+def _killpg(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="pdtui.sim.supervisor")
+    parser.add_argument("--root", required=True, type=Path)
+    parser.add_argument("--notify-fd", type=int, default=None, help="written to and closed once the unit is up")
+    parser.add_argument("unit")
+    args = parser.parse_args(argv)
+    wake_fd = _catch_stop_signals()
+    store = UnitStore(args.root)
+    unit = store.load(args.unit)
+    if unit is None:
+        print(f"Unit {args.unit} not found.", file=sys.stderr)
+        return 1
+    supervisor = Supervisor(store, unit)
+    started = supervisor.spawn()
+    _notify(args.notify_fd)
+    if started:
+        supervisor.run(wake_fd)
+    return 0
+
+
+def _catch_stop_signals() -> int:
+    """Route SIGTERM/SIGINT to a pipe from the start, so a stop racing the spawn is not lost."""
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_r, False)
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: None)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    return wake_r
+
+
+def _notify(fd: int | None) -> None:
+    if fd is None:
+        return
+    try:
+        os.write(fd, b"1")
+    finally:
+        os.close(fd)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

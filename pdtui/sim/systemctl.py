@@ -1,0 +1,313 @@
+"""``python -m pdtui.sim.systemctl [--root ROOT] VERB [UNIT...]``: systemctl for a sandbox.
+
+It speaks like the real one where pdtui reads it: the same exit codes
+(``is-active`` 0/3/4, 5 for an unknown unit on start/stop), the same error
+wording, ``show -p`` as KEY=VALUE lines.  ``start`` spawns a detached
+supervisor (``pdtui.sim.supervisor``) and returns once the unit is active, as
+for Type=simple; starting an active unit changes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import select
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from pdtui.sim.procs import terminate, wait_gone
+from pdtui.sim.units import UnitFile, UnitState, UnitStore, unit_name
+
+ROOT_ENV = "PDTUI_SIM_ROOT"
+START_TIMEOUT = 30.0
+RUNNING_STATES = ("active", "activating", "deactivating", "reloading")
+SHOW_ORDER = ("Id", "Description", "LoadState", "ActiveState", "SubState", "Result", "MainPID", "ExecMainPID",
+              "ExecMainStatus", "NRestarts", "InvocationID", "UnitFileState", "FragmentPath")
+
+
+class Usage(Exception):
+    """Bad command line: one line for stderr, exit 1 like systemctl."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:   # type: ignore[override]
+        raise Usage(message)
+
+
+def package_env() -> dict[str, str]:
+    """The environment for a sim process: this one, with pdtui importable whatever the cwd."""
+    top = str(Path(__file__).resolve().parents[2])
+    path = os.environ.get("PYTHONPATH", "")
+    parts = [p for p in path.split(os.pathsep) if p]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([top, *[p for p in parts if p != top]])}
+
+
+def effective_state(state: UnitState) -> UnitState:
+    """The state as it really is: a run whose supervisor vanished (killed, crashed) has failed."""
+    if state.active in RUNNING_STATES and not state.running():
+        return UnitState(active="failed", sub="failed", invocation=state.invocation,
+                         exec_main_status=state.exec_main_status, result="signal", since_us=state.since_us,
+                         n_restarts=state.n_restarts, supervisor=state.supervisor, child=state.child)
+    return state
+
+
+def start_unit(store: UnitStore, unit: UnitFile) -> None:
+    """Start ``unit`` unless it runs; return once it is active (or has already failed)."""
+    with store.lock(unit.name):
+        state = store.read_state(unit.name)
+        if state.running() and state.active in ("active", "activating", "reloading"):
+            return
+        supervisor = state.supervisor_proc()
+        if supervisor is not None:
+            wait_gone(supervisor, unit.stop_timeout + 5)
+        _spawn_supervisor(store, unit)
+
+
+def _spawn_supervisor(store: UnitStore, unit: UnitFile) -> None:
+    ready_r, ready_w = os.pipe()
+    log = open(store.state_dir / f"{unit.name}.supervisor.log", "ab")
+    try:
+        subprocess.Popen(
+            [sys.executable, "-m", "pdtui.sim.supervisor", "--root", str(store.root),
+             "--notify-fd", str(ready_w), unit.name],
+            pass_fds=(ready_w,), start_new_session=True, env=package_env(),
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
+        )
+    finally:
+        os.close(ready_w)
+        log.close()
+    try:
+        select.select([ready_r], [], [], START_TIMEOUT)   # a byte when up; EOF if it died first
+    finally:
+        os.close(ready_r)
+
+
+def stop_unit(store: UnitStore, unit: UnitFile) -> None:
+    """Stop ``unit`` and wait until its processes are gone."""
+    with store.lock(unit.name):
+        state = store.read_state(unit.name)
+        supervisor = state.supervisor_proc()
+        if supervisor is not None and supervisor.alive():
+            terminate(supervisor, unit.stop_timeout + 5)
+        child = state.child_proc()
+        if child is not None and child.alive():   # its supervisor was killed: nobody else will
+            terminate(child, unit.stop_timeout, group=True)
+
+
+def show_properties(store: UnitStore, name: str) -> dict[str, str]:
+    """The properties ``systemctl show`` reports for ``name`` (LoadState=not-found if unknown)."""
+    name = unit_name(name)
+    unit = store.load(name)
+    state = effective_state(store.read_state(name))
+    return {
+        "Id": name,
+        "Description": unit.description if unit else "",
+        "LoadState": "loaded" if unit else "not-found",
+        "ActiveState": state.active,
+        "SubState": state.sub,
+        "Result": state.result,
+        "MainPID": str(state.main_pid if state.active in RUNNING_STATES else 0),
+        "ExecMainPID": str(state.child[0] if state.child else 0),
+        "ExecMainStatus": str(state.exec_main_status),
+        "NRestarts": str(state.n_restarts),
+        "InvocationID": state.invocation,
+        "UnitFileState": ("enabled" if store.is_enabled(name) else "disabled") if unit else "",
+        "FragmentPath": str(store.unit_path(name)) if unit else "",
+    }
+
+
+def _status_text(store: UnitStore, unit: UnitFile) -> str:
+    props = show_properties(store, unit.name)
+    state = effective_state(store.read_state(unit.name))
+    active = f"{state.active} ({state.sub})" if state.active != "failed" else f"failed (Result: {state.result})"
+    if state.since_us:
+        stamp = time.strftime("%a %Y-%m-%d %H:%M:%S %Z", time.localtime(state.since_us / 1e6))
+        ago = int(time.time() - state.since_us / 1e6)
+        active += f" since {stamp}; {ago}s ago"
+    bullet = "×" if state.active == "failed" else "●"
+    lines = [
+        f"{bullet} {unit.name} - {unit.title}",
+        f"     Loaded: loaded ({props['FragmentPath']}; {props['UnitFileState']}; preset: disabled)",
+        f"     Active: {active}",
+    ]
+    if state.invocation:
+        lines.append(f" Invocation: {state.invocation}")
+    if props["MainPID"] != "0":
+        lines.append(f"   Main PID: {props['MainPID']} ({Path(unit.argv[0]).name})")
+    return "\n".join(lines)
+
+
+class Systemctl:
+    """One invocation: a verb applied to units, printing what systemctl prints."""
+
+    def __init__(self, store: UnitStore, args: argparse.Namespace) -> None:
+        self.store = store
+        self.args = args
+        self.rc = 0
+
+    def fail(self, message: str, rc: int) -> None:
+        print(message, file=sys.stderr)
+        self.rc = rc
+
+    def each(self, verb: str, missing: str, missing_rc: int, action: Callable[[UnitFile], None]) -> int:
+        for name in self.args.units:
+            unit = self.store.load(name)
+            if unit is None:
+                self.fail(missing.format(verb=verb, unit=unit_name(name)), missing_rc)
+            elif not unit.argv:
+                self.fail(f"Failed to {verb} {unit.name}: Unit {unit.name} has a bad unit file setting.", 1)
+            else:
+                action(unit)
+        return self.rc
+
+    def start(self) -> int:
+        return self.each("start", "Failed to {verb} {unit}: Unit {unit} not found.", 5,
+                         lambda u: start_unit(self.store, u))
+
+    def stop(self) -> int:
+        return self.each("stop", "Failed to {verb} {unit}: Unit {unit} not loaded.", 5,
+                         lambda u: stop_unit(self.store, u))
+
+    def restart(self) -> int:
+        def restart(unit: UnitFile) -> None:
+            stop_unit(self.store, unit)
+            start_unit(self.store, unit)
+        return self.each("restart", "Failed to {verb} {unit}: Unit {unit} not found.", 5, restart)
+
+    def enable(self) -> int:
+        return self._set_enabled(True)
+
+    def disable(self) -> int:
+        return self._set_enabled(False)
+
+    def _set_enabled(self, enabled: bool) -> int:
+        verb = "enable" if enabled else "disable"
+        wants = "/etc/systemd/system/multi-user.target.wants"
+
+        def apply(unit: UnitFile) -> None:
+            if self.store.set_enabled(unit.name, enabled) and not self.args.quiet:
+                if enabled:
+                    print(f"Created symlink {wants}/{unit.name} → {self.store.unit_path(unit.name)}.", file=sys.stderr)
+                else:
+                    print(f'Removed "{wants}/{unit.name}".', file=sys.stderr)
+            if self.args.now:
+                (start_unit if enabled else stop_unit)(self.store, unit)
+        return self.each(verb, "Failed to {verb} unit: Unit file {unit} does not exist.", 1, apply)
+
+    def is_active(self) -> int:
+        any_active, unknown = False, False
+        for name in self.args.units:
+            known = self.store.load(name) is not None
+            unknown |= not known
+            state = effective_state(self.store.read_state(name)).active if known else "inactive"
+            any_active |= state in ("active", "reloading")
+            if not self.args.quiet:
+                print(state)
+        return 0 if any_active else (4 if unknown else 3)
+
+    def is_enabled(self) -> int:
+        any_enabled = False
+        for name in self.args.units:
+            if self.store.load(name) is None:
+                self.fail(f"Failed to get unit file state for {unit_name(name)}: No such file or directory", 1)
+                continue
+            enabled = self.store.is_enabled(name)
+            any_enabled |= enabled
+            if not self.args.quiet:
+                print("enabled" if enabled else "disabled")
+        return 0 if any_enabled and self.rc == 0 else 1
+
+    def show(self) -> int:
+        wanted = [p for group in self.args.property for p in group.split(",") if p]
+        blocks = []
+        for name in self.args.units:
+            props = show_properties(self.store, name)
+            keys = [k for k in wanted if k in props] if wanted else list(SHOW_ORDER)
+            blocks.append("\n".join(props[k] if self.args.value else f"{k}={props[k]}" for k in keys))
+        print("\n\n".join(blocks))
+        return 0
+
+    def status(self) -> int:
+        texts, rc = [], 0
+        for name in self.args.units:
+            unit = self.store.load(name)
+            if unit is None:
+                self.fail(f"Unit {unit_name(name)} could not be found.", 4)
+                rc = 4
+                continue
+            texts.append(_status_text(self.store, unit))
+            if effective_state(self.store.read_state(name)).active not in ("active", "reloading"):
+                rc = rc or 3
+        if texts:
+            print("\n\n".join(texts))
+        return rc
+
+    def reset_failed(self) -> int:
+        for name in self.args.units or self.store.names():
+            state = effective_state(self.store.read_state(name))
+            if state.active == "failed":
+                state.active, state.sub, state.result = "inactive", "dead", "success"
+                self.store.write_state(name, state)
+        return 0
+
+    def daemon_reload(self) -> int:
+        return 0
+
+    def list_units(self) -> int:
+        for name in self.store.names():
+            props = show_properties(self.store, name)
+            print(f"{name:<40} {props['LoadState']:<9} {props['ActiveState']:<10} {props['SubState']:<9} "
+                  f"{props['Description']}")
+        return 0
+
+
+VERBS: dict[str, Callable[[Systemctl], int]] = {
+    "start": Systemctl.start, "stop": Systemctl.stop, "restart": Systemctl.restart,
+    "enable": Systemctl.enable, "disable": Systemctl.disable, "is-active": Systemctl.is_active,
+    "is-enabled": Systemctl.is_enabled, "show": Systemctl.show, "status": Systemctl.status,
+    "reset-failed": Systemctl.reset_failed, "daemon-reload": Systemctl.daemon_reload,
+    "list-units": Systemctl.list_units,
+}
+NEEDS_UNIT = {"start", "stop", "restart", "enable", "disable", "is-active", "is-enabled", "show", "status"}
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    parser = _Parser(prog="systemctl", add_help=False)
+    parser.add_argument("--root", type=Path, default=None)
+    parser.add_argument("-q", "--quiet", action="store_true")
+    parser.add_argument("--no-pager", action="store_true")
+    parser.add_argument("--no-block", action="store_true")
+    parser.add_argument("--now", action="store_true")
+    parser.add_argument("--value", action="store_true")
+    parser.add_argument("-a", "--all", action="store_true")
+    parser.add_argument("-p", "--property", action="append", default=[])
+    parser.add_argument("verb")
+    parser.add_argument("units", nargs="*")
+    return parser.parse_intermixed_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = _parse(sys.argv[1:] if argv is None else argv)
+    except Usage as exc:
+        print(f"systemctl: {exc}", file=sys.stderr)
+        return 1
+    root = args.root or (Path(os.environ[ROOT_ENV]) if os.environ.get(ROOT_ENV) else None)
+    if root is None:
+        print(f"systemctl: no sandbox: pass --root ROOT or set {ROOT_ENV}", file=sys.stderr)
+        return 1
+    action = VERBS.get(args.verb)
+    if action is None:
+        print(f"Unknown command verb '{args.verb}'.", file=sys.stderr)
+        return 1
+    if args.verb in NEEDS_UNIT and not args.units:
+        print("Too few arguments.", file=sys.stderr)
+        return 1
+    return action(Systemctl(UnitStore(root), args))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,193 @@
+"""Unit files and unit state under a sandbox ROOT.
+
+Layout (mirroring what systemd keeps, in one directory):
+``ROOT/units/NAME.service`` the unit file (INI); ``ROOT/state/NAME.json`` the
+runtime state the supervisor maintains, replaced atomically (tmp + rename) so a
+reader never sees half a file; ``ROOT/enabled/NAME.service`` exists while the
+unit is enabled (systemd's wants/ symlink); ``ROOT/state/NAME.lock`` serialises
+start/stop of one unit across concurrent ``systemctl`` calls.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shlex
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from pdtui.sim.procs import ProcId
+
+DEFAULT_STOP_TIMEOUT = 3.0
+
+
+def unit_name(name: str) -> str:
+    """``name`` with the ``.service`` suffix systemctl assumes when none is given."""
+    return name if "." in name else f"{name}.service"
+
+
+@dataclass(frozen=True, slots=True)
+class UnitFile:
+    """What the sim uses of a unit file."""
+
+    name: str
+    description: str
+    argv: list[str]
+    env: dict[str, str]
+    workdir: str | None
+    stop_timeout: float
+
+    @property
+    def title(self) -> str:
+        """How PID-1 lines name the unit ("Started <title>.")."""
+        return self.description or self.name
+
+
+def parse_unit(name: str, text: str) -> UnitFile:
+    """Parse the INI text of a unit file; keys may repeat (``Environment=``)."""
+    keys = _parse_ini(text)
+    env: dict[str, str] = {}
+    for value in keys.get(("Service", "Environment"), []):
+        for assignment in shlex.split(value):
+            key, _, val = assignment.partition("=")
+            env[key] = val
+    exec_start = keys.get(("Service", "ExecStart"), [""])[-1]
+    argv = shlex.split(exec_start)
+    if argv:
+        argv[0] = argv[0].lstrip("-@+!:")
+    return UnitFile(
+        name=name,
+        description=keys.get(("Unit", "Description"), [""])[-1],
+        argv=argv,
+        env=env,
+        workdir=keys.get(("Service", "WorkingDirectory"), [None])[-1],
+        stop_timeout=_seconds(keys.get(("Service", "TimeoutStopSec"), [""])[-1], DEFAULT_STOP_TIMEOUT),
+    )
+
+
+def _parse_ini(text: str) -> dict[tuple[str, str], list[str]]:
+    section = ""
+    keys: dict[tuple[str, str], list[str]] = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line[0] in "#;":
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            section = line[1:-1].strip()
+            continue
+        key, sep, value = line.partition("=")
+        if sep:
+            keys.setdefault((section, key.strip()), []).append(value.strip())
+    return keys
+
+
+def _seconds(text: str, default: float) -> float:
+    try:
+        return float(text.rstrip("s")) if text else default
+    except ValueError:
+        return default
+
+
+def render_unit(description: str, argv: list[str], env: dict[str, str] | None, workdir: str | None) -> str:
+    """The text of a unit file for ``argv`` (the inverse of :func:`parse_unit`)."""
+    lines = ["[Unit]", f"Description={description}", "", "[Service]", "Type=simple", f"ExecStart={shlex.join(argv)}"]
+    lines += [f"Environment={shlex.quote(f'{k}={v}')}" for k, v in (env or {}).items()]
+    if workdir:
+        lines.append(f"WorkingDirectory={workdir}")
+    lines += ["", "[Install]", "WantedBy=multi-user.target", ""]
+    return "\n".join(lines)
+
+
+@dataclass(slots=True)
+class UnitState:
+    """A unit's runtime state, as ``systemctl show`` reports it."""
+
+    active: str = "inactive"
+    sub: str = "dead"
+    main_pid: int = 0
+    invocation: str = ""
+    exec_main_status: int = 0
+    result: str = "success"
+    since_us: int = 0
+    n_restarts: int = 0
+    supervisor: list[int] | None = None     # [pid, start ticks]
+    child: list[int] | None = None
+
+    def supervisor_proc(self) -> ProcId | None:
+        return ProcId(*self.supervisor) if self.supervisor else None
+
+    def child_proc(self) -> ProcId | None:
+        return ProcId(*self.child) if self.child else None
+
+    def running(self) -> bool:
+        """True while this state's supervisor process is still there."""
+        proc = self.supervisor_proc()
+        return proc is not None and proc.alive()
+
+
+class UnitStore:
+    """The units of one sandbox ROOT."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.units_dir = self.root / "units"
+        self.state_dir = self.root / "state"
+        self.enabled_dir = self.root / "enabled"
+
+    def unit_path(self, name: str) -> Path:
+        return self.units_dir / unit_name(name)
+
+    def load(self, name: str) -> UnitFile | None:
+        """The parsed unit file, or None when there is no such unit."""
+        try:
+            text = self.unit_path(name).read_text()
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        return parse_unit(unit_name(name), text)
+
+    def names(self) -> list[str]:
+        return sorted(p.name for p in self.units_dir.glob("*.service"))
+
+    def read_state(self, name: str) -> UnitState:
+        try:
+            data = json.loads((self.state_dir / f"{unit_name(name)}.json").read_text())
+        except (FileNotFoundError, ValueError):
+            return UnitState()
+        return UnitState(**data)
+
+    def write_state(self, name: str, state: UnitState) -> None:
+        """Replace the state file atomically: readers see the old or the new one, never a mix."""
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        path = self.state_dir / f"{unit_name(name)}.json"
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(asdict(state)))
+        os.replace(tmp, path)
+
+    def is_enabled(self, name: str) -> bool:
+        return (self.enabled_dir / unit_name(name)).exists()
+
+    def set_enabled(self, name: str, enabled: bool) -> bool:
+        """Enable or disable; True if that changed anything."""
+        marker = self.enabled_dir / unit_name(name)
+        if enabled == marker.exists():
+            return False
+        if enabled:
+            self.enabled_dir.mkdir(parents=True, exist_ok=True)
+            marker.touch()
+        else:
+            marker.unlink()
+        return True
+
+    @contextmanager
+    def lock(self, name: str) -> Iterator[None]:
+        """Hold the unit's start/stop lock (an flock, released if the holder dies)."""
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.state_dir / f"{unit_name(name)}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
