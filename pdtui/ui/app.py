@@ -1,0 +1,445 @@
+"""The Textual app: one panel per service, the plan strip, keys, and the end-of-bring-up alert.
+
+It knows the engine only through :mod:`pdtui.engine.events`: ``source.run()`` runs
+as a worker in the app's loop and every event arrives as an
+:class:`~pdtui.ui.bridge.EngineEvent` message.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from rich.text import Text
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding
+from textual.containers import Container, Vertical
+from textual.screen import Screen
+from textual.widgets import Footer
+
+from pdtui.engine.events import (
+    Done,
+    Event,
+    EventSource,
+    GpuSample,
+    HostStatus,
+    LineKind,
+    LogLines,
+    LogRecord,
+    Notice,
+    PlanReady,
+    ProbeResult,
+    StateChanged,
+    StepChanged,
+)
+from pdtui.engine.states import ServiceState
+from pdtui.ui.bridge import EngineEvent, connect
+from pdtui.ui.filterbar import FilterBar
+from pdtui.ui.format import duration
+from pdtui.ui.logview import LogView
+from pdtui.ui.merged import MergedPane
+from pdtui.ui.model import ElapsedClock
+from pdtui.ui.notify import desktop_notification
+from pdtui.ui.panel import ServicePanel
+from pdtui.ui.plan import PlanStrip, TitleBar
+from pdtui.ui.screens import HelpScreen, QuitScreen
+from pdtui.ui.themes import DEFAULT_THEME, available_themes, load_theme
+
+__all__ = ["PdtuiApp", "available_themes", "run_app"]
+
+EXIT_INTERRUPTED = 130
+EXIT_FAILED = 1
+ROUTER_ROLE = "router"
+
+
+def _safe_name(name: str) -> str:
+    """A file-name-safe form of a deployment or service name."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "pdtui"
+
+
+class PdtuiApp(App[int]):
+    """Shows a bring-up live; returns the exit code (``Done.exit_code``, 130 if quit before it)."""
+
+    TITLE = "pdtui"
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (81, "-medium"), (120, "-wide")]
+    ALLOW_IN_MAXIMIZED_VIEW = "TitleBar, PlanStrip, Footer, #filter-bar"
+    ESCAPE_TO_MINIMIZE = True
+    BINDINGS = [
+        Binding("question_mark", "help", "help"),
+        Binding("f", "follow", "follow/pause"),
+        Binding("slash", "filter", "filter"),
+        Binding("z", "zoom", "zoom"),
+        Binding("r", "retry", "retry"),
+        Binding("a", "all_logs", "all logs"),
+        Binding("s", "save", "save"),
+        Binding("q", "quit", "quit"),
+    ]
+
+    def __init__(
+        self,
+        source: EventSource,
+        *,
+        theme: str = DEFAULT_THEME,
+        log_limit: int = 10_000,
+        clock: Callable[[], float] | None = None,
+        follow_up_text: str = "",
+    ) -> None:
+        chosen = load_theme(theme)
+        super().__init__()
+        self.CSS = chosen.css
+        self.theme = chosen.textual_theme
+        self.source = source
+        self.log_limit = log_limit
+        self.follow_up_text = follow_up_text
+        self.elapsed = ElapsedClock(clock or time.monotonic)
+        self.panels: dict[str, ServicePanel] = {}
+        self.merged: MergedPane | None = None
+        self.done: Done | None = None
+        self.in_progress = True
+        self.exit_summary = ""
+        self._deployment = ""
+        self._probes: dict[tuple[str, str], bool] = {}
+        self.title_bar = TitleBar()
+        self.plan = PlanStrip()
+        self.filter_bar = FilterBar()
+
+    # -- building the screen ---------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        yield self.title_bar
+        yield self.plan
+        with Container(id="body"):
+            yield Container(id="backends")
+            yield Vertical(id="routers")
+        yield self.filter_bar
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.set_class(self.no_color, "-no-color")
+        connect(self.source, self)
+        self.run_worker(self._bring_up(), name="bring-up", exit_on_error=False)
+        self.set_interval(1.0, self._tick)
+
+    async def _bring_up(self) -> None:
+        """Run the engine; a crash becomes one clear line and a failed exit, never a traceback."""
+        try:
+            await self.source.run()
+        except Exception as error:  # noqa: BLE001 - the UI boundary: report, do not crash
+            self.notify(f"bring-up stopped: {error}", severity="error", timeout=30)
+            if self.done is None:
+                self.in_progress = False
+                self.done = Done(ok=False, exit_code=EXIT_FAILED, failures={"pdtui": str(error)})
+
+    def _mount_panels(self, plan: PlanReady) -> None:
+        backends = self.query_one("#backends")
+        routers = self.query_one("#routers")
+        for info in plan.services:
+            panel = ServicePanel(info, log_limit=self.log_limit)
+            self.panels[info.name] = panel
+            (routers if info.role == ROUTER_ROLE else backends).mount(panel)
+        self.merged = MergedPane(list(self.panels), log_limit=self.log_limit)
+        self.query_one("#body").mount(self.merged)
+        self._relayout()
+        if self.panels:
+            self.call_after_refresh(next(iter(self.panels.values())).log_view.focus)
+
+    def on_resize(self) -> None:
+        self._relayout()
+
+    def _relayout(self) -> None:
+        """Share the height between the backend rows and the router rows.
+
+        Wide: backends side by side in one row (weighted 3) above the routers;
+        otherwise every panel is stacked and weighted equally.
+        """
+        if not self.panels:
+            return
+        routers = sum(panel.view.info.role == ROUTER_ROLE for panel in self.panels.values())
+        backends = len(self.panels) - routers
+        wide = self.size.width >= 120
+        top = self.query_one("#backends")
+        bottom = self.query_one("#routers")
+        top.set_class(backends == 0, "-empty")
+        bottom.set_class(routers == 0, "-empty")
+        top.styles.height = f"{3 if wide else backends}fr"
+        bottom.styles.height = f"{routers}fr"
+
+    # -- engine events ---------------------------------------------------------------
+
+    def on_engine_event(self, message: EngineEvent) -> None:
+        event = message.event
+        handler = self._handlers().get(type(event))
+        if handler is not None:
+            handler(event)
+        if not isinstance(event, Done):
+            self.elapsed.sync(event.elapsed)
+        self._tick()
+
+    def _handlers(self) -> dict[type, Callable[[Event], None]]:
+        return {
+            PlanReady: self._on_plan,
+            StepChanged: self.plan.apply,
+            StateChanged: self._on_state,
+            LogLines: self._on_lines,
+            ProbeResult: self._on_probe,
+            HostStatus: self._on_host,
+            GpuSample: self._on_gpus,
+            Notice: self._on_notice,
+            Done: self._on_done,
+        }
+
+    def _on_plan(self, plan: PlanReady) -> None:
+        self._deployment = plan.deployment
+        self.title_bar.deployment = plan.deployment
+        self.plan.set_steps(plan.steps)
+        self._mount_panels(plan)
+
+    def _on_state(self, event: StateChanged) -> None:
+        panel = self.panels.get(event.service)
+        if panel is None:
+            return
+        if not self.in_progress and not event.new.is_final:
+            self._retry_started()
+        panel.view.apply(event)
+        panel.redraw(self.elapsed.now())
+
+    def _retry_started(self) -> None:
+        self.in_progress = True
+        self.plan.finish(None)
+        self.elapsed.resume()
+
+    def _on_lines(self, event: LogLines) -> None:
+        panel = self.panels.get(event.service)
+        if panel is None or not event.lines:
+            return
+        rows = panel.append(event.lines)
+        if self.merged is not None and self.screen.has_class("-merged"):
+            self.merged.log_view.append(rows)
+            self.merged.status.show_state(self.merged.log_view)
+
+    def _system_line(self, service: str | None, text: str, kind: LineKind = LineKind.SYSTEM) -> None:
+        if service is not None and service in self.panels:
+            self._on_lines(LogLines(service, (LogRecord(text, kind),)))
+
+    def _on_probe(self, event: ProbeResult) -> None:
+        """Log a check only when its outcome changes: a 503 polled every half second is one line."""
+        key = (event.service, event.check)
+        if self._probes.get(key) == event.ok:
+            return
+        self._probes[key] = event.ok
+        outcome = "ok" if event.ok else "not yet"
+        latency = f" ({event.latency * 1000:.0f} ms)" if event.latency is not None else ""
+        detail = f": {event.detail}" if event.detail else ""
+        self._system_line(event.service, f"· check {event.check} {outcome}{latency}{detail}")
+
+    def _on_host(self, event: HostStatus) -> None:
+        self.title_bar.hosts[event.host] = event.status
+        if event.status == "error":
+            self.notify(f"{event.host}: {event.detail or event.status}", severity="error", markup=False)
+
+    def _on_gpus(self, event: GpuSample) -> None:
+        for panel in self.panels.values():
+            info = panel.view.info
+            if info.host == event.host and info.gpus:
+                panel.placement.show_gpus([gpu for gpu in event.gpus if gpu.index in info.gpus])
+
+    def _on_notice(self, event: Notice) -> None:
+        severity = {"warning": "warning", "error": "error"}.get(event.level, "information")
+        self.notify(event.text, severity=severity, markup=False)
+        kind = LineKind.WARN if event.level in ("warning", "error") else LineKind.SYSTEM
+        self._system_line(event.service, f"· {event.text}", kind)
+
+    def _on_done(self, done: Done) -> None:
+        self.done = done
+        self.in_progress = False
+        self.plan.finish(done)
+        self.elapsed.freeze(done.elapsed)
+        self._alert(done)
+
+    # -- the end-of-bring-up alert ------------------------------------------------------
+
+    def _alert(self, done: Done) -> None:
+        """Toast, terminal bell and an OSC 9 desktop notification (through tmux when inside it)."""
+        name = self._deployment or "bring-up"
+        if done.ok:
+            message = f"{name} is ready ({duration(done.elapsed)})"
+        else:
+            message = f"{name} failed: {', '.join(done.failures) or 'see the panels'}"
+        if self.follow_up_text:
+            message = f"{message} — {self.follow_up_text}"
+        self.notify(message, title="pdtui", severity="information" if done.ok else "error", markup=False)
+        self.bell()
+        self.write_escape(desktop_notification(f"pdtui: {message}", in_tmux="TMUX" in os.environ))
+
+    def write_escape(self, sequence: str) -> None:
+        """Send a raw sequence to the terminal (Textual has no public call for this; the bell uses the same)."""
+        if not self.is_headless and self._driver is not None:
+            self._driver.write(sequence)
+
+    # -- time -----------------------------------------------------------------------------
+
+    def _tick(self) -> None:
+        now = self.elapsed.now()
+        self.title_bar.elapsed = now
+        self.title_bar.refresh()
+        for panel in self.panels.values():
+            panel.redraw(now)
+
+    # -- keys -----------------------------------------------------------------------------
+
+    def _focused_log(self) -> LogView | None:
+        focused = self.focused
+        if isinstance(focused, LogView):
+            return focused
+        if self.filter_bar.target is not None and self.filter_bar.display:
+            return self.filter_bar.target
+        if self.screen.has_class("-merged") and self.merged is not None:
+            return self.merged.log_view
+        return next((panel.log_view for panel in self.panels.values()), None)
+
+    def _focused_panel(self) -> ServicePanel | None:
+        log = self._focused_log()
+        return next((p for p in self.panels.values() if p.log_view is log), None)
+
+    def _show_status(self, log: LogView) -> None:
+        owner = self._focused_panel() if log is not self._merged_log() else self.merged
+        if owner is not None:
+            owner.status.show_state(log)
+
+    def _merged_log(self) -> LogView | None:
+        return self.merged.log_view if self.merged is not None else None
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen())
+
+    def action_follow(self) -> None:
+        log = self._focused_log()
+        if log is None:
+            return
+        log.follow = not log.follow
+        self._show_status(log)
+
+    def action_filter(self) -> None:
+        log = self._focused_log()
+        if log is not None:
+            self.filter_bar.open(log)
+
+    def on_filter_bar_closed(self, message: FilterBar.Closed) -> None:
+        self._show_status(message.target)
+
+    def action_zoom(self) -> None:
+        screen = self.screen
+        if screen.maximized is not None:
+            screen.minimize()
+            return
+        panel = self._focused_panel()
+        if panel is not None:
+            screen.maximize(panel, container=False)
+
+    def action_all_logs(self) -> None:
+        """Toggle the merged view; it is rebuilt in time order each time it opens."""
+        if self.merged is None:
+            return
+        screen = self.screen
+        if screen.has_class("-merged"):
+            screen.remove_class("-merged")
+            if self.panels:
+                next(iter(self.panels.values())).log_view.focus()
+            return
+        screen.minimize()
+        self.merged.rebuild([list(panel.log_view.rows()) for panel in self.panels.values()])
+        screen.add_class("-merged")
+        self.merged.log_view.focus()
+
+    def action_save(self) -> None:
+        log = self._focused_log()
+        if log is None:
+            return
+        panel = self._focused_panel()
+        name = panel.service if panel is not None else "all"
+        path = self._save_path(name)
+        try:
+            path.write_text("".join(f"{row.saved()}\n" for row in log.rows()), encoding="utf-8")
+        except OSError as error:
+            self.notify(f"could not save {path}: {error.strerror}", severity="error", markup=False)
+            return
+        self.notify(f"saved {log.total} lines to {path}", title="log saved", markup=False)
+
+    def _save_path(self, service: str) -> Path:
+        """``pdtui-DEPLOYMENT-SERVICE.log`` in the working directory, numbered if taken."""
+        stem = f"pdtui-{_safe_name(self._deployment)}-{_safe_name(service)}"
+        path = Path.cwd() / f"{stem}.log"
+        counter = 1
+        while path.exists():
+            path = Path.cwd() / f"{stem}-{counter}.log"
+            counter += 1
+        return path
+
+    def action_retry(self) -> None:
+        panel = self._focused_panel()
+        if panel is None:
+            self.notify("focus a service panel to retry it", severity="warning")
+            return
+        if not panel.view.retryable:
+            self.notify(f"{panel.service} is {panel.view.state.value}: only a failed or timed-out service can be retried",
+                        severity="warning", markup=False)
+            return
+        if self.source.retry(panel.service):
+            self.notify(f"retrying {panel.service}", markup=False)
+        else:
+            self.notify(f"{panel.service} cannot be retried now", severity="warning", markup=False)
+
+    async def action_quit(self) -> None:
+        if self.in_progress:
+            self.push_screen(QuitScreen(self._started_units()), callback=self._confirmed_quit)
+        else:
+            self._leave()
+
+    def _confirmed_quit(self, quit: bool | None) -> None:
+        if quit:
+            self._leave()
+
+    def _started_units(self) -> list[str]:
+        """Units pdtui started in this session, in plan order."""
+        units = [panel.view.info.unit for panel in self.panels.values() if panel.view.started]
+        if self.done is not None:
+            units += [unit for unit in self.done.left_running if unit not in units]
+        return units
+
+    def left_running(self) -> list[str]:
+        """What quitting leaves running: the engine's word after Done, else every unit started."""
+        if self.done is not None and not self.in_progress:
+            return list(self.done.left_running)
+        return self._started_units()
+
+    def _leave(self) -> None:
+        code = EXIT_INTERRUPTED if self.in_progress or self.done is None else self.done.exit_code
+        units = self.left_running()
+        self.exit_summary = (
+            f"pdtui: left running (pdtui never stops services): {', '.join(units)}"
+            if units
+            else "pdtui: no units were started"
+        )
+        self.exit(code)
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        yield SystemCommand("Follow / pause", "Follow the focused log or hold it where it is", self.action_follow)
+        yield SystemCommand("Filter", "Filter the focused log by a regular expression", self.action_filter)
+        yield SystemCommand("Zoom", "Zoom the focused panel to the whole screen, and back", self.action_zoom)
+        yield SystemCommand("Retry", "Retry the focused service when it failed or timed out", self.action_retry)
+        yield SystemCommand("All logs", "Every service's log merged by time", self.action_all_logs)
+        yield SystemCommand("Save log", "Save the focused log to a file", self.action_save)
+        yield SystemCommand("Help", "Keys and badges", self.action_help)
+
+
+def run_app(source: EventSource, **kwargs: object) -> int:
+    """Run the TUI until the user quits; print what was left running; return the exit code."""
+    app = PdtuiApp(source, **kwargs)  # type: ignore[arg-type]
+    code = app.run()
+    if app.exit_summary:
+        print(app.exit_summary)
+    return EXIT_INTERRUPTED if code is None else code

@@ -1,0 +1,79 @@
+"""Small text formatters shared by the panels, the plan strip and the title bar."""
+
+from __future__ import annotations
+
+from pdtui.engine.events import GpuInfo, ServiceInfo
+from pdtui.engine.states import ServiceState
+
+BADGE_LABELS: dict[ServiceState, str] = {
+    ServiceState.PENDING: "○ pending",
+    ServiceState.STARTING: "◔ starting",
+    ServiceState.WAITING: "◐ waiting",
+    ServiceState.READY: "✓ READY",
+    ServiceState.FAILED: "✗ FAILED",
+    ServiceState.TIMED_OUT: "⧗ TIMED OUT",
+    ServiceState.BLOCKED: "⊘ blocked",
+}
+"""Badge text per state; the glyph keeps states apart when colour is off (NO_COLOR)."""
+
+BAR_GLYPHS = " ▁▂▃▄▅▆▇█"
+
+
+def duration(seconds: float) -> str:
+    """Format seconds as ``m:ss`` (or ``h:mm:ss``), the way the badges and plan strip show time."""
+    total = max(0, int(seconds))
+    hours, rest = divmod(total, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}:{minutes:02d}:{secs:02d}"
+    return f"{minutes}:{secs:02d}"
+
+
+def service_title(info: ServiceInfo) -> str:
+    """The panel title: name, role (when it adds something), unit @ host."""
+    role = "" if info.role == info.name else f" ({info.role})"
+    return f"{info.name}{role}  {info.unit} @ {info.host}"
+
+
+def placement(info: ServiceInfo) -> str:
+    """GPUs, NUMA node, port and dependencies as one short line."""
+    parts: list[str] = []
+    if info.gpus:
+        parts.append("GPU " + " ".join(str(gpu) for gpu in info.gpus))
+    if info.numa is not None:
+        parts.append(f"NUMA {info.numa}")
+    if info.port is not None:
+        parts.append(f":{info.port}")
+    if info.after:
+        parts.append("after " + ", ".join(info.after))
+    return " · ".join(parts)
+
+
+def _gib(mib: int) -> str:
+    return f"{round(mib / 1024)}"
+
+
+def _bar(used: int, total: int, cells: int) -> str:
+    """A bar of ``cells`` block characters showing ``used/total`` in eighths of a cell."""
+    steps = len(BAR_GLYPHS) - 1
+    full, part = divmod(round(cells * steps * min(1.0, used / total)), steps)
+    return (BAR_GLYPHS[-1] * full + BAR_GLYPHS[part].strip()).ljust(cells, "░")[:cells]
+
+
+def gpu_gauge(gpu: GpuInfo, cells: int) -> str:
+    """One GPU's chip: index, memory bar (``cells`` wide, 0 = none) and ``used/totalG``."""
+    used, total = gpu.memory_used_mib, gpu.memory_total_mib
+    if used is None or not total:
+        return str(gpu.index)
+    if cells == 0:
+        return f"{gpu.index}:{_gib(used)}G"
+    return f"{gpu.index} {_bar(used, total, cells)} {_gib(used)}/{_gib(total)}G"
+
+
+def gpu_gauges(gpus: list[GpuInfo], width: int) -> str:
+    """The widest rendering of every GPU's chip that fits in ``width`` cells."""
+    for cells in (5, 3, 1, 0):
+        line = "  ".join(gpu_gauge(gpu, cells) for gpu in gpus)
+        if len(line) <= width:
+            return line
+    return " ".join(gpu_gauge(gpu, 0) for gpu in gpus)

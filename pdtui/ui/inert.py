@@ -1,0 +1,49 @@
+"""Make a remote log line safe to draw.
+
+A journal line is hostile input: it may carry terminal escapes (colour codes,
+OSC 52 clipboard writes, title changes), NULs, bidi overrides or a megabyte of
+text.  Everything the UI draws from a log line goes through :func:`inert`, so a
+line can only ever appear as the characters it contains, never act on the
+terminal.  Rich markup is not a concern here: callers build ``rich.text.Text``
+from the result, which never parses markup.
+"""
+
+from __future__ import annotations
+
+MAX_LINE_CHARS = 4096
+"""Longest prefix of a line that is drawn; the rest is summarised as "… (N more)"."""
+
+TAB_SIZE = 8
+
+
+def _control_table() -> dict[int, str]:
+    """Map every control character to a visible stand-in.
+
+    C0 controls become their Unicode "control pictures" (ESC → ␛, NUL → ␀), DEL
+    becomes ␡, and C1 controls and invisible reordering characters (which have no
+    picture) are spelled out as ``\\x9b`` / ``\\u202e``.
+    """
+    table: dict[int, str] = {code: chr(0x2400 + code) for code in range(0x20)}
+    del table[ord("\t")]  # expanded to spaces instead
+    table[0x7F] = "\u2421"
+    for code in range(0x80, 0xA0):
+        table[code] = f"\\x{code:02x}"
+    for code in (*range(0x202A, 0x202F), *range(0x2066, 0x206A), 0x2028, 0x2029, 0x200E, 0x200F):
+        table[code] = f"\\u{code:04x}"
+    return table
+
+
+_CONTROLS = _control_table()
+
+
+def make_visible(text: str) -> str:
+    """Replace control characters with visible placeholders and expand tabs."""
+    return text.translate(_CONTROLS).expandtabs(TAB_SIZE)
+
+
+def inert(text: str, limit: int = MAX_LINE_CHARS) -> str:
+    """Return ``text`` ready to draw: capped at ``limit`` characters, controls made visible."""
+    extra = len(text) - limit
+    if extra > 0:
+        return f"{make_visible(text[:limit])}… ({extra} more)"
+    return make_visible(text)

@@ -1,0 +1,96 @@
+"""What the UI remembers about a bring-up between events, kept apart from the widgets.
+
+Widgets redraw from these objects; the objects only change when an engine event
+arrives, so what is drawn depends on events and the injected clock, never on
+wall time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pdtui.engine.events import ServiceInfo, StateChanged
+from pdtui.engine.states import ServiceState
+from pdtui.ui.format import BADGE_LABELS, duration
+from pdtui.ui.inert import inert
+
+
+class ElapsedClock:
+    """Bring-up time: the engine's last reported ``elapsed``, advanced by the injected clock.
+
+    Between events the counter keeps moving with ``clock``; a test passing a fixed
+    clock therefore sees exactly the elapsed values its events carry.
+    """
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        self._base = 0.0
+        self._at = clock()
+        self._frozen = False
+
+    def sync(self, elapsed: float) -> None:
+        """Take the engine's ``elapsed`` as the truth from now on."""
+        self._base = elapsed
+        self._at = self._clock()
+
+    def freeze(self, elapsed: float) -> None:
+        """Stop the counter at ``elapsed`` (the bring-up has ended)."""
+        self.sync(elapsed)
+        self._frozen = True
+
+    def resume(self) -> None:
+        """Let the counter run again (a retry started)."""
+        self._at = self._clock()
+        self._frozen = False
+
+    def now(self) -> float:
+        if self._frozen:
+            return self._base
+        return self._base + max(0.0, self._clock() - self._at)
+
+
+@dataclass
+class ServiceView:
+    """One service as its panel shows it: state, timing and the line that explains a failure."""
+
+    info: ServiceInfo
+    state: ServiceState = ServiceState.PENDING
+    since: float | None = None          # elapsed when its start command ran
+    until: float | None = None          # elapsed when it reached a final state
+    time_to_ready: float | None = None
+    pinned: str | None = None           # inert failure line or reason, kept under the header
+    started: bool = False               # pdtui started it at least once (it may be left running)
+
+    def apply(self, event: StateChanged) -> None:
+        """Move to ``event.new`` and record the timing and explanation it carries."""
+        new = event.new
+        self.state = new
+        if new is ServiceState.PENDING:
+            self.since = self.until = self.time_to_ready = self.pinned = None
+        elif new is ServiceState.STARTING:
+            self.since, self.until, self.started = event.elapsed, None, True
+        elif new.is_final:
+            self.until = event.elapsed
+        if new is ServiceState.READY:
+            self.pinned = None
+            self.time_to_ready = event.time_to_ready
+            if self.time_to_ready is None and self.since is not None:
+                self.time_to_ready = event.elapsed - self.since
+        elif new in (ServiceState.FAILED, ServiceState.TIMED_OUT, ServiceState.BLOCKED):
+            explanation = event.line or event.reason
+            self.pinned = inert(explanation) if explanation else None
+
+    def badge(self, now: float) -> str:
+        """State label with elapsed time (or time-to-ready once ready)."""
+        label = BADGE_LABELS[self.state]
+        if self.state is ServiceState.READY and self.time_to_ready is not None:
+            return f"{label} {duration(self.time_to_ready)}"
+        if self.since is None:
+            return label
+        end = self.until if self.until is not None else now
+        return f"{label} {duration(end - self.since)}"
+
+    @property
+    def retryable(self) -> bool:
+        return self.state in (ServiceState.FAILED, ServiceState.TIMED_OUT)

@@ -1,0 +1,111 @@
+"""One panel per service: header with badge, placement and GPUs, pinned failure, journal tail."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.widget import Widget
+from textual.widgets import Static
+
+from pdtui.engine.events import GpuInfo, LogRecord, ServiceInfo
+from pdtui.engine.states import ServiceState
+from pdtui.ui.format import gpu_gauges, placement, service_title
+from pdtui.ui.logview import LogView, Row
+from pdtui.ui.model import ServiceView
+
+STATE_CLASSES = {state: f"-{state.value.replace('_', '-')}" for state in ServiceState}
+
+
+class PlacementLine(Widget):
+    """GPUs, NUMA node and port, plus live GPU memory gauges when samples arrive.
+
+    Chooses the widest gauge form that fits, so a narrow pane still shows every GPU.
+    """
+
+    DEFAULT_CSS = "PlacementLine { height: auto; }"
+
+    def __init__(self, info: ServiceInfo) -> None:
+        super().__init__()
+        self.info = info
+        self.gpus: list[GpuInfo] = []
+
+    def show_gpus(self, gpus: list[GpuInfo]) -> None:
+        self.gpus = gpus
+        self.refresh(layout=True)
+
+    def render(self) -> Text:
+        width = self.size.width or 80
+        where = placement(self.info)
+        if not self.gpus:
+            return Text(where, no_wrap=True, overflow="ellipsis")
+        if self.screen.has_class("-narrow"):
+            gauges = gpu_gauges(self.gpus, width - len(where) - 3)
+            line = f"{where} · {gauges}" if len(where) + 3 + len(gauges) <= width else where
+            return Text(line, no_wrap=True, overflow="ellipsis")
+        return Text(f"{where}\n{gpu_gauges(self.gpus, width)}", no_wrap=True, overflow="ellipsis")
+
+
+class LogStatus(Static):
+    """One line above a log saying it is paused and/or filtered; hidden otherwise."""
+
+    def show_state(self, view: LogView) -> None:
+        parts: list[str] = []
+        if not view.follow:
+            parts.append("⏸ paused (f follows)")
+        if view.pattern is not None:
+            parts.append(f"filter /{view.pattern.pattern}/ {view.row_count} of {view.total}")
+        self.update(Text(" · ".join(parts), no_wrap=True, overflow="ellipsis"))
+        self.display = bool(parts)
+
+
+class ServicePanel(Vertical):
+    """A service's live view: title, badge, placement, pinned failure line, journal tail."""
+
+    ALLOW_MAXIMIZE = True
+
+    def __init__(self, info: ServiceInfo, *, log_limit: int) -> None:
+        super().__init__(classes=info.role)
+        self.view = ServiceView(info)
+        self.log_view = LogView(log_limit)
+        self.placement = PlacementLine(info)
+        self._badge = Static(classes="badge")
+        self._pinned = Static(classes="pinned")
+        self.status = LogStatus(classes="log-status")
+        self._now = 0.0
+
+    @property
+    def service(self) -> str:
+        return self.view.info.name
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(classes="panel-header"):
+            yield Static(Text(service_title(self.view.info), no_wrap=True, overflow="ellipsis"), classes="title")
+            yield self._badge
+        yield self.placement
+        yield self._pinned
+        yield self.status
+        yield self.log_view
+
+    def on_mount(self) -> None:
+        self.redraw(self._now)
+        self.status.show_state(self.log_view)
+
+    def redraw(self, now: float) -> None:
+        """Update the badge, state classes and pinned line from :attr:`view` at elapsed ``now``."""
+        self._now = now
+        view = self.view
+        self._badge.update(Text(view.badge(now), no_wrap=True))
+        for state, css_class in STATE_CLASSES.items():
+            self.set_class(state is view.state, css_class)
+        self._pinned.display = view.pinned is not None
+        if view.pinned is not None:
+            marker = "⊘ " if view.state is ServiceState.BLOCKED else "✗ "
+            self._pinned.update(Text(marker + view.pinned, no_wrap=True, overflow="ellipsis"))
+
+    def append(self, records: tuple[LogRecord, ...]) -> list[Row]:
+        """Add a batch of journal lines; returns the rows for the merged view."""
+        rows = [Row.from_record(record, self.service) for record in records]
+        self.log_view.append(rows)
+        self.status.show_state(self.log_view)
+        return rows

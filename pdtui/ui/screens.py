@@ -1,0 +1,86 @@
+"""Modal screens: the key help and the quit confirmation."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Static
+
+HELP_KEYS: tuple[tuple[str, str], ...] = (
+    ("?", "this help"),
+    ("tab / shift+tab", "focus the next / previous panel"),
+    ("f", "follow the focused log, or pause it where it is"),
+    ("/", "filter the focused log by a regular expression (empty: no filter)"),
+    ("z", "zoom the focused panel to the whole screen, and back"),
+    ("a", "all services' logs merged by time, and back"),
+    ("s", "save the focused log to a file"),
+    ("r", "retry the focused service when it failed or timed out"),
+    ("↑ ↓ pgup pgdn home end", "scroll the focused log"),
+    ("ctrl+p", "command palette"),
+    ("q", "quit (services keep running: pdtui never stops them)"),
+)
+
+BADGES = "○ pending  ◔ starting  ◐ waiting  ✓ READY  ✗ FAILED  ⧗ TIMED OUT  ⊘ blocked"
+
+
+def help_text() -> Text:
+    """The keys and badges, as shown by ``?``."""
+    width = max(len(key) for key, _ in HELP_KEYS)
+    text = Text()
+    for key, meaning in HELP_KEYS:
+        text.append(key.rjust(width), "bold")
+        text.append(f"  {meaning}\n")
+    text.append("\nbadges: ", "bold")
+    text.append(BADGES)
+    return text
+
+
+class HelpScreen(ModalScreen[None]):
+    """Keys and badge meanings; any of escape, ? or q closes it."""
+
+    BINDINGS = [
+        Binding("escape,question_mark,q", "dismiss", "close", show=True),
+    ]
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="help-box"):
+            yield Static(Text("pdtui keys", "bold"), classes="modal-title")
+            yield Static(help_text())
+
+    def action_dismiss(self) -> None:
+        self.dismiss(None)
+
+
+class QuitScreen(ModalScreen[bool]):
+    """Asks before quitting while a bring-up is in progress; says what stays running."""
+
+    BINDINGS = [
+        Binding("y", "answer(True)", "quit"),
+        Binding("n,escape", "answer(False)", "stay"),
+    ]
+
+    def __init__(self, running_units: list[str]) -> None:
+        super().__init__()
+        self.running_units = running_units
+
+    def compose(self) -> ComposeResult:
+        units = ", ".join(self.running_units) if self.running_units else "none yet"
+        message = Text.assemble(
+            ("The bring-up is still in progress.\n", "bold"),
+            "Quitting leaves every unit as it is (pdtui never stops services).\n",
+            f"Started so far: {units}",
+        )
+        with Vertical(id="quit-box"):
+            yield Static(message)
+            with Horizontal(id="quit-buttons"):
+                yield Button("Quit (y)", id="quit-yes", variant="error")
+                yield Button("Stay (n)", id="quit-no", variant="primary")
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "quit-yes")
+
+    def action_answer(self, quit: bool) -> None:
+        self.dismiss(quit)

@@ -1,0 +1,196 @@
+"""A scripted EventSource and deterministic bring-up scripts for the UI tests.
+
+Everything drawn comes from these events: fixed host names, fixed ports, fixed
+elapsed values, so snapshots never change between runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+
+from pdtui.engine.events import (
+    Done,
+    Event,
+    GpuInfo,
+    GpuSample,
+    LineKind,
+    LogLines,
+    LogRecord,
+    PlanReady,
+    ProbeResult,
+    ServiceInfo,
+    StateChanged,
+    Step,
+    StepChanged,
+    StepStatus,
+)
+from pdtui.engine.states import ServiceState as S
+
+T0 = 1_760_605_569.0  # 2025-10-16 09:06:09 UTC: journal timestamps of the scripted lines
+
+
+class FakeSource:
+    """Plays a script when run; more events can be emitted by the test; records retries."""
+
+    def __init__(self, script: Sequence[Event] = (), *, retry_result: bool = True) -> None:
+        self.script = list(script)
+        self.callbacks: list[Callable[[Event], None]] = []
+        self.retries: list[str] = []
+        self.retry_result = retry_result
+        self.played = False
+
+    def subscribe(self, callback: Callable[[Event], None]) -> None:
+        self.callbacks.append(callback)
+
+    def emit(self, *events: Event) -> None:
+        for event in events:
+            for callback in self.callbacks:
+                callback(event)
+
+    async def run(self) -> Done:
+        self.emit(*self.script)
+        self.played = True
+        if self.script and isinstance(self.script[-1], Done):
+            return self.script[-1]
+        await asyncio.Event().wait()  # a bring-up still in progress: cancelled when the app exits
+        raise AssertionError("unreachable")
+
+    def retry(self, service: str) -> bool:
+        self.retries.append(service)
+        return self.retry_result
+
+
+PREFILL = ServiceInfo("prefill", "prefill", "sglang-dsv4-prefill", "gpu0", (0, 1, 2, 3), 0, 30000, (), 360.0)
+DECODE = ServiceInfo("decode", "decode", "sglang-dsv4-decode", "gpu0", (4, 5, 6, 7), 1, 30002, (), 360.0)
+ROUTER = ServiceInfo("router", "router", "sglang-dsv4-router", "gpu0", (), None, 30001, ("prefill", "decode"), 120.0)
+PLAN = PlanReady("dsv4-flash-pd", (PREFILL, DECODE, ROUTER), tuple(Step))
+
+OOM_LINE = (
+    "Exception: Capture cuda graph failed: CUDA out of memory. Tried to allocate 448.00 MiB. "
+    "GPU 7 has a total capacity of 95.00 GiB"
+)
+
+HOSTILE_LINES = (
+    "\x1b[31mred via CSI\x1b[0m and \x1b[2J clear screen",
+    "\x1b]52;c;cm0gLXJmIH4=\x07 clipboard write (OSC 52)",
+    "\x1b]0;pwned title\x07 title change (OSC 0)",
+    "[bold red]x[/] markup stays text",
+    "[link=file:///etc/passwd]click[/link]",
+    "NUL\x00 BEL\x07 BS\x08 DEL\x7f C1\x9b end",
+    "invalid utf-8 decoded: \ufffd\ufffd bytes",
+    "A" * (1024 * 1024),
+)
+
+
+def sglang(second: int, text: str, rank: str = " TP0") -> str:
+    return f"[2025-10-16 09:06:{second:02d}{rank}] {text}"
+
+
+def lines(service: str, items: Sequence[tuple[int, str, LineKind]], elapsed: float) -> LogLines:
+    records = tuple(
+        LogRecord(sglang(second, text), kind, T0 + second, f"c-{service}-{second}-{i}")
+        for i, (second, text, kind) in enumerate(items)
+    )
+    return LogLines(service, records, elapsed)
+
+
+N = LineKind.NORMAL
+BOOT = [
+    (9, "Init torch distributed ends. mem usage=1.96 GB", N),
+    (10, "Load weight begin. avail mem=137.34 GB", N),
+    (30, "Load weight end. type=DeepseekV4ForCausalLM, dtype=torch.bfloat16, avail mem=73.08 GB", N),
+    (31, "KV Cache is allocated. #tokens: 834615, K size: 24.12 GB, V size: 24.12 GB", N),
+    (31, "Capture cuda graph begin. This can take up to several minutes. avail mem=13.95 GB", N),
+]
+
+
+def gpus(used: Sequence[int]) -> GpuSample:
+    return GpuSample(
+        "gpu0",
+        tuple(GpuInfo(i, "NVIDIA H20", mib, 98304, 0, 0 if i < 4 else 1) for i, mib in enumerate(used)),
+        20.0,
+    )
+
+
+def starting_script() -> list[Event]:
+    """Backends started and loading; the router blocked behind them."""
+    return [
+        PLAN,
+        StepChanged(Step.PREFLIGHT, StepStatus.RUNNING, elapsed=0.0),
+        StepChanged(Step.PREFLIGHT, StepStatus.DONE, elapsed=1.0),
+        StepChanged(Step.START_BACKENDS, StepStatus.RUNNING, elapsed=1.0),
+        StateChanged("prefill", S.PENDING, S.STARTING, elapsed=1.0),
+        StateChanged("decode", S.PENDING, S.STARTING, elapsed=1.0),
+        StateChanged("prefill", S.STARTING, S.WAITING, elapsed=2.0),
+        StateChanged("decode", S.STARTING, S.WAITING, elapsed=2.0),
+        StepChanged(Step.START_BACKENDS, StepStatus.DONE, elapsed=2.0),
+        StepChanged(Step.WAIT_READY, StepStatus.RUNNING, "prefill, decode loading", elapsed=2.0),
+        lines("prefill", BOOT, 30.0),
+        lines("decode", BOOT[:4], 30.0),
+        gpus([72704, 72704, 72704, 72704, 12288, 12288, 12288, 12288]),
+        ProbeResult("prefill", "http /health", False, "503", 0.004, 31.0),
+        StepChanged(Step.WAIT_READY, StepStatus.RUNNING, "prefill, decode loading", elapsed=47.0),
+    ]
+
+
+def ready_script() -> list[Event]:
+    """The whole bring-up succeeds: prefill, decode, then the router."""
+    ready = [
+        (32, "Capture cuda graph end. Time elapsed: 5.37 s. mem usage=1.44 GB. avail mem=12.51 GB.", N),
+        (33, "INFO:     Uvicorn running on http://0.0.0.0:30000 (Press CTRL+C to quit)", N),
+        (40, "End of prefill disaggregation mode warmup with status 200, resp: [{'text': ' '}]", N),
+        (41, "The server is fired up and ready to roll!", LineKind.READY),
+    ]
+    return [
+        *starting_script()[:-1],
+        lines("prefill", ready, 41.0),
+        ProbeResult("prefill", "http /health", True, "200", 0.003, 41.0),
+        StateChanged("prefill", S.WAITING, S.READY, "ready", sglang(41, ready[-1][1]), 41.0, 40.0),
+        lines("decode", BOOT[4:] + ready, 47.0),
+        StateChanged("decode", S.WAITING, S.READY, "ready", None, 47.0, 46.0),
+        StepChanged(Step.WAIT_READY, StepStatus.DONE, elapsed=47.0),
+        StepChanged(Step.START_ROUTER, StepStatus.RUNNING, elapsed=47.0),
+        StateChanged("router", S.PENDING, S.STARTING, elapsed=47.0),
+        StateChanged("router", S.STARTING, S.WAITING, elapsed=48.0),
+        StepChanged(Step.START_ROUTER, StepStatus.DONE, elapsed=48.0),
+        StepChanged(Step.PROBE_ROUTER, StepStatus.RUNNING, elapsed=48.0),
+        LogLines("router", (
+            LogRecord("INFO smg::server: Starting router on 0.0.0.0:30001 | mode: PrefillDecode", N, T0 + 48),
+            LogRecord("INFO smg::worker: Workers initialized: 2 total, 2 healthy", N, T0 + 52),
+        ), 52.0),
+        StateChanged("router", S.WAITING, S.READY, "ready", None, 59.0, 12.0),
+        StepChanged(Step.PROBE_ROUTER, StepStatus.DONE, elapsed=59.0),
+        StepChanged(Step.DONE, StepStatus.DONE, elapsed=59.0),
+        Done(True, 0, {"prefill": 40.0, "decode": 46.0, "router": 12.0}, {},
+             ("sglang-dsv4-prefill", "sglang-dsv4-decode", "sglang-dsv4-router"), 59.0),
+    ]
+
+
+def decode_failed_script() -> list[Event]:
+    """Decode runs out of GPU memory while capturing CUDA graphs: the router is never started."""
+    failing = [
+        (31, "Capture cuda graph begin. This can take up to several minutes. avail mem=1.95 GB", N),
+        (38, OOM_LINE, LineKind.FAIL),
+        (38, "Received sigquit from a child proces. It usually means the child failed.", N),
+        (39, "sglang-dsv4-decode.service: Main process exited, code=exited, status=1/FAILURE",
+         LineKind.SYSTEM),
+    ]
+    return [
+        *starting_script()[:-1],
+        lines("decode", failing, 38.0),
+        StateChanged("decode", S.WAITING, S.FAILED, "failure line", sglang(38, OOM_LINE), 38.0),
+        StateChanged("router", S.PENDING, S.BLOCKED, "decode failed", None, 38.0),
+        StepChanged(Step.WAIT_READY, StepStatus.FAILED, "decode failed", elapsed=38.0),
+        StepChanged(Step.START_ROUTER, StepStatus.SKIPPED, elapsed=38.0),
+        StepChanged(Step.PROBE_ROUTER, StepStatus.SKIPPED, elapsed=38.0),
+        StepChanged(Step.DONE, StepStatus.SKIPPED, elapsed=38.0),
+        Done(False, 1, {}, {"decode": "CUDA out of memory"},
+             ("sglang-dsv4-prefill", "sglang-dsv4-decode"), 38.0),
+    ]
+
+
+def hostile_script() -> list[Event]:
+    """A prefill journal full of escapes, markup and an absurdly long line."""
+    records = tuple(LogRecord(text, N, T0 + 20 + i) for i, text in enumerate(HOSTILE_LINES))
+    return [*starting_script()[:-1], LogLines("prefill", records, 40.0)]
