@@ -187,8 +187,7 @@ class _Walker:
         self._budget = MAX_NODES
 
     def error(self, mark: yaml.Mark | None, message: str) -> ConfigError:
-        line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
-        return ConfigError(self.source, line, col, message)
+        return _error_at(self.source, mark, message)
 
     def walk(self, node: yaml.Node, path: NodePath) -> Any:
         self.positions.values[path] = node.start_mark
@@ -219,7 +218,7 @@ class _Walker:
         merged: dict[str, Any] = {}
         for key_node, value_node in node.value:
             if key_node.tag == _MERGE_TAG:
-                for source in self._merge_sources(value_node):
+                for source in reversed(self._merge_sources(value_node)):   # the first one wins
                     merged.update(self.walk(source, path))
         self.positions.values[path] = node.start_mark
         data = dict(merged)
@@ -248,6 +247,11 @@ class _Walker:
         return sources
 
 
+def _error_at(source: str, mark: yaml.Mark | None, message: str) -> ConfigError:
+    line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+    return ConfigError(source, line, col, message)
+
+
 def _yaml_problem(exc: yaml.MarkedYAMLError) -> str:
     """PyYAML's context and problem as one sentence."""
     kind = "YAML error" if isinstance(exc, yaml.constructor.ConstructorError) else "YAML syntax error"
@@ -261,9 +265,7 @@ def _compose(text: str, source: str) -> yaml.Node | None:
     try:
         return yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
-        raise ConfigError(source, line, col, _yaml_problem(exc)) from None
+        raise _error_at(source, exc.problem_mark or exc.context_mark, _yaml_problem(exc)) from None
     except yaml.reader.ReaderError as exc:
         before = text[: exc.position]
         line, col = before.count("\n") + 1, exc.position - (before.rfind("\n") + 1) + 1
@@ -320,7 +322,7 @@ def _check_regex(value: Any) -> str:
         raise _fail(f"expected a regular expression (a string), got {_show(value)}")
     try:
         re.compile(value)
-    except re.error as exc:
+    except (re.error, OverflowError, RecursionError) as exc:   # the last two: absurd repeats, deep nesting
         raise _fail(f"expected a valid regular expression, got {_show(value)}: {exc}") from None
     return value
 

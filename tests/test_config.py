@@ -351,3 +351,14 @@ def test_dependents_are_transitive_and_in_bring_up_order() -> None:
 def test_dependents_of_an_unknown_service_is_a_key_error() -> None:
     with pytest.raises(KeyError):
         parse_config(CHAIN).dependents("nope")
+
+
+def test_first_merged_mapping_wins_over_later_ones() -> None:
+    text = BASE.replace("  decode:\n    host: gpu0\n", "  decode:\n    <<: [{host: gpu0, numa: 1}, {numa: 0}]\n")
+    assert parse_config(text).services["decode"].numa == 1
+
+
+@pytest.mark.parametrize("regex", ["(" * 2000 + ")" * 2000, "a{99999999999999999999}"], ids=["deep", "huge-repeat"])
+def test_pathological_regex_is_a_config_error(regex: str) -> None:
+    error = config_error(BASE.replace("    port: 30000\n", f"    port: 30000\n    fail: ['{regex}']\n"))
+    assert (error.line, "expected a valid regular expression" in error.message) == (12, True)
