@@ -1,0 +1,51 @@
+"""Small HTTP/1.1 helpers shared by the sim worker and the sim router (stdlib only).
+
+Both speak keep-alive HTTP/1.1 with a Content-Length on every answer, as the
+real servers do, so clients that reuse connections (the router's pool, httpx)
+behave as they would in production.
+"""
+
+from __future__ import annotations
+
+import json
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+class Server(ThreadingHTTPServer):
+    """A threading server whose handler threads never keep the process alive."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+class JsonHandler(BaseHTTPRequestHandler):
+    """Reads JSON bodies and answers with JSON or text, always with Content-Length."""
+
+    protocol_version = "HTTP/1.1"
+
+    def read_body(self) -> bytes:
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length > 0 else b""
+
+    def read_json(self) -> Any:
+        """The request's JSON body; ValueError if it is not JSON."""
+        body = self.read_body()
+        return json.loads(body) if body else {}
+
+    def reply(self, status: int, body: bytes = b"", content_type: str = "application/json") -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def reply_json(self, status: int, obj: Any) -> None:
+        self.reply(status, json.dumps(obj, separators=(",", ":")).encode("utf-8"))
+
+    def reply_text(self, status: int, text: str) -> None:
+        self.reply(status, text.encode("utf-8"), "text/plain; charset=utf-8")
+
+    def log_message(self, format: str, *args: Any) -> None:   # noqa: A002 - stdlib signature
+        """Silence the stdlib's stderr log: each server writes its own access lines."""

@@ -1,0 +1,371 @@
+"""``python -m pdtui.sim.router --pd-disaggregation --prefill URL [BOOTSTRAP] --decode URL ...``.
+
+A stand-in for ``sglang_router.launch_router`` in PD mode, used by the demo
+only when ``sglang-router`` is not installed.  It behaves as the real one does
+where pdtui looks (checked against sglang-router 0.3.2): it binds at once and
+registers workers in the background once their ``/health`` answers 200;
+``/health`` is always 200 ``OK``; ``/readiness`` is 200 only with a healthy
+prefill and decode; ``/workers`` has the real shape; a generation request goes
+to a prefill and a decode with ``bootstrap_host``/``bootstrap_port``/
+``bootstrap_room`` added and the decode's answer comes back.  Its log lines
+copy the router's format, ANSI colours included.  Other router flags are
+accepted and ignored.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import random
+import signal
+import sys
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from pdtui.sim.httpserve import JsonHandler, Server
+
+POLL_INTERVAL = 0.5
+FAILURE_THRESHOLD = 3
+PROXY_TIMEOUT = 60.0
+MODEL_PATHS = ("/get_model_info", "/model_info", "/get_server_info", "/server_info")
+GENERATE_PATHS = ("/generate", "/v1/completions", "/v1/chat/completions")
+DIM, GREEN, YELLOW, RED, BOLD, ITALIC, RESET = (f"\x1b[{c}m" for c in ("2", "32", "33", "31", "1", "3", "0"))
+LEVELS = {"INFO": GREEN, "WARN": YELLOW, "ERROR": RED}
+
+
+class RouterLog:
+    """The router's tracing format: ``DATE TIME  LEVEL target: file:line: message``, coloured."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+
+    def line(self, level: str, target: str, where: str, message: str) -> None:
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+        text = (f"{DIM}{stamp}{RESET} {LEVELS[level]}{level:>5}{RESET} {DIM}{target}{RESET}{DIM}:{RESET} "
+                f"{DIM}src/{where}{RESET}{DIM}:{RESET} {message}\n")
+        with self.lock:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+
+    def info(self, target: str, where: str, message: str) -> None:
+        self.line("INFO", target, where, message)
+
+    def request(self, method: str, uri: str, request_id: str, status: int | None, latency_us: int = 0) -> None:
+        """The two lines the router logs per request (started / finished or failed)."""
+        span = f'{BOLD}http_request{{{RESET}{ITALIC}method{RESET}={method} {ITALIC}uri{RESET}={uri} ' \
+               f'{ITALIC}version{RESET}=HTTP/1.1 {ITALIC}request_id{RESET}="{request_id}"'
+        if status is None:
+            self.line("INFO", f"{span}{BOLD}}}{RESET}: smg::request", "middleware.rs:310", "started processing request")
+            return
+        span += f" {ITALIC}status_code{RESET}={status} {ITALIC}latency{RESET}={latency_us}{BOLD}}}{RESET}: smg::response"
+        if status >= 500:
+            self.line("ERROR", span, "middleware.rs:349", "request failed with server error")
+        else:
+            self.line("INFO", span, "middleware.rs:359", "finished processing request")
+
+
+@dataclass
+class Worker:
+    url: str
+    kind: str                           # "prefill" | "decode"
+    bootstrap_port: int | None = None
+    id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    registered: bool = False
+    healthy: bool = False
+    failures: int = 0
+    model_id: str = "unknown"
+    metadata: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def host(self) -> str:
+        return urlsplit(self.url).hostname or "127.0.0.1"
+
+    def as_json(self) -> dict[str, Any]:
+        info: dict[str, Any] = {"id": self.id, "url": self.url, "model_id": self.model_id, "priority": 50,
+                                "cost": 1.0, "worker_type": self.kind, "is_healthy": self.healthy, "load": 0,
+                                "connection_mode": "HTTP"}
+        if self.kind == "prefill":
+            info["bootstrap_port"] = self.bootstrap_port
+        info.update(metadata=self.metadata, disable_health_check=False)
+        return info
+
+
+def fetch(url: str, method: str = "GET", body: bytes | None = None,
+          timeout: float = 2.0) -> tuple[int, bytes, str]:
+    """One HTTP request: (status, body, content type). OSError if the worker is unreachable."""
+    parts = urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port or 80, timeout=timeout)
+    try:
+        headers = {"Content-Type": "application/json"} if body is not None else {}
+        conn.request(method, parts.path or "/", body=body, headers=headers)
+        resp = conn.getresponse()
+        return resp.status, resp.read(), resp.getheader("Content-Type", "application/json")
+    except http.client.HTTPException as exc:
+        raise OSError(str(exc)) from exc
+    finally:
+        conn.close()
+
+
+class Pool:
+    """The workers, registered and health-checked in a background thread."""
+
+    def __init__(self, workers: list[Worker], log: RouterLog) -> None:
+        self.workers = workers
+        self.log = log
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        self._next = 0
+
+    def registered(self) -> list[Worker]:
+        with self.lock:
+            return [w for w in self.workers if w.registered]
+
+    def healthy(self, kind: str) -> list[Worker]:
+        with self.lock:
+            return [w for w in self.workers if w.registered and w.healthy and w.kind == kind]
+
+    def pick(self) -> tuple[Worker, Worker] | None:
+        """A prefill and a decode, round robin among the healthy ones."""
+        prefills, decodes = self.healthy("prefill"), self.healthy("decode")
+        if not prefills or not decodes:
+            return None
+        with self.lock:
+            self._next += 1
+            n = self._next
+        return prefills[n % len(prefills)], decodes[n % len(decodes)]
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            for worker in self.workers:
+                self._check(worker)
+            self.stop.wait(POLL_INTERVAL)
+
+    def _check(self, worker: Worker) -> None:
+        try:
+            ok = fetch(worker.url + "/health")[0] == 200
+        except OSError:
+            ok = False
+        if ok and not worker.registered:
+            self._register(worker)
+        with self.lock:
+            worker.failures = 0 if ok else worker.failures + 1
+            if ok:
+                worker.healthy = True
+            elif worker.failures >= FAILURE_THRESHOLD and worker.healthy:
+                worker.healthy = False
+                self.log.line("WARN", "smg::core::worker", "core/worker.rs:612",
+                              f"Worker {worker.url} health check failed {worker.failures} times: marked unhealthy")
+
+    def _register(self, worker: Worker) -> None:
+        """Read the worker's server and model info, then mark it registered (as the real workflow does)."""
+        info = _json_or_empty(worker.url + "/server_info")
+        model = _json_or_empty(worker.url + "/model_info")
+        with self.lock:
+            worker.metadata = {k: str(info[k]) for k in ("tp_size", "dp_size", "disaggregation_mode") if k in info}
+            if model.get("model_path"):
+                worker.metadata["model_path"] = str(model["model_path"])
+                worker.model_id = str(model["model_path"])
+            worker.registered = True
+        self.log.info("smg::core::steps::worker::shared::activate", "core/steps/worker/shared/activate.rs:31",
+                      "Activated 1 worker(s) (marked as healthy)")
+
+
+def _json_or_empty(url: str) -> dict[str, Any]:
+    try:
+        status, body, _ = fetch(url)
+        data = json.loads(body) if status == 200 else {}
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+class RouterHandler(JsonHandler):
+    server: "RouterServer"
+
+    def handle_one_request(self) -> None:
+        self.started = time.monotonic()
+        self.request_id = "req-" + uuid.uuid4().hex[:24]
+        super().handle_one_request()
+
+    def send_response(self, code: int, message: str | None = None) -> None:
+        super().send_response(code, message)
+        latency = int((time.monotonic() - self.started) * 1e6)
+        self.server.log.request(self.command, self.path, self.request_id, code, latency)
+
+    def parse_request(self) -> bool:
+        ok = super().parse_request()
+        if ok:
+            self.server.log.request(self.command, self.path, self.request_id, None)
+        return ok
+
+    def do_GET(self) -> None:
+        route, pool = self.path.split("?", 1)[0], self.server.pool
+        if route in ("/health", "/liveness"):
+            self.reply_text(200, "OK")
+        elif route == "/readiness":
+            self._readiness()
+        elif route == "/workers":
+            workers = pool.registered()
+            stats = {f"{k}_count": sum(w.kind == k for w in workers) for k in ("prefill", "decode")}
+            self.reply_json(200, {"workers": [w.as_json() for w in workers], "total": len(workers),
+                                  "stats": {**stats, "regular_count": 0}})
+        elif route == "/v1/models":
+            self._models()
+        elif route in MODEL_PATHS:
+            self._proxy_get(route)
+        else:
+            self.reply(404)
+
+    def _readiness(self) -> None:
+        pool = self.server.pool
+        if pool.healthy("prefill") and pool.healthy("decode"):
+            workers = pool.registered()
+            self.reply_json(200, {"status": "ready", "healthy_workers": sum(w.healthy for w in workers),
+                                  "total_workers": len(workers)})
+        else:
+            self.reply_json(503, {"status": "not ready", "reason": "insufficient healthy workers"})
+
+    def _models(self) -> None:
+        ids = sorted({w.model_id for w in self.server.pool.registered()})
+        if not ids:
+            self.reply_text(503, "No models available")
+            return
+        self.reply_json(200, {"object": "list", "data": [{"id": i, "object": "model", "owned_by": "local"}
+                                                          for i in ids]})
+
+    def _proxy_get(self, route: str) -> None:
+        prefills = self.server.pool.healthy("prefill")
+        if not prefills:
+            self.reply_text(503, "No prefill servers available")
+            return
+        try:
+            status, body, ctype = fetch(prefills[0].url + route, timeout=PROXY_TIMEOUT)
+        except OSError as exc:
+            self.reply_text(502, f"Failed to reach prefill server: {exc}")
+            return
+        self.reply(status, body, ctype)
+
+    def do_POST(self) -> None:
+        route = self.path.split("?", 1)[0]
+        try:
+            request = self.read_json()
+        except ValueError:
+            self.reply_text(400, "Failed to parse the request body as JSON")
+            return
+        if route not in GENERATE_PATHS:
+            self.reply(404)
+        elif not isinstance(request, dict):
+            self.reply_text(400, "Failed to parse the request body as JSON")
+        else:
+            self._generate(route, request)
+
+    def _generate(self, route: str, request: dict[str, Any]) -> None:
+        pair = self.server.pool.pick()
+        if pair is None:
+            self.reply_json(503, {"error": {"type": "Service Unavailable", "code": "server_selection_failed",
+                                            "message": "No available servers: No prefill workers available. Please "
+                                                       "check if prefill servers are configured and healthy."}})
+            return
+        prefill, decode = pair
+        body = json.dumps({**request, "bootstrap_host": prefill.host, "bootstrap_port": prefill.bootstrap_port,
+                           "bootstrap_room": random.getrandbits(63)}).encode("utf-8")
+        results: dict[str, tuple[int, bytes, str] | OSError] = {}
+        sender = threading.Thread(target=_send, args=(prefill.url + route, body, results, "prefill"))
+        sender.start()
+        _send(decode.url + route, body, results, "decode")
+        sender.join()
+        for kind in ("prefill", "decode"):
+            result = results[kind]
+            if isinstance(result, OSError):
+                self.reply_text(502, f"Failed to send request to {kind} server: {result}")
+                return
+            if result[0] >= 400 or kind == "decode":
+                self.reply(*result)
+                return
+
+
+def _send(url: str, body: bytes, results: dict, kind: str) -> None:
+    try:
+        results[kind] = fetch(url, "POST", body, timeout=PROXY_TIMEOUT)
+    except OSError as exc:
+        results[kind] = exc
+
+
+class RouterServer(Server):
+    def __init__(self, host: str, port: int, pool: Pool, log: RouterLog) -> None:
+        self.pool = pool
+        self.log = log
+        super().__init__((host, port), RouterHandler)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="pdtui.sim.router", allow_abbrev=False,
+                                     description="A stand-in for sglang_router.launch_router in PD mode.")
+    parser.add_argument("--pd-disaggregation", action="store_true")
+    parser.add_argument("--prefill", nargs="+", action="append", default=[], metavar="URL [BOOTSTRAP_PORT]")
+    parser.add_argument("--decode", nargs=1, action="append", default=[], metavar="URL")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=30000)
+    args, _ignored = parser.parse_known_args(argv)
+    if not args.pd_disaggregation:
+        parser.error("only --pd-disaggregation mode is simulated")
+    if not args.prefill or not args.decode:
+        parser.error("PD mode needs at least one --prefill and one --decode")
+    for entry in args.prefill:
+        if len(entry) > 2 or (len(entry) == 2 and entry[1].lower() != "none" and not entry[1].isdigit()):
+            parser.error(f"--prefill expects URL [BOOTSTRAP_PORT|none], got {' '.join(entry)}")
+    return args
+
+
+def _workers(args: argparse.Namespace) -> list[Worker]:
+    workers = []
+    for entry in args.prefill:
+        port = int(entry[1]) if len(entry) == 2 and entry[1].isdigit() else None
+        workers.append(Worker(entry[0].rstrip("/"), "prefill", port))
+    workers += [Worker(url.rstrip("/"), "decode") for (url,) in args.decode]
+    return workers
+
+
+def _mode(workers: list[Worker]) -> str:
+    prefills = ", ".join(f'("{w.url}", {f"Some({w.bootstrap_port})" if w.bootstrap_port else "None"})'
+                         for w in workers if w.kind == "prefill")
+    decodes = ", ".join(f'"{w.url}"' for w in workers if w.kind == "decode")
+    return (f"PrefillDecode {{ prefill_urls: [{prefills}], decode_urls: [{decodes}], prefill_policy: None, "
+            f"decode_policy: None }}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    log = RouterLog()
+    pool = Pool(_workers(args), log)
+    log.info("smg::server", "server.rs:794", f"Starting router on {args.host}:{args.port} | mode: "
+             f"{_mode(pool.workers)} | policy: RoundRobin | max_payload: 512MB")
+    try:
+        server = RouterServer(args.host, args.port, pool, log)
+    except OSError as exc:
+        log.line("ERROR", "smg::server", "server.rs:1020", f"Failed to bind to {args.host}:{args.port}: {exc}")
+        return 1
+    log.info("smg::server", "server.rs:851", "Worker initialization job submitted (will complete in background)")
+    log.info("smg::server", "server.rs:875", "Workers initialized: 0 total, 0 healthy")
+    log.info("smg::server", "server.rs:985", "Router ready | workers: []")
+    threading.Thread(target=pool.run, daemon=True).start()
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    log.info("smg::server", "server.rs:1018", f"Starting server on {args.host}:{args.port}")
+    stop.wait()
+    log.info("smg::server", "server.rs:1088", "Received terminate signal, starting graceful shutdown")
+    pool.stop.set()
+    server.shutdown()
+    server.server_close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

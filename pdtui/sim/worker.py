@@ -1,0 +1,371 @@
+"""``python -m pdtui.sim.worker --role prefill|decode --port P ...``: an SGLang PD worker without a GPU.
+
+It prints SGLang's real startup sequence (see shared facts) spread over
+``--startup`` seconds, binds its HTTP port at "Uvicorn running" time (before
+it is ready, as the real one does), answers ``/health`` 503 until its PD
+warm-up is done, then logs steady-state batch lines.  ``--fail MODE`` plays
+one of the failures pdtui must recognise.  Normal lines go to stdout,
+failure blocks to stderr; every line is flushed at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import os
+import signal
+import sys
+import threading
+import time
+from typing import TextIO
+
+from pdtui.sim.worker_http import WorkerServer, WorkerState
+
+FAIL_MODES = ("oom", "nccl", "warmup-failed", "crash-after-ready", "hang", "port-in-use", "generate-500")
+DEFAULT_MODEL = "deepseek-ai/DeepSeek-V4-Flash"
+SGLANG = "/usr/local/lib/python3.12/dist-packages/sglang/srt"
+
+
+class Log:
+    """SGLang's log format: ``[%Y-%m-%d %H:%M:%S TP0] message``; thread-safe, flushed per line."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+
+    @staticmethod
+    def stamp(prefix: str = "") -> str:
+        return f"[{time.strftime('%Y-%m-%d %H:%M:%S')}{prefix}]"
+
+    def write(self, text: str, stream: TextIO | None = None) -> None:
+        out = stream or sys.stdout
+        with self.lock:
+            out.write(text)
+            out.flush()
+
+    def main(self, message: str) -> None:
+        """A line of the HTTP/tokenizer process (no rank prefix)."""
+        self.write(f"{self.stamp()} {message}\n")
+
+    def tp(self, message: str) -> None:
+        """A line of the scheduler of rank TP0."""
+        self.write(f"{self.stamp(' TP0')} {message}\n")
+
+    def error_block(self, lines: list[str], prefix: str = " TP0") -> None:
+        """A traceback block on stderr: the first line stamped, the rest as Python prints them."""
+        first, *rest = lines
+        self.write("".join([f"{self.stamp(prefix)} {first}\n", *(f"{line}\n" for line in rest)]), sys.stderr)
+
+
+class Worker:
+    """One run of the simulated server: startup, failure, steady state, shutdown."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.log = Log()
+        self.stop = threading.Event()
+        self.t0 = time.monotonic()
+        self.gpus = [int(g) for g in args.gpus.split(",") if g.strip()] or [0]
+        self.server: WorkerServer | None = None
+        self.state = WorkerState(role=args.role, model=args.model, host=args.host, port=args.port,
+                                 bootstrap_port=args.bootstrap_port, tp_size=len(self.gpus),
+                                 access_log=self.log.main, fail_generate=args.fail == "generate-500")
+
+    def at(self, fraction: float) -> bool:
+        """Sleep until ``fraction`` of the startup time has passed; False if asked to stop."""
+        delay = self.t0 + fraction * self.args.startup - time.monotonic()
+        return not self.stop.wait(delay) if delay > 0 else not self.stop.is_set()
+
+    def run(self) -> int:
+        """The whole life of the process; returns its exit status."""
+        try:
+            status = self._startup()
+            if status is None:
+                status = self._steady()
+        finally:
+            self._shutdown()
+        return status
+
+    def _startup(self) -> int | None:
+        """Startup up to the ready line; an exit status if it ended early, None once ready."""
+        fail, log = self.args.fail, self.log
+        log.main(f"server_args={server_args_repr(self.args, self.gpus)}")
+        if not self.at(0.05):
+            return 0
+        log.tp("Init torch distributed begin.")
+        if fail == "nccl":
+            return self._crash(nccl_traceback(), 0.1)
+        steps = [
+            (0.10, log.tp, "Init torch distributed ends. mem usage=1.96 GB"),
+            (0.12, log.tp, "Load weight begin. avail mem=137.34 GB"),
+            (0.40, log.tp, f"Load weight end. type=DeepseekV4ForCausalLM, dtype=torch.bfloat16, "
+                           f"avail mem=71.08 GB, mem usage=66.26 GB."),
+            (0.45, log.tp, "KV Cache is allocated. #tokens: 834615, K size: 24.12 GB, V size: 24.12 GB"),
+            (0.46, log.tp, "Memory pool end. avail mem=14.61 GB"),
+            (0.50, log.tp, "Capture cuda graph begin. This can take up to several minutes. avail mem=13.95 GB"),
+        ]
+        if not self._steps(steps):
+            return 0
+        if fail == "oom":
+            return self._crash(oom_traceback(self.gpus[0]), 0.6)
+        if fail == "hang":
+            self.stop.wait()
+            return 0
+        return self._serve()
+
+    def _steps(self, steps: list) -> bool:
+        for fraction, write, message in steps:
+            if not self.at(fraction):
+                return False
+            write(message)
+        return True
+
+    def _serve(self) -> int | None:
+        log = self.log
+        steps = [
+            (0.75, log.main, "Capture cuda graph end. Time elapsed: 5.37 s. mem usage=1.44 GB. avail mem=12.51 GB."),
+            (0.76, log.main, "max_total_num_tokens=834615, chunked_prefill_size=8192, max_prefill_tokens=16384, "
+                             "max_running_requests=2409, context_len=32768, available_gpu_mem=12.51 GB"),
+            (0.80, log.main, f"INFO:     Started server process [{os.getpid()}]"),
+            (0.80, log.main, "INFO:     Waiting for application startup."),
+            (0.80, log.main, "INFO:     Application startup complete."),
+        ]
+        if not self._steps(steps):
+            return 0
+        if not self._bind():
+            return 1
+        log.main(f"INFO:     Uvicorn running on http://{self.args.host}:{self.args.port} (Press CTRL+C to quit)")
+        return self._warm_up()
+
+    def _bind(self) -> bool:
+        """Bind the HTTP port now, as uvicorn does; the real ERROR line if it is taken."""
+        try:
+            if self.args.fail == "port-in-use":
+                raise OSError(errno.EADDRINUSE, "address already in use")
+            self.server = WorkerServer(self.state)
+        except OSError as exc:
+            reason = "address already in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc))
+            self.log.write(f"{Log.stamp()} ERROR:    [Errno {exc.errno}] error while attempting to bind on address "
+                           f"('{self.args.host}', {self.args.port}): {reason}\n", sys.stderr)
+            self.log.main("INFO:     Waiting for application shutdown.")
+            self.log.main("INFO:     Application shutdown complete.")
+            return False
+        self.server.start()
+        return True
+
+    def _warm_up(self) -> int | None:
+        """SGLang's PD warm-up: a request to itself; /health turns 200 only if it succeeded."""
+        log, port = self.log, self.args.port
+        if not self.at(0.84):
+            return 0
+        log.main(f'INFO:     127.0.0.1:{port + 17000} - "GET /get_model_info HTTP/1.1" 200 OK')
+        log.main("Start of pd disaggregation warmup ...")
+        if not self.at(0.90):
+            return 0
+        if self.args.role == "prefill":
+            log.tp("Prefill batch. #new-seq: 1, #new-token: 4, #cached-token: 0, token usage: 0.00, "
+                   "#running-req: 0, #queue-req: 0")
+        else:
+            log.tp("Decode batch. #running-req: 1, #token: 4, token usage: 0.00, gen throughput (token/s): 0.98, "
+                   "#queue-req: 0")
+        if not self.at(0.98):
+            return 0
+        failed = self.args.fail == "warmup-failed"
+        status = "400 Bad Request" if failed else "200 OK"
+        log.main(f'INFO:     127.0.0.1:{port + 17002} - "POST /generate HTTP/1.1" {status}')
+        if failed:
+            log.main("Prefill disaggregation mode warm Up Failed, status code: 400")
+        else:
+            log.main("End of prefill disaggregation mode warmup with status 200, resp: "
+                     "[{'text': '', 'meta_info': {'id': 'warmup', 'finish_reason': {'type': 'length', 'length': 8}, "
+                     "'prompt_tokens': 4, 'completion_tokens': 8, 'cached_tokens': 0}}]")
+            self.state.healthy.set()
+        if not self.at(1.0):
+            return 0
+        log.main("The server is fired up and ready to roll!")
+        return None
+
+    def _steady(self) -> int:
+        """Batch lines at ``--log-rate`` until stopped (or the scripted crash)."""
+        rate = self.args.log_rate
+        start = time.monotonic()
+        crash_at = start + 1.0 if self.args.fail == "crash-after-ready" else None
+        written = 0
+        while not self.stop.is_set():
+            now = time.monotonic()
+            if crash_at is not None and now >= crash_at:
+                return self._crash(crash_traceback(), 0.0)
+            due = int((now - start) * rate) - written
+            if due > 0:
+                self.log.write("".join(self._batch_line(written + i) for i in range(due)))
+                written += due
+            wake = start + (written + 1) / rate
+            if crash_at is not None:
+                wake = min(wake, crash_at)
+            self.stop.wait(max(0.005, wake - time.monotonic()))
+        return 0
+
+    def _batch_line(self, n: int) -> str:
+        stamp = Log.stamp(" TP0")
+        if self.args.role == "decode":
+            running = 8 + n % 9
+            return (f"{stamp} Decode batch. #running-req: {running}, #token: {running * 448}, token usage: 0.01, "
+                    f"gen throughput (token/s): {700 + (n * 37) % 200:.2f}, #queue-req: 0\n")
+        return (f"{stamp} Prefill batch. #new-seq: 1, #new-token: {512 + (n * 61) % 2048}, #cached-token: 0, "
+                f"token usage: 0.01, #running-req: 0, #queue-req: 0\n")
+
+    def _crash(self, traceback: list[str], fraction: float) -> int:
+        """Print a scheduler exception and the parent's SIGQUIT line, as a crashing SGLang does."""
+        if not self.at(fraction):
+            return 0
+        self.log.error_block(traceback)
+        self.log.write(f"{Log.stamp()} Received sigquit from a child proces. It usually means the child failed.\n",
+                       sys.stderr)
+        return 1
+
+    def _shutdown(self) -> None:
+        if self.server is None:
+            return
+        if self.stop.is_set():
+            for message in ("Shutting down", "Waiting for application shutdown.", "Application shutdown complete.",
+                            f"Finished server process [{os.getpid()}]"):
+                self.log.main(f"INFO:     {message}")
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _frame(path: str, line: int, func: str, code: str) -> list[str]:
+    return [f'  File "{SGLANG}/{path}", line {line}, in {func}', f"    {code}"]
+
+
+def oom_traceback(gpu: int) -> list[str]:
+    return [
+        "Scheduler hit an exception: Traceback (most recent call last):",
+        *_frame("managers/scheduler.py", 2712, "run_scheduler_process",
+                "scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, moe_ep_rank, pp_rank, dp_rank)"),
+        *_frame("model_executor/model_runner.py", 412, "__init__", "self.init_device_graphs()"),
+        *_frame("model_executor/cuda_graph_runner.py", 380, "capture", ") = self.capture_one_batch_size(bs, forward)"),
+        f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 448.00 MiB. GPU {gpu} has a total capacity "
+        f"of 95.00 GiB of which 312.06 MiB is free. Including non-PyTorch memory, this process has 94.68 GiB memory "
+        f"in use. Of the allocated memory 91.20 GiB is allocated by PyTorch, and 1.94 GiB is reserved by PyTorch but "
+        f"unallocated.",
+        "",
+    ]
+
+
+def nccl_traceback() -> list[str]:
+    return [
+        "Scheduler hit an exception: Traceback (most recent call last):",
+        *_frame("managers/scheduler.py", 2712, "run_scheduler_process",
+                "scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, moe_ep_rank, pp_rank, dp_rank)"),
+        *_frame("distributed/parallel_state.py", 1318, "init_distributed_environment",
+                "torch.distributed.all_reduce(data, group=_WORLD.cpu_group)"),
+        "RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)",
+        "",
+    ]
+
+
+def crash_traceback() -> list[str]:
+    return [
+        "Scheduler hit an exception: Traceback (most recent call last):",
+        *_frame("managers/scheduler.py", 2730, "run_scheduler_process", "scheduler.event_loop_overlap()"),
+        *_frame("managers/scheduler.py", 1012, "event_loop_overlap", "batch_result = self.run_batch(batch)"),
+        "RuntimeError: CUDA error: an illegal memory access was encountered",
+        "",
+    ]
+
+
+def server_args_repr(args: argparse.Namespace, gpus: list[int]) -> str:
+    """SGLang's first line, the full ServerArgs repr: several KB, so journalctl shows it as null without --all."""
+    fields = {
+        "model_path": args.model, "tokenizer_path": args.model, "tokenizer_mode": "auto",
+        "skip_tokenizer_init": False, "load_format": "auto", "model_loader_extra_config": "{}",
+        "trust_remote_code": True, "context_length": None, "is_embedding": False, "enable_multimodal": None,
+        "revision": None, "model_impl": "auto", "host": args.host, "port": args.port, "skip_server_warmup": False,
+        "warmups": None, "nccl_port": None, "dtype": "auto", "quantization": "fp8", "quantization_param_path": None,
+        "kv_cache_dtype": "auto", "mem_fraction_static": 0.82, "max_running_requests": None,
+        "max_queued_requests": None, "max_total_tokens": None, "chunked_prefill_size": 8192,
+        "max_prefill_tokens": 16384, "schedule_policy": "fcfs", "schedule_conservativeness": 1.0,
+        "page_size": 64, "hybrid_kvcache_ratio": None, "swa_full_tokens_ratio": 0.8,
+        "disable_hybrid_swa_memory": False, "device": "cuda", "tp_size": len(gpus), "pp_size": 1,
+        "max_micro_batch_size": None, "stream_interval": 1, "stream_output": False, "random_seed": 1013566221,
+        "constrained_json_whitespace_pattern": None, "watchdog_timeout": 300, "dist_timeout": None,
+        "download_dir": None, "base_gpu_id": gpus[0], "gpu_id_step": 1, "sleep_on_idle": False,
+        "log_level": "info", "log_level_http": None, "log_requests": False, "log_requests_level": 2,
+        "crash_dump_folder": None, "show_time_cost": False, "enable_metrics": True,
+        "enable_metrics_for_all_schedulers": False, "bucket_time_to_first_token": None,
+        "bucket_inter_token_latency": None, "bucket_e2e_request_latency": None, "collect_tokens_histogram": False,
+        "decode_log_interval": 40, "enable_request_time_stats_logging": False, "kv_events_config": None,
+        "gc_warning_threshold_secs": 0.0, "api_key": None, "served_model_name": args.model,
+        "weight_version": "default", "chat_template": None, "completion_template": None,
+        "file_storage_path": "sglang_storage", "enable_cache_report": False, "reasoning_parser": "deepseek-v3",
+        "tool_call_parser": "deepseekv3", "tool_server": None, "dp_size": 1, "load_balance_method": "round_robin",
+        "dist_init_addr": None, "nnodes": 1, "node_rank": 0, "json_model_override_args": "{}",
+        "preferred_sampling_params": None, "enable_lora": None, "max_lora_rank": None, "lora_target_modules": None,
+        "lora_paths": None, "max_loaded_loras": None, "max_loras_per_batch": 8, "lora_backend": "triton",
+        "attention_backend": "flashmla", "decode_attention_backend": None, "prefill_attention_backend": None,
+        "sampling_backend": "flashinfer", "grammar_backend": "xgrammar", "mm_attention_backend": None,
+        "speculative_algorithm": None, "speculative_draft_model_path": None, "speculative_num_steps": None,
+        "speculative_eagle_topk": None, "speculative_num_draft_tokens": None, "ep_size": len(gpus),
+        "moe_a2a_backend": "deepep", "moe_runner_backend": "auto", "flashinfer_mxfp4_moe_precision": "default",
+        "enable_flashinfer_allreduce_fusion": False, "deepep_mode": "auto", "ep_num_redundant_experts": 0,
+        "ep_dispatch_algorithm": "static", "init_expert_location": "trivial", "enable_eplb": False,
+        "eplb_algorithm": "auto", "eplb_rebalance_num_iterations": 1000, "eplb_rebalance_layers_per_chunk": None,
+        "expert_distribution_recorder_mode": None, "expert_distribution_recorder_buffer_size": 1000,
+        "enable_expert_distribution_metrics": False, "deepep_config": None, "moe_dense_tp_size": None,
+        "enable_hierarchical_cache": False, "hicache_ratio": 2.0, "hicache_size": 0,
+        "hicache_write_policy": "write_through", "hicache_io_backend": "kernel", "hicache_mem_layout": "layer_first",
+        "hicache_storage_backend": None, "hicache_storage_prefetch_policy": "best_effort",
+        "enable_double_sparsity": False, "ds_channel_config_path": None, "ds_heavy_channel_num": 32,
+        "ds_heavy_token_num": 256, "ds_heavy_channel_type": "qk", "ds_sparse_decode_threshold": 4096,
+        "cpu_offload_gb": 0, "offload_group_size": -1, "offload_num_in_group": 1, "offload_prefetch_step": 1,
+        "offload_mode": "cpu", "disable_radix_cache": False, "cuda_graph_max_bs": 256, "cuda_graph_bs": None,
+        "disable_cuda_graph": False, "disable_cuda_graph_padding": False, "enable_profile_cuda_graph": False,
+        "enable_cudagraph_gc": False, "enable_nccl_nvls": False, "enable_symm_mem": False,
+        "disable_flashinfer_cutlass_moe_fp4_allgather": False, "enable_tokenizer_batch_encode": False,
+        "disable_outlines_disk_cache": False, "disable_custom_all_reduce": False, "enable_mscclpp": False,
+        "disable_overlap_schedule": False, "enable_mixed_chunk": False, "enable_dp_attention": False,
+        "enable_dp_lm_head": False, "enable_two_batch_overlap": False, "tbo_token_distribution_threshold": 0.48,
+        "enable_torch_compile": False, "torch_compile_max_bs": 32, "torchao_config": "",
+        "enable_nan_detection": False, "enable_p2p_check": False, "triton_attention_reduce_in_fp32": False,
+        "triton_attention_num_kv_splits": 8, "num_continuous_decode_steps": 1, "delete_ckpt_after_loading": False,
+        "enable_memory_saver": False, "allow_auto_truncate": False, "enable_custom_logit_processor": False,
+        "flashinfer_mla_disable_ragged": False, "disable_shared_experts_fusion": False,
+        "disable_chunked_prefix_cache": False, "disable_fast_image_processor": False, "enable_return_hidden_states": False,
+        "scheduler_recv_interval": 1, "numa_node": None, "debug_tensor_dump_output_folder": None,
+        "debug_tensor_dump_input_file": None, "debug_tensor_dump_inject": False, "debug_tensor_dump_prefill_only": False,
+        "disaggregation_mode": args.role, "disaggregation_transfer_backend": "mooncake",
+        "disaggregation_bootstrap_port": args.bootstrap_port, "disaggregation_decode_tp": None,
+        "disaggregation_decode_dp": None, "disaggregation_prefill_pp": 1, "disaggregation_ib_device": "mlx5_0",
+        "num_reserved_decode_tokens": 512, "pdlb_url": None, "custom_weight_loader": [],
+        "weight_loader_disable_mmap": False, "enable_pdmux": False, "sm_group_num": 3,
+    }
+    return "ServerArgs(" + ", ".join(f"{k}={v!r}" for k, v in fields.items()) + ")"
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="pdtui.sim.worker", description="A simulated SGLang PD worker.")
+    parser.add_argument("--role", choices=("prefill", "decode"), required=True)
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--bootstrap-port", type=int, default=8998)
+    parser.add_argument("--startup", type=float, default=3.0, help="seconds from start to the ready line")
+    parser.add_argument("--fail", choices=FAIL_MODES, default=None)
+    parser.add_argument("--model", default=DEFAULT_MODEL)
+    parser.add_argument("--log-rate", type=float, default=0.5, help="steady-state batch lines per second")
+    parser.add_argument("--gpus", default="0")
+    args = parser.parse_args(argv)
+    if args.log_rate <= 0:
+        parser.error("--log-rate must be positive")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    worker = Worker(args)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: worker.stop.set())
+    return worker.run()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
