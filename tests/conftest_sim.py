@@ -1,0 +1,124 @@
+"""Helpers for the sim's tests: processes stopped by PID, tiny HTTP calls, bounded waits."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from pdtui.sim.ports import free_port
+from pdtui.sim.systemctl import package_env
+
+WAIT = 20.0
+
+
+def gone(pid: int) -> bool:
+    """True when ``pid`` no longer runs (a zombie counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    return state in ("Z", "X")
+
+
+def wait_until(check: Callable[[], Any], timeout: float = WAIT, interval: float = 0.02) -> Any:
+    """Poll ``check`` until it returns something truthy; fail the test if it never does."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            pytest.fail(f"condition not met within {timeout}s: {check}")
+        time.sleep(interval)
+
+
+def request(url: str, method: str = "GET", body: Any = None, timeout: float = 10.0) -> tuple[int, bytes]:
+    """One HTTP request; (0, b"") when nothing listens."""
+    host_port, _, path = url.removeprefix("http://").partition("/")
+    host, _, port = host_port.partition(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=timeout)
+    try:
+        data = json.dumps(body).encode() if body is not None else None
+        conn.request(method, "/" + path, body=data, headers={"Content-Type": "application/json"} if data else {})
+        resp = conn.getresponse()
+        return resp.status, resp.read()
+    except (ConnectionError, OSError):
+        return 0, b""
+    finally:
+        conn.close()
+
+
+def status(url: str) -> int:
+    return request(url, timeout=2.0)[0]
+
+
+class Procs:
+    """Processes a test started; all stopped by PID at teardown (also when the test failed)."""
+
+    def __init__(self) -> None:
+        self.started: list[subprocess.Popen[str]] = []
+
+    def start(self, argv: list[str], **kwargs: Any) -> subprocess.Popen[str]:
+        kwargs.setdefault("stdout", subprocess.PIPE)
+        kwargs.setdefault("stderr", subprocess.PIPE)
+        proc = subprocess.Popen(argv, text=True, env=package_env(), start_new_session=True, **kwargs)
+        self.started.append(proc)
+        return proc
+
+    def stop(self, proc: subprocess.Popen[str], sig: int = signal.SIGTERM) -> int:
+        """Signal ``proc``'s group, wait, SIGKILL if it lingers; its exit status."""
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                pass
+            try:
+                proc.wait(5)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(5)
+        return proc.returncode
+
+    def stop_all(self) -> None:
+        for proc in self.started:
+            self.stop(proc)
+            for stream in (proc.stdout, proc.stderr):
+                if stream:
+                    stream.close()
+
+
+@pytest.fixture
+def procs() -> Iterator[Procs]:
+    tracker = Procs()
+    try:
+        yield tracker
+    finally:
+        tracker.stop_all()
+
+
+def worker_argv(role: str, port: int, *extra: str, startup: float = 0.5) -> list[str]:
+    return [sys.executable, "-m", "pdtui.sim.worker", "--role", role, "--port", str(port),
+            "--startup", str(startup), *extra]
+
+
+def read_until(stream: Any, needle: str, seen: list[str] | None = None) -> list[str]:
+    """Read lines from ``stream`` until one contains ``needle`` (EOF fails the test)."""
+    lines = seen if seen is not None else []
+    for line in stream:
+        lines.append(line.rstrip("\n"))
+        if needle in line:
+            return lines
+    pytest.fail(f"{needle!r} never came; got {lines[-5:]}")
+
+
+__all__ = ["Procs", "free_port", "gone", "procs", "read_until", "request", "status", "wait_until", "worker_argv"]
