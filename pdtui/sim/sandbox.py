@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 from types import TracebackType
 
-from pdtui.sim.procs import terminate, wait_gone
+from pdtui.sim.procs import terminate
 from pdtui.sim.systemctl import ROOT_ENV, package_env
 from pdtui.sim.units import UnitStore, render_unit, unit_name
 
@@ -64,12 +64,12 @@ class Sandbox:
             )
             path.chmod(0o755)
 
-    def add_unit(self, name: str, argv: list[str], description: str = "",
-                 env: dict[str, str] | None = None, workdir: str | None = None) -> str:
+    def add_unit(self, name: str, argv: list[str], description: str = "", env: dict[str, str] | None = None,
+                 workdir: str | None = None, stop_timeout: float | None = None) -> str:
         """Write the unit file for ``argv``; returns the unit's full name (``name.service``)."""
         full = unit_name(name)
         self.store.units_dir.mkdir(parents=True, exist_ok=True)
-        self.store.unit_path(full).write_text(render_unit(description, argv, env, workdir))
+        self.store.unit_path(full).write_text(render_unit(description, argv, env, workdir, stop_timeout))
         return full
 
     def stop_all(self) -> None:
@@ -77,13 +77,12 @@ class Sandbox:
         for name in self.store.names():
             state = self.store.read_state(name)
             supervisor, child = state.supervisor_proc(), state.child_proc()
+            unit = self.store.load(name)
+            grace = (unit.stop_timeout if unit else 0.0) + STOP_GRACE
             if supervisor is not None and supervisor.alive():
-                terminate(supervisor, STOP_GRACE)
+                terminate(supervisor, grace)
             if child is not None and child.alive():
-                terminate(child, STOP_GRACE, group=True)
-            for proc in (supervisor, child):
-                if proc is not None:
-                    wait_gone(proc, STOP_GRACE)
+                terminate(child, grace, group=True)
 
     def cleanup(self) -> None:
         """Stop everything and remove the sandbox directory."""

@@ -91,12 +91,15 @@ def _seconds(text: str, default: float) -> float:
         return default
 
 
-def render_unit(description: str, argv: list[str], env: dict[str, str] | None, workdir: str | None) -> str:
+def render_unit(description: str, argv: list[str], env: dict[str, str] | None, workdir: str | None,
+                stop_timeout: float | None = None) -> str:
     """The text of a unit file for ``argv`` (the inverse of :func:`parse_unit`)."""
     lines = ["[Unit]", f"Description={description}", "", "[Service]", "Type=simple", f"ExecStart={shlex.join(argv)}"]
     lines += [f"Environment={shlex.quote(f'{k}={v}')}" for k, v in (env or {}).items()]
     if workdir:
         lines.append(f"WorkingDirectory={workdir}")
+    if stop_timeout is not None:
+        lines.append(f"TimeoutStopSec={stop_timeout:g}s")
     lines += ["", "[Install]", "WantedBy=multi-user.target", ""]
     return "\n".join(lines)
 
