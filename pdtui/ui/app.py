@@ -65,8 +65,9 @@ class PdtuiApp(App[int]):
 
     TITLE = "pdtui"
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (81, "-medium"), (120, "-wide")]
-    ALLOW_IN_MAXIMIZED_VIEW = "TitleBar, PlanStrip, Footer, #filter-bar"
+    ALLOW_IN_MAXIMIZED_VIEW = "#top, Footer, #filter-bar"
     ESCAPE_TO_MINIMIZE = True
+    AUTO_FOCUS = None  # the first panel takes focus once the plan arrives
     BINDINGS = [
         Binding("question_mark", "help", "help"),
         Binding("f", "follow", "follow/pause"),
@@ -109,8 +110,9 @@ class PdtuiApp(App[int]):
     # -- building the screen ---------------------------------------------------------
 
     def compose(self) -> ComposeResult:
-        yield self.title_bar
-        yield self.plan
+        with Vertical(id="top"):
+            yield self.title_bar
+            yield self.plan
         with Container(id="body"):
             yield Container(id="backends")
             yield Vertical(id="routers")

@@ -7,7 +7,7 @@ import re
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
+from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.widgets import Input, Static
 
@@ -27,11 +27,13 @@ class FilterBar(Vertical):
     def __init__(self) -> None:
         super().__init__(id="filter-bar")
         self.target: LogView | None = None
-        self.input = Input(placeholder="regex (empty clears the filter)", id="filter-input")
+        self.input = Input(placeholder="regex (empty clears the filter, esc closes)", id="filter-input", compact=True)
         self.message = Static(id="filter-message")
 
     def compose(self) -> ComposeResult:
-        yield self.input
+        with Horizontal(id="filter-row"):
+            yield Static("filter /", id="filter-label")
+            yield self.input
         yield self.message
 
     def open(self, target: LogView) -> None:

@@ -13,7 +13,7 @@ HELP_KEYS: tuple[tuple[str, str], ...] = (
     ("?", "this help"),
     ("tab / shift+tab", "focus the next / previous panel"),
     ("f", "follow the focused log, or pause it where it is"),
-    ("/", "filter the focused log by a regular expression (empty: no filter)"),
+    ("/", "filter the focused log by regex (empty: no filter)"),
     ("z", "zoom the focused panel to the whole screen, and back"),
     ("a", "all services' logs merged by time, and back"),
     ("s", "save the focused log to a file"),
@@ -23,7 +23,7 @@ HELP_KEYS: tuple[tuple[str, str], ...] = (
     ("q", "quit (services keep running: pdtui never stops them)"),
 )
 
-BADGES = "○ pending  ◔ starting  ◐ waiting  ✓ READY  ✗ FAILED  ⧗ TIMED OUT  ⊘ blocked"
+BADGES = "○ pending  ◔ starting  ◐ waiting  ✓ READY\n        ✗ FAILED  ⧗ TIMED OUT  ⊘ blocked"
 
 
 def help_text() -> Text:

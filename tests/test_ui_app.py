@@ -1,0 +1,380 @@
+"""The TUI driven by a scripted event source through Textual's Pilot."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from textual.pilot import Pilot
+from textual.widgets import Input
+
+from pdtui.engine.events import Done, LineKind, LogLines, LogRecord, StateChanged, Step, StepChanged, StepStatus
+from pdtui.engine.states import ServiceState as S
+from pdtui.ui.app import PdtuiApp
+from pdtui.ui.logview import LogView
+from pdtui.ui.screens import HelpScreen, QuitScreen
+from ui_fakes import (
+    HOSTILE_LINES,
+    OOM_LINE,
+    PLAN,
+    T0,
+    FakeSource,
+    decode_failed_script,
+    hostile_script,
+    ready_script,
+    starting_script,
+)
+
+
+def make_app(script: list, **kwargs: object) -> tuple[PdtuiApp, FakeSource]:
+    source = FakeSource(script)
+    kwargs.setdefault("clock", lambda: 0.0)
+    return PdtuiApp(source, **kwargs), source  # type: ignore[arg-type]
+
+
+async def settle(pilot: Pilot) -> None:
+    """Let the scripted events reach the widgets."""
+    for _ in range(3):
+        await pilot.pause()
+
+
+def log_lines(view: LogView) -> list[str]:
+    """The log as drawn: one string per visible row."""
+    return [view.render_line(y).text for y in range(view.scrollable_content_region.height)]
+
+
+def screen_text(app: PdtuiApp) -> str:
+    return "\n".join(strip.text for strip in app.screen._compositor.render_strips())
+
+
+def badge(app: PdtuiApp, service: str) -> str:
+    return app.panels[service].view.badge(app.elapsed.now())
+
+
+def burst(service: str, count: int, start: int = 0) -> LogLines:
+    records = tuple(LogRecord(f"line {i}", LineKind.NORMAL, T0 + i) for i in range(start, start + count))
+    return LogLines(service, records, 50.0)
+
+
+async def test_badges_and_plan_strip_follow_the_states() -> None:
+    app, source = make_app([PLAN])
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(pilot)
+        assert badge(app, "prefill") == "○ pending"
+        source.emit(
+            StepChanged(Step.PREFLIGHT, StepStatus.DONE, elapsed=1.0),
+            StepChanged(Step.START_BACKENDS, StepStatus.RUNNING, elapsed=1.0),
+            StateChanged("prefill", S.PENDING, S.STARTING, elapsed=1.0),
+            StateChanged("prefill", S.STARTING, S.WAITING, elapsed=3.0),
+            StateChanged("router", S.PENDING, S.BLOCKED, "decode failed", elapsed=9.0),
+        )
+        await settle(pilot)
+        assert badge(app, "prefill") == "◐ waiting 0:08"
+        assert badge(app, "router") == "⊘ blocked"
+        assert app.panels["prefill"].has_class("-waiting")
+        strip = app.plan.render().plain
+        assert "✓ preflight" in strip and "◐ start backends" in strip and "○ probe router" in strip
+        source.emit(StateChanged("prefill", S.WAITING, S.READY, elapsed=41.0, time_to_ready=40.0))
+        await settle(pilot)
+        assert "✓ READY 0:40" in screen_text(app)
+
+
+async def test_verdict_lists_time_to_ready_per_service() -> None:
+    app, _ = make_app(ready_script())
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(pilot)
+        assert "✓ ready in 0:59 — prefill 0:40 · decode 0:46 · router 0:12" in screen_text(app)
+
+
+async def test_elapsed_counter_uses_the_injected_clock() -> None:
+    now = [1000.0]
+    app, _ = make_app(starting_script(), clock=lambda: now[0])
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(pilot)
+        now[0] += 13.0
+        app._tick()
+        await settle(pilot)
+        assert "bring-up 1:00" in screen_text(app)
+
+
+async def test_failure_line_stays_pinned_under_the_header() -> None:
+    app, source = make_app(decode_failed_script())
+    async with app.run_test(size=(100, 40)) as pilot:
+        await settle(pilot)
+        source.emit(burst("decode", 200))  # the OOM line scrolls out of the tail...
+        await settle(pilot)
+        assert not any("CUDA out of memory" in line for line in log_lines(app.panels["decode"].log_view))
+        assert "✗ [2025-10-16 09:06:38 TP0] Exception: Capture cuda graph failed: CUDA out of memory" in screen_text(app)
+
+
+async def test_follow_key_pauses_and_keeps_position_while_lines_arrive() -> None:
+    app, source = make_app([PLAN, burst("prefill", 100)])
+    async with app.run_test(size=(100, 40)) as pilot:
+        await settle(pilot)
+        view = app.panels["prefill"].log_view
+        assert view.has_focus and view.follow
+        assert log_lines(view)[-1].startswith("line 99")
+        await pilot.press("f")
+        view.scroll_to(y=10, animate=False, immediate=True)
+        await settle(pilot)
+        shown = log_lines(view)
+        source.emit(burst("prefill", 50, start=100))
+        await settle(pilot)
+        assert not view.follow and log_lines(view) == shown
+        assert "⏸ paused" in screen_text(app)
+        await pilot.press("f")
+        await settle(pilot)
+        assert log_lines(view)[-1].startswith("line 149")
+
+
+async def test_paused_view_holds_its_lines_when_the_buffer_drops_old_ones() -> None:
+    app, source = make_app([PLAN, burst("prefill", 40)], log_limit=40)
+    async with app.run_test(size=(100, 40)) as pilot:
+        await settle(pilot)
+        view = app.panels["prefill"].log_view
+        await pilot.press("f")
+        view.scroll_to(y=20, animate=False, immediate=True)
+        await settle(pilot)
+        first = log_lines(view)[0]
+        source.emit(burst("prefill", 5, start=40))
+        await settle(pilot)
+        assert view.total == 40
+        assert log_lines(view)[0] == first
+
+
+async def test_filter_key_shows_only_matching_lines() -> None:
+    app, _ = make_app(decode_failed_script())
+    async with app.run_test(size=(100, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("tab", "slash", *"out of memory", "enter")
+        await settle(pilot)
+        view = app.panels["decode"].log_view
+        assert [row.raw for row in view.visible_rows()] == ["[2025-10-16 09:06:38 TP0] " + OOM_LINE]
+        assert "filter /out of memory/ 1 of 8" in screen_text(app)
+        assert view.has_focus
+        await pilot.press("slash", "ctrl+u", "enter")  # empty pattern clears the filter
+        await settle(pilot)
+        assert view.row_count == 8
+
+
+async def test_invalid_regex_is_reported_inline_and_leaves_the_log_alone() -> None:
+    app, _ = make_app(decode_failed_script())
+    async with app.run_test(size=(100, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("slash", "(", "enter")
+        await settle(pilot)
+        assert "invalid regex: missing ), unterminated subpattern" in screen_text(app)
+        assert isinstance(app.focused, Input)
+        assert app.panels["prefill"].log_view.pattern is None
+        await pilot.press("escape")
+        await settle(pilot)
+        assert app.focused is app.panels["prefill"].log_view
+
+
+async def test_zoom_fills_the_screen_with_the_focused_panel_and_back() -> None:
+    app, _ = make_app(decode_failed_script())
+    async with app.run_test(size=(100, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("tab", "z")
+        await settle(pilot)
+        assert app.screen.maximized is app.panels["decode"]
+        assert "sglang-dsv4-prefill" not in screen_text(app)
+        await pilot.press("z")
+        await settle(pilot)
+        assert app.screen.maximized is None
+        assert "sglang-dsv4-prefill" in screen_text(app)
+
+
+async def test_tab_and_shift_tab_move_between_panels() -> None:
+    app, _ = make_app(starting_script())
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(pilot)
+        panels = app.panels
+        assert app.focused is panels["prefill"].log_view
+        await pilot.press("tab")
+        assert app.focused is panels["decode"].log_view
+        await pilot.press("tab")
+        assert app.focused is panels["router"].log_view
+        await pilot.press("shift+tab", "shift+tab")
+        assert app.focused is panels["prefill"].log_view
+
+
+async def test_retry_asks_the_source_to_retry_the_focused_failed_service() -> None:
+    app, source = make_app(decode_failed_script())
+    async with app.run_test(size=(100, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("r")  # prefill is still waiting: nothing to retry
+        await pilot.press("tab", "r")
+        await settle(pilot)
+        assert source.retries == ["decode"]
+        source.emit(StateChanged("decode", S.FAILED, S.PENDING, elapsed=60.0))
+        await settle(pilot)
+        assert app.in_progress and "failed after" not in screen_text(app)
+
+
+async def test_quit_during_bring_up_asks_and_exits_130_naming_started_units() -> None:
+    app, _ = make_app(starting_script())
+    async with app.run_test(size=(100, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("q")
+        await settle(pilot)
+        assert isinstance(app.screen, QuitScreen)
+        assert "sglang-dsv4-prefill, sglang-dsv4-decode" in screen_text(app)
+        await pilot.press("n")
+        await settle(pilot)
+        assert not isinstance(app.screen, QuitScreen)
+        await pilot.press("q", "y")
+        await settle(pilot)
+    assert app.return_value == 130
+    assert app.exit_summary == (
+        "pdtui: left running (pdtui never stops services): sglang-dsv4-prefill, sglang-dsv4-decode"
+    )
+
+
+async def test_quit_after_done_exits_at_once_with_the_bring_up_exit_code() -> None:
+    app, _ = make_app(decode_failed_script())
+    async with app.run_test(size=(100, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("q")
+        await settle(pilot)
+    assert app.return_value == 1
+    assert app.exit_summary.endswith("sglang-dsv4-prefill, sglang-dsv4-decode")
+
+
+async def test_all_logs_view_interleaves_services_by_time_with_tags() -> None:
+    app, source = make_app(starting_script())
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(pilot)
+        await pilot.press("a")
+        await settle(pilot)
+        merged = app.merged.log_view
+        assert app.focused is merged
+        drawn = [line.rstrip() for line in log_lines(merged) if line.strip()]
+        assert drawn[:4] == [
+            "prefill │ [2025-10-16 09:06:09 TP0] Init torch distributed ends. mem usage=1.96 GB",
+            "decode  │ [2025-10-16 09:06:09 TP0] Init torch distributed ends. mem usage=1.96 GB",
+            "prefill │ [2025-10-16 09:06:10 TP0] Load weight begin. avail mem=137.34 GB",
+            "decode  │ [2025-10-16 09:06:10 TP0] Load weight begin. avail mem=137.34 GB",
+        ]
+        source.emit(LogLines("router", (LogRecord("router up", LineKind.NORMAL, T0 + 60),), 60.0))
+        await settle(pilot)
+        assert "router  │ router up" in screen_text(app)
+        await pilot.press("a")
+        await settle(pilot)
+        assert app.focused is app.panels["prefill"].log_view
+
+
+async def test_save_writes_the_focused_log_and_names_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    app, _ = make_app(hostile_script())
+    async with app.run_test(size=(100, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("s")
+        await settle(pilot)
+        saved = tmp_path / "pdtui-dsv4-flash-pd-prefill.log"
+        assert saved.exists()
+        assert any(str(saved) in n.message for n in app._notifications)
+    content = saved.read_text(encoding="utf-8")
+    assert "\x1b" not in content and "␛]52;c;cm0gLXJmIH4=␇ clipboard write (OSC 52)" in content
+    assert content.count("\n") == app.panels["prefill"].log_view.total
+    assert "A" * (1024 * 1024) in content  # the saved copy is never capped
+
+
+async def test_hostile_lines_are_drawn_inert() -> None:
+    app, _ = make_app(hostile_script())
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(pilot)
+        view = app.panels["prefill"].log_view
+        strips = [view.render_line(y) for y in range(view.scrollable_content_region.height)]
+        drawn = "\n".join(strip.text for strip in strips)
+        for expected in (
+            "␛[31mred via CSI␛[0m and ␛[2J clear screen",
+            "␛]52;c;cm0gLXJmIH4=␇ clipboard write (OSC 52)",
+            "␛]0;pwned title␇ title change (OSC 0)",
+            "[bold red]x[/] markup stays text",
+            "[link=file:///etc/passwd]click[/link]",
+            "NUL␀ BEL␇ BS␈ DEL␡ C1\\x9b end",
+            "invalid utf-8 decoded: �� bytes",
+        ):
+            assert expected in drawn
+        assert not any(ord(ch) < 0x20 and ch != "\n" for ch in drawn)
+        segments = [segment for strip in strips for segment in strip]
+        assert all(segment.style is None or not segment.style.link for segment in segments)
+        assert all(segment.control is None for segment in segments)
+        long_row = next(row for row in view.rows() if row.raw == HOSTILE_LINES[-1])
+        assert len(long_row.text) < 4200 and long_row.text.endswith(" more)")
+
+
+async def test_done_rings_the_bell_toasts_and_sends_osc9_through_tmux(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TMUX", "/tmp/tmux-0/default,1,0")
+    app, _ = make_app(ready_script(), follow_up_text="router on :30001")
+    written: list[str] = []
+    bells: list[bool] = []
+    app.write_escape = written.append  # type: ignore[method-assign]
+    app.bell = lambda: bells.append(True)  # type: ignore[method-assign]
+    async with app.run_test(size=(100, 40)) as pilot:
+        await settle(pilot)
+        assert bells == [True]
+        assert written == ["\x1bPtmux;\x1b\x1b]9;pdtui: dsv4-flash-pd is ready (0:59) — router on :30001\x07\x1b\\"]
+        assert any("dsv4-flash-pd is ready" in n.message for n in app._notifications)
+
+
+async def test_help_key_lists_the_keys() -> None:
+    app, _ = make_app(starting_script())
+    async with app.run_test(size=(100, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("question_mark")
+        await settle(pilot)
+        assert isinstance(app.screen, HelpScreen)
+        assert "retry the focused service" in screen_text(app)
+        await pilot.press("escape")
+        await settle(pilot)
+        assert not isinstance(app.screen, HelpScreen)
+
+
+async def test_narrow_pane_keeps_every_badge_and_time_visible() -> None:
+    app, _ = make_app(decode_failed_script())
+    async with app.run_test(size=(60, 20)) as pilot:
+        await settle(pilot)
+        text = screen_text(app)
+        assert app.screen.has_class("-narrow")
+        for shown in ("◐ waiting 0:37", "✗ FAILED 0:37", "⊘ blocked", "bring-up 0:38"):
+            assert shown in text
+
+
+async def test_log_buffer_is_bounded_by_log_limit() -> None:
+    app, source = make_app([PLAN], log_limit=100)
+    async with app.run_test(size=(100, 40)) as pilot:
+        await settle(pilot)
+        for start in range(0, 1000, 250):
+            source.emit(burst("prefill", 250, start))
+        await settle(pilot)
+        rows = list(app.panels["prefill"].log_view.rows())
+        assert len(rows) == 100 and rows[0].raw == "line 900" and rows[-1].raw == "line 999"
+
+
+async def test_an_engine_crash_is_one_notice_and_a_failed_exit() -> None:
+    class Crashing(FakeSource):
+        async def run(self) -> Done:
+            raise RuntimeError("host gpu0 unreachable")
+
+    app = PdtuiApp(Crashing(), clock=lambda: 0.0)
+    async with app.run_test(size=(100, 40)) as pilot:
+        await settle(pilot)
+        assert [n.message for n in app._notifications] == ["bring-up stopped: host gpu0 unreachable"]
+        await pilot.press("q")
+        await settle(pilot)
+    assert app.return_value == 1
+
+
+async def test_no_color_marks_the_app_so_line_kinds_stay_distinct(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NO_COLOR", "1")
+    app, _ = make_app(starting_script())
+    async with app.run_test(size=(100, 40)) as pilot:
+        await settle(pilot)
+        assert app.no_color and app.has_class("-no-color")
+
+
+def test_bad_theme_name_is_a_one_line_error() -> None:
+    with pytest.raises(ValueError, match="unknown theme 'neon'; available themes: dark, light"):
+        PdtuiApp(FakeSource(), theme="neon")

@@ -1,0 +1,101 @@
+"""The UI's pure helpers: inert text, formatting, per-service state, merge order, OSC 9, themes."""
+
+from __future__ import annotations
+
+import pytest
+
+from pdtui.engine.events import GpuInfo, LineKind, StateChanged
+from pdtui.engine.states import ServiceState as S
+from pdtui.ui.format import duration, gpu_gauges
+from pdtui.ui.inert import MAX_LINE_CHARS, inert
+from pdtui.ui.logview import Row
+from pdtui.ui.merged import merge_by_time
+from pdtui.ui.model import ElapsedClock, ServiceView
+from pdtui.ui.notify import desktop_notification
+from pdtui.ui.themes import available_themes, load_theme
+from ui_fakes import PREFILL
+
+
+def test_inert_replaces_every_control_character_with_a_visible_one() -> None:
+    text = inert("a\x1b[31mb\x00c\x07d\x7fe\x9bf\u202eg")
+    assert text == "a␛[31mb␀c␇d␡e\\x9bf\\u202eg"
+    assert not any(ord(ch) < 0x20 or 0x7F <= ord(ch) < 0xA0 for ch in text)
+
+
+def test_inert_expands_tabs_and_keeps_ordinary_unicode() -> None:
+    assert inert("a\tb ✓ 日本 \ufffd") == "a       b ✓ 日本 \ufffd"
+
+
+def test_inert_caps_an_absurd_line_and_says_how_much_was_cut() -> None:
+    text = inert("x" * (1024 * 1024))
+    assert text.startswith("x" * MAX_LINE_CHARS)
+    assert text.endswith(f"… ({1024 * 1024 - MAX_LINE_CHARS} more)")
+
+
+def test_duration_formats_minutes_and_hours() -> None:
+    assert [duration(s) for s in (0, 47, 61.9, 3725)] == ["0:00", "0:47", "1:01", "1:02:05"]
+
+
+def test_gpu_gauges_shrink_to_fit_the_width() -> None:
+    gpus = [GpuInfo(i, memory_used_mib=49152, memory_total_mib=98304) for i in range(4)]
+    assert gpu_gauges(gpus, 100).startswith("0 ██▄░░ 48/96G")
+    assert gpu_gauges(gpus, 30) == "0:48G  1:48G  2:48G  3:48G"
+
+
+def _changed(new: S, old: S = S.PENDING, **kw: object) -> StateChanged:
+    return StateChanged("prefill", old, new, **kw)  # type: ignore[arg-type]
+
+
+def test_service_view_counts_from_start_and_shows_time_to_ready() -> None:
+    view = ServiceView(PREFILL)
+    view.apply(_changed(S.STARTING, elapsed=2.0))
+    assert view.badge(now=14.0) == "◔ starting 0:12"
+    view.apply(_changed(S.READY, S.WAITING, elapsed=43.0, time_to_ready=41.0))
+    assert view.badge(now=99.0) == "✓ READY 0:41"
+
+
+def test_service_view_pins_the_failure_line_inert_and_forgets_it_on_retry() -> None:
+    view = ServiceView(PREFILL)
+    view.apply(_changed(S.STARTING, elapsed=1.0))
+    view.apply(_changed(S.FAILED, S.STARTING, reason="oom", line="\x1b[31mCUDA out of memory", elapsed=9.0))
+    assert view.pinned == "␛[31mCUDA out of memory"
+    assert view.badge(now=60.0) == "✗ FAILED 0:08"
+    assert view.retryable
+    view.apply(_changed(S.PENDING, S.FAILED, elapsed=61.0))
+    assert view.pinned is None and not view.retryable
+
+
+def test_elapsed_clock_follows_events_and_the_injected_clock() -> None:
+    now = [100.0]
+    clock = ElapsedClock(lambda: now[0])
+    clock.sync(10.0)
+    now[0] = 105.0
+    assert clock.now() == 15.0
+    clock.freeze(12.0)
+    now[0] = 200.0
+    assert clock.now() == 12.0
+
+
+def _row(tag: str, ts: float | None, text: str) -> Row:
+    return Row(text, LineKind.NORMAL, text, ts, tag)
+
+
+def test_merge_interleaves_by_timestamp_and_keeps_journal_order_for_untimed_lines() -> None:
+    prefill = [_row("prefill", 1.0, "p1"), _row("prefill", None, "p1b"), _row("prefill", 3.0, "p3")]
+    decode = [_row("decode", 2.0, "d2"), _row("decode", 4.0, "d4")]
+    assert [r.text for r in merge_by_time([prefill, decode])] == ["p1", "p1b", "d2", "p3", "d4"]
+
+
+def test_osc9_is_inert_and_wrapped_for_tmux() -> None:
+    plain = desktop_notification("ready\x07\x1b]0;x", in_tmux=False)
+    assert plain == "\x1b]9;ready␇␛]0;x\x07"
+    wrapped = desktop_notification("ready", in_tmux=True)
+    assert wrapped == "\x1bPtmux;\x1b\x1b]9;ready\x07\x1b\\"
+
+
+def test_themes_ship_dark_and_light_and_a_bad_name_lists_them() -> None:
+    assert {"dark", "light"} <= set(available_themes())
+    assert load_theme("light").textual_theme == "textual-light"
+    with pytest.raises(ValueError, match="available themes: dark, light") as info:
+        load_theme("solarised")
+    assert "\n" not in str(info.value)
