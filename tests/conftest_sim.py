@@ -42,7 +42,7 @@ def wait_until(check: Callable[[], Any], timeout: float = WAIT, interval: float 
         time.sleep(interval)
 
 
-def request(url: str, method: str = "GET", body: Any = None, timeout: float = 10.0) -> tuple[int, bytes]:
+def fetch(url: str, method: str = "GET", body: Any = None, timeout: float = 10.0) -> tuple[int, bytes]:
     """One HTTP request; (0, b"") when nothing listens."""
     host_port, _, path = url.removeprefix("http://").partition("/")
     host, _, port = host_port.partition(":")
@@ -59,7 +59,7 @@ def request(url: str, method: str = "GET", body: Any = None, timeout: float = 10
 
 
 def status(url: str) -> int:
-    return request(url, timeout=2.0)[0]
+    return fetch(url, timeout=2.0)[0]
 
 
 class Procs:
@@ -121,4 +121,4 @@ def read_until(stream: Any, needle: str, seen: list[str] | None = None) -> list[
     pytest.fail(f"{needle!r} never came; got {lines[-5:]}")
 
 
-__all__ = ["Procs", "free_port", "gone", "procs", "read_until", "request", "status", "wait_until", "worker_argv"]
+__all__ = ["Procs", "free_port", "gone", "procs", "fetch", "read_until", "status", "wait_until", "worker_argv"]

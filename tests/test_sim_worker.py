@@ -1,0 +1,177 @@
+"""The SGLang-like worker: startup order, /health 503 -> 200, the HTTP API, every failure mode."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+
+import pytest
+
+from tests.conftest_sim import Procs, fetch, free_port, procs, read_until, status, worker_argv  # noqa: F401
+
+STARTUP_ORDER = [
+    "Init torch distributed ends", "Load weight begin", "Load weight end", "KV Cache is allocated",
+    "Memory pool end", "Capture cuda graph begin", "Capture cuda graph end", "max_total_num_tokens=",
+    "Started server process", "Waiting for application startup", "Application startup complete",
+    "Uvicorn running on http://127.0.0.1:", '"GET /get_model_info HTTP/1.1" 200', "Start of pd disaggregation warmup",
+    '"POST /generate HTTP/1.1" 200', "End of prefill disaggregation mode warmup with status 200",
+    "The server is fired up and ready to roll!",
+]
+STAMP = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d( TP0)?\] ")
+
+
+def test_startup_prints_sglang_sequence_in_order_with_timestamps(procs: Procs):
+    worker = procs.start(worker_argv("decode", free_port(), startup=0.3))
+    lines = read_until(worker.stdout, "fired up and ready")
+    positions = [next(i for i, line in enumerate(lines) if step in line) for step in STARTUP_ORDER]
+    assert positions == sorted(positions)
+    assert all(STAMP.match(line) for line in lines)
+    assert lines[0].split("] ", 1)[1].startswith("server_args=ServerArgs(") and len(lines[0]) > 4096
+    assert "[" in lines[1] and " TP0] " in lines[1]
+
+
+def test_health_is_503_while_warming_up_and_200_once_ready(procs: Procs):
+    port = free_port()
+    worker = procs.start(worker_argv("prefill", port, startup=2.5))
+    read_until(worker.stdout, "Uvicorn running")
+    assert status(f"http://127.0.0.1:{port}/get_model_info") == 200   # uvicorn is up before ready
+    assert status(f"http://127.0.0.1:{port}/health") == 503
+    lines = read_until(worker.stdout, "fired up and ready")
+    assert any('"GET /health HTTP/1.1" 503 Service Unavailable' in line for line in lines)
+    assert status(f"http://127.0.0.1:{port}/health") == 200
+    assert status(f"http://127.0.0.1:{port}/health_generate") == 200
+    assert '"GET /health HTTP/1.1" 200 OK' in read_until(worker.stdout, "GET /health HTTP/1.1")[-1]
+    assert procs.stop(worker) == 0
+
+
+def ready_worker(procs: Procs, role: str, *extra: str) -> tuple[object, str]:
+    port = free_port()
+    worker = procs.start(worker_argv(role, port, *extra, startup=0.2))
+    read_until(worker.stdout, "fired up and ready")
+    return worker, f"http://127.0.0.1:{port}"
+
+
+def test_info_endpoints_describe_a_pd_worker(procs: Procs):
+    _, url = ready_worker(procs, "prefill", "--bootstrap-port", "9123", "--gpus", "0,1,2,3", "--model", "m/x")
+    for path in ("/get_server_info", "/server_info"):
+        code, body = fetch(url + path)
+        info = json.loads(body)
+        assert code == 200 and info["disaggregation_mode"] == "prefill"
+        assert info["disaggregation_bootstrap_port"] == 9123 and info["tp_size"] == 4 and info["dp_size"] == 1
+    for path in ("/get_model_info", "/model_info"):
+        assert json.loads(fetch(url + path)[1])["model_path"] == "m/x"
+    assert json.loads(fetch(url + "/v1/models")[1])["data"][0]["id"] == "m/x"
+
+
+def test_decode_answers_generation_requests(procs: Procs):
+    _, url = ready_worker(procs, "decode")
+    code, body = fetch(url + "/v1/chat/completions", "POST",
+                         {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4})
+    answer = json.loads(body)
+    assert code == 200 and answer["object"] == "chat.completion"
+    assert len(answer["choices"][0]["message"]["content"].split()) == 4 and answer["usage"]["completion_tokens"] == 4
+    code, body = fetch(url + "/generate", "POST", {"text": "hi", "sampling_params": {"max_new_tokens": 3}})
+    assert code == 200 and len(json.loads(body)["text"].split()) == 3
+    code, body = fetch(url + "/v1/completions", "POST", {"model": "m", "prompt": "hi", "max_tokens": 2})
+    assert code == 200 and json.loads(body)["choices"][0]["text"]
+
+
+def test_prefill_wants_bootstrap_fields(procs: Procs):
+    _, url = ready_worker(procs, "prefill")
+    plain = {"text": "hi", "sampling_params": {"max_new_tokens": 2}}
+    assert fetch(url + "/generate", "POST", plain)[0] == 400
+    pd = {**plain, "bootstrap_host": "127.0.0.1", "bootstrap_port": 8998, "bootstrap_room": 7}
+    assert fetch(url + "/generate", "POST", pd)[0] == 200
+
+
+def test_rejected_http2_preface_is_logged_like_uvicorn(procs: Procs):
+    import socket
+    worker, url = ready_worker(procs, "decode")
+    with socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1]))) as sock:
+        sock.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+        sock.recv(1024)
+    assert read_until(worker.stdout, "Invalid HTTP request")[-1].endswith("WARNING:  Invalid HTTP request received.")
+
+
+def test_steady_state_batch_lines_come_after_ready(procs: Procs):
+    worker, _ = ready_worker(procs, "decode", "--log-rate", "200")
+    lines = [read_until(worker.stdout, "Decode batch")[-1] for _ in range(50)]
+    assert all(" TP0] Decode batch. #running-req: " in line and "gen throughput (token/s)" in line for line in lines)
+
+
+def finished(procs: Procs, role: str, mode: str) -> tuple[int, str, str]:
+    worker = procs.start(worker_argv(role, free_port(), "--fail", mode, startup=0.2))
+    out, err = worker.communicate(timeout=30)
+    return worker.returncode, out, err
+
+
+@pytest.mark.parametrize("mode, last_error", [
+    ("oom", "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate"),
+    ("nccl", "RuntimeError: NCCL error: unhandled system error"),
+])
+def test_crash_during_startup_prints_traceback_and_exits_1(procs: Procs, mode, last_error):
+    code, out, err = finished(procs, "decode", mode)
+    assert code == 1
+    assert "fired up" not in out and "Uvicorn running" not in out
+    err_lines = err.splitlines()
+    assert "Scheduler hit an exception: Traceback (most recent call last):" in err_lines[0]
+    assert any(line.startswith(last_error) for line in err_lines)
+    assert "Received sigquit from a child proces" in err_lines[-1]
+    if mode == "oom":
+        assert "Capture cuda graph begin" in out.splitlines()[-1]
+
+
+def test_port_in_use_prints_uvicorn_bind_error(procs: Procs):
+    code, out, err = finished(procs, "prefill", "port-in-use")
+    assert code == 1 and "Uvicorn running" not in out
+    assert re.search(r"ERROR:    \[Errno 98\] error while attempting to bind on address \('127\.0\.0\.1', \d+\): "
+                     r"address already in use", err)
+
+
+def test_a_port_really_taken_fails_the_same_way(procs: Procs):
+    import socket
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        worker = procs.start(worker_argv("decode", sock.getsockname()[1], startup=0.2))
+        _, err = worker.communicate(timeout=30)
+    assert worker.returncode == 1 and "[Errno 98] error while attempting to bind on address" in err
+
+
+def test_crash_after_ready(procs: Procs):
+    code, out, err = finished(procs, "decode", "crash-after-ready")
+    assert code == 1 and "The server is fired up and ready to roll!" in out
+    assert "Scheduler hit an exception" in err and "Received sigquit" in err
+
+
+def test_warmup_failed_prints_ready_line_but_health_stays_503(procs: Procs):
+    port = free_port()
+    worker = procs.start(worker_argv("prefill", port, "--fail", "warmup-failed", startup=0.2))
+    lines = read_until(worker.stdout, "fired up and ready")
+    assert "Prefill disaggregation mode warm Up Failed, status code: 400" in lines[-2]
+    assert status(f"http://127.0.0.1:{port}/health") == 503
+    assert worker.poll() is None
+    assert procs.stop(worker) == 0
+
+
+def test_hang_stops_logging_after_cuda_graph_capture_and_exits_on_sigterm(procs: Procs):
+    port = free_port()
+    worker = procs.start(worker_argv("decode", port, "--fail", "hang", startup=0.2))
+    read_until(worker.stdout, "Capture cuda graph begin")
+    assert status(f"http://127.0.0.1:{port}/health") == 0   # never got as far as binding
+    assert procs.stop(worker, signal.SIGTERM) == 0
+    assert worker.stdout.read() == ""
+
+
+def test_generate_500_is_ready_but_fails_generation(procs: Procs):
+    _, url = ready_worker(procs, "decode", "--fail", "generate-500")
+    assert status(url + "/health") == 200
+    code, body = fetch(url + "/v1/chat/completions", "POST", {"messages": [{"role": "user", "content": "x"}]})
+    assert code == 500 and json.loads(body)["code"] == 500
+
+
+def test_sigterm_after_ready_shuts_down_cleanly(procs: Procs):
+    worker, _ = ready_worker(procs, "decode")
+    assert procs.stop(worker) == 0
+    assert "Finished server process" in worker.stdout.read()
