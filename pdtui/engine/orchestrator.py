@@ -68,7 +68,6 @@ class ServiceRun:
     started_by_us: bool = False
     pending_lines: list[LogRecord] = field(default_factory=list)
     last_checks: dict[str, tuple[bool, str]] = field(default_factory=dict)
-    settled: asyncio.Event = field(default_factory=asyncio.Event)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task | None = None
     reason: str = ""
@@ -86,7 +85,6 @@ class ServiceRun:
         self.buffered.clear()
         self.backfilled.clear()
         self.last_checks.clear()
-        self.settled.clear()
 
 
 class Orchestrator:
@@ -110,7 +108,7 @@ class Orchestrator:
         self._tails: list[asyncio.Task] = []
         self._steps: dict[Step, StepStatus] = {}
         self._preflight = StepStatus.PENDING
-        self._changed = asyncio.Event()
+        self._watchers: set[asyncio.Event] = set()
         self._flush_handle: asyncio.TimerHandle | None = None
         self._done_task: asyncio.Task | None = None
         self._last_done: Done | None = None
@@ -184,11 +182,8 @@ class Orchestrator:
         if new is S.READY and run.started_at is not None:
             ttr = run.time_to_ready = round(self.clock() - run.started_at, 3)
         self._emit(StateChanged(run.name, old, new, reason, line, self.elapsed(), ttr))
-        if new.is_final:
-            run.settled.set()
-        else:
-            run.settled.clear()
-        self._changed.set()
+        for watcher in self._watchers:
+            watcher.set()
         self._update_steps()
 
     def _probe_result(self, run: ServiceRun, check: Check) -> None:
@@ -291,7 +286,7 @@ class Orchestrator:
     # -- one service ----------------------------------------------------------
     async def _bring_up(self, run: ServiceRun) -> None:
         deps = [self._runs[d] for d in run.cfg.after]
-        await asyncio.gather(*(d.settled.wait() for d in deps))
+        await self._until(lambda: all(d.state is S.READY for d in deps) or any(d.state in BAD_OUTCOMES for d in deps))
         bad = [d for d in deps if d.state is not S.READY]
         if bad:
             self._transition(run, S.BLOCKED, f"{bad[0].name} {bad[0].state.value.replace('_', ' ')}")
@@ -483,14 +478,26 @@ class Orchestrator:
             await self._sleep(run, wake_at - self.clock())
 
     # -- the whole ---------------------------------------------------------------
+    async def _until(self, condition: Callable[[], bool]) -> None:
+        """Wait until ``condition`` holds; it is looked at after every state change."""
+        while not condition():
+            watcher = asyncio.Event()
+            self._watchers.add(watcher)
+            try:
+                await watcher.wait()
+            finally:
+                self._watchers.discard(watcher)
+
+    def _decided(self) -> bool:
+        """Every service settled, or one failed and all it blocks is marked blocked already."""
+        runs = list(self._runs.values())
+        if any(r.state is S.PENDING and any(self._runs[d].state in BAD_OUTCOMES for d in r.cfg.after) for r in runs):
+            return False
+        return all(r.state in FINAL_STATES for r in runs) or any(r.state in (S.FAILED, S.TIMED_OUT) for r in runs)
+
     async def _until_done(self) -> Done:
-        """Wait until every service settled, or one failed (the bring-up has failed then)."""
-        while True:
-            states = [r.state for r in self._runs.values()]
-            if all(s in FINAL_STATES for s in states) or any(s in (S.FAILED, S.TIMED_OUT) for s in states):
-                break
-            self._changed.clear()
-            await self._changed.wait()
+        """Wait until the outcome is decided, then tell it."""
+        await self._until(self._decided)
         self._flush_logs()
         done = self._make_done()
         self._last_done = done

@@ -110,8 +110,8 @@ class RouterProbe:
 
     async def steps(self, host: Host):
         """Yield each step's Check until one fails (that one is yielded last)."""
-        for step in (self._tcp(host), self._readiness(), self._workers(), self._models()):
-            check = await step
+        for step in (lambda: self._tcp(host), self._readiness, self._workers, self._models):
+            check = await step()
             yield check
             if not check.ok:
                 return

@@ -1,0 +1,100 @@
+"""The command line as a user runs it: exit codes, headless lines, the JSON contract."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+STATES = {"pending", "starting", "waiting", "ready", "failed", "timed_out", "blocked"}
+
+
+def pdtui(*args: str, timeout: float = 90) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pdtui", *args], capture_output=True, text=True, timeout=timeout)
+
+
+def test_demo_headless_brings_everything_up():
+    result = pdtui("demo", "--headless", "--startup", "0.5")
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    assert "all ready" in out
+    assert out.index("router   starting") > out.index("prefill  READY")
+    assert out.index("router   starting") > out.index("decode   READY")
+
+
+def test_demo_json_contract():
+    result = pdtui("demo", "--json", "--startup", "0.5")
+    assert result.returncode == 0, result.stderr
+    events = [json.loads(line) for line in result.stdout.splitlines()]
+    assert all("kind" in e and "elapsed" in e for e in events)
+    states = [e for e in events if e["kind"] == "state"]
+    assert states and all(e["state"] in STATES and e["service"] for e in states)
+    assert events[-1]["kind"] == "done" and events[-1]["ok"] is True and events[-1]["exit_code"] == 0
+
+
+def test_demo_oom_exits_1_naming_decode_and_the_oom_line():
+    result = pdtui("demo", "--headless", "--startup", "0.5", "--fail", "decode:oom")
+    assert result.returncode == 1
+    out = result.stdout
+    assert "decode   FAILED    CUDA out of memory" in out
+    assert "> " in out and "OutOfMemoryError" in out or "CUDA out of memory. Tried" in out
+    assert "router   blocked" in out
+    assert "router   starting" not in out
+
+
+def test_bad_fail_option_is_a_usage_error():
+    result = pdtui("demo", "--headless", "--fail", "decode:meltdown")
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and "--fail expects SERVICE:MODE" in result.stderr
+
+
+def test_config_error_is_one_line_with_position(tmp_path):
+    config = tmp_path / "bad.yaml"
+    config.write_text("name: x\nhosts:\n  gpu0:\n    adress: 10.0.0.1\nservices: {}\n")
+    for command in ("check", "up"):
+        result = pdtui(command, str(config))
+        assert result.returncode == 2
+        assert result.stderr.startswith(f"{config}:4:5: ")
+        assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+
+
+def test_check_prints_the_plan_of_the_reference_deployment():
+    import pdtui as package
+    from pathlib import Path
+    reference = Path(package.__file__).parent / "sample_configs" / "reference.yaml"
+    result = pdtui("check", str(reference))
+    assert result.returncode == 0, result.stderr
+    for word in ("sglang-dsv4-prefill", "sglang-dsv4-decode", "sglang-dsv4-router", "30001"):
+        assert word in result.stdout
+
+
+def test_interrupt_exits_130_and_leaves_no_process(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "pdtui", "demo", "--headless", "--startup", "30"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        seen = ""
+        while "waiting" not in seen and time.monotonic() < deadline:
+            seen += proc.stdout.readline()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130
+    assert "interrupted" in err
+    leftovers = subprocess.run(["pgrep", "-f", "pdtui.sim.worker --role"], capture_output=True, text=True)
+    assert leftovers.stdout.strip() == "" or not any(
+        _child_of_sandbox(pid) for pid in leftovers.stdout.split())
+
+
+def _child_of_sandbox(pid: str) -> bool:
+    try:
+        return "pdtui-" in open(f"/proc/{pid}/cmdline").read()
+    except OSError:
+        return False

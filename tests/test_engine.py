@@ -1,0 +1,103 @@
+"""The bring-up engine against the simulated deployment on this machine."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from pdtui.engine.events import Done, LineKind, LogLines, Step, StepChanged, StepStatus
+from pdtui.sim.sandbox import Sandbox
+from tests.engine_helpers import Recorder, bring_up, reference
+
+
+@pytest.fixture
+def sandbox(tmp_path):
+    with Sandbox.create(tmp_path / "sim") as sb:
+        yield sb
+
+
+def unit_show(sandbox, unit: str) -> dict[str, str]:
+    out = subprocess.run([*sandbox.commands["systemctl"], "show", "-p", "ActiveState,InvocationID", unit],
+                         capture_output=True, text=True, check=True).stdout
+    return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+
+
+async def test_all_ready_router_started_only_after_both_backends(sandbox):
+    done, rec, _ = await bring_up(reference(sandbox))
+    assert done.ok and done.exit_code == 0, done
+    assert set(done.time_to_ready) == {"prefill", "decode", "router"}
+    router_starting = rec.index("router", "starting")
+    assert rec.index("prefill", "ready") < router_starting
+    assert rec.index("decode", "ready") < router_starting
+    smoke = [e for e in rec.events if getattr(e, "check", None) == "smoke" and e.ok]
+    assert smoke and "answer" in smoke[0].detail
+    steps = {(e.step, e.status) for e in rec.of(StepChanged)}
+    assert (Step.DONE, StepStatus.DONE) in steps and (Step.PROBE_ROUTER, StepStatus.DONE) in steps
+
+
+async def test_oom_fails_decode_blocks_router_and_never_starts_it(sandbox):
+    done, rec, _ = await bring_up(reference(sandbox, failures={"decode": "oom"}))
+    assert not done.ok and done.exit_code == 1
+    failed = rec.change("decode", "failed")
+    assert failed.reason == "CUDA out of memory"
+    assert "CUDA out of memory" in failed.line
+    assert rec.states("router") == ["blocked"]
+    assert unit_show(sandbox, "sglang-dsv4-router.service")["InvocationID"] == ""
+    fail_lines = [r for e in rec.of(LogLines) if e.service == "decode" for r in e.lines if r.kind is LineKind.FAIL]
+    assert fail_lines
+
+
+async def test_ready_line_after_failed_pd_warmup_is_not_ready(sandbox):
+    done, rec, _ = await bring_up(reference(sandbox, failures={"prefill": "warmup-failed"}))
+    assert "ready" not in rec.states("prefill")
+    failed = rec.change("prefill", "failed")
+    assert failed.reason == "PD warm-up failed" and "warm Up Failed" in failed.line
+    ready_lines = [r for e in rec.of(LogLines) if e.service == "prefill" for r in e.lines
+                   if "fired up and ready" in r.text]
+    assert ready_lines, "the sim printed its ready line anyway"
+    assert rec.states("router") == ["blocked"]
+
+
+async def test_stale_ready_line_from_an_earlier_invocation_is_ignored(sandbox):
+    deployment = reference(sandbox, timeout="3s")
+    first, _, _ = await bring_up(deployment)
+    assert first.ok
+    sandbox.stop_all()
+    # The same units again, decode now a server that never gets ready; the journal
+    # still holds the ready line of its earlier run.
+    deployment = reference(sandbox, failures={"decode": "hang"}, timeout="3s")
+    journal = subprocess.run([*sandbox.commands["journalctl"], "-u", "sglang-dsv4-decode", "-o", "cat"],
+                             capture_output=True, text=True, check=True).stdout
+    assert "fired up and ready" in journal
+    done, rec, _ = await bring_up(deployment)
+    assert rec.states("decode") == ["starting", "waiting", "timed_out"]
+    assert "log line /fired up and ready/" in rec.change("decode", "timed_out").reason
+    assert rec.states("router") == ["blocked"]
+
+
+async def test_hang_times_out_and_blocks_dependents(sandbox):
+    done, rec, _ = await bring_up(reference(sandbox, failures={"prefill": "hang"}, timeout="2s"))
+    assert not done.ok
+    assert rec.states("prefill")[-1] == "timed_out"
+    assert rec.states("router") == ["blocked"]
+    assert "prefill timed out" in rec.change("router", "blocked").reason
+    assert done.failures["prefill"].startswith("not ready after 2s")
+
+
+async def test_crash_after_ready_fails_the_service(sandbox):
+    done, rec, _ = await bring_up(reference(sandbox, failures={"decode": "crash-after-ready"}))
+    states = rec.states("decode")
+    assert states[-2:] == ["ready", "failed"]
+    assert rec.change("decode", "failed").reason.startswith("after ready")
+    assert not done.ok
+
+
+async def test_missing_unit_fails_preflight(sandbox):
+    deployment = reference(sandbox)
+    (sandbox.root / "units" / "sglang-dsv4-decode.service").unlink()
+    done, rec, _ = await bring_up(deployment)
+    assert rec.states("decode") == ["failed"]
+    assert "not found" in rec.change("decode", "failed").reason
+    assert rec.states("router") == ["blocked"]
+    assert (Step.PREFLIGHT, StepStatus.FAILED) in {(e.step, e.status) for e in rec.of(StepChanged)}
