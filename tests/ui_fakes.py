@@ -72,6 +72,7 @@ OOM_LINE = (
 )
 
 HOSTILE_LINES = (
+    "A" * (1024 * 1024),
     "\x1b[31mred via CSI\x1b[0m and \x1b[2J clear screen",
     "\x1b]52;c;cm0gLXJmIH4=\x07 clipboard write (OSC 52)",
     "\x1b]0;pwned title\x07 title change (OSC 0)",
@@ -79,7 +80,6 @@ HOSTILE_LINES = (
     "[link=file:///etc/passwd]click[/link]",
     "NUL\x00 BEL\x07 BS\x08 DEL\x7f C1\x9b end",
     "invalid utf-8 decoded: \ufffd\ufffd bytes",
-    "A" * (1024 * 1024),
 )
 
 

@@ -210,14 +210,15 @@ class LogView(ScrollView, can_focus=True):
 
     def _render_row(self, row: Row, width: int) -> Strip:
         base = self.rich_style
-        text = Text(style=base, no_wrap=True, overflow="ellipsis", end="")
+        text = Text(no_wrap=True, overflow="ellipsis", end="")
         if self.tag_width:
             tag = row.tag[: self.tag_width].ljust(self.tag_width)
             text.append(f"{tag} │ ", self._component_style("logview--tag"))
         component = KIND_COMPONENTS.get(row.kind)
         text.append(row.text, self._component_style(component) if component else None)
         text.truncate(width, overflow="ellipsis")
-        return Strip(text.render(self.app.console), text.cell_len).extend_cell_length(width, base)
+        strip = Strip(text.render(self.app.console), text.cell_len).extend_cell_length(width)
+        return strip.apply_style(base)
 
     def _component_style(self, name: str) -> Style:
         return self.get_component_rich_style(name, partial=True)
