@@ -36,6 +36,26 @@ class HostError(Exception):
     """
 
 
+class HostUnreachable(HostError):
+    """No connection could be made (refused, no route, name not resolved, timed out): may pass."""
+
+
+class HostDisconnected(HostError):
+    """The connection dropped under a running command or stream.
+
+    The command's fate is unknown, so it is never retried behind the caller's
+    back; the next use of the host connects again.
+    """
+
+
+class HostKeyUnknown(HostError):
+    """The host's key is in no known_hosts file; the user may accept it (``--accept-new``)."""
+
+
+class HostKeyChanged(HostError):
+    """The host offers a key other than the one on record: always refused."""
+
+
 @runtime_checkable
 class Host(Protocol):
     name: str
