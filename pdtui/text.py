@@ -4,8 +4,10 @@ Journal lines come from remote programs: they may carry terminal escapes
 (colours, OSC 52 clipboard writes, window titles), NULs, or absurd lengths.
 Every face of pdtui (TUI and headless) shows them through :func:`inert`, which
 turns every control character into a visible placeholder so nothing a log line
-contains can act on the user's terminal. (Rich markup is a separate matter:
-the UI never parses log text as markup.)
+contains can act on the user's terminal. Colour codes (SGR sequences, which
+only style text and which the router prints by default) are dropped; every
+other escape stays visible. (Rich markup is a separate matter: the UI never
+parses log text as markup.)
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import re
 
 MAX_LINE = 4096
 
+# SGR ("select graphic rendition"): ESC [ params m. Nothing but colours and weights.
+_SGR = re.compile(r"\x1b\[[0-9;:]*m")
 # C0 controls except TAB, DEL, and C1 controls.
 _CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f]")
 
@@ -31,4 +35,6 @@ def inert(text: str, limit: int = MAX_LINE) -> str:
     """``text`` with every control character shown as a placeholder, cut to ``limit`` chars."""
     if len(text) > limit:
         text = f"{text[:limit]}… ({len(text) - limit} more characters)"
+    if "\x1b" in text:
+        text = _SGR.sub("", text)
     return _CONTROL.sub(_placeholder, text).replace("\t", "    ")

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 
 import pytest
 
 from pdtui.engine.events import Done, LineKind, LogLines, Step, StepChanged, StepStatus
 from pdtui.sim.sandbox import Sandbox
-from tests.engine_helpers import Recorder, bring_up, reference
+from pdtui.engine.orchestrator import Orchestrator
+from pdtui.hosts import make_host
+from tests.engine_helpers import FAST, Recorder, bring_up, reference
 
 
 @pytest.fixture
@@ -85,12 +88,22 @@ async def test_hang_times_out_and_blocks_dependents(sandbox):
     assert done.failures["prefill"].startswith("not ready after 2s")
 
 
-async def test_crash_after_ready_fails_the_service(sandbox):
-    done, rec, _ = await bring_up(reference(sandbox, failures={"decode": "crash-after-ready"}))
-    states = rec.states("decode")
-    assert states[-2:] == ["ready", "failed"]
-    assert rec.change("decode", "failed").reason.startswith("after ready")
-    assert not done.ok
+async def test_crash_after_ready_fails_the_service_while_watching(sandbox):
+    recorder = Recorder()
+    orchestrator = Orchestrator(reference(sandbox, failures={"decode": "crash-after-ready"}), make_host, timing=FAST)
+    orchestrator.subscribe(recorder)
+    try:
+        await orchestrator.run()
+        # The bring-up may have ended either way; the watch goes on after it.
+        async with asyncio.timeout(20):
+            while "failed" not in recorder.states("decode"):
+                await asyncio.sleep(0.05)
+    finally:
+        await orchestrator.close()
+    assert recorder.states("decode")[-2:] == ["ready", "failed"]
+    failed = recorder.change("decode", "failed")
+    assert failed.reason.startswith("after ready")
+    assert recorder.of(Done)[-1].ok is False, "the outcome is told again after the crash"
 
 
 async def test_missing_unit_fails_preflight(sandbox):
@@ -101,3 +114,35 @@ async def test_missing_unit_fails_preflight(sandbox):
     assert "not found" in rec.change("decode", "failed").reason
     assert rec.states("router") == ["blocked"]
     assert (Step.PREFLIGHT, StepStatus.FAILED) in {(e.step, e.status) for e in rec.of(StepChanged)}
+
+
+async def test_retry_after_a_fix_brings_the_rest_up(sandbox):
+    recorder = Recorder()
+    deployment = reference(sandbox, failures={"decode": "oom"})
+    orchestrator = Orchestrator(deployment, make_host, timing=FAST)
+    orchestrator.subscribe(recorder)
+    try:
+        first = await orchestrator.run()
+        assert not first.ok and orchestrator.retry("prefill") is False
+        # The operator fixes the unit, then retries decode: the blocked router follows.
+        decode_port = deployment.services["decode"].port
+        argv = [a for a in _unit_argv(sandbox, "sglang-dsv4-decode") if a not in ("--fail", "oom")]
+        sandbox.add_unit("sglang-dsv4-decode", argv)
+        assert orchestrator.retry("decode") is True
+        async with asyncio.timeout(30):
+            while len(recorder.of(Done)) < 2:
+                await asyncio.sleep(0.05)
+    finally:
+        await orchestrator.close()
+    assert recorder.of(Done)[-1].ok
+    assert recorder.states("decode")[-4:] == ["pending", "starting", "waiting", "ready"]
+    assert recorder.states("router") == ["blocked", "pending", "starting", "waiting", "ready"]
+    assert str(decode_port) in " ".join(argv)
+
+
+def _unit_argv(sandbox, name: str) -> list[str]:
+    import configparser
+    import shlex
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.read(sandbox.root / "units" / f"{name}.service")
+    return shlex.split(parser["Service"]["ExecStart"])

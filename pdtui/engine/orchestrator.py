@@ -145,9 +145,13 @@ class Orchestrator:
             r.reset()
             self._transition(r, S.PENDING, "retry")
             r.task = asyncio.create_task(self._bring_up(r), name=f"retry {r.name}")
-        if self._done_task is None or self._done_task.done():
-            self._done_task = asyncio.create_task(self._until_done())
+        self._tell_outcome_again()
         return True
+
+    def _tell_outcome_again(self) -> None:
+        """After a bring-up ended, a crash or a retry changes the outcome: tell the new one when decided."""
+        if self._last_done is not None and (self._done_task is None or self._done_task.done()):
+            self._done_task = asyncio.create_task(self._until_done())
 
     async def close(self) -> None:
         """Stop watching: end tails, probes and connections. Never stops a unit."""
@@ -241,10 +245,9 @@ class Orchestrator:
 
     def _consume(self, run: ServiceRun, entry: JournalEntry) -> None:
         """Judge one line (when it belongs to the current invocation) and queue it for display."""
-        if run.backfilled:
-            if entry.cursor in run.backfilled:
-                return
-            run.backfilled.clear()   # the stream has moved past the backfilled history
+        if entry.cursor in run.backfilled:
+            run.backfilled.discard(entry.cursor)   # seen in the backfilled history already
+            return
         current = run.invocation is not None and entry.invocation == run.invocation
         message = entry.message
         if entry.system:
@@ -301,6 +304,7 @@ class Orchestrator:
                 await self._wait_ready(run, deadline)
             if run.state is S.READY:
                 await self._watch(run)
+                self._tell_outcome_again()
         except HostError as exc:
             if run.state in (S.STARTING, S.WAITING, S.READY):
                 self._transition(run, S.FAILED, str(exc))
