@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import sys
+
+import yaml
+
 from pdtui import demo
+from pdtui.config import parse_config
 from pdtui.engine.events import Done, StateChanged
 from pdtui.engine.orchestrator import Orchestrator, Timing
 from pdtui.hosts import make_host
@@ -46,3 +51,29 @@ async def bring_up(deployment, *, smoke=True, timing=FAST) -> tuple[Done, Record
     finally:
         await orchestrator.close()
     return done, recorder, orchestrator
+
+
+def worker_argv(role: str, port: int, *, bootstrap: int, startup: float = 0.4, fail: str | None = None) -> list[str]:
+    argv = [sys.executable, "-m", "pdtui.sim.worker", "--role", role, "--port", str(port),
+            "--bootstrap-port", str(bootstrap), "--startup", str(startup)]
+    return argv + (["--fail", fail] if fail else [])
+
+
+def router_argv(port: int, prefill: list[tuple[int, int]], decode: list[int]) -> list[str]:
+    """The real sglang-router in PD mode in front of the given worker ports."""
+    argv = [sys.executable, "-m", "sglang_router.launch_router", "--pd-disaggregation",
+            "--host", "127.0.0.1", "--port", str(port)]
+    for worker_port, bootstrap in prefill:
+        argv += ["--prefill", f"http://127.0.0.1:{worker_port}", str(bootstrap)]
+    for worker_port in decode:
+        argv += ["--decode", f"http://127.0.0.1:{worker_port}"]
+    return argv
+
+
+def sim_deployment(sandbox, services: dict[str, tuple[list[str], dict]], name: str = "test"):
+    """A deployment on the sandbox: each service's unit runs the given argv."""
+    config = {"name": name, "hosts": {"sim": {"local": True, "commands": sandbox.commands}}, "services": {}}
+    for service, (argv, fields) in services.items():
+        unit = sandbox.add_unit(f"t-{service}", argv)
+        config["services"][service] = {"host": "sim", "unit": unit, **fields}
+    return parse_config(yaml.safe_dump(config, sort_keys=False), f"{sandbox.root}/test.yaml")
