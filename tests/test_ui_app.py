@@ -378,3 +378,19 @@ async def test_no_color_marks_the_app_so_line_kinds_stay_distinct(monkeypatch: p
 def test_bad_theme_name_is_a_one_line_error() -> None:
     with pytest.raises(ValueError, match="unknown theme 'neon'; available themes: dark, light"):
         PdtuiApp(FakeSource(), theme="neon")
+
+
+async def test_command_palette_offers_every_key_action() -> None:
+    app, _ = make_app(starting_script())
+    async with app.run_test(size=(100, 40)) as pilot:
+        await settle(pilot)
+        titles = {command.title for command in app.get_system_commands(app.screen)}
+    assert {"Follow / pause", "Filter", "Zoom", "Retry", "All logs", "Save log", "Help", "Quit"} <= titles
+
+
+async def test_light_theme_switches_textual_widgets_too() -> None:
+    app, _ = make_app(ready_script(), theme="light")
+    async with app.run_test(size=(100, 40)) as pilot:
+        await settle(pilot)
+        assert app.theme == "textual-light"
+        assert str(app.panels["prefill"].log_view.rich_style.bgcolor.triplet.hex) == "#ffffff"

@@ -13,7 +13,6 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from rich.text import Text
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Container, Vertical
@@ -35,7 +34,6 @@ from pdtui.engine.events import (
     StateChanged,
     StepChanged,
 )
-from pdtui.engine.states import ServiceState
 from pdtui.ui.bridge import EngineEvent, connect
 from pdtui.ui.filterbar import FilterBar
 from pdtui.ui.format import duration
@@ -77,6 +75,7 @@ class PdtuiApp(App[int]):
         Binding("a", "all_logs", "all logs"),
         Binding("s", "save", "save"),
         Binding("q", "quit", "quit"),
+        Binding("ctrl+c", "quit", "quit", show=False, priority=True),
     ]
 
     def __init__(
