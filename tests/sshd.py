@@ -30,6 +30,9 @@ import asyncssh
 import pytest
 import pytest_asyncio
 
+from pdtui.config import HostConfig
+from pdtui.hosts.ssh import SshHost
+
 STD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 READY_LINE = "Server listening on 127.0.0.1 port"
 ACCEPTED_LINE = "Accepted publickey"
@@ -243,6 +246,32 @@ def sshd_factory(tmp_path: Path, ssh_home: SshHome) -> Iterator[ServerFactory]:
 @pytest.fixture
 def sshd(sshd_factory: ServerFactory) -> SshServer:
     return sshd_factory.start()
+
+
+def host_config(port: int | None, name: str = "gpu0", **overrides: object) -> HostConfig:
+    """A deployment's host entry for a test server on 127.0.0.1."""
+    return HostConfig(**{"name": name, "address": "127.0.0.1", "port": port, **overrides})
+
+
+def trust(home: SshHome, server: SshServer, port: int | None = None) -> None:
+    """Put the server's key in ~/.ssh/known_hosts (for its own port, or a relay's)."""
+    with home.known_hosts.open("a") as out:
+        out.write(server.known_hosts_line(port=port))
+
+
+@pytest_asyncio.fixture
+async def make_host(sshd_factory: ServerFactory):
+    """``make_host(port, **kwargs)`` → an SshHost closed at teardown (before the servers stop)."""
+    made: list[SshHost] = []
+
+    def make(port: int | None, *, name: str = "gpu0", config: dict | None = None, **kwargs) -> SshHost:
+        host = SshHost(host_config(port, name, **(config or {})), **kwargs)
+        made.append(host)
+        return host
+
+    yield make
+    for host in made:
+        await host.close()
 
 
 class TcpForwarder:

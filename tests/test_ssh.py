@@ -7,39 +7,21 @@ import getpass
 import time
 import uuid
 from pathlib import Path
-from types import SimpleNamespace
 
 import asyncssh
 import pytest
-import pytest_asyncio
 
-from pdtui.hosts.base import HostDisconnected, HostError, HostKeyChanged, HostKeyUnknown, HostUnreachable
-from pdtui.hosts.ssh import SshHost
+from pdtui.hosts.base import Host, HostDisconnected, HostError, HostKeyChanged, HostKeyUnknown, HostUnreachable
 from tests.sshd import (  # noqa: F401  (fixtures)
-    ServerFactory,
-    SshHome,
-    SshServer,
     forwarder,
     free_port,
-    public_line,
+    make_host,
     ssh_home,
     sshd,
     sshd_factory,
+    trust,
     write_command,
 )
-
-
-def host_config(port: int | None, name: str = "gpu0", **overrides: object) -> SimpleNamespace:
-    """A stand-in for config.HostConfig with the attributes SshHost reads."""
-    values = dict(name=name, address="127.0.0.1", local=False, user=None, port=port,
-                  known_hosts=None, sudo=False, commands={})
-    return SimpleNamespace(**{**values, **overrides})
-
-
-def trust(home: SshHome, server: SshServer, port: int | None = None) -> None:
-    """Put the server's key in ~/.ssh/known_hosts (for its own port, or a relay's)."""
-    with home.known_hosts.open("a") as out:
-        out.write(server.known_hosts_line(port=port))
 
 
 class Statuses(list):
@@ -64,21 +46,6 @@ class Statuses(list):
 
     def names(self) -> list[str]:
         return [status for _, status, _ in self]
-
-
-@pytest_asyncio.fixture
-async def make_host(sshd_factory: ServerFactory):
-    """``make_host(port, **kwargs)`` → an SshHost closed at teardown (before the servers stop)."""
-    made: list[SshHost] = []
-
-    def make(port: int | None, *, name: str = "gpu0", config: dict | None = None, **kwargs) -> SshHost:
-        host = SshHost(host_config(port, name, **(config or {})), **kwargs)
-        made.append(host)
-        return host
-
-    yield make
-    for host in made:
-        await host.close()
 
 
 def running(marker: str) -> list[int]:
@@ -119,6 +86,7 @@ def unique(prefix: str) -> str:
 async def test_run_reports_exit_status_stdout_and_stderr(sshd, ssh_home, make_host):
     trust(ssh_home, sshd)
     host = make_host(sshd.port)
+    assert isinstance(host, Host)
     result = await host.run(["sh", "-c", "echo out; echo err >&2; exit 3"])
     assert (result.exit_status, result.stdout, result.stderr) == (3, "out\n", "err\n")
     assert result.argv == ("sh", "-c", "echo out; echo err >&2; exit 3")

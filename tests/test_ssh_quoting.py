@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-from types import SimpleNamespace
 
 from hypothesis import given, settings, strategies as st
 
 from pdtui.hosts.ssh import SshHost
-from tests.sshd import ssh_home, sshd, sshd_factory  # noqa: F401  (fixtures)
+from tests.sshd import host_config, ssh_home, sshd, sshd_factory  # noqa: F401  (fixtures)
 
 SHELL_SOUP = ["'", '"', "\\", "`id`", "$(touch /tmp/pdtui-pwned)", "${HOME}", "$0", "$@", ";", "&&", "|",
               ">", "<", "*", "?", "~", "#", "!", "\n", "\r", "\t", " ", "-n", "--", "%s", "\\0", "\x1b[31m",
@@ -23,10 +22,8 @@ hostile = st.one_of(
 
 def test_hostile_arguments_arrive_unchanged(sshd, ssh_home):
     ssh_home.known_hosts.write_text(sshd.known_hosts_line())
-    config = SimpleNamespace(name="gpu0", address="127.0.0.1", local=False, user=None, port=sshd.port,
-                             known_hosts=None, sudo=False, commands={})
     loop = asyncio.new_event_loop()
-    host = SshHost(config)
+    host = SshHost(host_config(sshd.port))
 
     @settings(max_examples=60, deadline=None)
     @given(st.lists(hostile, min_size=1, max_size=6))
