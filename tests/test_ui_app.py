@@ -338,6 +338,7 @@ async def test_narrow_pane_keeps_every_badge_and_time_visible() -> None:
         await settle(pilot)
         text = screen_text(app)
         assert app.screen.has_class("-narrow")
+        assert not any(ch in text for ch in "┏╭│┃")  # compact panels: no borders, even when focused
         for shown in ("◐ waiting 0:37", "✗ FAILED 0:37", "⊘ blocked", "bring-up 0:38"):
             assert shown in text
 
