@@ -282,6 +282,7 @@ class TcpForwarder:
         self.port = 0
         self.accepted = 0
         self.blocked = False        # while True, new connections are closed at once
+        self.stalled = False        # while True, bytes are swallowed: a silently dead network
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
 
@@ -308,17 +309,17 @@ class TcpForwarder:
         self.accepted += 1
         up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
         self._writers.update((writer, up_writer))
-        await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
+        await asyncio.gather(self._pipe(reader, up_writer), self._pipe(up_reader, writer))
 
-
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    try:
-        while data := await reader.read(65536):
-            writer.write(data)
-            await writer.drain()
-    except OSError:
-        pass
-    writer.transport.abort()
+    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while data := await reader.read(65536):
+                if not self.stalled:
+                    writer.write(data)
+                    await writer.drain()
+        except OSError:
+            pass
+        writer.transport.abort()
 
 
 @pytest_asyncio.fixture

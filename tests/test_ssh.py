@@ -27,15 +27,15 @@ from tests.sshd import (  # noqa: F401  (fixtures)
 class Statuses(list):
     """Collects on_status calls; ``wait_for`` blocks until a matching one arrives."""
 
+    def __init__(self) -> None:
+        super().__init__()
+        self._waiters: list = []
+
     def __call__(self, name: str, status: str, detail: str) -> None:
         self.append((name, status, detail))
         for match, event in self._waiters:
             if match(status, detail):
                 event.set()
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._waiters: list = []
 
     async def wait_for(self, match) -> None:
         event = asyncio.Event()
@@ -92,7 +92,7 @@ async def test_run_reports_exit_status_stdout_and_stderr(sshd, ssh_home, make_ho
     assert result.argv == ("sh", "-c", "echo out; echo err >&2; exit 3")
 
 
-async def test_commands_find_stand_ins_first_on_the_session_path(sshd, sshd_factory, ssh_home, make_host):
+async def test_commands_find_stand_ins_on_the_session_path(sshd, sshd_factory, ssh_home, make_host):
     trust(ssh_home, sshd)
     write_command(sshd_factory, "systemctl", "print('stand-in', sys.argv[1:])")
     result = await make_host(sshd.port).run(["systemctl", "is-active", "x.service"])
@@ -258,6 +258,36 @@ async def test_reconnect_backs_off_until_the_host_is_back(sshd, ssh_home, make_h
     relay.blocked = False
     assert (await task).stdout == "again\n"
     assert statuses.names()[-1] == "connected"
+
+
+async def test_keepalive_notices_a_silently_dead_network(sshd, sshd_factory, ssh_home, make_host, forwarder):
+    relay = await forwarder(sshd.port)
+    trust(ssh_home, sshd, relay.port)
+    host = make_host(relay.port, keepalive=0.2)
+    name = unique("quiet")
+    write_command(sshd_factory, name, "print('first', flush=True); time.sleep(300)")
+    async with host.stream([name]) as lines:
+        follow = aiter(lines)
+        assert await anext(follow) == b"first"
+        relay.stalled = True
+        with pytest.raises(HostDisconnected):
+            await asyncio.wait_for(anext(follow), 30)
+
+
+async def test_a_server_that_never_answers_times_out_in_one_line(ssh_home, make_host):
+    async def mute(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read()
+        writer.close()
+
+    server = await asyncio.start_server(mute, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        with pytest.raises(HostUnreachable) as refused:
+            await make_host(port, connect_timeout=0.5).connect()
+    finally:
+        server.close()
+        await server.wait_closed()
+    assert str(refused.value) == f"gpu0: 127.0.0.1:{port} did not answer within 0.5s"
 
 
 # --- host keys and credentials ---
