@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -111,14 +112,31 @@ def worker_argv(role: str, port: int, *extra: str, startup: float = 0.5) -> list
             "--startup", str(startup), *extra]
 
 
-def read_until(stream: Any, needle: str, seen: list[str] | None = None) -> list[str]:
-    """Read lines from ``stream`` until one contains ``needle`` (EOF fails the test)."""
+def read_until(proc: subprocess.Popen[str], needle: str, seen: list[str] | None = None,
+               timeout: float = WAIT) -> list[str]:
+    """Read ``proc``'s stdout until a line contains ``needle``; fail the test on EOF.
+
+    A watchdog kills the process group after ``timeout`` seconds, so a line
+    that never comes ends the read with EOF instead of hanging the test run.
+    """
     lines = seen if seen is not None else []
-    for line in stream:
-        lines.append(line.rstrip("\n"))
-        if needle in line:
-            return lines
+    watchdog = threading.Timer(timeout, _kill_group, (proc,))
+    watchdog.start()
+    try:
+        for line in proc.stdout:
+            lines.append(line.rstrip("\n"))
+            if needle in line:
+                return lines
+    finally:
+        watchdog.cancel()
     pytest.fail(f"{needle!r} never came; got {lines[-5:]}")
+
+
+def _kill_group(proc: subprocess.Popen[str]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
 
 
 __all__ = ["Procs", "free_port", "gone", "procs", "fetch", "read_until", "status", "wait_until", "worker_argv"]

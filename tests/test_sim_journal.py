@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import select
 import signal
 import subprocess
 import threading
@@ -157,11 +158,11 @@ def test_follow_delivers_lines_written_after_it_started(journal, procs: Procs):
     line(journal, b"before")
     argv = [*Sandbox(journal.dir.parent).commands["journalctl"], "-f", "-o", "cat", "-u", "x"]
     follower = procs.start(argv)
-    read_until(follower.stdout, "before")
+    read_until(follower, "before")
     line(journal, b"after 1")
     line(journal, b"other unit", unit="y.service")
     line(journal, b"after 2")
-    assert read_until(follower.stdout, "after 2") == ["after 1", "after 2"]
+    assert read_until(follower, "after 2") == ["after 1", "after 2"]
     assert procs.stop(follower, signal.SIGTERM) == 0
 
 
@@ -169,7 +170,7 @@ def test_follow_exits_when_its_reader_goes_away(journal, procs: Procs):
     from pdtui.sim.sandbox import Sandbox
     line(journal, b"x")
     follower = procs.start([*Sandbox(journal.dir.parent).commands["journalctl"], "-f", "-o", "json"])
-    read_until(follower.stdout, "x")
+    read_until(follower, "x")
     follower.stdout.close()
     assert follower.wait(10) == 0
 
@@ -177,3 +178,18 @@ def test_follow_exits_when_its_reader_goes_away(journal, procs: Procs):
 def test_unknown_output_format_is_one_line(journal):
     result = jctl(journal, "-o", "yaml")
     assert result.returncode == 1 and result.stderr.decode().strip() == "journalctl: Unknown output format 'yaml'."
+
+
+def test_follow_with_pdtui_argv_starts_at_the_end_and_streams_json(journal, procs: Procs):
+    from pdtui.sim.sandbox import Sandbox
+    line(journal, b"old")
+    argv = [*Sandbox(journal.dir.parent).commands["journalctl"], "--follow", "--output=json", "--all", "--no-pager",
+            "--quiet", "--lines=0", "--unit=x.service", "--unit=y.service"]
+    follower = procs.start(argv)
+    for i in range(1000):   # until the follower is seen to be following
+        journal.append([pid1_entry("y.service", INV_B, f"ping {i}")])
+        if select.select([follower.stdout], [], [], 0.05)[0]:
+            break
+    line(journal, b"new")
+    seen = [json.loads(text)["MESSAGE"] for text in read_until(follower, '"new"')]
+    assert seen[0].startswith("ping") and seen[-1] == "new" and "old" not in seen

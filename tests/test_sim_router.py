@@ -52,7 +52,7 @@ def test_router_becomes_ready_lists_both_workers_and_answers(deployment):
     assert code == 200, body
     assert json.loads(body)["choices"][0]["message"]["content"].split() == ["The", "quick", "brown", "fox"]
     for worker in workers:   # each side saw the request, so the prefill got its bootstrap fields
-        read_until(worker.stdout, '"POST /v1/chat/completions HTTP/1.1" 200 OK')
+        read_until(worker, '"POST /v1/chat/completions HTTP/1.1" 200 OK')
 
 
 @pytest.mark.parametrize("router_argv", [real_router, sim_router], ids=["sglang-router", "sim-router"])
@@ -62,8 +62,8 @@ def test_router_is_not_ready_while_a_worker_is_unhealthy(procs: Procs, router_ar
     prefill = procs.start(worker_argv("prefill", p1, "--fail", "warmup-failed", startup=0.2))
     procs.start(router_argv(p1, boot, p2, p3))
     url = f"http://127.0.0.1:{p3}"
-    read_until(decode.stdout, "fired up")
-    read_until(prefill.stdout, "fired up")
+    read_until(decode, "fired up")
+    read_until(prefill, "fired up")
     wait_until(lambda: any(w["worker_type"] == "decode" and w["is_healthy"]
                            for w in json.loads(fetch(url + "/workers")[1] or b'{"workers":[]}')["workers"]))
     code, body = fetch(url + "/readiness")

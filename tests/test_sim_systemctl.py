@@ -201,3 +201,17 @@ def test_wrappers_in_bin_dir_work_from_any_directory(sandbox, tmp_path):
     out = subprocess.run(["journalctl", "-u", unit, "-o", "cat", "--no-pager"], cwd="/", env=env,
                          capture_output=True, text=True, timeout=60).stdout
     assert out.startswith("Started sleeper.service.")
+
+
+def test_a_crashing_worker_unit_leaves_its_traceback_in_the_journal(sandbox):
+    from pdtui.sim.ports import free_port
+    argv = [sys.executable, "-m", "pdtui.sim.worker", "--role", "decode", "--port", str(free_port()),
+            "--startup", "0.2", "--fail", "oom"]
+    unit = sandbox.add_unit("decode", argv, description="SGLang decode")
+    ctl(sandbox, "start", unit)
+    wait_until(lambda: show(sandbox, unit)["ActiveState"] == "failed")
+    inv = show(sandbox, unit)["InvocationID"]
+    own = journal(sandbox, "-u", unit, f"_SYSTEMD_INVOCATION_ID={inv}")
+    oom = next(e for e in own if e["MESSAGE"].startswith("torch.OutOfMemoryError"))
+    assert oom["PRIORITY"] == "3" and own[0]["MESSAGE"].split("] ", 1)[1].startswith("server_args=")
+    assert messages(sandbox, "-u", unit)[-1] == "decode.service: Failed with result 'exit-code'."

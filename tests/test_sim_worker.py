@@ -23,7 +23,7 @@ STAMP = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d( TP0)?\] ")
 
 def test_startup_prints_sglang_sequence_in_order_with_timestamps(procs: Procs):
     worker = procs.start(worker_argv("decode", free_port(), startup=0.3))
-    lines = read_until(worker.stdout, "fired up and ready")
+    lines = read_until(worker, "fired up and ready")
     positions = [next(i for i, line in enumerate(lines) if step in line) for step in STARTUP_ORDER]
     assert positions == sorted(positions)
     assert all(STAMP.match(line) for line in lines)
@@ -34,21 +34,21 @@ def test_startup_prints_sglang_sequence_in_order_with_timestamps(procs: Procs):
 def test_health_is_503_while_warming_up_and_200_once_ready(procs: Procs):
     port = free_port()
     worker = procs.start(worker_argv("prefill", port, startup=2.5))
-    read_until(worker.stdout, "Uvicorn running")
+    read_until(worker, "Uvicorn running")
     assert status(f"http://127.0.0.1:{port}/get_model_info") == 200   # uvicorn is up before ready
     assert status(f"http://127.0.0.1:{port}/health") == 503
-    lines = read_until(worker.stdout, "fired up and ready")
+    lines = read_until(worker, "fired up and ready")
     assert any('"GET /health HTTP/1.1" 503 Service Unavailable' in line for line in lines)
     assert status(f"http://127.0.0.1:{port}/health") == 200
     assert status(f"http://127.0.0.1:{port}/health_generate") == 200
-    assert '"GET /health HTTP/1.1" 200 OK' in read_until(worker.stdout, "GET /health HTTP/1.1")[-1]
+    assert '"GET /health HTTP/1.1" 200 OK' in read_until(worker, "GET /health HTTP/1.1")[-1]
     assert procs.stop(worker) == 0
 
 
 def ready_worker(procs: Procs, role: str, *extra: str) -> tuple[object, str]:
     port = free_port()
     worker = procs.start(worker_argv(role, port, *extra, startup=0.2))
-    read_until(worker.stdout, "fired up and ready")
+    read_until(worker, "fired up and ready")
     return worker, f"http://127.0.0.1:{port}"
 
 
@@ -91,12 +91,12 @@ def test_rejected_http2_preface_is_logged_like_uvicorn(procs: Procs):
     with socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1]))) as sock:
         sock.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
         sock.recv(1024)
-    assert read_until(worker.stdout, "Invalid HTTP request")[-1].endswith("WARNING:  Invalid HTTP request received.")
+    assert read_until(worker, "Invalid HTTP request")[-1].endswith("WARNING:  Invalid HTTP request received.")
 
 
 def test_steady_state_batch_lines_come_after_ready(procs: Procs):
     worker, _ = ready_worker(procs, "decode", "--log-rate", "200")
-    lines = [read_until(worker.stdout, "Decode batch")[-1] for _ in range(50)]
+    lines = [read_until(worker, "Decode batch")[-1] for _ in range(50)]
     assert all(" TP0] Decode batch. #running-req: " in line and "gen throughput (token/s)" in line for line in lines)
 
 
@@ -148,7 +148,7 @@ def test_crash_after_ready(procs: Procs):
 def test_warmup_failed_prints_ready_line_but_health_stays_503(procs: Procs):
     port = free_port()
     worker = procs.start(worker_argv("prefill", port, "--fail", "warmup-failed", startup=0.2))
-    lines = read_until(worker.stdout, "fired up and ready")
+    lines = read_until(worker, "fired up and ready")
     assert "Prefill disaggregation mode warm Up Failed, status code: 400" in lines[-2]
     assert status(f"http://127.0.0.1:{port}/health") == 503
     assert worker.poll() is None
@@ -158,7 +158,7 @@ def test_warmup_failed_prints_ready_line_but_health_stays_503(procs: Procs):
 def test_hang_stops_logging_after_cuda_graph_capture_and_exits_on_sigterm(procs: Procs):
     port = free_port()
     worker = procs.start(worker_argv("decode", port, "--fail", "hang", startup=0.2))
-    read_until(worker.stdout, "Capture cuda graph begin")
+    read_until(worker, "Capture cuda graph begin")
     assert status(f"http://127.0.0.1:{port}/health") == 0   # never got as far as binding
     assert procs.stop(worker, signal.SIGTERM) == 0
     assert worker.stdout.read() == ""
