@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -215,3 +214,21 @@ def test_a_crashing_worker_unit_leaves_its_traceback_in_the_journal(sandbox):
     oom = next(e for e in own if e["MESSAGE"].startswith("torch.OutOfMemoryError"))
     assert oom["PRIORITY"] == "3" and own[0]["MESSAGE"].split("] ", 1)[1].startswith("server_args=")
     assert messages(sandbox, "-u", unit)[-1] == "decode.service: Failed with result 'exit-code'."
+
+
+def test_concurrent_starts_spawn_one_run(sandbox):
+    unit = sandbox.add_unit("sleeper", SLEEPER)
+    starts = [subprocess.Popen([*sandbox.commands["systemctl"], "start", unit]) for _ in range(3)]
+    assert [p.wait(60) for p in starts] == [0, 0, 0]
+    out = subprocess.run([*sandbox.commands["journalctl"], "-u", unit, "-o", "cat", "_PID=1"],
+                         capture_output=True, text=True, timeout=30).stdout
+    assert out.count("Started sleeper.service.") == 1
+
+
+def test_stop_all_works_from_a_fresh_sandbox_object_after_a_crash(sandbox):
+    unit = sandbox.add_unit("sleeper", SLEEPER)
+    ctl(sandbox, "start", unit)
+    pid = int(show(sandbox, unit)["MainPID"])
+    (sandbox.root / "units" / unit).unlink()    # even a unit whose file is gone
+    Sandbox(sandbox.root).stop_all()
+    assert gone(pid)

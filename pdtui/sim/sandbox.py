@@ -74,7 +74,7 @@ class Sandbox:
 
     def stop_all(self) -> None:
         """Stop every unit's supervisor and child by PID and wait until they are gone."""
-        for name in self.store.names():
+        for name in self.store.started_names():
             state = self.store.read_state(name)
             supervisor, child = state.supervisor_proc(), state.child_proc()
             unit = self.store.load(name)

@@ -154,6 +154,10 @@ class UnitStore:
     def names(self) -> list[str]:
         return sorted(p.name for p in self.units_dir.glob("*.service"))
 
+    def started_names(self) -> list[str]:
+        """Units that have a state file, whether or not their unit file still exists."""
+        return sorted(p.name.removesuffix(".json") for p in self.state_dir.glob("*.json"))
+
     def read_state(self, name: str) -> UnitState:
         try:
             data = json.loads((self.state_dir / f"{unit_name(name)}.json").read_text())
