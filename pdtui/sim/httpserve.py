@@ -8,8 +8,20 @@ behave as they would in production.
 from __future__ import annotations
 
 import json
+import signal
+import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+
+def set_on_signal(event: threading.Event, *signums: int) -> None:
+    """Set ``event`` when one of ``signums`` arrives.
+
+    The handler sets it from a new thread: ``Event.set`` takes a lock the
+    interrupted main thread may be holding inside ``Event.wait``.
+    """
+    for signum in signums:
+        signal.signal(signum, lambda *_: threading.Thread(target=event.set).start())
 
 
 class Server(ThreadingHTTPServer):
@@ -38,8 +50,7 @@ class JsonHandler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
+        self.wfile.write(body)
 
     def reply_json(self, status: int, obj: Any) -> None:
         self.reply(status, json.dumps(obj, separators=(",", ":")).encode("utf-8"))

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from pdtui.sim.httpserve import JsonHandler, Server
+from pdtui.sim.httpserve import JsonHandler, Server, set_on_signal
 
 POLL_INTERVAL = 0.5
 FAILURE_THRESHOLD = 3
@@ -194,8 +194,9 @@ class RouterHandler(JsonHandler):
 
     def send_response(self, code: int, message: str | None = None) -> None:
         super().send_response(code, message)
-        latency = int((time.monotonic() - self.started) * 1e6)
-        self.server.log.request(self.command, self.path, self.request_id, code, latency)
+        if self.command:   # None for a request line that did not parse
+            latency = int((time.monotonic() - self.started) * 1e6)
+            self.server.log.request(self.command, self.path, self.request_id, code, latency)
 
     def parse_request(self) -> bool:
         ok = super().parse_request()
@@ -355,8 +356,7 @@ def main(argv: list[str] | None = None) -> int:
     log.info("smg::server", "server.rs:985", "Router ready | workers: []")
     threading.Thread(target=pool.run, daemon=True).start()
     stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+    set_on_signal(stop, signal.SIGTERM, signal.SIGINT)
     threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     log.info("smg::server", "server.rs:1018", f"Starting server on {args.host}:{args.port}")
     stop.wait()

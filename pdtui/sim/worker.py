@@ -19,6 +19,7 @@ import threading
 import time
 from typing import TextIO
 
+from pdtui.sim.httpserve import set_on_signal
 from pdtui.sim.worker_http import WorkerServer, WorkerState
 
 FAIL_MODES = ("oom", "nccl", "warmup-failed", "crash-after-ready", "hang", "port-in-use", "generate-500")
@@ -362,8 +363,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     worker = Worker(args)
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: worker.stop.set())
+    set_on_signal(worker.stop, signal.SIGTERM, signal.SIGINT)
     return worker.run()
 
 
