@@ -175,3 +175,14 @@ def test_sigterm_after_ready_shuts_down_cleanly(procs: Procs):
     worker, _ = ready_worker(procs, "decode")
     assert procs.stop(worker) == 0
     assert "Finished server process" in worker.stdout.read()
+
+
+def test_streamed_chat_sends_one_event_per_token_then_done(procs: Procs):
+    _, url = ready_worker(procs, "decode")
+    code, body = fetch(url + "/v1/chat/completions", "POST",
+                       {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, "stream": True})
+    events = [line.removeprefix("data: ") for line in body.decode().split("\n\n") if line]
+    assert code == 200 and events[-1] == "[DONE]"
+    chunks = [json.loads(e) for e in events[:-1]]
+    assert "".join(c["choices"][0]["delta"]["content"] or "" for c in chunks) == "The quick brown"
+    assert chunks[-1]["choices"][0]["finish_reason"] == "length"

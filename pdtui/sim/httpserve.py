@@ -11,6 +11,7 @@ import json
 import signal
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Iterable
 from typing import Any
 
 
@@ -51,6 +52,18 @@ class JsonHandler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
+
+    def reply_events(self, events: Iterable[Any]) -> None:
+        """A server-sent event stream (``data: JSON``, then ``data: [DONE]``), chunked so keep-alive survives."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        payloads = [json.dumps(e, separators=(",", ":")).encode("utf-8") for e in events] + [b"[DONE]"]
+        for payload in payloads:
+            data = b"data: " + payload + b"\n\n"
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        self.wfile.write(b"0\r\n\r\n")
 
     def reply_json(self, status: int, obj: Any) -> None:
         self.reply(status, json.dumps(obj, separators=(",", ":")).encode("utf-8"))

@@ -7,7 +7,8 @@ registers workers in the background once their ``/health`` answers 200;
 ``/health`` is always 200 ``OK``; ``/readiness`` is 200 only with a healthy
 prefill and decode; ``/workers`` has the real shape; a generation request goes
 to a prefill and a decode with ``bootstrap_host``/``bootstrap_port``/
-``bootstrap_room`` added and the decode's answer comes back.  Its log lines
+``bootstrap_room`` added and the decode's answer comes back; ``/get_model_info``
+is the first prefill's, ``/get_server_info`` the router's own.  Its log lines
 copy the router's format, ANSI colours included.  Other router flags are
 accepted and ignored.
 """
@@ -32,7 +33,7 @@ from pdtui.sim.httpserve import JsonHandler, Server, set_on_signal
 POLL_INTERVAL = 0.5
 FAILURE_THRESHOLD = 3
 PROXY_TIMEOUT = 60.0
-MODEL_PATHS = ("/get_model_info", "/model_info", "/get_server_info", "/server_info")
+PROXIED_GETS = ("/get_model_info",)
 GENERATE_PATHS = ("/generate", "/v1/completions", "/v1/chat/completions")
 DIM, GREEN, YELLOW, RED, BOLD, ITALIC, RESET = (f"\x1b[{c}m" for c in ("2", "32", "33", "31", "1", "3", "0"))
 LEVELS = {"INFO": GREEN, "WARN": YELLOW, "ERROR": RED}
@@ -217,7 +218,9 @@ class RouterHandler(JsonHandler):
                                   "stats": {**stats, "regular_count": 0}})
         elif route == "/v1/models":
             self._models()
-        elif route in MODEL_PATHS:
+        elif route == "/get_server_info":
+            self.reply_json(200, {"router_manager": True, "routers_count": 1, "workers_count": len(pool.registered())})
+        elif route in PROXIED_GETS:
             self._proxy_get(route)
         else:
             self.reply(404)

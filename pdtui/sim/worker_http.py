@@ -113,6 +113,8 @@ class WorkerHandler(JsonHandler):
         elif self.state.role == "prefill" and request.get("bootstrap_room") is None:
             self.reply_json(400, _error("Prefill disaggregation mode needs bootstrap_host, bootstrap_port "
                                         "and bootstrap_room (send requests through the router)", 400))
+        elif request.get("stream"):
+            self.reply_events(_stream(route, request, self.state))
         else:
             self.reply_json(200, _answer(route, request, self.state))
 
@@ -146,6 +148,26 @@ def _answer(route: str, request: dict[str, Any], state: WorkerState) -> Any:
                                        "e2e_latency": 0.01}}
     texts = request.get("text")
     return [one] * len(texts) if isinstance(texts, list) else one
+
+
+def _stream(route: str, request: dict[str, Any], state: WorkerState) -> list[dict[str, Any]]:
+    """The events of a streamed answer: one per token, the last one carrying the finish reason."""
+    full = _answer(route, request, state)
+    if route == "/generate":
+        words = full["text"].split()
+        return [{**full, "text": " ".join(words[:n + 1])} for n in range(len(words))] or [full]
+    chat = route == "/v1/chat/completions"
+    choice = full["choices"][0]
+    words = (choice["message"]["content"] if chat else choice["text"]).split()
+    kind = "chat.completion.chunk" if chat else "text_completion"
+    head = {"id": full["id"], "object": kind, "created": full["created"], "model": full["model"]}
+
+    def chunk(text: str | None, finish: str | None) -> dict[str, Any]:
+        body: dict[str, Any] = {"delta": {"role": "assistant", "content": text}} if chat else {"text": text or ""}
+        return {**head, "choices": [{"index": 0, **body, "logprobs": None, "finish_reason": finish}]}
+
+    tokens = [chunk(("" if n == 0 else " ") + word, None) for n, word in enumerate(words)]
+    return [*tokens, {**chunk(None, choice["finish_reason"]), "usage": full["usage"]}]
 
 
 def _max_tokens(route: str, request: dict[str, Any]) -> int:
