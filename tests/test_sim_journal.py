@@ -9,8 +9,11 @@ import subprocess
 import threading
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pdtui.sim.journal import Journal, message_value, pid1_entry, unit_entry
+from pdtui.sim.journalctl import renderer
 from tests.conftest_sim import Procs, procs, read_until  # noqa: F401 - procs is a fixture
 
 INV_A, INV_B = "a" * 32, "b" * 32
@@ -48,6 +51,14 @@ def line(journal: Journal, text: bytes, unit: str = "x.service", inv: str = INV_
 ])
 def test_message_is_a_string_only_when_printable_utf8(raw, expected):
     assert message_value(raw) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=200).filter(lambda b: b"\n" not in b))
+def test_any_bytes_survive_the_round_trip(raw):
+    stored = json.dumps({"MESSAGE": message_value(raw)}, ensure_ascii=False).encode()
+    shown = json.loads(renderer("json", show_all=True)(stored))["MESSAGE"]
+    assert (bytes(shown) if isinstance(shown, list) else shown.encode()) == raw
 
 
 def test_json_output_has_journald_shape_with_string_values(journal):
