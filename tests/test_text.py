@@ -1,4 +1,4 @@
-from pdtui.text import MAX_LINE, inert
+from pdtui.text import MAX_LINE_CHARS, inert
 
 
 def test_colour_codes_are_dropped():
@@ -20,12 +20,12 @@ def test_newline_and_carriage_return_cannot_move_the_cursor():
 
 
 def test_tabs_become_spaces():
-    assert inert("a\tb") == "a    b"
+    assert inert("a\tb") == "a       b"
 
 
 def test_absurd_lines_are_cut_saying_how_much():
-    shown = inert("x" * (MAX_LINE + 500))
-    assert shown.startswith("x" * MAX_LINE) and shown.endswith("(500 more characters)")
+    shown = inert("x" * (MAX_LINE_CHARS + 500))
+    assert shown.startswith("x" * MAX_LINE_CHARS) and shown.endswith("… (500 more)")
 
 
 def test_markup_is_left_as_text():

@@ -7,7 +7,7 @@ import pytest
 from pdtui.engine.events import GpuInfo, LineKind, StateChanged
 from pdtui.engine.states import ServiceState as S
 from pdtui.ui.format import duration, gpu_gauges
-from pdtui.ui.inert import MAX_LINE_CHARS, inert
+from pdtui.text import MAX_LINE_CHARS, inert
 from pdtui.ui.logview import Row
 from pdtui.ui.merged import merge_by_time
 from pdtui.ui.model import ElapsedClock, ServiceView
@@ -17,8 +17,8 @@ from ui_fakes import PREFILL
 
 
 def test_inert_replaces_every_control_character_with_a_visible_one() -> None:
-    text = inert("a\x1b[31mb\x00c\x07d\x7fe\x9bf\u202eg")
-    assert text == "a␛[31mb␀c␇d␡e\\x9bf\\u202eg"
+    text = inert("a\x1b[2Jb\x00c\x07d\x7fe\x9bf\u202eg")
+    assert text == "a␛[2Jb␀c␇d␡e\\x9bf\\u202eg"
     assert not any(ord(ch) < 0x20 or 0x7F <= ord(ch) < 0xA0 for ch in text)
 
 
@@ -57,8 +57,8 @@ def test_service_view_counts_from_start_and_shows_time_to_ready() -> None:
 def test_service_view_pins_the_failure_line_inert_and_forgets_it_on_retry() -> None:
     view = ServiceView(PREFILL)
     view.apply(_changed(S.STARTING, elapsed=1.0))
-    view.apply(_changed(S.FAILED, S.STARTING, reason="oom", line="\x1b[31mCUDA out of memory", elapsed=9.0))
-    assert view.pinned == "␛[31mCUDA out of memory"
+    view.apply(_changed(S.FAILED, S.STARTING, reason="oom", line="\x1b]0;t\x07CUDA out of memory", elapsed=9.0))
+    assert view.pinned == "␛]0;t␇CUDA out of memory"
     assert view.badge(now=60.0) == "✗ FAILED 0:08"
     assert view.retryable
     view.apply(_changed(S.PENDING, S.FAILED, elapsed=61.0))

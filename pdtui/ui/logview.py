@@ -2,7 +2,7 @@
 
 It is a Line-API scroll view: lines live in a bounded buffer, a batch is appended
 with one refresh, only the rows on screen are turned into strips, and strips are
-cached.  Every line is drawn from :func:`pdtui.ui.inert.inert` text through
+cached.  Every line is drawn from :func:`pdtui.text.inert` text through
 ``rich.text.Text`` (never markup), so a hostile line shows as characters.
 """
 
@@ -22,7 +22,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from pdtui.engine.events import LineKind, LogRecord
-from pdtui.ui.inert import inert, make_visible
+from pdtui.text import inert, make_visible
 
 KIND_COMPONENTS: dict[LineKind, str] = {
     LineKind.READY: "logview--ready",

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pdtui.engine.events import ServiceInfo, StateChanged
 from pdtui.engine.states import ServiceState
 from pdtui.ui.format import BADGE_LABELS, duration
-from pdtui.ui.inert import inert
+from pdtui.text import inert
 
 
 class ElapsedClock:

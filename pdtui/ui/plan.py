@@ -8,7 +8,7 @@ from textual.widget import Widget
 
 from pdtui.engine.events import Done, Step, StepChanged, StepStatus
 from pdtui.ui.format import duration
-from pdtui.ui.inert import inert
+from pdtui.text import inert
 
 STEP_ICONS: dict[StepStatus, str] = {
     StepStatus.PENDING: "○",
