@@ -22,7 +22,7 @@ from pdtui.sim.sandbox import Sandbox
 
 WORKER_FAILURES = ("oom", "nccl", "warmup-failed", "crash-after-ready", "hang", "port-in-use", "generate-500")
 BACKENDS = ("prefill", "decode")
-REFERENCE_PORTS = {"prefill": 30000, "router": 30001, "decode": 30002, "bootstrap": 8998}
+REFERENCE_PORTS = {"prefill": 30000, "router": 30001, "decode": 30002, "bootstrap": 8998, "metrics": 29000}
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,9 @@ def _router(ports: dict[str, int]) -> list[str]:
     module = "sglang_router.launch_router" if router_available() else "pdtui.sim.router"
     return [sys.executable, "-m", module, "--pd-disaggregation",
             "--prefill", f"http://127.0.0.1:{ports['prefill']}", str(ports["bootstrap"]),
-            "--decode", f"http://127.0.0.1:{ports['decode']}", "--host", "127.0.0.1", "--port", str(ports["router"])]
+            "--decode", f"http://127.0.0.1:{ports['decode']}", "--host", "127.0.0.1", "--port", str(ports["router"]),
+            # The router also serves Prometheus metrics (on 29000 by default) and dies if that port is taken.
+            "--prometheus-host", "127.0.0.1", "--prometheus-port", str(ports["metrics"])]
 
 
 def build(sandbox: Sandbox, options: DemoOptions) -> Deployment:

@@ -8,6 +8,7 @@ import yaml
 
 from pdtui import demo
 from pdtui.config import parse_config
+from pdtui.sim.ports import free_port
 from pdtui.engine.events import Done, StateChanged
 from pdtui.engine.orchestrator import Orchestrator, Timing
 from pdtui.hosts import make_host
@@ -62,7 +63,8 @@ def worker_argv(role: str, port: int, *, bootstrap: int, startup: float = 0.4, f
 def router_argv(port: int, prefill: list[tuple[int, int]], decode: list[int]) -> list[str]:
     """The real sglang-router in PD mode in front of the given worker ports."""
     argv = [sys.executable, "-m", "sglang_router.launch_router", "--pd-disaggregation",
-            "--host", "127.0.0.1", "--port", str(port)]
+            "--host", "127.0.0.1", "--port", str(port),
+            "--prometheus-host", "127.0.0.1", "--prometheus-port", str(free_port())]
     for worker_port, bootstrap in prefill:
         argv += ["--prefill", f"http://127.0.0.1:{worker_port}", str(bootstrap)]
     for worker_port in decode:

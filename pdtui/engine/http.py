@@ -16,7 +16,7 @@ from typing import Any
 
 import httpcore
 
-from pdtui.hosts.base import Host
+from pdtui.hosts.base import Host, HostError
 
 DEFAULT_TIMEOUT = 5.0
 
@@ -54,7 +54,7 @@ class _HostBackend(httpcore.AsyncNetworkBackend):
                           local_address: str | None = None, socket_options: Any = None) -> httpcore.AsyncNetworkStream:
         try:
             reader, writer = await self._host.open_tcp(port, timeout=timeout)
-        except (OSError, ConnectionError) as exc:
+        except (OSError, HostError) as exc:
             raise httpcore.ConnectError(str(exc) or type(exc).__name__) from None
         return _HostStream(reader, writer)
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from pdtui.engine.http import HttpProber
-from pdtui.hosts.base import Host
+from pdtui.hosts.base import Host, HostError
 
 LOOPBACK = {"127.0.0.1", "localhost", "0.0.0.0", "::1", "[::1]"}
 SMOKE_PROMPT = "Say OK."
@@ -45,7 +45,7 @@ async def tcp_check(host: Host, port: int) -> Check:
     started = time.perf_counter()
     try:
         _, writer = await host.open_tcp(port, timeout=3)
-    except (OSError, ConnectionError) as exc:
+    except (OSError, HostError) as exc:
         return Check("tcp", False, f"port {port} not accepting ({exc})")
     writer.close()
     return Check("tcp", True, f"port {port} accepting", time.perf_counter() - started)
