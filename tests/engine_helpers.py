@@ -72,9 +72,13 @@ def router_argv(port: int, prefill: list[tuple[int, int]], decode: list[int]) ->
     return argv
 
 
-def sim_deployment(sandbox, services: dict[str, tuple[list[str], dict]], name: str = "test"):
-    """A deployment on the sandbox: each service's unit runs the given argv."""
-    config = {"name": name, "hosts": {"sim": {"local": True, "commands": sandbox.commands}}, "services": {}}
+def sim_deployment(sandbox, services: dict[str, tuple[list[str], dict]], name: str = "test", hosts=None):
+    """A deployment on the sandbox: each service's unit runs the given argv.
+
+    By default one local host "sim"; ``hosts`` replaces it (services name theirs in their fields).
+    """
+    hosts = hosts or {"sim": {"local": True, "commands": sandbox.commands}}
+    config = {"name": name, "hosts": hosts, "services": {}}
     for service, (argv, fields) in services.items():
         unit = sandbox.add_unit(f"t-{service}", argv)
         config["services"][service] = {"host": "sim", "unit": unit, **fields}
