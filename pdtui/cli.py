@@ -115,6 +115,8 @@ def _demo(args: argparse.Namespace) -> int:
         except ConfigError as exc:
             return _error(str(exc))
         code = _bring_up(deployment, make_host, args, follow_up="the demo stops its simulated deployment on exit")
+    if not args.json:
+        print("pdtui demo: stopped the simulated deployment and removed its sandbox", file=sys.stderr)
     return code
 
 

@@ -226,7 +226,11 @@ class PdtuiApp(App[int]):
             self._on_lines(LogLines(service, (LogRecord(text, kind),)))
 
     def _on_probe(self, event: ProbeResult) -> None:
-        """Log a check only when its outcome changes: a 503 polled every half second is one line."""
+        """Show a check's latest result under the header; log it only when its outcome changes."""
+        panel = self.panels.get(event.service)
+        if panel is not None:
+            panel.view.apply_probe(event)
+            panel.redraw(self.elapsed.now())
         key = (event.service, event.check)
         if self._probes.get(key) == event.ok:
             return

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from pdtui.engine.events import GpuInfo, ServiceInfo
+from pdtui.engine.events import GpuInfo, ProbeResult, ServiceInfo
+from pdtui.text import inert
 from pdtui.engine.states import ServiceState
 
 BADGE_LABELS: dict[ServiceState, str] = {
@@ -77,3 +78,21 @@ def gpu_gauges(gpus: list[GpuInfo], width: int) -> str:
         if len(line) <= width:
             return line
     return " ".join(gpu_gauge(gpu, 0) for gpu in gpus)
+
+
+def check_summary(checks: list[ProbeResult]) -> str:
+    """The latest result of every readiness check, in the order they first ran, on one line.
+
+    A passing check shows its latency; the smoke request shows its answer; a
+    check that does not hold yet shows why.
+    """
+    parts = []
+    for check in checks:
+        if not check.ok:
+            parts.append(f"○ {check.check}: {inert(check.detail, 120)}")
+        elif check.check == "smoke":
+            parts.append(f"✓ smoke: {inert(check.detail, 80)}")
+        else:
+            latency = f" {check.latency * 1000:.0f} ms" if check.latency is not None else ""
+            parts.append(f"✓ {check.check}{latency}")
+    return " · ".join(parts)

@@ -8,9 +8,9 @@ wall time.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from pdtui.engine.events import ServiceInfo, StateChanged
+from pdtui.engine.events import ProbeResult, ServiceInfo, StateChanged
 from pdtui.engine.states import ServiceState
 from pdtui.ui.format import BADGE_LABELS, duration
 from pdtui.text import inert
@@ -61,6 +61,7 @@ class ServiceView:
     time_to_ready: float | None = None
     pinned: str | None = None           # inert failure line or reason, kept under the header
     started: bool = False               # pdtui started it at least once (it may be left running)
+    checks: dict[str, ProbeResult] = field(default_factory=dict)   # latest result per readiness check
 
     def apply(self, event: StateChanged) -> None:
         """Move to ``event.new`` and record the timing and explanation it carries."""
@@ -68,6 +69,7 @@ class ServiceView:
         self.state = new
         if new is ServiceState.PENDING:
             self.since = self.until = self.time_to_ready = self.pinned = None
+            self.checks.clear()
         elif new is ServiceState.STARTING:
             self.since, self.until, self.started = event.elapsed, None, True
         elif new.is_final:
@@ -80,6 +82,10 @@ class ServiceView:
         elif new in (ServiceState.FAILED, ServiceState.TIMED_OUT, ServiceState.BLOCKED):
             explanation = event.line or event.reason
             self.pinned = inert(explanation) if explanation else None
+
+    def apply_probe(self, event: ProbeResult) -> None:
+        """Remember the latest result of one readiness check."""
+        self.checks[event.check] = event
 
     def badge(self, now: float) -> str:
         """State label with elapsed time (or time-to-ready once ready)."""

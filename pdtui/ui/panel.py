@@ -10,7 +10,7 @@ from textual.widgets import Static
 
 from pdtui.engine.events import GpuInfo, LogRecord, ServiceInfo
 from pdtui.engine.states import ServiceState
-from pdtui.ui.format import gpu_gauges, placement, service_title
+from pdtui.ui.format import check_summary, gpu_gauges, placement, service_title
 from pdtui.ui.logview import LogView, Row
 from pdtui.ui.model import ServiceView
 
@@ -70,6 +70,7 @@ class ServicePanel(Vertical):
         self.log_view = LogView(log_limit)
         self.placement = PlacementLine(info)
         self._badge = Static(classes="badge")
+        self._checks = Static(classes="checks")
         self._pinned = Static(classes="pinned")
         self.status = LogStatus(classes="log-status")
         self._now = 0.0
@@ -83,6 +84,7 @@ class ServicePanel(Vertical):
             yield Static(Text(service_title(self.view.info), no_wrap=True, overflow="ellipsis"), classes="title")
             yield self._badge
         yield self.placement
+        yield self._checks
         yield self._pinned
         yield self.status
         yield self.log_view
@@ -98,6 +100,9 @@ class ServicePanel(Vertical):
         self._badge.update(Text(view.badge(now), no_wrap=True))
         for state, css_class in STATE_CLASSES.items():
             self.set_class(state is view.state, css_class)
+        self._checks.display = bool(view.checks)
+        if view.checks:
+            self._checks.update(Text(check_summary(list(view.checks.values())), no_wrap=True, overflow="ellipsis"))
         self._pinned.display = view.pinned is not None
         if view.pinned is not None:
             marker = "⊘ " if view.state is ServiceState.BLOCKED else "✗ "
