@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from pdtui.engine.events import Done, LineKind, LogLines, Step, StepChanged, StepStatus
+from pdtui.engine.events import Done, LineKind, LogLines, Notice, Step, StepChanged, StepStatus
 from pdtui.sim.sandbox import Sandbox
 from pdtui.engine.orchestrator import Orchestrator
 from pdtui.hosts import make_host
@@ -146,3 +146,21 @@ def _unit_argv(sandbox, name: str) -> list[str]:
     parser = configparser.ConfigParser(interpolation=None)
     parser.read(sandbox.root / "units" / f"{name}.service")
     return shlex.split(parser["Service"]["ExecStart"])
+
+
+async def test_replaced_units_are_stopped_and_disabled_first(sandbox):
+    import yaml
+    from pdtui.config import parse_config
+    old = sandbox.add_unit("sglang-dsv4", ["sleep", "600"])
+    subprocess.run([*sandbox.commands["systemctl"], "enable", "--now", old], check=True)
+    assert unit_show(sandbox, old)["ActiveState"] == "active"
+    deployment = reference(sandbox)
+    config = yaml.safe_load(open(deployment.source))
+    config["services"]["prefill"]["replaces"] = ["sglang-dsv4"]
+    done, rec, _ = await bring_up(parse_config(yaml.safe_dump(config), deployment.source))
+    assert done.ok
+    assert unit_show(sandbox, old)["ActiveState"] in ("inactive", "failed")
+    enabled = subprocess.run([*sandbox.commands["systemctl"], "is-enabled", old], capture_output=True, text=True)
+    assert enabled.stdout.strip() == "disabled"
+    notices = [e.text for e in rec.of(Notice)]
+    assert "stopped and disabled sglang-dsv4.service" in notices
