@@ -10,11 +10,12 @@ from __future__ import annotations
 import shlex
 
 from pdtui.config import COMMANDS, Deployment, HostConfig, ServiceConfig
+from pdtui.text import inert
 
 
 def render_plan(dep: Deployment) -> str:
     """The deployment, its hosts, the bring-up order and every service, as lines of text."""
-    lines = [f"deployment {dep.name}  ({_inert(dep.source)})"]
+    lines = [f"deployment {dep.name}  ({inert(dep.source)})"]
     if dep.strict:
         lines.append("strict mode")
     lines += ["", "hosts"]
@@ -37,10 +38,10 @@ def _host_lines(host: HostConfig, width: int) -> list[str]:
     if host.sudo:
         details.append("sudo")
     if host.known_hosts:
-        details.append(f"known_hosts {_inert(host.known_hosts)}")
+        details.append(f"known_hosts {inert(host.known_hosts)}")
     lines = [f"  {host.name:<{width}}  " + ", ".join(details)]
     lines += [
-        f"    {name} runs as: {_inert(shlex.join(argv))}"
+        f"    {name} runs as: {inert(shlex.join(argv))}"
         for name in COMMANDS
         if (argv := host.commands[name]) != (name,)
     ]
@@ -69,7 +70,7 @@ def _service_lines(svc: ServiceConfig) -> list[str]:
         rows.append(("port", str(svc.port)))
     rows.append(("ready when", _readiness(svc)))
     if svc.fail:
-        rows.append(("fails on", ", ".join(f"/{_inert(regex)}/" for regex in svc.fail) + " (besides the defaults)"))
+        rows.append(("fails on", ", ".join(f"/{inert(regex)}/" for regex in svc.fail) + " (besides the defaults)"))
     rows.append(("timeout", format_duration(svc.timeout)))
     if svc.after:
         rows.append(("after", ", ".join(svc.after)))
@@ -81,11 +82,14 @@ def _service_lines(svc: ServiceConfig) -> list[str]:
 def _readiness(svc: ServiceConfig) -> str:
     checks = []
     if svc.ready.log:
-        checks.append(f"log /{_inert(svc.ready.log)}/")
+        checks.append(f"log /{inert(svc.ready.log)}/")
     if svc.ready.http:
-        checks.append(f"http {_inert(svc.ready.http)} answers 200")
+        checks.append(f"http {inert(svc.ready.http)} answers 200")
     if svc.ready.tcp:
         checks.append(f"tcp :{svc.port} accepts")
+    if svc.role == "router":
+        checks.append("/readiness 200, every backend healthy in /workers, a model in /v1/models, "
+                      "one chat completion through the router")
     return ", ".join(checks) or "started (no readiness checks)"
 
 
@@ -110,6 +114,4 @@ def _gpu_ranges(gpus: tuple[int, ...]) -> str:
     return ", ".join(str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}" for run in runs)
 
 
-def _inert(text: str) -> str:
-    """Free text from the config with control characters shown as escapes, never sent raw to a terminal."""
-    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+

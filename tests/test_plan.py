@@ -43,7 +43,8 @@ def test_plan_describes_each_service(reference_plan: str) -> None:
         "    timeout     6m",
         "    replaces    sglang-dsv4.service (stopped and disabled first)",
     ]
-    assert "    ready when  tcp :30001 accepts" in lines
+    assert ("    ready when  tcp :30001 accepts, /readiness 200, every backend healthy in /workers, "
+            "a model in /v1/models, one chat completion through the router") in lines
     assert "    timeout     2m" in lines
 
 
@@ -69,7 +70,7 @@ services:
     assert "  there  box.example, port 2222, sudo" in lines
     assert "    GPUs        0, 2-4, 7" in lines
     assert "    ready when  started (no readiness checks)" in lines
-    assert "    fails on    /boom\\x1b/ (besides the defaults)" in lines
+    assert "    fails on    /boom␛/ (besides the defaults)" in lines
     assert "  2. start b" in lines
 
 
