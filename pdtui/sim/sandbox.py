@@ -16,12 +16,14 @@ import tempfile
 from pathlib import Path
 from types import TracebackType
 
+from pdtui.sim import nvidia_smi
 from pdtui.sim.procs import terminate
 from pdtui.sim.systemctl import ROOT_ENV, package_env
 from pdtui.sim.units import UnitStore, render_unit, unit_name
 
 STOP_GRACE = 3.0
-TOOLS = ("systemctl", "journalctl")
+TOOLS = {"systemctl": "pdtui.sim.systemctl", "journalctl": "pdtui.sim.journalctl",
+         "nvidia-smi": "pdtui.sim.nvidia_smi"}
 
 
 class Sandbox:
@@ -47,20 +49,20 @@ class Sandbox:
 
     @property
     def commands(self) -> dict[str, list[str]]:
-        """argv prefixes that run this sandbox's ``systemctl`` and ``journalctl``."""
-        return {tool: [sys.executable, "-m", f"pdtui.sim.{tool}", "--root", str(self.root)] for tool in TOOLS}
+        """argv prefixes that run this sandbox's ``systemctl``, ``journalctl`` and ``nvidia-smi``."""
+        return {tool: [sys.executable, "-m", module, "--root", str(self.root)] for tool, module in TOOLS.items()}
 
     def _write_wrappers(self) -> None:
         """Shell wrappers in ROOT/bin, usable from any cwd and any login (pdtui importable)."""
         self.bin_dir.mkdir(exist_ok=True)
         pythonpath = package_env()["PYTHONPATH"]
-        for tool in TOOLS:
+        for tool, module in TOOLS.items():
             path = self.bin_dir / tool
             path.write_text(
                 "#!/bin/sh\n"
                 f"PYTHONPATH={shlex.quote(pythonpath)}${{PYTHONPATH:+:$PYTHONPATH}} "
                 f"{ROOT_ENV}={shlex.quote(str(self.root))} "
-                f"exec {shlex.quote(sys.executable)} -m pdtui.sim.{tool} \"$@\"\n"
+                f"exec {shlex.quote(sys.executable)} -m {module} \"$@\"\n"
             )
             path.chmod(0o755)
 
@@ -71,6 +73,11 @@ class Sandbox:
         self.store.units_dir.mkdir(parents=True, exist_ok=True)
         self.store.unit_path(full).write_text(render_unit(description, argv, env, workdir, stop_timeout))
         return full
+
+    def set_gpu_busy(self, index: int, used_mib: int, pids: list[tuple[int, str, int]] | None = None,
+                     utilization: int = 0) -> None:
+        """Make GPU ``index`` show as held, by ``pids`` (pid, process name, MiB) if given."""
+        nvidia_smi.set_busy(self.root, index, used_mib, pids or (), utilization)
 
     def stop_all(self) -> None:
         """Stop every unit's supervisor and child by PID and wait until they are gone."""

@@ -1,0 +1,309 @@
+"""GPUs of the deployment's hosts: the inventory, the preflight checks, the live sampler.
+
+A wrong GPU split (a service across two NUMA nodes, or on the other node than
+its CPUs) silently costs throughput, and GPUs still held by an old server make a
+bring-up die of OOM minutes later: :func:`preflight_findings` catches both
+before anything is started, from one :func:`inventory` per host. While the
+deployment runs, :class:`GpuSampler` keeps one long-running ``nvidia-smi -lms``
+per host and turns its output into :class:`GpuSample` events.
+
+A host without nvidia-smi (or with a broken driver) has no inventory: that is
+told as a finding, never raised.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from pdtui.config import BACKEND_ROLES
+from pdtui.engine.events import GpuInfo, GpuSample
+from pdtui.gpu import (
+    SAMPLE_FIELDS, ComputeApp, Gpu, compute_apps_argv, numa_nodes_argv, parse_compute_apps, parse_gpu_line,
+    parse_numa_nodes, parse_query_gpu, parse_topo, query_gpu_argv, sysfs_bus_id, topo_argv,
+)
+from pdtui.hosts.base import Host, HostError
+from pdtui.text import inert
+
+COMMAND_TIMEOUT = 20.0
+BUSY_MIB = 1024
+ROUND_PAUSE = 0.25       # a sampler round ends when no line came for this long
+RESTART_DELAY = 5.0      # after the nvidia-smi stream ended, wait this long before starting another
+MAX_RESTART_DELAY = 60.0
+PROCESS_NAME_CHARS = 60
+
+Level = Literal["error", "warning", "info"]
+
+
+@dataclass(frozen=True, slots=True)
+class Inventory:
+    """What one host has: its GPUs, the processes holding them and each GPU's NUMA node."""
+
+    host: str
+    gpus: tuple[Gpu, ...]
+    apps: tuple[ComputeApp, ...] = ()
+    numa: Mapping[int, int | None] = field(default_factory=dict)
+
+    def gpu(self, index: int) -> Gpu | None:
+        return next((gpu for gpu in self.gpus if gpu.index == index), None)
+
+    def apps_on(self, index: int) -> list[ComputeApp]:
+        gpu = self.gpu(index)
+        return [app for app in self.apps if gpu is not None and app.gpu_uuid == gpu.uuid]
+
+    def info(self, gpu: Gpu) -> GpuInfo:
+        """``gpu`` as the UI shows it: its numbers, its name and NUMA node from this inventory."""
+        known = self.gpu(gpu.index)
+        return GpuInfo(gpu.index, gpu.name or (known.name if known else ""), gpu.memory_used_mib,
+                       gpu.memory_total_mib, gpu.utilization, self.numa.get(gpu.index))
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One preflight result, one line for the user. ``service`` is None for a host-wide one."""
+
+    level: Level
+    service: str | None
+    text: str
+
+
+# --------------------------------------------------------------------------- inventory
+
+async def inventory(host: Host, nvidia_smi: Sequence[str], *, timeout: float = COMMAND_TIMEOUT) -> Inventory | None:
+    """Query ``host``'s GPUs; None when nvidia-smi is missing, fails or lists no GPU.
+
+    NUMA nodes come from sysfs in one ``cat``; GPUs it leaves unknown (no such
+    file, ``-1``) are looked up in ``nvidia-smi topo -m``.
+    """
+    listing = await _stdout(host, query_gpu_argv(nvidia_smi), timeout)
+    gpus = parse_query_gpu(listing or "")
+    if not gpus:
+        return None
+    apps_text, numa = await asyncio.gather(
+        _stdout(host, compute_apps_argv(nvidia_smi), timeout), _numa_nodes(host, nvidia_smi, gpus, timeout))
+    return Inventory(host.name, tuple(gpus), tuple(parse_compute_apps(apps_text or "")), numa)
+
+
+async def _stdout(host: Host, argv: list[str], timeout: float) -> str | None:
+    """The output of a command that succeeded; None if it could not run or failed."""
+    try:
+        result = await host.run(argv, timeout=timeout)
+    except HostError:
+        return None
+    return result.stdout if result.ok else None
+
+
+async def _numa_nodes(host: Host, nvidia_smi: Sequence[str], gpus: list[Gpu], timeout: float) -> dict[int, int | None]:
+    nodes: dict[int, int | None] = {gpu.index: None for gpu in gpus}
+    sysfs_ids = [sysfs_bus_id(gpu.bus_id) for gpu in gpus]
+    if all(sysfs_ids):
+        text = await _stdout(host, numa_nodes_argv(sysfs_ids), timeout)   # type: ignore[arg-type]
+        nodes.update(zip(nodes, parse_numa_nodes(text or "", len(gpus)) or [None] * len(gpus)))
+    if None in nodes.values():
+        topo = parse_topo(await _stdout(host, topo_argv(nvidia_smi), timeout) or "")
+        nodes = {index: node if node is not None else topo.get(index) for index, node in nodes.items()}
+    return nodes
+
+
+# --------------------------------------------------------------------------- preflight
+
+def gpu_hosts(deployment) -> list[str]:
+    """Hosts with a service that names GPUs: the ones worth an inventory."""
+    return list(dict.fromkeys(svc.host for svc in deployment.services.values() if svc.gpus))
+
+
+def preflight_findings(deployment, inventories: Mapping[str, Inventory | None], *,
+                       busy_mib: int = BUSY_MIB) -> list[Finding]:
+    """Everything wrong with the deployment's GPU assignment, as the user should read it.
+
+    Hosts missing from ``inventories`` were not asked and are not judged. NUMA
+    and busy-GPU findings are warnings, errors with ``strict: true``.
+    """
+    soft: Level = "error" if deployment.strict else "warning"
+    findings = [Finding("warning", None, f"GPU info unavailable on {host}: nvidia-smi missing or failing, "
+                                         "GPU and NUMA checks skipped")
+                for host, inv in inventories.items() if inv is None]
+    findings += _shared_gpus(deployment)
+    for name, svc in deployment.services.items():
+        inv = inventories.get(svc.host)
+        if not svc.gpus or inv is None:
+            continue
+        present = [gpu for gpu in svc.gpus if inv.gpu(gpu) is not None]
+        findings += _missing(name, svc, inv, present)
+        findings += _numa(name, svc, inv, present, soft)
+        findings += _busy(name, svc, inv, present, soft, busy_mib)
+    return findings
+
+
+def _missing(name: str, svc, inv: Inventory, present: list[int]) -> list[Finding]:
+    missing = [gpu for gpu in svc.gpus if gpu not in present]
+    if not missing:
+        return []
+    verb = "does" if len(missing) == 1 else "do"
+    have = _gpus([gpu.index for gpu in inv.gpus])
+    return [Finding("error", name, f"{name}: {_gpus(missing)} {verb} not exist on {svc.host} (it has {have})")]
+
+
+def _shared_gpus(deployment) -> list[Finding]:
+    """Two backends on one GPU (the config refuses this too; checked again as the last line of defence)."""
+    owners: dict[tuple[str, int], str] = {}
+    findings = []
+    for name, svc in deployment.services.items():
+        if svc.role not in BACKEND_ROLES:
+            continue
+        shared: dict[str, list[int]] = {}
+        for gpu in svc.gpus:
+            owner = owners.setdefault((svc.host, gpu), name)
+            if owner != name:
+                shared.setdefault(owner, []).append(gpu)
+        findings += [Finding("error", name, f"{owner} and {name} share {_gpus(gpus)} on {svc.host}: "
+                                            "each GPU may serve one backend")
+                     for owner, gpus in shared.items()]
+    return findings
+
+
+def _numa(name: str, svc, inv: Inventory, present: list[int], level: Level) -> list[Finding]:
+    placement: dict[int, list[int]] = {}
+    for gpu in present:
+        node = inv.numa.get(gpu)
+        if node is not None:
+            placement.setdefault(node, []).append(gpu)
+    if not placement and svc.numa is not None and present:
+        return [Finding("info", name, f"{name}: NUMA node of {_gpus(present)} unknown on {svc.host}, "
+                                      f"numa: {svc.numa} not checked")]
+    if svc.numa is not None and set(placement) - {svc.numa}:
+        if len(placement) == 1:
+            (node, gpus), = placement.items()
+            text = f"{name}: {_gpus(gpus)} {_be(gpus)} on NUMA {node}, not NUMA {svc.numa} as configured"
+        else:
+            text = f"{name}: GPUs are spread over {_nodes(placement)}, not all on NUMA {svc.numa} as configured"
+        return [Finding(level, name, text)]
+    if len(placement) > 1:
+        return [Finding(level, name, f"{name}: GPUs are spread over {_nodes(placement)}: "
+                                     "cross-node traffic costs throughput")]
+    return []
+
+
+def _busy(name: str, svc, inv: Inventory, present: list[int], level: Level, busy_mib: int) -> list[Finding]:
+    busy = []
+    for index in present:
+        used, apps = inv.gpu(index).memory_used_mib, inv.apps_on(index)   # type: ignore[union-attr]
+        if apps or (used is not None and used > busy_mib):
+            busy.append(_holder(index, used, apps))
+    if not busy:
+        return []
+    count = "a GPU" if len(busy) == 1 else f"{len(busy)} GPUs"
+    return [Finding(level, name, f"{name}: {count} on {svc.host} already in use: {'; '.join(busy)}")]
+
+
+def _holder(index: int, used: int | None, apps: list[ComputeApp]) -> str:
+    """``GPU 2 70000 MiB used by PID 4242 python3``: what holds one GPU."""
+    words = [f"GPU {index}"]
+    if used is not None:
+        words.append(f"{used} MiB used")
+    if apps:
+        words.append("by" if used is not None else "held by")
+        words.append(", ".join(f"PID {app.pid} {inert(app.process_name, PROCESS_NAME_CHARS)}".rstrip()
+                               for app in apps))
+    return " ".join(words)
+
+
+def _be(items: Sequence[object]) -> str:
+    return "is" if len(items) == 1 else "are"
+
+
+def _gpus(indexes: Iterable[int]) -> str:
+    """``GPU 3``, ``GPUs 0-3``, ``GPUs 0-2, 5``."""
+    ordered = sorted(set(indexes))
+    return f"GPU{'s' if len(ordered) > 1 else ''} {_ranges(ordered)}"
+
+
+def _ranges(ordered: list[int]) -> str:
+    runs: list[list[int]] = []
+    for index in ordered:
+        if runs and index == runs[-1][-1] + 1:
+            runs[-1].append(index)
+        else:
+            runs.append([index])
+    return ", ".join(f"{run[0]}-{run[-1]}" if len(run) > 2 else ", ".join(map(str, run)) for run in runs)
+
+
+def _nodes(placement: Mapping[int, list[int]]) -> str:
+    """``NUMA 0 (GPUs 2, 3) and NUMA 1 (GPUs 4, 5)``."""
+    parts = [f"NUMA {node} ({_gpus(gpus)})" for node, gpus in sorted(placement.items())]
+    return ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+# --------------------------------------------------------------------------- live sampling
+
+class GpuSampler:
+    """One long-running ``nvidia-smi --query-gpu=... -lms N`` on a host, as GpuSample events.
+
+    nvidia-smi prints one line per GPU each round and then sleeps: a round
+    ends when an index comes again or when no line came for ``pause`` seconds.
+    ``clock`` gives the ``elapsed`` stamped on each sample (the orchestrator's
+    ``elapsed``). Cancelling :meth:`run` stops the process; if the stream ends
+    by itself (driver trouble, a dropped connection) another is started after
+    a delay that grows while no sample comes.
+    """
+
+    def __init__(self, host: Host, host_name: str, argv: Sequence[str], on_sample: Callable[[GpuSample], None],
+                 clock: Callable[[], float], *, inventory: Inventory | None = None, pause: float = ROUND_PAUSE,
+                 restart_delay: float = RESTART_DELAY) -> None:
+        self.host = host
+        self.host_name = host_name
+        self.argv = list(argv)
+        self.on_sample = on_sample
+        self.clock = clock
+        self.inventory = inventory or Inventory(host_name, ())
+        self.pause = pause
+        self.restart_delay = restart_delay
+        self._round: dict[int, GpuInfo] = {}
+        self._timer: asyncio.TimerHandle | None = None
+        self.samples = 0          # samples emitted so far
+
+    async def run(self) -> None:
+        delay = self.restart_delay
+        while True:
+            before = self.samples
+            await self._stream_once()
+            delay = self.restart_delay if self.samples > before else min(delay * 2, MAX_RESTART_DELAY)
+            await asyncio.sleep(delay)
+
+    async def _stream_once(self) -> None:
+        """Follow one nvidia-smi process until it ends."""
+        try:
+            async with self.host.stream(self.argv) as lines:
+                async for raw in lines:
+                    gpu = parse_gpu_line(raw.decode(errors="replace"), SAMPLE_FIELDS)
+                    if gpu is not None:
+                        self._add(gpu)
+        except HostError:
+            pass
+        finally:
+            self._cancel_timer()
+        self._flush()
+
+    def _add(self, gpu: Gpu) -> None:
+        """Add a line to the round; a repeated index closes the previous round first."""
+        if gpu.index in self._round:
+            self._flush()
+        self._round[gpu.index] = self.inventory.info(gpu)
+        self._cancel_timer()
+        self._timer = asyncio.get_running_loop().call_later(self.pause, self._flush)
+
+    def _flush(self) -> None:
+        self._cancel_timer()
+        if not self._round:
+            return
+        gpus = tuple(sorted(self._round.values(), key=lambda info: info.index))
+        self._round = {}
+        self.samples += 1
+        self.on_sample(GpuSample(self.host_name, gpus, self.clock()))
+
+    def _cancel_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None

@@ -1,0 +1,190 @@
+"""Inventory and preflight findings on the sim: the messages the user sees, through a LocalHost."""
+
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import yaml
+
+from pdtui.config import parse_config
+from pdtui.engine.gpus import Finding, Inventory, gpu_hosts, inventory, preflight_findings
+from pdtui.gpu import Gpu
+from pdtui.hosts.base import Result
+from pdtui.hosts.local import LocalHost
+from pdtui.sim.nvidia_smi import SimGpu
+from pdtui.sim.sandbox import Sandbox
+
+
+@pytest.fixture
+def sandbox(tmp_path):
+    with Sandbox.create(tmp_path / "sim") as box:
+        yield box
+
+
+def deployment(sandbox, prefill=(0, 1, 2, 3), decode=(4, 5, 6, 7), *, prefill_numa=0, decode_numa=1,
+               strict=False, nvidia_smi=None):
+    commands = {**sandbox.commands, **({"nvidia-smi": nvidia_smi} if nvidia_smi else {})}
+    services = {
+        "prefill": {"host": "gpu0", "unit": "p", "role": "prefill", "gpus": list(prefill), "port": 31000},
+        "decode": {"host": "gpu0", "unit": "d", "role": "decode", "gpus": list(decode), "port": 31002},
+        "router": {"host": "gpu0", "unit": "r", "role": "router", "port": 31001},
+    }
+    for name, numa in (("prefill", prefill_numa), ("decode", decode_numa)):
+        if numa is not None:
+            services[name]["numa"] = numa
+    config = {"name": "t", "strict": strict, "hosts": {"gpu0": {"local": True, "commands": commands}},
+              "services": services}
+    return parse_config(yaml.safe_dump(config), "t.yaml")
+
+
+async def findings(deployment):
+    host_cfg = deployment.hosts["gpu0"]
+    inv = await inventory(LocalHost("gpu0"), host_cfg.commands["nvidia-smi"])
+    return preflight_findings(deployment, {"gpu0": inv})
+
+
+async def test_the_reference_split_passes(sandbox):
+    assert await findings(deployment(sandbox)) == []
+
+
+async def test_sim_inventory_lists_eight_h100_with_numa_from_topo(sandbox):
+    sysfs = Path("/sys/bus/pci/devices/0000:18:00.0")
+    assert not sysfs.exists(), "this machine has a PCI device where the sim puts GPU 0"
+    inv = await inventory(LocalHost("gpu0"), sandbox.commands["nvidia-smi"])
+    assert [(g.index, g.name, g.bus_id) for g in inv.gpus[:2]] == [
+        (0, "NVIDIA H100 80GB HBM3", "00000000:18:00.0"), (1, "NVIDIA H100 80GB HBM3", "00000000:2A:00.0")]
+    assert dict(inv.numa) == {0: 0, 1: 0, 2: 0, 3: 0, 4: 1, 5: 1, 6: 1, 7: 1}
+    assert inv.apps == ()
+
+
+async def test_a_gpu_that_does_not_exist_is_an_error(sandbox):
+    assert await findings(deployment(sandbox, prefill=(0, 1, 2, 8))) == [
+        Finding("error", "prefill", "prefill: GPU 8 does not exist on gpu0 (it has GPUs 0-7)")]
+
+
+async def test_gpus_on_the_other_numa_node_are_a_warning(sandbox):
+    assert await findings(deployment(sandbox, prefill_numa=1)) == [
+        Finding("warning", "prefill", "prefill: GPUs 0-3 are on NUMA 0, not NUMA 1 as configured")]
+
+
+async def test_gpus_spread_over_two_nodes_are_a_warning(sandbox):
+    got = await findings(deployment(sandbox, prefill=(0, 1), decode=(2, 3, 4, 5), decode_numa=None))
+    assert got == [Finding("warning", "decode", "decode: GPUs are spread over NUMA 0 (GPUs 2, 3) and "
+                                                "NUMA 1 (GPUs 4, 5): cross-node traffic costs throughput")]
+
+
+async def test_spread_gpus_with_a_declared_node(sandbox):
+    got = await findings(deployment(sandbox, prefill=(0, 1), decode=(2, 3, 4, 5)))
+    assert got == [Finding("warning", "decode", "decode: GPUs are spread over NUMA 0 (GPUs 2, 3) and "
+                                                "NUMA 1 (GPUs 4, 5), not all on NUMA 1 as configured")]
+
+
+async def test_strict_turns_numa_warnings_into_errors(sandbox):
+    got = await findings(deployment(sandbox, prefill_numa=1, strict=True))
+    assert [(f.level, f.service) for f in got] == [("error", "prefill")]
+
+
+async def test_busy_gpu_names_pid_and_process(sandbox):
+    sandbox.set_gpu_busy(2, 70312, pids=[(4242, "/usr/bin/python3", 70304)], utilization=97)
+    assert await findings(deployment(sandbox)) == [Finding(
+        "warning", "prefill",
+        "prefill: a GPU on gpu0 already in use: GPU 2 70312 MiB used by PID 4242 /usr/bin/python3")]
+
+
+async def test_memory_used_without_a_listed_process_is_busy(sandbox):
+    sandbox.set_gpu_busy(5, 2048)
+    sandbox.set_gpu_busy(6, 40000, pids=[(77, "python3", 20000), (78, "python3", 20000)])
+    assert await findings(deployment(sandbox)) == [Finding(
+        "warning", "decode",
+        "decode: 2 GPUs on gpu0 already in use: GPU 5 2048 MiB used; GPU 6 40000 MiB used by PID 77 python3, "
+        "PID 78 python3")]
+
+
+async def test_memory_under_the_threshold_is_not_busy(sandbox):
+    sandbox.set_gpu_busy(5, 600)
+    assert await findings(deployment(sandbox)) == []
+
+
+async def test_strict_turns_busy_gpus_into_errors(sandbox):
+    sandbox.set_gpu_busy(5, 2048)
+    assert [f.level for f in await findings(deployment(sandbox, strict=True))] == ["error"]
+
+
+async def test_process_names_are_made_inert(sandbox):
+    sandbox.set_gpu_busy(1, 9000, pids=[(31, "evil\x1b]52;c;AAAA\x07", 9000)])
+    (finding,) = await findings(deployment(sandbox))
+    assert "\x1b" not in finding.text and "\x07" not in finding.text
+    assert finding.text.startswith("prefill: a GPU on gpu0 already in use: GPU 1 9000 MiB used by PID 31 evil")
+
+
+async def test_a_running_sim_worker_fills_its_gpus(sandbox):
+    """The stand-in follows the sandbox: a started worker unit holds memory on its --gpus."""
+    unit = sandbox.add_unit("w", [sys.executable, "-m", "pdtui.sim.worker", "--role", "decode", "--port", "0",
+                                  "--startup", "30", "--gpus", "4,5"])
+    started = await LocalHost().run([*sandbox.commands["systemctl"], "start", unit], timeout=30)
+    assert started.ok, started.stderr
+    inv = await inventory(LocalHost("gpu0"), sandbox.commands["nvidia-smi"])
+    pid = sandbox.store.read_state(unit).child[0]
+    assert {app.pid for app in inv.apps} == {pid}
+    assert [len(inv.apps_on(i)) for i in range(8)] == [0, 0, 0, 0, 1, 1, 0, 0]
+    assert inv.gpu(4).memory_used_mib > 500 and inv.gpu(3).memory_used_mib == 1
+    (finding,) = preflight_findings(deployment(sandbox), {"gpu0": inv})
+    assert finding.service == "decode" and "GPU 4 " in finding.text and f"by PID {pid} " in finding.text
+
+
+def test_prefill_and_decode_sharing_a_gpu_is_an_error():
+    """The config refuses this already; the check stays as a last line of defence."""
+    svc = lambda role, gpus: SimpleNamespace(host="gpu0", role=role, gpus=gpus, numa=None)  # noqa: E731
+    deployment = SimpleNamespace(strict=False, services={"prefill": svc("prefill", (0, 1, 2, 3)),
+                                                         "decode": svc("decode", (3, 4))})
+    inv = Inventory("gpu0", tuple(Gpu(i, f"GPU-{i}", memory_used_mib=1) for i in range(8)), numa={})
+    assert preflight_findings(deployment, {"gpu0": inv}) == [
+        Finding("error", "decode", "prefill and decode share GPU 3 on gpu0: each GPU may serve one backend")]
+
+
+@pytest.mark.parametrize("nvidia_smi", [["/nonexistent/nvidia-smi"], ["false"],
+                                        ["sh", "-c", "echo 'No devices were found'", "nvidia-smi"]])
+async def test_missing_or_failing_nvidia_smi_means_unavailable(sandbox, nvidia_smi):
+    assert await findings(deployment(sandbox, nvidia_smi=nvidia_smi)) == [Finding(
+        "warning", None, "GPU info unavailable on gpu0: nvidia-smi missing or failing, GPU and NUMA checks skipped")]
+
+
+def test_hosts_worth_an_inventory_are_those_with_gpu_services(sandbox):
+    assert gpu_hosts(deployment(sandbox)) == ["gpu0"]
+
+
+class ScriptedHost:
+    """Answers nvidia-smi and cat from fixtures, and records what it was asked."""
+
+    name = "box"
+
+    def __init__(self, numa_files: str | None) -> None:
+        self.numa_files = numa_files
+        self.asked: list[str] = []
+
+    async def run(self, argv, *, timeout=None):
+        gpus = [SimGpu(i) for i in range(2)]
+        if argv[0] == "cat":
+            self.asked.append("sysfs")
+            out = self.numa_files
+        elif argv[-2:] == ["topo", "-m"]:
+            self.asked.append("topo")
+            out = "\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\nGPU0\t X \tNV18\t0-7\t0\nGPU1\tNV18\t X \t8-15\t1\n"
+        elif argv[1].startswith("--query-gpu"):
+            out = "".join(f"{g.index}, {g.uuid}, H100, {g.bus_id}, 1, 81559, 0\n" for g in gpus)
+        else:
+            out = ""
+        return Result(tuple(argv), 0 if out is not None else 1, out or "", "")
+
+
+async def test_sysfs_numa_nodes_are_used_when_present():
+    host = ScriptedHost("1\n0\n")
+    inv = await inventory(host, ["nvidia-smi"])
+    assert dict(inv.numa) == {0: 1, 1: 0} and host.asked == ["sysfs"]
+
+
+async def test_numa_minus_one_falls_back_to_topo():
+    host = ScriptedHost("-1\n0\n")
+    inv = await inventory(host, ["nvidia-smi"])
+    assert dict(inv.numa) == {0: 0, 1: 0} and host.asked == ["sysfs", "topo"]
