@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from pdtui.config import parse_config
-from pdtui.engine.gpus import Finding, Inventory, gpu_hosts, inventory, preflight_findings
+from pdtui.engine.gpus import Finding, Inventory, gpu_hosts, host_inventories, inventory, preflight_findings
 from pdtui.gpu import Gpu
 from pdtui.hosts.base import Result
 from pdtui.hosts.local import LocalHost
@@ -188,3 +188,22 @@ async def test_numa_minus_one_falls_back_to_topo():
     host = ScriptedHost("-1\n0\n")
     inv = await inventory(host, ["nvidia-smi"])
     assert dict(inv.numa) == {0: 0, 1: 0} and host.asked == ["sysfs", "topo"]
+
+
+async def test_inventories_are_taken_for_gpu_hosts_only(sandbox):
+    config = {"name": "t", "hosts": {"gpu0": {"local": True, "commands": sandbox.commands},
+                                     "gpu1": {"local": True, "commands": {"nvidia-smi": "/nonexistent/nvidia-smi"}},
+                                     "cpu": {"local": True, "commands": sandbox.commands}},
+              "services": {"prefill": {"host": "gpu0", "unit": "p", "role": "prefill", "gpus": [0], "port": 31000},
+                           "decode": {"host": "gpu1", "unit": "d", "role": "decode", "gpus": [0], "port": 31002},
+                           "router": {"host": "cpu", "unit": "r", "role": "router", "port": 31001}}}
+    deployment = parse_config(yaml.safe_dump(config), "t.yaml")
+    hosts = {name: LocalHost(name) for name in deployment.hosts}
+    found = await host_inventories(deployment, hosts)
+    assert set(found) == {"gpu0", "gpu1"} and found["gpu1"] is None and len(found["gpu0"].gpus) == 8
+
+
+def test_unknown_numa_nodes_are_told_not_judged(sandbox):
+    inv = Inventory("gpu0", tuple(Gpu(i, f"GPU-{i}", memory_used_mib=1) for i in range(8)), numa={})
+    assert preflight_findings(deployment(sandbox, decode_numa=None), {"gpu0": inv}) == [
+        Finding("info", "prefill", "prefill: NUMA node of GPUs 0-3 unknown on gpu0, numa: 0 not checked")]

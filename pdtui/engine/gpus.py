@@ -29,7 +29,7 @@ from pdtui.text import inert
 
 COMMAND_TIMEOUT = 20.0
 BUSY_MIB = 1024
-ROUND_PAUSE = 0.25       # a sampler round ends when no line came for this long
+ROUND_PAUSE = 0.5        # a sampler round ends when no line came for this long (rounds are 2 s apart)
 RESTART_DELAY = 5.0      # after the nvidia-smi stream ended, wait this long before starting another
 MAX_RESTART_DELAY = 60.0
 PROCESS_NAME_CHARS = 60
@@ -86,6 +86,19 @@ async def inventory(host: Host, nvidia_smi: Sequence[str], *, timeout: float = C
     return Inventory(host.name, tuple(gpus), tuple(parse_compute_apps(apps_text or "")), numa)
 
 
+def gpu_hosts(deployment) -> list[str]:
+    """Hosts with a service that names GPUs: the ones worth an inventory."""
+    return list(dict.fromkeys(svc.host for svc in deployment.services.values() if svc.gpus))
+
+
+async def host_inventories(deployment, hosts: Mapping[str, Host]) -> dict[str, Inventory | None]:
+    """One inventory per host of ``hosts`` that has a GPU service, all taken at once."""
+    names = [name for name in gpu_hosts(deployment) if name in hosts]
+    found = await asyncio.gather(*(inventory(hosts[name], deployment.hosts[name].commands["nvidia-smi"])
+                                   for name in names))
+    return dict(zip(names, found))
+
+
 async def _stdout(host: Host, argv: list[str], timeout: float) -> str | None:
     """The output of a command that succeeded; None if it could not run or failed."""
     try:
@@ -109,11 +122,6 @@ async def _numa_nodes(host: Host, nvidia_smi: Sequence[str], gpus: list[Gpu], ti
 
 # --------------------------------------------------------------------------- preflight
 
-def gpu_hosts(deployment) -> list[str]:
-    """Hosts with a service that names GPUs: the ones worth an inventory."""
-    return list(dict.fromkeys(svc.host for svc in deployment.services.values() if svc.gpus))
-
-
 def preflight_findings(deployment, inventories: Mapping[str, Inventory | None], *,
                        busy_mib: int = BUSY_MIB) -> list[Finding]:
     """Everything wrong with the deployment's GPU assignment, as the user should read it.
@@ -130,15 +138,15 @@ def preflight_findings(deployment, inventories: Mapping[str, Inventory | None], 
         inv = inventories.get(svc.host)
         if not svc.gpus or inv is None:
             continue
-        present = [gpu for gpu in svc.gpus if inv.gpu(gpu) is not None]
+        present = [gpu for index in svc.gpus if (gpu := inv.gpu(index)) is not None]
         findings += _missing(name, svc, inv, present)
         findings += _numa(name, svc, inv, present, soft)
         findings += _busy(name, svc, inv, present, soft, busy_mib)
     return findings
 
 
-def _missing(name: str, svc, inv: Inventory, present: list[int]) -> list[Finding]:
-    missing = [gpu for gpu in svc.gpus if gpu not in present]
+def _missing(name: str, svc, inv: Inventory, present: list[Gpu]) -> list[Finding]:
+    missing = sorted(set(svc.gpus) - {gpu.index for gpu in present})
     if not missing:
         return []
     verb = "does" if len(missing) == 1 else "do"
@@ -164,14 +172,15 @@ def _shared_gpus(deployment) -> list[Finding]:
     return findings
 
 
-def _numa(name: str, svc, inv: Inventory, present: list[int], level: Level) -> list[Finding]:
+def _numa(name: str, svc, inv: Inventory, present: list[Gpu], level: Level) -> list[Finding]:
     placement: dict[int, list[int]] = {}
     for gpu in present:
-        node = inv.numa.get(gpu)
+        node = inv.numa.get(gpu.index)
         if node is not None:
-            placement.setdefault(node, []).append(gpu)
+            placement.setdefault(node, []).append(gpu.index)
     if not placement and svc.numa is not None and present:
-        return [Finding("info", name, f"{name}: NUMA node of {_gpus(present)} unknown on {svc.host}, "
+        indexes = [gpu.index for gpu in present]
+        return [Finding("info", name, f"{name}: NUMA node of {_gpus(indexes)} unknown on {svc.host}, "
                                       f"numa: {svc.numa} not checked")]
     if svc.numa is not None and set(placement) - {svc.numa}:
         if len(placement) == 1:
@@ -186,12 +195,12 @@ def _numa(name: str, svc, inv: Inventory, present: list[int], level: Level) -> l
     return []
 
 
-def _busy(name: str, svc, inv: Inventory, present: list[int], level: Level, busy_mib: int) -> list[Finding]:
+def _busy(name: str, svc, inv: Inventory, present: list[Gpu], level: Level, busy_mib: int) -> list[Finding]:
     busy = []
-    for index in present:
-        used, apps = inv.gpu(index).memory_used_mib, inv.apps_on(index)   # type: ignore[union-attr]
+    for gpu in present:
+        used, apps = gpu.memory_used_mib, inv.apps_on(gpu.index)
         if apps or (used is not None and used > busy_mib):
-            busy.append(_holder(index, used, apps))
+            busy.append(_holder(gpu.index, used, apps))
     if not busy:
         return []
     count = "a GPU" if len(busy) == 1 else f"{len(busy)} GPUs"
