@@ -12,6 +12,7 @@ from pdtui.gpu import sampler_argv
 from pdtui.hosts.base import HostError
 from pdtui.hosts.local import LocalHost
 from pdtui.sim.sandbox import Sandbox
+from pdtui.sim.systemctl import ROOT_ENV
 
 WAIT = 20.0
 
@@ -55,14 +56,16 @@ class CountingHost(LocalHost):
 
 
 def stand_ins(root: Path) -> list[int]:
-    """PIDs of nvidia-smi stand-ins of this sandbox still running."""
+    """PIDs of nvidia-smi stand-ins of this sandbox still running (given --root, or the wrapper's environment)."""
     found = []
     for entry in Path("/proc").iterdir():
         try:
             cmdline = (entry / "cmdline").read_bytes().split(b"\0")
+            environ = (entry / "environ").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"pdtui.sim.nvidia_smi" in cmdline and str(root).encode() in cmdline:
+        ours = str(root).encode() in cmdline or f"{ROOT_ENV}={root}".encode() in environ
+        if b"pdtui.sim.nvidia_smi" in cmdline and ours:
             found.append(int(entry.name))
     return found
 
@@ -81,6 +84,7 @@ async def test_one_stream_gives_a_sample_per_round_and_stops_clean(sandbox):
     task = asyncio.create_task(sampler.run())
     try:
         got = await samples.wait(3)
+        assert len(stand_ins(sandbox.root)) == 1
     finally:
         await stop(task)
     assert len(host.streams) == 1 and host.streams[0][-2:] == ["-lms", "50"]

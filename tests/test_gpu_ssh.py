@@ -1,0 +1,40 @@
+"""GPU inventory and sampling over real SSH: the stand-in behind sshd on 127.0.0.1, one connection."""
+
+import asyncio
+
+import pytest
+
+from pdtui.engine.gpus import GpuSampler, inventory
+from pdtui.gpu import sampler_argv
+from pdtui.sim.sandbox import Sandbox
+from tests.conftest_sim import wait_until
+from tests.sshd import make_host, ssh_home, sshd, sshd_factory, trust  # noqa: F401  (fixtures)
+from tests.test_gpu_sampler import Samples, stand_ins, stop
+
+
+@pytest.fixture
+def sandbox(tmp_path):
+    with Sandbox.create(tmp_path / "sim") as box:
+        yield box
+
+
+async def test_inventory_and_sampler_over_one_connection(sandbox, sshd, ssh_home, make_host):
+    trust(ssh_home, sshd)
+    host = make_host(sshd.port)
+    nvidia_smi = [str(sandbox.bin_dir / "nvidia-smi")]
+    sandbox.set_gpu_busy(6, 3000, pids=[(4242, "python3", 2990)])
+    inv = await inventory(host, nvidia_smi)
+    assert [app.pid for app in inv.apps_on(6)] == [4242]
+    assert dict(inv.numa) == {i: 0 if i < 4 else 1 for i in range(8)}
+
+    samples = Samples()
+    task = asyncio.create_task(GpuSampler(host, "gpu0", sampler_argv(nvidia_smi, interval_ms=50), samples,
+                                          clock=lambda: 0.0, inventory=inv).run())
+    try:
+        (*_, last) = await samples.wait(2)
+        assert len(stand_ins(sandbox.root)) == 1
+    finally:
+        await stop(task)
+    assert last.gpus[6].memory_used_mib == 3000 and last.gpus[6].numa == 1
+    assert sshd.accepted_connections() == 1
+    assert wait_until(lambda: stand_ins(sandbox.root) == [], timeout=10)
