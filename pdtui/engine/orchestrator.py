@@ -24,7 +24,7 @@ from pdtui.engine.probes import LOOPBACK, Backend, Check, RouterProbe, http_chec
 from pdtui.engine.readiness import FailureCandidate, LineJudge, failure_signatures
 from pdtui.engine.states import FINAL_STATES, ServiceState, check_transition
 from pdtui.engine.http import HttpProber
-from pdtui.hosts.base import Host, HostError
+from pdtui.hosts.base import Host, HostDisconnected, HostError, HostUnreachable
 from pdtui.systemd import Commands, JournalEntry, parse_entry, parse_show, sudo_needs_password
 
 S = ServiceState
@@ -306,6 +306,8 @@ class Orchestrator:
                 await self._watch(run)
                 self._tell_outcome_again()
         except HostError as exc:
+            run.collecting = False      # nothing will judge what the tail would buffer
+            run.buffered.clear()
             if run.state in (S.STARTING, S.WAITING, S.READY):
                 self._transition(run, S.FAILED, str(exc))
 
@@ -357,6 +359,9 @@ class Orchestrator:
         if run.invocation:
             argv = self._commands[run.cfg.host].invocation_history(run.cfg.unit, run.invocation)
             result = await self._command(run, argv)
+            if not result.ok:
+                raise HostError(f"{run.cfg.host}: journalctl failed, so readiness cannot be judged: "
+                                f"{_last_line(result.stderr) or f'exit status {result.exit_status}'}")
             history = [e for e in map(parse_entry, result.stdout.splitlines()) if e is not None]
         run.collecting = False
         for entry in history:
@@ -406,7 +411,11 @@ class Orchestrator:
             pass
 
     async def _check_unit(self, run: ServiceRun) -> None:
-        props = await self._show(run)
+        """Look at the unit; a host that cannot be reached right now tells nothing about it (look again later)."""
+        try:
+            props = await self._show(run)
+        except (HostDisconnected, HostUnreachable):
+            return
         run.active_state = props.get("ActiveState", "")
         invocation = props.get("InvocationID") or None
         if run.active_state == "failed":
@@ -470,16 +479,24 @@ class Orchestrator:
             now = self.clock()
             if run.failure and now - run.failure_at >= self.timing.settle:
                 self._transition(run, S.FAILED, f"after ready: {run.failure.signature.reason}", run.failure.line)
-                return
+                break
             if run.unit_dirty or now >= next_unit:
                 run.unit_dirty = False
                 next_unit = now + self.timing.unit_poll
                 await self._check_unit(run)
                 if run.unit_problem and not run.failure:
                     self._transition(run, S.FAILED, f"after ready: {run.unit_problem}")
-                    return
+                    break
             wake_at = min(next_unit, run.failure_at + self.timing.settle if run.failure else next_unit)
             await self._sleep(run, wake_at - self.clock())
+        self._tell_degraded(run)
+
+    def _tell_degraded(self, run: ServiceRun) -> None:
+        """A service failed after it was ready: what was ready on top of it (the router) now runs without it."""
+        for name in self.deployment.dependents(run.name):
+            if self._runs[name].state is S.READY:
+                self._emit(Notice("warning", f"{name} degraded: {run.name} failed after it was ready ({run.reason})",
+                                  name, self.elapsed()))
 
     # -- the whole ---------------------------------------------------------------
     async def _until(self, condition: Callable[[], bool]) -> None:
