@@ -29,7 +29,8 @@ class JournalTail:
         self.commands = commands
         self.units = list(units)
         self.on_entry = on_entry
-        self.on_problem = on_problem
+        self._on_problem = on_problem
+        self._told: str | None = None      # the problem last told, until a stream delivers again
         self.cursor: str | None = None
         self.delivered = 0
         self.started = asyncio.Event()     # set once the first stream is open
@@ -45,8 +46,15 @@ class JournalTail:
                 got_lines = False
             if got_lines:
                 backoff = BACKOFF_START
+                self._told = None
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, BACKOFF_MAX)
+
+    def on_problem(self, message: str) -> None:
+        """Tell a problem once: a tail retrying every few seconds must not repeat it each time."""
+        if message != self._told:
+            self._told = message
+            self._on_problem(message)
 
     async def _follow_once(self) -> bool:
         """One journalctl run; True if it delivered anything."""
@@ -66,4 +74,12 @@ class JournalTail:
         if status:
             detail = getattr(lines, "stderr", "") or f"exit status {status}"
             self.on_problem(f"{self.host.name}: journalctl stopped: {detail.splitlines()[-1]}")
+            if self.cursor and "cursor" in detail.lower():
+                self._lost_cursor()
         return self.delivered > before
+
+    def _lost_cursor(self) -> None:
+        """The entry of our cursor is gone (the journal was vacuumed or rotated): follow from now on."""
+        self.cursor = None
+        self.on_problem(f"{self.host.name}: the journal lost our place (vacuumed or rotated?); following new "
+                        f"lines from now, lines written meanwhile may be missing")
