@@ -127,10 +127,21 @@ class Journal:
             fcntl.flock(fd, fcntl.LOCK_UN)
 
     def _writer_fd(self) -> int:
-        if self._fd is None:
-            self.dir.mkdir(parents=True, exist_ok=True)
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        """The append fd, opened again when the file was rotated away (renamed or removed) since."""
+        if self._fd is not None and self.file_state() is not None and self.file_state()[0] == os.fstat(self._fd).st_ino:
+            return self._fd
+        self.close()
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         return self._fd
+
+    def file_state(self) -> tuple[int, int] | None:
+        """(inode, size) of the journal file, None while there is none: a follower sees rotation by it."""
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return None
+        return st.st_ino, st.st_size
 
     def read_lines(self, start: int) -> tuple[list[bytes], int]:
         """Complete lines from byte ``start`` on, and the offset just past the last of them.

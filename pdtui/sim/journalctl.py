@@ -164,6 +164,7 @@ def run(journal: Journal, args: argparse.Namespace, out: Output) -> None:
     skip_first = False
     if args.after_cursor is not None:
         start, skip_first = journal.offset_of(args.after_cursor), True
+    file_state = journal.file_state()
     lines, offset = journal.read_lines(start)
     if skip_first:
         lines = lines[1:]
@@ -174,12 +175,23 @@ def run(journal: Journal, args: argparse.Namespace, out: Output) -> None:
     if not selected and not args.follow and not args.quiet and args.output == "short":
         out.write(b"-- No entries --\n")
     while args.follow:
+        offset, file_state = _after_rotation(journal, offset, file_state)
         lines, offset = journal.read_lines(offset)
         selected = [line for line in lines if line and match(line)]
         if selected:
             _emit(out, render, selected)
         elif out.wait_closed(FOLLOW_POLL):
             return
+
+
+def _after_rotation(journal: Journal, offset: int, seen: tuple[int, int] | None) -> tuple[int, tuple[int, int] | None]:
+    """Where to read next: a journal file replaced (rotated) or cut short (vacuumed) is followed from its start."""
+    now = journal.file_state()
+    if now is None:
+        return offset, seen
+    if seen is None or now[0] != seen[0] or now[1] < offset:
+        return 0, now
+    return offset, now
 
 
 def _emit(out: Output, render: Callable[[bytes], bytes], lines: list[bytes]) -> None:
