@@ -1,0 +1,277 @@
+"""Faults during bring-up, on the simulated deployment (local host): pdtui stays calm and tells the truth.
+
+Each test plays one fault and checks the outcome a user sees: the state each
+service ends in, the reason given, and that nothing waits forever or starts the
+router on a lie. See docs/reliability.md for the table these tests back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import textwrap
+
+import pytest
+import yaml
+
+from pdtui.config import parse_config
+from pdtui.engine.events import Done, LogLines, Notice
+from pdtui.engine.journal import JournalTail
+from pdtui.engine.orchestrator import Orchestrator
+from pdtui.hosts import make_host
+from pdtui.hosts.local import LocalHost
+from pdtui.sim.journal import Journal, unit_entry
+from pdtui.sim.ports import free_port
+from pdtui.sim.sandbox import Sandbox
+from pdtui.systemd import Commands
+from tests.engine_helpers import FAST, Recorder, bring_up, reference, sim_deployment, worker_argv
+
+PY = sys.executable
+SUDO_MESSAGE = "sudo: a password is required"
+
+
+@pytest.fixture
+def sandbox(tmp_path):
+    with Sandbox.create(tmp_path / "sim") as sb:
+        yield sb
+
+
+def script(code: str) -> list[str]:
+    """A unit's argv running a short Python program."""
+    return [PY, "-c", textwrap.dedent(code)]
+
+
+def backends(boot: int, prefill_fail: str | None = None, decode_fail: str | None = None,
+             timeout: str = "20s") -> dict:
+    p, d = free_port(), free_port()
+    return {
+        "prefill": (worker_argv("prefill", p, bootstrap=boot, fail=prefill_fail),
+                    {"role": "prefill", "port": p, "timeout": timeout}),
+        "decode": (worker_argv("decode", d, bootstrap=boot, fail=decode_fail),
+                   {"role": "decode", "port": d, "timeout": timeout}),
+    }
+
+
+# --- units that fail ----------------------------------------------------------------------------
+
+async def test_backend_unit_that_exits_while_waiting_fails_at_once_and_blocks_the_router(sandbox):
+    # No failure line at all: only the unit's exit tells. It must not wait for the timeout.
+    services = backends(free_port())
+    services["decode"] = (script("print('loading', flush=True); import time; time.sleep(0.3); raise SystemExit(3)"),
+                          {"role": "decode", "port": free_port(), "timeout": "5m"})
+    services["router"] = (script("import time; time.sleep(60)"), {"role": "router", "port": free_port()})
+    done, rec, _ = await bring_up(sim_deployment(sandbox, services))
+    assert rec.states("decode") == ["starting", "waiting", "failed"]
+    assert done.failures["decode"] == "unit t-decode.service failed (exit status 3)"
+    assert rec.states("router") == ["blocked"]
+
+
+async def test_router_unit_that_cannot_exec_fails_with_status_203(sandbox):
+    services = backends(free_port())
+    services["router"] = (["/nonexistent/sglang-router", "--port", "1"], {"role": "router", "port": free_port()})
+    done, rec, _ = await bring_up(sim_deployment(sandbox, services))
+    assert rec.states("prefill")[-1] == rec.states("decode")[-1] == "ready"
+    assert rec.states("router") == ["starting", "waiting", "failed"]
+    assert done.failures["router"] == "unit t-router.service failed (exit status 203)"
+    system = [r.text for e in rec.of(LogLines) if e.service == "router" for r in e.lines]
+    assert any("status=203/EXEC" in line for line in system)
+
+
+async def test_router_whose_port_never_listens_times_out_naming_the_port_check(sandbox):
+    services = backends(free_port())
+    port = free_port()
+    services["router"] = (script("import time; print('starting', flush=True); time.sleep(60)"),
+                          {"role": "router", "port": port, "timeout": "2s"})
+    done, rec, _ = await bring_up(sim_deployment(sandbox, services))
+    assert rec.states("router") == ["starting", "waiting", "timed_out"]
+    reason = done.failures["router"]
+    assert reason.startswith(f"not ready after 2s: waiting for tcp (port {port} not accepting"), reason
+
+
+async def test_backend_killed_after_ready_fails_and_the_router_is_said_degraded(sandbox):
+    recorder = Recorder()
+    orchestrator = Orchestrator(reference(sandbox), make_host, timing=FAST)
+    orchestrator.subscribe(recorder)
+    try:
+        first = await orchestrator.run()
+        assert first.ok, first
+        child = sandbox.store.read_state("sglang-dsv4-decode").child_proc()
+        os.kill(child.pid, signal.SIGKILL)
+        async with asyncio.timeout(20):
+            while len(recorder.of(Done)) < 2:
+                await asyncio.sleep(0.05)
+    finally:
+        await orchestrator.close()
+    assert recorder.states("decode")[-2:] == ["ready", "failed"]
+    assert recorder.change("decode", "failed").reason.startswith("after ready: unit sglang-dsv4-decode.service failed")
+    degraded = [n for n in recorder.of(Notice) if n.service == "router"]
+    assert degraded and degraded[0].level == "warning", recorder.of(Notice)
+    assert "degraded" in degraded[0].text and "decode" in degraded[0].text
+    again = recorder.of(Done)[-1]
+    assert not again.ok and "decode" in again.failures
+
+
+# --- the host's tools ----------------------------------------------------------------------------
+
+NO_JOURNALCTL = {
+    "not-on-this-host": ["/nonexistent/bin/journalctl"],
+    # What a remote shell answers (over SSH the command runs under sh).
+    "shell-says-not-found": ["sh", "-c", "echo 'sh: 1: exec: journalctl: not found' >&2; exit 127", "journalctl"],
+}
+
+
+@pytest.mark.parametrize("journalctl", NO_JOURNALCTL.values(), ids=NO_JOURNALCTL.keys())
+async def test_missing_journalctl_fails_the_bring_up_clearly_instead_of_waiting(sandbox, journalctl):
+    deployment = sim_deployment(sandbox, backends(free_port(), timeout="5m"),
+                                hosts={"sim": {"local": True, "commands": {
+                                    "systemctl": sandbox.commands["systemctl"], "journalctl": journalctl}}})
+    done, rec, _ = await bring_up(deployment)
+    assert not done.ok and done.failures
+    for service, reason in done.failures.items():
+        assert "journalctl" in reason and "\n" not in reason, reason
+        assert "not found" in reason or "No such file" in reason
+        assert rec.states(service)[-1] in ("failed", "blocked")
+    tail_notices = [n.text for n in rec.of(Notice) if "journalctl" in n.text]
+    assert tail_notices and len(tail_notices) == len(set(tail_notices)), "a problem is told once, not at every retry"
+
+
+async def test_sudo_asking_for_a_password_is_one_clear_error(sandbox, tmp_path, monkeypatch):
+    bin_dir = tmp_path / "fake-sudo"
+    bin_dir.mkdir()
+    sudo = bin_dir / "sudo"
+    sudo.write_text(f"#!/bin/sh\necho '{SUDO_MESSAGE}' >&2\nexit 1\n")
+    sudo.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    deployment = sim_deployment(sandbox, backends(free_port()),
+                                hosts={"sim": {"local": True, "sudo": True, "commands": sandbox.commands}})
+    done, rec, _ = await bring_up(deployment)
+    assert not done.ok
+    reasons = set(done.failures.values())
+    assert len(reasons) == 1, reasons
+    reason = reasons.pop()
+    assert "passwordless sudo" in reason and "\n" not in reason
+    assert not any(s in rec.states("prefill") for s in ("starting", "waiting")), "nothing was started"
+
+
+# --- the journal ----------------------------------------------------------------------------------
+
+async def _tail_lines(sandbox: Sandbox, upset) -> list[str]:
+    """Follow UNIT, log 20 lines, ``upset(journal)``, log 20 more; the messages the tail delivered."""
+    journal = Journal(sandbox.root)
+    got: list[str] = []
+    enough = {20: asyncio.Event(), 40: asyncio.Event()}
+
+    def on_entry(entry) -> None:
+        got.append(entry.message)
+        if len(got) in enough:
+            enough[len(got)].set()
+
+    def log(tag: str) -> None:
+        journal.append([unit_entry("u.service", "inv", 7, "w", f"{tag} {i}".encode(), 6) for i in range(20)])
+
+    tail = JournalTail(LocalHost("sim"), Commands.for_host(_HostCommands(sandbox)), ["u.service"], on_entry)
+    follow = asyncio.create_task(tail.run())
+    try:
+        await asyncio.wait_for(tail.started.wait(), 10)
+        await asyncio.sleep(0.2)    # journalctl has read the (empty) journal: it follows from here
+        log("before")
+        await asyncio.wait_for(enough[20].wait(), 10)
+        upset(journal)
+        log("after")
+        await asyncio.wait_for(enough[40].wait(), 10)
+    finally:
+        follow.cancel()
+        await asyncio.gather(follow, return_exceptions=True)
+        journal.close()
+    return got
+
+
+class _HostCommands:
+    def __init__(self, sandbox: Sandbox) -> None:
+        self.commands = sandbox.commands
+        self.sudo = False
+
+
+def _vacuum(journal: Journal) -> None:
+    os.truncate(journal.path, 0)
+
+
+def _rotate(journal: Journal) -> None:
+    os.rename(journal.path, journal.path.with_name("journal.jsonl.1"))
+
+
+@pytest.mark.parametrize("upset", [_vacuum, _rotate], ids=["vacuumed", "rotated"])
+async def test_tail_follows_on_when_the_journal_is_vacuumed_or_rotated_under_it(sandbox, upset):
+    got = await _tail_lines(sandbox, upset)
+    assert got == [f"before {i}" for i in range(20)] + [f"after {i}" for i in range(20)]
+
+
+# --- clocks ---------------------------------------------------------------------------------------
+
+# A host whose clock is off: its journalctl, with every __REALTIME_TIMESTAMP moved by argv[1] seconds.
+SKEWED_JOURNALCTL = textwrap.dedent("""
+    import json, subprocess, sys
+    shift = int(float(sys.argv[1]) * 1e6)
+    proc = subprocess.Popen(sys.argv[2:], stdout=subprocess.PIPE)
+    for line in proc.stdout:
+        entry = json.loads(line)
+        entry["__REALTIME_TIMESTAMP"] = str(int(entry["__REALTIME_TIMESTAMP"]) + shift)
+        sys.stdout.buffer.write(json.dumps(entry, ensure_ascii=False).encode() + b"\\n")
+        sys.stdout.flush()
+    sys.exit(proc.wait())
+""")
+
+
+@pytest.mark.parametrize("minutes", [-17, 23])
+async def test_readiness_does_not_depend_on_the_host_clock(sandbox, minutes):
+    reference(sandbox)
+    config = yaml.safe_load((sandbox.root / "demo.yaml").read_text())
+    commands = config["hosts"]["gpu0"]["commands"]
+    commands["journalctl"] = [PY, "-c", SKEWED_JOURNALCTL, str(minutes * 60), *commands["journalctl"]]
+    done, rec, _ = await bring_up(parse_config(yaml.safe_dump(config), "skewed.yaml"))
+    assert done.ok, done
+    offsets = [r.timestamp - time.time() for e in rec.of(LogLines) for r in e.lines if r.timestamp]
+    assert offsets and all(abs(o - minutes * 60) < 60 for o in offsets), "the journal really was skewed"
+
+
+def test_skewed_journalctl_shifts_only_the_timestamp():
+    line = json.dumps({"__REALTIME_TIMESTAMP": "1000000000", "MESSAGE": "x"})
+    out = subprocess.run([PY, "-c", SKEWED_JOURNALCTL, "60", PY, "-c", f"print({line!r})"], capture_output=True,
+                         text=True, check=True).stdout
+    assert json.loads(out) == {"__REALTIME_TIMESTAMP": "1060000000", "MESSAGE": "x"}
+
+
+async def test_tail_whose_cursor_was_vacuumed_away_follows_from_now_and_says_so(sandbox):
+    journal = Journal(sandbox.root)
+    journal.append([unit_entry("u.service", "inv", 7, "w", b"old", 6)])
+    got: list[str] = []
+    problems: list[str] = []
+    arrived = asyncio.Event()
+
+    def on_entry(entry) -> None:
+        got.append(entry.message)
+        arrived.set()
+
+    tail = JournalTail(LocalHost("sim"), Commands.for_host(_HostCommands(sandbox)), ["u.service"], on_entry,
+                       problems.append)
+    tail.cursor = journal.cursor(1 << 20)     # an entry the vacuum removed
+    follow = asyncio.create_task(tail.run())
+    try:
+        async with asyncio.timeout(10):
+            while tail.cursor is not None:
+                await asyncio.sleep(0.02)
+            await tail.started.wait()
+            while not arrived.is_set():       # log until the new journalctl has surely started
+                journal.append([unit_entry("u.service", "inv", 7, "w", b"new", 6)])
+                await asyncio.sleep(0.1)
+    finally:
+        follow.cancel()
+        await asyncio.gather(follow, return_exceptions=True)
+        journal.close()
+    assert got and set(got) == {"new"}
+    assert any("lost our place" in p for p in problems), problems
