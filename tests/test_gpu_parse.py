@@ -28,7 +28,8 @@ NVLINK_TOPO = (
         + ("\t0-47,96-143\t0\t\tN/A\n" if g < 4 else "\t48-95,144-191\t1\t\tN/A\n")
         for g in range(8))
     + "NIC0\tPIX\tSYS\tSYS\tSYS\tSYS\tSYS\tSYS\tSYS\t X \tSYS\tSYS\tSYS\tSYS\tSYS\tSYS\tSYS\tSYS\tSYS\n"
-    "\nLegend:\n\n  X    = Self\n  SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes\n"
+    "\nLegend:\n\n  X    = Self\n"
+    "  SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes\n"
     "  NV#  = Connection traversing a bonded set of # NVLinks\n\nNIC Legend:\n\n  NIC0: mlx5_0\n  NIC1: mlx5_1\n"
 )
 
@@ -138,7 +139,8 @@ def test_bus_ids_become_sysfs_names(smi, sysfs):
     assert sysfs_bus_id(smi) == sysfs
 
 
-@pytest.mark.parametrize("text, node", [("-1\n", None), ("0\n", 0), ("1", 1), ("", None), ("cat: x: No such file", None)])
+@pytest.mark.parametrize("text, node", [
+    ("-1\n", None), ("0\n", 0), ("1", 1), ("", None), ("cat: x: No such file", None)])
 def test_numa_node_file(text, node):
     assert parse_numa_node(text) == node
 

@@ -128,7 +128,7 @@ def load_gpus(root: Path | None, now: float) -> list[SimGpu]:
         if key.isdigit() and int(key) < COUNT and isinstance(entry, dict):
             _inject(gpus[int(key)], entry)
     for pid, name, indexes, age in _workers(root, now):
-        used = min(WORKER_LOADED_MIB, WORKER_START_MIB + int((WORKER_LOADED_MIB - WORKER_START_MIB) * age / LOAD_SECONDS))
+        used = _worker_mib(age)
         for index in (i for i in indexes if i < COUNT):
             gpu = gpus[index]
             gpu.used_mib = min(TOTAL_MIB, gpu.used_mib + used)
@@ -145,6 +145,12 @@ def _inject(gpu: SimGpu, entry: dict) -> None:
     except (TypeError, ValueError):
         return
     gpu.apps = apps
+
+
+def _worker_mib(age: float) -> int:
+    """A worker's memory on each of its GPUs ``age`` seconds after it started."""
+    loading = (WORKER_LOADED_MIB - WORKER_START_MIB) * age / LOAD_SECONDS
+    return min(WORKER_LOADED_MIB, WORKER_START_MIB + int(loading))
 
 
 def _busy_utilization(index: int, age: float) -> int:
@@ -213,12 +219,13 @@ def topology() -> list[str]:
         lines.append("\t".join([gpus[g], *cells, CPU_AFFINITY[_node(g)], str(_node(g)), "", "N/A"]))
     for n in range(NICS):
         cells = [_link(g, n) for g in range(COUNT)]
-        cells += [" X " if n == other else ("NODE" if _nic_node(n) == _nic_node(other) else "SYS") for other in range(NICS)]
+        cells += [_nic_link(n, other) for other in range(NICS)]
         lines.append("\t".join([nics[n], *cells]))
     lines += ["", "Legend:", "",
               "  X    = Self",
               "  SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes (e.g., QPI/UPI)",
-              "  NODE = Connection traversing PCIe as well as the interconnect between PCIe Host Bridges within a NUMA node",
+              "  NODE = Connection traversing PCIe as well as the interconnect between PCIe Host Bridges "
+              "within a NUMA node",
               "  PHB  = Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)",
               "  PXB  = Connection traversing multiple PCIe bridges (without traversing the PCIe Host Bridge)",
               "  PIX  = Connection traversing at most a single PCIe bridge",
@@ -234,6 +241,12 @@ def _node(gpu: int) -> int:
 
 def _nic_node(nic: int) -> int:
     return _node(nic * COUNT // NICS)
+
+
+def _nic_link(nic: int, other: int) -> str:
+    if nic == other:
+        return " X "
+    return "NODE" if _nic_node(nic) == _nic_node(other) else "SYS"
 
 
 def _link(gpu: int, nic: int) -> str:
