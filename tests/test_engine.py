@@ -63,13 +63,12 @@ async def test_ready_line_after_failed_pd_warmup_is_not_ready(sandbox):
 
 
 async def test_stale_ready_line_from_an_earlier_invocation_is_ignored(sandbox):
-    deployment = reference(sandbox, timeout="3s")
-    first, _, _ = await bring_up(deployment)
+    first, _, _ = await bring_up(reference(sandbox))
     assert first.ok
     sandbox.stop_all()
     # The same units again, decode now a server that never gets ready; the journal
     # still holds the ready line of its earlier run.
-    deployment = reference(sandbox, failures={"decode": "hang"}, timeout="3s")
+    deployment = reference(sandbox, failures={"decode": "hang"}, timeout="4s")
     journal = subprocess.run([*sandbox.commands["journalctl"], "-u", "sglang-dsv4-decode", "-o", "cat"],
                              capture_output=True, text=True, check=True).stdout
     assert "fired up and ready" in journal

@@ -46,7 +46,7 @@ async def test_smoke_answer_through_the_pd_path(sandbox):
 
 
 async def test_a_configured_worker_missing_from_the_router_is_named(sandbox):
-    done, rec, _ = await bring_up(pd(sandbox, extra_decode=True, router_timeout="4s"))
+    done, rec, _ = await bring_up(pd(sandbox, extra_decode=True, router_timeout="10s"))
     assert rec.states("router")[-1] == "timed_out"
     workers = probes(rec, "workers")[-1]
     assert not workers.ok and workers.detail == "missing: decode2"
@@ -55,7 +55,7 @@ async def test_a_configured_worker_missing_from_the_router_is_named(sandbox):
 
 async def test_no_healthy_pair_keeps_readiness_503(sandbox):
     nowhere = free_port()
-    deployment = pd(sandbox, router_decodes=lambda d, d2: [nowhere], router_timeout="4s")
+    deployment = pd(sandbox, router_decodes=lambda d, d2: [nowhere], router_timeout="10s")
     done, rec, _ = await bring_up(deployment, smoke=False)
     assert rec.states("router")[-1] == "timed_out"
     readiness = probes(rec, "readiness")[-1]
