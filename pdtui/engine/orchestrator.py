@@ -73,6 +73,7 @@ class ServiceRun:
     reason: str = ""
     time_to_ready: float | None = None
     router_probe: RouterProbe | None = None
+    next_unit_check: float = 0.0
 
     @property
     def name(self) -> str:
@@ -372,21 +373,15 @@ class Orchestrator:
             self._consume(run, entry)
 
     async def _wait_ready(self, run: ServiceRun, deadline: float) -> None:
-        next_unit = self.clock()
-        next_probe = self.clock()
+        run.next_unit_check = next_probe = self.clock()
         while True:
-            now = self.clock()
-            if run.failure and now - run.failure_at >= self.timing.settle:
-                self._transition(run, S.FAILED, run.failure.signature.reason, run.failure.line)
+            failure = await self._failure(run)
+            if failure:
+                self._transition(run, S.FAILED, *failure)
                 return
-            if run.unit_dirty or now >= next_unit:
-                run.unit_dirty = False
-                next_unit = now + self.timing.unit_poll
-                await self._check_unit(run)
-                if run.unit_problem and not run.failure:
-                    self._transition(run, S.FAILED, run.unit_problem)
-                    return
-            if not run.failure and now >= next_probe and (run.log_ok or not run.cfg.ready.log):
+            probing = run.log_ok or not run.cfg.ready.log
+            now = self.clock()
+            if not run.failure and probing and now >= next_probe:
                 next_probe = now + self.timing.poll
                 outcome = await self._probe(run)
                 if outcome is True:
@@ -399,9 +394,26 @@ class Orchestrator:
             if now >= deadline:
                 self._transition(run, S.TIMED_OUT, self._waiting_for(run))
                 return
-            wake_at = min(deadline, next_unit, next_probe if (run.log_ok or not run.cfg.ready.log) else deadline,
-                          run.failure_at + self.timing.settle if run.failure else deadline)
-            await self._sleep(run, wake_at - now)
+            await self._sleep(run, min(deadline, self._next_look(run), next_probe if probing else deadline) - now)
+
+    async def _failure(self, run: ServiceRun) -> tuple[str, str | None] | None:
+        """A settled failure line or a dead unit, as (reason, line); looks at the unit when that is due."""
+        now = self.clock()
+        if run.failure and now - run.failure_at >= self.timing.settle:
+            return run.failure.signature.reason, run.failure.line
+        if run.unit_dirty or now >= run.next_unit_check:
+            run.unit_dirty = False
+            run.next_unit_check = now + self.timing.unit_poll
+            await self._check_unit(run)
+            if run.unit_problem and not run.failure:
+                return run.unit_problem, None
+        return None
+
+    def _next_look(self, run: ServiceRun) -> float:
+        """When :meth:`_failure` has something new to look at, at the latest."""
+        if run.failure:
+            return min(run.next_unit_check, run.failure_at + self.timing.settle)
+        return run.next_unit_check
 
     async def _sleep(self, run: ServiceRun, seconds: float) -> None:
         run.wake.clear()
@@ -474,21 +486,14 @@ class Orchestrator:
 
     async def _watch(self, run: ServiceRun) -> None:
         """After READY: a failure line or a dead unit still fails the service."""
-        next_unit = self.clock() + self.timing.unit_poll
+        run.next_unit_check = self.clock() + self.timing.unit_poll
         while run.state is S.READY:
-            now = self.clock()
-            if run.failure and now - run.failure_at >= self.timing.settle:
-                self._transition(run, S.FAILED, f"after ready: {run.failure.signature.reason}", run.failure.line)
+            failure = await self._failure(run)
+            if failure:
+                reason, line = failure
+                self._transition(run, S.FAILED, f"after ready: {reason}", line)
                 break
-            if run.unit_dirty or now >= next_unit:
-                run.unit_dirty = False
-                next_unit = now + self.timing.unit_poll
-                await self._check_unit(run)
-                if run.unit_problem and not run.failure:
-                    self._transition(run, S.FAILED, f"after ready: {run.unit_problem}")
-                    break
-            wake_at = min(next_unit, run.failure_at + self.timing.settle if run.failure else next_unit)
-            await self._sleep(run, wake_at - self.clock())
+            await self._sleep(run, self._next_look(run) - self.clock())
         self._tell_degraded(run)
 
     def _tell_degraded(self, run: ServiceRun) -> None:
