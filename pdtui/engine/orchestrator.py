@@ -19,12 +19,14 @@ from pdtui.engine.events import (
     Done, Event, HostStatus, LineKind, LogLines, LogRecord, Notice, PlanReady, ProbeResult,
     ServiceInfo, StateChanged, Step, StepChanged, StepStatus,
 )
+from pdtui.engine.gpus import GpuSampler, host_inventories, preflight_findings
 from pdtui.engine.journal import JournalTail
 from pdtui.engine.probes import LOOPBACK, Backend, Check, RouterProbe, http_check, tcp_check
 from pdtui.engine.readiness import FailureCandidate, LineJudge, failure_signatures
 from pdtui.engine.states import FINAL_STATES, ServiceState, check_transition
 from pdtui.engine.http import HttpProber
 from pdtui.hosts.base import Host, HostDisconnected, HostError, HostUnreachable
+from pdtui.gpu import sampler_argv
 from pdtui.systemd import Commands, JournalEntry, parse_entry, parse_show, sudo_needs_password
 
 S = ServiceState
@@ -218,8 +220,29 @@ class Orchestrator:
         self._preflight = StepStatus.RUNNING
         self._update_steps()
         results = await asyncio.gather(*(self._preflight_host(h) for h in self._hosts))
-        self._preflight = StepStatus.DONE if all(results) else StepStatus.FAILED
+        gpus_ok = await self._preflight_gpus()
+        self._preflight = StepStatus.DONE if all(results) and gpus_ok else StepStatus.FAILED
         self._update_steps()
+
+    async def _preflight_gpus(self) -> bool:
+        """GPU inventory of every host with GPU services: findings told, errors fail their service.
+
+        Then one long-running sampler per host keeps the GPU chips live.
+        """
+        inventories = await host_inventories(self.deployment, self._hosts)
+        ok = True
+        for finding in preflight_findings(self.deployment, inventories):
+            self._emit(Notice(finding.level, finding.text, finding.service, self.elapsed()))
+            run = self._runs.get(finding.service or "")
+            if finding.level == "error" and run is not None and run.state is S.PENDING:
+                self._transition(run, S.FAILED, finding.text)
+                ok = False
+        for name, inventory in inventories.items():
+            if inventory is not None:
+                argv = sampler_argv(self.deployment.hosts[name].commands["nvidia-smi"])
+                sampler = GpuSampler(self._hosts[name], name, argv, self._emit, self.elapsed, inventory=inventory)
+                self._tails.append(asyncio.create_task(sampler.run(), name=f"gpus {name}"))
+        return ok
 
     async def _preflight_host(self, host_name: str) -> bool:
         ok = True
