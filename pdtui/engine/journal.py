@@ -17,6 +17,8 @@ from pdtui.systemd import Commands, JournalEntry, parse_entry
 
 BACKOFF_START = 0.2
 BACKOFF_MAX = 5.0
+# Reading lines already buffered never yields to the event loop: let it run this often during a burst.
+YIELD_EVERY = 200
 
 
 class JournalTail:
@@ -70,6 +72,8 @@ class JournalTail:
                     self.cursor = entry.cursor
                 self.delivered += 1
                 self.on_entry(entry)
+                if self.delivered % YIELD_EVERY == 0:
+                    await asyncio.sleep(0)   # a burst already buffered would otherwise hold the loop
         status = getattr(lines, "exit_status", None)
         if status:
             detail = getattr(lines, "stderr", "") or f"exit status {status}"

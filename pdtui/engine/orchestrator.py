@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from pdtui.engine.events import (
@@ -379,21 +379,28 @@ class Orchestrator:
 
     async def _backfill(self, run: ServiceRun) -> None:
         """Judge the lines the invocation wrote before the tail saw them, then what the tail buffered."""
-        history: list[JournalEntry] = []
+        history: Iterable[JournalEntry] = ()
         if run.invocation:
             argv = self._commands[run.cfg.host].invocation_history(run.cfg.unit, run.invocation)
             result = await self._command(run, argv)
             if not result.ok:
                 raise HostError(f"{run.cfg.host}: journalctl failed, so readiness cannot be judged: "
                                 f"{_last_line(result.stderr) or f'exit status {result.exit_status}'}")
-            history = [e for e in map(parse_entry, result.stdout.splitlines()) if e is not None]
+            history = (e for e in map(parse_entry, result.stdout.splitlines()) if e is not None)
+        # The tail keeps buffering while this yields now and then (a burst of history must not hold the loop).
+        cursors: set[str] = set()
+        for count, entry in enumerate(history, 1):
+            self._consume(run, entry)
+            if entry.cursor:
+                cursors.add(entry.cursor)
+            await _yield_every(count)
+        run.backfilled = cursors
+        while run.buffered:
+            buffered, run.buffered = run.buffered, []
+            for count, entry in enumerate(buffered, 1):
+                self._consume(run, entry)
+                await _yield_every(count)
         run.collecting = False
-        for entry in history:
-            self._consume(run, entry)
-        run.backfilled = {e.cursor for e in history if e.cursor}
-        buffered, run.buffered = run.buffered, []
-        for entry in buffered:
-            self._consume(run, entry)
 
     async def _wait_ready(self, run: ServiceRun, deadline: float) -> None:
         run.next_unit_check = next_probe = self.clock()
@@ -616,6 +623,12 @@ def _wait_status(runs: list[ServiceRun]) -> StepStatus:
 def _info(cfg) -> ServiceInfo:
     return ServiceInfo(cfg.name, cfg.role, cfg.unit, cfg.host, tuple(cfg.gpus), cfg.numa, cfg.port,
                        tuple(cfg.after), cfg.timeout)
+
+
+async def _yield_every(count: int, every: int = 200) -> None:
+    """Let the event loop run every ``every`` items of a long synchronous batch."""
+    if count % every == 0:
+        await asyncio.sleep(0)
 
 
 def _last_line(text: str) -> str:
