@@ -41,7 +41,13 @@ def to_json(event: Event) -> str:
     data = {"kind": KINDS.get(type(event), type(event).__name__.lower()), **data}
     if isinstance(event, StateChanged):
         data["state"] = data.pop("new")
-    return json.dumps(data, ensure_ascii=False)
+    return json.dumps(data, ensure_ascii=False).translate(_JSON_INERT)
+
+
+# JSON escapes C0 controls but leaves C1 controls (U+009B is CSI to some terminals), bidi overrides
+# and line separators raw; escaping them too keeps the JSON identical to a parser and inert on a terminal.
+_JSON_INERT = {code: f"\\u{code:04x}" for code in (
+    *range(0x7F, 0xA0), *range(0x202A, 0x202F), *range(0x2066, 0x206A), 0x2028, 0x2029, 0x200E, 0x200F)}
 
 
 class JsonPrinter:
