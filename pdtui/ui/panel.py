@@ -28,10 +28,15 @@ class PlacementLine(Widget):
     def __init__(self, info: ServiceInfo) -> None:
         super().__init__()
         self.info = info
-        self.gpus: list[GpuInfo] = []
+        self._latest: dict[int, GpuInfo] = {}
+
+    @property
+    def gpus(self) -> list[GpuInfo]:
+        return [self._latest[index] for index in self.info.gpus if index in self._latest]
 
     def show_gpus(self, gpus: list[GpuInfo]) -> None:
-        self.gpus = gpus
+        """Take the newest reading of each GPU (a sample may carry only some of them)."""
+        self._latest.update((gpu.index, gpu) for gpu in gpus)
         self.refresh(layout=True)
 
     def render(self) -> Text:
