@@ -126,11 +126,9 @@ class Orchestrator:
         Journal tails and watches keep running afterwards (a front end keeps
         showing logs and crashes) until :meth:`close`.
         """
-        self._t0 = self.clock()
-        self._emit(PlanReady(self.deployment.name, tuple(_info(r.cfg) for r in self._runs.values()), tuple(Step)))
-        self._update_steps()
-        self._open_hosts()
-        await self._preflight_hosts()
+        self._begin()
+        self._follow_journals()
+        await self._preflight_hosts(sample_gpus=True)
         for run in self._runs.values():
             if run.state is S.PENDING:
                 run.task = asyncio.create_task(self._bring_up(run), name=f"bring-up {run.name}")
@@ -203,28 +201,39 @@ class Orchestrator:
         self._emit(HostStatus(host, status, detail, self.elapsed()))
 
     # -- hosts and journals -------------------------------------------------
-    def _open_hosts(self) -> None:
+    async def preflight(self) -> bool:
+        """Only the preflight (hosts reachable, units present, GPUs): touches no unit. True when it passed."""
+        self._begin()
+        await self._preflight_hosts(sample_gpus=False)
+        return self._preflight is StepStatus.DONE
+
+    def _begin(self) -> None:
+        self._t0 = self.clock()
+        self._emit(PlanReady(self.deployment.name, tuple(_info(r.cfg) for r in self._runs.values()), tuple(Step)))
+        self._update_steps()
         for name, cfg in self.deployment.hosts.items():
+            if any(r.cfg.host == name for r in self._runs.values()):
+                host = self._hosts[name] = self.host_factory(cfg, on_status=self._host_status)
+                self._probers[name] = HttpProber(host)
+
+    def _follow_journals(self) -> None:
+        for name, host in self._hosts.items():
             units = [r.cfg.unit for r in self._runs.values() if r.cfg.host == name]
-            if not units:
-                continue
-            host = self._hosts[name] = self.host_factory(cfg, on_status=self._host_status)
-            self._probers[name] = HttpProber(host)
             tail = JournalTail(host, self._commands[name], units,
                                on_entry=lambda entry, h=name: self._on_entry(h, entry),
                                on_problem=lambda msg: self._emit(Notice("warning", msg, None, self.elapsed())))
             self._tails.append(asyncio.create_task(tail.run(), name=f"journal {name}"))
 
-    async def _preflight_hosts(self) -> None:
+    async def _preflight_hosts(self, *, sample_gpus: bool) -> None:
         """Reach every host and look at every unit before touching anything."""
         self._preflight = StepStatus.RUNNING
         self._update_steps()
         results = await asyncio.gather(*(self._preflight_host(h) for h in self._hosts))
-        gpus_ok = await self._preflight_gpus()
+        gpus_ok = await self._preflight_gpus(sample=sample_gpus)
         self._preflight = StepStatus.DONE if all(results) and gpus_ok else StepStatus.FAILED
         self._update_steps()
 
-    async def _preflight_gpus(self) -> bool:
+    async def _preflight_gpus(self, *, sample: bool) -> bool:
         """GPU inventory of every host with GPU services: findings told, errors fail their service.
 
         Then one long-running sampler per host keeps the GPU chips live.
@@ -238,7 +247,7 @@ class Orchestrator:
                 self._transition(run, S.FAILED, finding.text)
                 ok = False
         for name, inventory in inventories.items():
-            if inventory is not None:
+            if sample and inventory is not None:
                 argv = sampler_argv(self.deployment.hosts[name].commands["nvidia-smi"])
                 sampler = GpuSampler(self._hosts[name], name, argv, self._emit, self.elapsed, inventory=inventory)
                 self._tails.append(asyncio.create_task(sampler.run(), name=f"gpus {name}"))
