@@ -11,7 +11,8 @@ import argparse
 import asyncio
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from pdtui import __version__
 
@@ -43,6 +44,9 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--startup", type=float, default=6.0, metavar="SECONDS",
                       help="how long the simulated backends take to get ready (default 6)")
     demo.add_argument("--timeout", default="2m", help="per-service timeout (default 2m)")
+    # Hidden (for tests and debugging; see docs/reliability.md): make the sandbox in DIR and keep it
+    # after exit (its processes are still stopped), so its state files and journal can be inspected.
+    demo.add_argument("--sandbox", metavar="DIR", default=None, help=argparse.SUPPRESS)
     face(demo)
 
     check = sub.add_parser("check", help="validate CONFIG and print the plan; touches no host")
@@ -109,15 +113,33 @@ def _demo(args: argparse.Namespace) -> int:
         parse_duration(args.timeout)
     except ValueError as exc:
         return _error(str(exc))
-    with Sandbox.create() as sandbox:
-        try:
-            deployment = demo.build(sandbox, demo.DemoOptions(failures, args.startup, args.timeout))
-        except ConfigError as exc:
-            return _error(str(exc))
+    sandbox = Sandbox.create(args.sandbox)
+    try:
+        deployment = demo.build(sandbox, demo.DemoOptions(failures, args.startup, args.timeout))
         code = _bring_up(deployment, make_host, args, follow_up="the demo stops its simulated deployment on exit")
+    except ConfigError as exc:
+        code = _error(str(exc))
+    finally:
+        with _signals_ignored():   # a second Ctrl-C must not leave half the deployment running
+            if args.sandbox:
+                sandbox.stop_all()
+            else:
+                sandbox.cleanup()
     if not args.json:
-        print("pdtui demo: stopped the simulated deployment and removed its sandbox", file=sys.stderr)
+        kept = f"; kept its sandbox {sandbox.root}" if args.sandbox else " and removed its sandbox"
+        print(f"pdtui demo: stopped the simulated deployment{kept}", file=sys.stderr)
     return code
+
+
+@contextmanager
+def _signals_ignored() -> Iterator[None]:
+    """Ignore SIGINT and SIGTERM for the duration (cleanup that must run to its end)."""
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _bring_up(deployment, host_factory, args: argparse.Namespace, follow_up: str = "") -> int:
@@ -132,9 +154,11 @@ def _bring_up(deployment, host_factory, args: argparse.Namespace, follow_up: str
 
 
 def _headless(orchestrator, args: argparse.Namespace) -> int:
-    from pdtui.headless import JsonPrinter, LinePrinter
+    from pdtui.headless import InterruptSummary, JsonPrinter, LinePrinter
     printer = JsonPrinter(logs=args.logs) if args.json else LinePrinter(logs=args.logs)
+    summary = InterruptSummary()
     orchestrator.subscribe(printer)
+    orchestrator.subscribe(summary)
 
     async def bring_up() -> int:
         try:
@@ -147,9 +171,8 @@ def _headless(orchestrator, args: argparse.Namespace) -> int:
         return asyncio.run(bring_up())
     except KeyboardInterrupt:
         left = orchestrator.left_running()
-        message = "interrupted" + (f"; left running: {', '.join(left)}" if left else "; started nothing")
         if args.json:
-            print(f'{{"kind": "interrupted", "left_running": {list(left)!r}}}'.replace("'", '"'))
+            print(summary.json(left), flush=True)
         else:
-            print(f"pdtui: {message}", file=sys.stderr)
+            print(f"pdtui: {summary.text(left)}", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -139,3 +139,27 @@ class LinePrinter:
         if done.left_running:
             text += f"\n{' ' * 11}left running: {', '.join(done.left_running)}"
         return text
+
+
+class InterruptSummary:
+    """Follows the bring-up so that an interrupt can say where it stopped and what had been commanded."""
+
+    def __init__(self) -> None:
+        self.step: str | None = None
+        self.commanded: list[str] = []
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, StepChanged) and event.status is StepStatus.RUNNING:
+            self.step = event.step.value
+        elif isinstance(event, StateChanged) and event.new is ServiceState.STARTING and event.reason:
+            self.commanded.append(event.reason)
+
+    def text(self, left_running: tuple[str, ...]) -> str:
+        where = f" during {self.step}" if self.step else ""
+        commanded = "; commanded: " + ", ".join(self.commanded) if self.commanded else "; commanded nothing"
+        left = f"; left running: {', '.join(left_running)}" if left_running else "; left nothing running"
+        return inert(f"interrupted{where}{commanded}{left}", 2000)
+
+    def json(self, left_running: tuple[str, ...]) -> str:
+        return json.dumps({"kind": "interrupted", "step": self.step, "commanded": self.commanded,
+                           "left_running": list(left_running)}, ensure_ascii=False).translate(_JSON_INERT)
