@@ -1,0 +1,134 @@
+"""Ctrl-C during each step of a headless ``pdtui demo``: exit 130, a summary, no stray process, no torn file.
+
+The demo runs in a sandbox the test names (``--sandbox DIR``, kept after exit), so
+that every process it started can be checked by PID from the sandbox's state
+files, and every file it wrote can be read back whole.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from pdtui.sim.units import UnitStore
+
+STEPS = ["preflight", "start backends", "wait for readiness", "start router", "probe router"]
+WAIT = 60
+
+
+def run_demo_until(sandbox: Path, marker: str, *extra: str) -> tuple[int, str, str]:
+    """Start the demo, send SIGINT (as Ctrl-C does, to its process group) once ``marker`` is printed."""
+    proc = subprocess.Popen([sys.executable, "-m", "pdtui", "demo", "--startup", "2", "--sandbox", str(sandbox),
+                             *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    watchdog = threading.Timer(WAIT, lambda: os.killpg(proc.pid, signal.SIGKILL))
+    watchdog.start()
+    try:
+        seen = []
+        for line in proc.stdout:
+            seen.append(line)
+            if marker in line:
+                os.killpg(proc.pid, signal.SIGINT)
+                break
+        out, err = proc.communicate(timeout=WAIT)
+    finally:
+        watchdog.cancel()
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    return proc.returncode, "".join(seen) + out, err
+
+
+def assert_nothing_left(sandbox: Path) -> None:
+    """Every supervisor and unit process of the sandbox is gone; no command still runs on it."""
+    store = UnitStore(sandbox)
+    for name in store.started_names():
+        state = store.read_state(name)
+        for proc in (state.supervisor_proc(), state.child_proc()):
+            assert proc is None or not proc.alive(), f"{name}: PID {proc.pid} still runs"
+    needle = str(sandbox).encode()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                cmdline = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            assert needle not in cmdline, f"PID {entry.name} still runs: {cmdline!r}"
+
+
+def assert_files_whole(sandbox: Path) -> None:
+    """State files parse, no temporary file is left behind, the journal ends with a whole line."""
+    assert not [p.name for p in (sandbox / "state").glob("*.tmp")]
+    for path in (sandbox / "state").glob("*.json"):
+        json.loads(path.read_text())
+    path = sandbox / "journal" / "journal.jsonl"
+    journal = path.read_bytes() if path.exists() else b""    # none yet when stopped before any start
+    assert journal == b"" or journal.endswith(b"\n")
+    for line in journal.splitlines():
+        json.loads(line)
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_ctrl_c_during_each_step_exits_130_with_a_summary_and_leaves_nothing(tmp_path, step):
+    sandbox = tmp_path / "sim"
+    code, out, err = run_demo_until(sandbox, f"▶ {step}", "--headless")
+    assert code == 130, out + err
+    assert "Traceback" not in err
+    summary = next(line for line in err.splitlines() if line.startswith("pdtui: interrupted"))
+    assert "commanded" in summary and ("left running" in summary or "left nothing running" in summary)
+    assert "pdtui demo: stopped the simulated deployment" in err
+    assert_nothing_left(sandbox)
+    assert_files_whole(sandbox)
+
+
+def test_ctrl_c_summary_names_what_was_commanded_while_waiting(tmp_path):
+    code, out, err = run_demo_until(tmp_path / "sim", "▶ wait for readiness", "--headless")
+    assert code == 130
+    summary = next(line for line in err.splitlines() if line.startswith("pdtui: interrupted"))
+    assert "during wait for readiness" in summary or "during start backends" in summary
+    assert "systemctl start sglang-dsv4-prefill" in summary and "systemctl start sglang-dsv4-decode" in summary
+    assert "enable --now sglang-dsv4-router" not in summary
+
+
+def test_ctrl_c_with_json_ends_with_one_interrupted_object(tmp_path):
+    sandbox = tmp_path / "sim"
+    code, out, err = run_demo_until(sandbox, '"status": "running"', "--json")
+    assert code == 130
+    last = json.loads(out.strip().splitlines()[-1])
+    assert last["kind"] == "interrupted" and isinstance(last["commanded"], list)
+    assert isinstance(last["left_running"], list) and "step" in last
+    assert_nothing_left(sandbox)
+
+
+def test_second_ctrl_c_during_cleanup_still_stops_everything(tmp_path):
+    sandbox = tmp_path / "sim"
+    proc = subprocess.Popen([sys.executable, "-m", "pdtui", "demo", "--headless", "--startup", "2",
+                             "--sandbox", str(sandbox)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        for line in proc.stdout:
+            if "all ready" in line or "▶ probe router" in line:
+                break
+        os.killpg(proc.pid, signal.SIGINT)
+        while proc.poll() is None:          # keep pressing Ctrl-C while it cleans up
+            os.killpg(proc.pid, signal.SIGINT)
+            try:
+                proc.wait(0.05)
+            except subprocess.TimeoutExpired:
+                pass
+        proc.communicate(timeout=WAIT)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    # 130, or killed by a SIGINT that came after the cleanup had finished (a shell shows 130 for both).
+    assert proc.returncode in (0, 130, -signal.SIGINT)
+    assert_nothing_left(sandbox)
+    assert_files_whole(sandbox)
