@@ -35,6 +35,8 @@ HostFactory = Callable[..., Host]
 # systemd's own lines that mean the unit's process ended or the unit changed state.
 UNIT_END_MARKERS = ("Main process exited", "Failed with result", "Deactivated successfully", "Stopped ")
 BAD_OUTCOMES = frozenset({S.FAILED, S.TIMED_OUT, S.BLOCKED})
+# An unreachable host is tried again during preflight with this backoff, until its services' longest timeout.
+PREFLIGHT_RETRY, PREFLIGHT_RETRY_MAX = 0.5, 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,9 +257,11 @@ class Orchestrator:
 
     async def _preflight_host(self, host_name: str) -> bool:
         ok = True
-        for run in [r for r in self._runs.values() if r.cfg.host == host_name]:
+        runs = [r for r in self._runs.values() if r.cfg.host == host_name]
+        deadline = self.clock() + max(r.cfg.timeout for r in runs)
+        for run in runs:
             try:
-                props = await self._show(run, ("LoadState", "ActiveState", "InvocationID"))
+                props = await self._reach(run, deadline)
             except HostError as exc:
                 self._transition(run, S.FAILED, str(exc))
                 ok = False
@@ -266,6 +270,21 @@ class Orchestrator:
                 self._transition(run, S.FAILED, f"unit {run.cfg.unit} not found on {host_name}")
                 ok = False
         return ok
+
+    async def _reach(self, run: ServiceRun, deadline: float) -> dict[str, str]:
+        """The unit's load state; a host that cannot be reached (sshd not up yet) is tried again until the deadline."""
+        delay = PREFLIGHT_RETRY
+        while True:
+            try:
+                return await self._show(run, ("LoadState", "ActiveState", "InvocationID"))
+            except HostUnreachable as exc:
+                if self.clock() + delay >= deadline:
+                    raise
+                if delay == PREFLIGHT_RETRY:
+                    self._emit(Notice("warning", f"{exc}; trying again for up to "
+                                      f"{deadline - self.clock():.0f}s", run.name, self.elapsed()))
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, PREFLIGHT_RETRY_MAX)
 
     def _on_entry(self, host: str, entry: JournalEntry) -> None:
         run = self._by_unit.get((host, entry.unit))
