@@ -1,0 +1,119 @@
+"""What every benchmark shares: machine facts, percentiles, one JSON object out, sim deployments.
+
+A benchmark prints figures, never asserts them: the numbers go to docs/benchmarks.md.
+Each bench script puts the repository root on ``sys.path`` before importing this.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import yaml
+
+from pdtui.config import Deployment, parse_config
+from pdtui.sim.ports import free_port
+
+READY_LINE = "fired up and ready"
+
+
+def parse_args(description: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--quick", action="store_true", help="tiny sizes: checks the bench runs, not the figures")
+    return parser.parse_args()
+
+
+def machine() -> dict:
+    """Where the figures were measured: they mean little without it."""
+    model = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"cpu": model or platform.processor(), "cores": os.cpu_count(), "python": platform.python_version(),
+            "platform": platform.platform(), "load_at_start": list(os.getloadavg())}
+
+
+def summary(values: Sequence[float], scale: float = 1.0, digits: int = 1) -> dict:
+    """n, p50, p99, mean, min and max of ``values`` times ``scale`` (e.g. 1000 for ms)."""
+    if not values:
+        return {"n": 0, "p50": None, "p99": None, "mean": None, "min": None, "max": None}
+    ordered = sorted(v * scale for v in values)
+    return {"n": len(ordered), "p50": round(percentile(ordered, 50), digits), "p99": round(percentile(ordered, 99), digits),
+            "mean": round(statistics.fmean(ordered), digits), "min": round(ordered[0], digits),
+            "max": round(ordered[-1], digits)}
+
+
+def percentile(ordered: Sequence[float], p: float) -> float:
+    """Linear interpolation between closest ranks (numpy's default) on sorted values."""
+    if len(ordered) == 1:
+        return ordered[0]
+    rank = (len(ordered) - 1) * p / 100
+    low = int(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def ratio(a: float | None, b: float | None, digits: int = 1) -> float | None:
+    return round(a / b, digits) if a is not None and b else None
+
+
+def emit(figures: dict) -> None:
+    """The bench's one output: a JSON object on stdout, with the load at the end of the run."""
+    figures.setdefault("machine", machine())
+    figures["machine"]["load_at_end"] = list(os.getloadavg())
+    print(json.dumps(figures, indent=1))
+
+
+def worker_argv(role: str, port: int, *, bootstrap: int, startup: float, log_rate: float = 0.5) -> list[str]:
+    """A sim SGLang worker (the same program ``pdtui demo`` runs)."""
+    return [sys.executable, "-m", "pdtui.sim.worker", "--role", role, "--port", str(port),
+            "--bootstrap-port", str(bootstrap), "--startup", f"{startup:g}", "--log-rate", f"{log_rate:g}"]
+
+
+def router_argv(port: int, prefill: list[tuple[int, int]], decode: list[int], *, real: bool = True) -> list[str]:
+    """The real sglang-router in PD mode (``real=False``: pdtui's small stand-in)."""
+    module = "sglang_router.launch_router" if real else "pdtui.sim.router"
+    argv = [sys.executable, "-m", module, "--pd-disaggregation", "--host", "127.0.0.1", "--port", str(port),
+            "--prometheus-host", "127.0.0.1", "--prometheus-port", str(free_port())]
+    for worker_port, bootstrap in prefill:
+        argv += ["--prefill", f"http://127.0.0.1:{worker_port}", str(bootstrap)]
+    for worker_port in decode:
+        argv += ["--decode", f"http://127.0.0.1:{worker_port}"]
+    return argv
+
+
+def local_host(sandbox) -> dict:
+    return {"local": True, "commands": sandbox.commands}
+
+
+def deployment(config: dict, where: Path) -> Deployment:
+    """A config dict loaded exactly as a user's YAML file is."""
+    text = yaml.safe_dump(config, sort_keys=False)
+    path = where / "bench.yaml"
+    path.write_text(text)
+    return parse_config(text, str(path))
+
+
+class Stamps:
+    """A subscriber that keeps every event with the wall-clock time it arrived."""
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self.clock = clock
+        self.events: list[tuple[float, object]] = []
+
+    def __call__(self, event: object) -> None:
+        self.events.append((self.clock(), event))
+
+    def first(self, predicate: Callable[[object], bool]) -> tuple[float, object] | None:
+        return next(((t, e) for t, e in self.events if predicate(e)), None)

@@ -1,0 +1,264 @@
+"""Log throughput end to end: sim backends at K lines/s -> journal -> journalctl -f over loopback SSH -> TUI.
+
+The whole chain runs for real: two sim SGLang workers (``--log-rate K/2`` each)
+and the real sglang-router as units of a sim sandbox; pdtui's engine follows
+their journal with ``journalctl -f -o json`` over loopback sshd, parses, judges
+readiness and feeds the running TUI (PdtuiApp under ``run_test``, headless, 160x50,
+three panels). For each K, once every service is ready, lines are watched for a
+window: display lag = when a line was handed to its panel minus its journal
+timestamp; a 10 ms ticker in the app's event loop measures stalls; /proc says
+how busy each stage was. The sweep stops at the first K that misses
+(lag p99 > 250 ms, a stall > 50 ms, or fewer lines than sent). Then: a cProfile
+of the pdtui process at that K, RSS after 1,000,000 lines, and the UI alone
+(LogLines straight into the three panels) against Textual's own Log widget.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import cProfile
+import pstats
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench._common import deployment, emit, machine, parse_args, router_argv, summary, worker_argv  # noqa: E402
+from bench._procs import StageCpu  # noqa: E402
+from bench._sshd import SshdPool  # noqa: E402
+from pdtui.engine.events import LogLines, LogRecord, PlanReady, ServiceInfo, Step  # noqa: E402
+from pdtui.engine.orchestrator import Orchestrator  # noqa: E402
+from pdtui.hosts import make_host  # noqa: E402
+from pdtui.sim.ports import free_port  # noqa: E402
+from pdtui.sim.sandbox import Sandbox  # noqa: E402
+from pdtui.ui.app import PdtuiApp  # noqa: E402
+
+LAG_P99_MAX = 0.250
+STALL_MAX = 0.050
+SIZE = (160, 50)
+BATCH_LINE = ("[2026-04-15 08:41:05 TP0] Decode batch. #running-req: 12, #token: 5376, token usage: 0.01, "
+              "gen throughput (token/s): 812.44, #queue-req: 0")
+
+
+class Watch:
+    """Lag of every line handed to a panel, and event-loop stalls, while ``active``."""
+
+    def __init__(self) -> None:
+        self.active = False
+        self.lags: list[float] = []
+        self.lines = 0
+        self.max_stall = 0.0
+
+    def hook(self, app: PdtuiApp) -> None:
+        handle = app._on_lines
+
+        def on_lines(event: LogLines) -> None:
+            handle(event)
+            if self.active:
+                now = time.time()
+                self.lines += len(event.lines)
+                self.lags.extend(now - r.timestamp for r in event.lines if r.timestamp)
+        app._on_lines = on_lines
+
+    async def ticker(self) -> None:
+        while True:
+            t0 = time.monotonic()
+            await asyncio.sleep(0.01)
+            if self.active:
+                self.max_stall = max(self.max_stall, time.monotonic() - t0 - 0.01)
+
+
+class Rig:
+    """One sshd and one sandbox for the whole sweep; fresh units per run."""
+
+    def __init__(self) -> None:
+        self.pool = SshdPool()
+        self.sandbox = Sandbox.create(Path(tempfile.mkdtemp(prefix="pdtui-bench-sim-")))
+        self.server = self.pool.start()
+        self.runs = 0
+
+    def config(self, rate: float) -> dict:
+        self.runs += 1
+        p, d, r, boot = (free_port() for _ in range(4))
+        add, n = self.sandbox.add_unit, self.runs
+        units = {"prefill": add(f"tp-p{n}", worker_argv("prefill", p, bootstrap=boot, startup=0.3, log_rate=rate / 2)),
+                 "decode": add(f"tp-d{n}", worker_argv("decode", d, bootstrap=boot, startup=0.3, log_rate=rate / 2)),
+                 "router": add(f"tp-r{n}", router_argv(r, [(p, boot)], [d]))}
+        ports = {"prefill": p, "decode": d, "router": r}
+        return {"name": "bench-throughput", "hosts": {"h": self.pool.host(self.server, self.sandbox)},
+                "services": {s: {"host": "h", "unit": u, "role": s, "port": ports[s], "timeout": "60s"}
+                             for s, u in units.items()}}
+
+    async def run(self, rate: float, window: float, *, profile: cProfile.Profile | None = None,
+                  until_lines: int | None = None) -> dict:
+        """Bring up at ``rate`` lines/s in the TUI; watch ``window`` seconds (or until ``until_lines``)."""
+        orchestrator = Orchestrator(deployment(self.config(rate), self.sandbox.root), make_host, smoke=False)
+        app = PdtuiApp(orchestrator)
+        watch = Watch()
+        watch.hook(app)
+        stages = StageCpu(self.sandbox.root, [self.server.process.pid])
+        try:
+            async with app.run_test(headless=True, size=SIZE) as pilot:
+                ticker = asyncio.create_task(watch.ticker())
+                await asyncio.wait_for(until_done(app), 120)
+                if not app.done.ok:
+                    raise RuntimeError(f"bring-up failed: {app.done.failures}")
+                await asyncio.sleep(0.5)           # let the backlog of the bring-up drain
+                watch.active = True
+                stages.start()
+                if profile:
+                    profile.enable()
+                t0 = time.monotonic()
+                while time.monotonic() - t0 < window or (until_lines and watch.lines < until_lines):
+                    await asyncio.sleep(0.1)
+                elapsed = time.monotonic() - t0
+                if profile:
+                    profile.disable()
+                watch.active = False
+                busy = stages.stop()
+                ticker.cancel()
+                await orchestrator.close()      # no more events while the app shuts down
+                await pilot.pause()
+        finally:
+            await orchestrator.close()
+            self.sandbox.stop_all()
+        lag = summary(watch.lags, 1000)
+        ok = lag["p99"] is not None and lag["p99"] <= LAG_P99_MAX * 1000 and watch.max_stall <= STALL_MAX \
+            and watch.lines >= 0.9 * rate * elapsed
+        return {"rate": rate, "delivered_per_s": round(watch.lines / elapsed), "lag_ms": lag,
+                "max_stall_ms": round(watch.max_stall * 1000, 1), "ok": ok, "cores_busy": busy,
+                "lines": watch.lines, "rss_mb": rss_mb()}
+
+    def close(self) -> None:
+        self.sandbox.cleanup()
+        self.pool.close()
+
+
+async def until_done(app: PdtuiApp) -> None:
+    while app.done is None:
+        await asyncio.sleep(0.05)
+
+
+def rss_mb() -> float:
+    """Resident set size of this process now (VmRSS), in MB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def top_functions(profile: cProfile.Profile, count: int = 15) -> list[str]:
+    stats = pstats.Stats(profile)
+    rows = sorted(stats.stats.items(), key=lambda item: item[1][2], reverse=True)[:count]
+    total = sum(v[2] for v in stats.stats.values()) or 1
+    return [f"{Path(f).name}:{line} {name} {tt:.2f}s ({100 * tt / total:.0f}%)"
+            for (f, line, name), (_, _, tt, _, _) in rows]
+
+
+# -- the UI alone ---------------------------------------------------------------------------
+
+
+class StillSource:
+    """An event source that announces three services and then stays quiet."""
+
+    SERVICES = ("prefill", "decode", "router")
+
+    def __init__(self) -> None:
+        self.callbacks = []
+
+    def subscribe(self, callback) -> None:
+        self.callbacks.append(callback)
+
+    async def run(self):
+        infos = tuple(ServiceInfo(s, s, f"sglang-{s}", "h", (), None, None, (), 60.0) for s in self.SERVICES)
+        for callback in self.callbacks:
+            callback(PlanReady("bench", infos, tuple(Step)))
+        await asyncio.Event().wait()
+
+    def retry(self, service: str) -> bool:
+        return False
+
+    async def close(self) -> None:
+        return None
+
+
+async def panels_alone(total: int, batch: int) -> float:
+    """Lines per second PdtuiApp's three panels take, batches handed straight to them."""
+    app = PdtuiApp(StillSource())
+    records = tuple(LogRecord(f"{BATCH_LINE} {i}", timestamp=time.time()) for i in range(batch))
+    async with app.run_test(headless=True, size=SIZE) as pilot:
+        while len(app.panels) < 3:
+            await pilot.pause()
+        t0 = time.perf_counter()
+        for i in range(total // batch):
+            service = StillSource.SERVICES[i % 3]
+            app._on_lines(LogLines(service, records))
+            await asyncio.sleep(0)
+        await pilot.pause()
+        return total / (time.perf_counter() - t0)
+
+
+async def textual_log(total: int, batch: int) -> float:
+    """The same through three of Textual's own Log widgets (write_lines)."""
+    from textual.app import App
+    from textual.widgets import Log
+
+    class Three(App):
+        def compose(self):
+            for _ in range(3):
+                yield Log(max_lines=10_000)
+
+    app = Three()
+    lines = [f"{BATCH_LINE} {i}" for i in range(batch)]
+    async with app.run_test(headless=True, size=SIZE) as pilot:
+        logs = list(app.query(Log))
+        t0 = time.perf_counter()
+        for i in range(total // batch):
+            logs[i % 3].write_lines(lines)
+            await asyncio.sleep(0)
+        await pilot.pause()
+        return total / (time.perf_counter() - t0)
+
+
+def main() -> None:
+    args = parse_args(__doc__.splitlines()[0])
+    quick = args.quick
+    rates = [1000] if quick else [2000, 5000, 10_000, 20_000, 40_000, 70_000, 100_000]
+    window = 1.5 if quick else 10.0
+    million = 5000 if quick else 1_000_000
+    info = machine()
+    ui_total = 6000 if quick else 600_000
+    ui = {"lines": ui_total, "batch": 1000,
+          "pdtui_panels_per_s": round(asyncio.run(panels_alone(ui_total, 1000))),
+          "textual_log_per_s": round(asyncio.run(textual_log(ui_total, 1000)))}
+    rig = Rig()
+    sweep, profile_at, profile = [], None, cProfile.Profile()
+    try:
+        for rate in rates:
+            result = asyncio.run(rig.run(rate, window))
+            sweep.append(result)
+            if not result["ok"]:
+                break
+        passed = [r["rate"] for r in sweep if r["ok"]]
+        profile_at = sweep[-1]["rate"]
+        profiled = asyncio.run(rig.run(profile_at, min(window, 5.0), profile=profile))
+        steady = max(passed) if passed else rates[0]
+        memory = asyncio.run(rig.run(steady, 0, until_lines=million))
+    finally:
+        rig.close()
+    figures = {"machine": info, "quick": quick, "window_s": window, "ui_alone": ui,
+               "ui_ratio_pdtui_over_textual_log": round(ui["pdtui_panels_per_s"] / ui["textual_log_per_s"], 2),
+               "sweep": sweep, "highest_ok_lines_per_s": max(passed) if passed else None,
+               "profile": {"rate": profile_at, "delivered_per_s": profiled["delivered_per_s"],
+                           "cores_busy": profiled["cores_busy"], "top_tottime": top_functions(profile)},
+               "rss": {"lines": memory["lines"], "rate": steady, "rss_mb": memory["rss_mb"]},
+               "target": {"lines_per_s": 100_000, "met": bool(passed) and max(passed) >= 100_000,
+                          "rss_mb": 150, "rss_met": memory["rss_mb"] <= 150}}
+    emit(figures)
+
+
+if __name__ == "__main__":
+    main()
