@@ -60,7 +60,11 @@ class LogStatus(Static):
             parts.append("⏸ paused (f follows)")
         if view.pattern is not None:
             parts.append(f"filter /{view.pattern.pattern}/ {view.row_count} of {view.total}")
-        self.update(Text(" · ".join(parts), no_wrap=True, overflow="ellipsis"))
+        text = " · ".join(parts)
+        if text == getattr(self, "_shown", None):
+            return   # called for every batch of lines: an update re-lays out the whole screen
+        self._shown = text
+        self.update(Text(text, no_wrap=True, overflow="ellipsis"))
         self.display = bool(parts)
 
 
@@ -78,6 +82,7 @@ class ServicePanel(Vertical):
         self._checks = Static(classes="checks")
         self._pinned = Static(classes="pinned")
         self.status = LogStatus(classes="log-status")
+        self._shown: dict[Static, str | None] = {}
         self._now = 0.0
 
     @property
@@ -102,16 +107,26 @@ class ServicePanel(Vertical):
         """Update the badge, state classes and pinned line from :attr:`view` at elapsed ``now``."""
         self._now = now
         view = self.view
-        self._badge.update(Text(view.badge(now), no_wrap=True))
+        self._show(self._badge, Text(view.badge(now), no_wrap=True))
         for state, css_class in STATE_CLASSES.items():
             self.set_class(state is view.state, css_class)
-        self._checks.display = bool(view.checks)
-        if view.checks:
-            self._checks.update(Text(check_summary(list(view.checks.values())), no_wrap=True, overflow="ellipsis"))
-        self._pinned.display = view.pinned is not None
-        if view.pinned is not None:
+        checks = check_summary(list(view.checks.values())) if view.checks else None
+        self._show(self._checks, checks and Text(checks, no_wrap=True, overflow="ellipsis"))
+        if view.pinned is None:
+            self._show(self._pinned, None)
+        else:
             marker = "⊘ " if view.state is ServiceState.BLOCKED else "✗ "
-            self._pinned.update(Text(marker + view.pinned, no_wrap=True, overflow="ellipsis"))
+            self._show(self._pinned, Text(marker + view.pinned, no_wrap=True, overflow="ellipsis"))
+
+    def _show(self, line: Static, text: Text | None) -> None:
+        """Show ``text`` on ``line`` (None hides it), only if it changed: an update re-lays out the screen."""
+        shown = None if text is None else text.plain
+        if line in self._shown and self._shown[line] == shown:
+            return
+        self._shown[line] = shown
+        line.display = text is not None
+        if text is not None:
+            line.update(text)
 
     def append(self, records: tuple[LogRecord, ...]) -> list[Row]:
         """Add a batch of journal lines; returns the rows for the merged view."""
