@@ -51,6 +51,9 @@ def _parser() -> argparse.ArgumentParser:
 
     check = sub.add_parser("check", help="validate CONFIG and print the plan; touches no host")
     check.add_argument("config", metavar="CONFIG")
+    check.add_argument("--probe", action="store_true",
+                       help="also reach every host and run the preflight (units, GPUs, NUMA); starts nothing")
+    check.add_argument("--accept-new", action="store_true", help="trust unknown SSH host keys and remember them")
     return parser
 
 
@@ -88,7 +91,33 @@ def _check(args: argparse.Namespace) -> int:
     if deployment is None:
         return EXIT_USAGE
     print(render_plan(deployment))
-    return EXIT_OK
+    if not args.probe:
+        return EXIT_OK
+    return _probe(deployment, args)
+
+
+def _probe(deployment, args: argparse.Namespace) -> int:
+    """The preflight alone, printed as the headless bring-up prints it."""
+    from pdtui.engine.orchestrator import Orchestrator
+    from pdtui.headless import LinePrinter
+    from pdtui.hosts import make_host
+
+    def factory(cfg, on_status=None):
+        return make_host(cfg, accept_new=args.accept_new, on_status=on_status)
+
+    orchestrator = Orchestrator(deployment, factory)
+    orchestrator.subscribe(LinePrinter())
+
+    async def preflight() -> bool:
+        try:
+            return await orchestrator.preflight()
+        finally:
+            await orchestrator.close()
+
+    print()
+    ok = asyncio.run(preflight())
+    print("preflight passed" if ok else "preflight failed")
+    return EXIT_OK if ok else EXIT_FAILED
 
 
 def _up(args: argparse.Namespace) -> int:

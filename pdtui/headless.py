@@ -14,13 +14,13 @@ from enum import Enum
 from typing import TextIO
 
 from pdtui.engine.events import (
-    Done, Event, HostStatus, LogLines, Notice, PlanReady, ProbeResult, StateChanged, StepChanged, StepStatus,
+    Done, Event, GpuSample, HostStatus, LogLines, Notice, PlanReady, ProbeResult, StateChanged, StepChanged, StepStatus,
 )
 from pdtui.engine.states import ServiceState
 from pdtui.text import inert
 
 KINDS = {PlanReady: "plan", StepChanged: "step", StateChanged: "state", LogLines: "log",
-         ProbeResult: "probe", HostStatus: "host", Notice: "notice", Done: "done"}
+         ProbeResult: "probe", HostStatus: "host", GpuSample: "gpus", Notice: "notice", Done: "done"}
 
 STEP_MARK = {StepStatus.RUNNING: "▶", StepStatus.DONE: "✓", StepStatus.FAILED: "✗", StepStatus.SKIPPED: "-"}
 
@@ -100,7 +100,7 @@ class LinePrinter:
             return self._line(event.elapsed, f"host {event.host}: {event.status}"
                                              + (f": {inert(event.detail, 200)}" if event.detail else ""))
         if isinstance(event, Notice):
-            who = f"{event.service}: " if event.service else ""
+            who = f"{event.service}: " if event.service and not event.text.startswith(f"{event.service}") else ""
             return self._line(event.elapsed, f"{event.level}: {who}{inert(event.text, 300)}")
         if isinstance(event, LogLines):
             if not self.logs:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
+import sys
 
 import pytest
 import yaml
@@ -49,7 +50,7 @@ async def test_busy_gpu_fails_its_service_before_anything_starts_when_strict(san
 async def test_a_gpu_the_host_does_not_have_fails_preflight(sandbox):
     deployment = edited(reference(sandbox), lambda c: c["services"]["prefill"].update(gpus=[0, 1, 2, 8]))
     done, rec, _ = await bring_up(deployment)
-    assert rec.change("prefill", "failed").reason == "prefill: GPU 8 does not exist on gpu0 (it has GPUs 0-7)"
+    assert rec.change("prefill", "failed").reason == "GPU 8 does not exist on gpu0 (it has GPUs 0-7)"
 
 
 async def test_preflight_alone_touches_no_unit(sandbox):
@@ -83,3 +84,18 @@ async def test_gpu_samples_flow_while_the_deployment_runs(sandbox):
     sample = recorder.of(GpuSample)[-1]
     assert sample.host == "gpu0" and sorted(g.index for g in sample.gpus) == list(range(8))
     assert {g.numa for g in sample.gpus if g.index < 4} == {0} and {g.numa for g in sample.gpus if g.index >= 4} == {1}
+
+
+def test_check_probe_runs_the_preflight_and_starts_nothing(sandbox):
+    sandbox.set_gpu_busy(5, 40000, pids=[(77, "python3", 40000)])
+    deployment = reference(sandbox)
+    result = subprocess.run([sys.executable, "-m", "pdtui", "check", deployment.source, "--probe"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "warning: decode: a GPU on gpu0 already in use: GPU 5 40000 MiB used by PID 77 python3" in result.stdout
+    assert result.stdout.rstrip().endswith("preflight passed")
+    path = sandbox.root / "strict.yaml"
+    path.write_text(yaml.safe_dump(yaml.safe_load(open(deployment.source)) | {"strict": True}))
+    result = subprocess.run([sys.executable, "-m", "pdtui", "check", str(path), "--probe"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1 and "decode   FAILED" in result.stdout

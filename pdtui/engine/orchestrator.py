@@ -246,7 +246,7 @@ class Orchestrator:
             self._emit(Notice(finding.level, finding.text, finding.service, self.elapsed()))
             run = self._runs.get(finding.service or "")
             if finding.level == "error" and run is not None and run.state is S.PENDING:
-                self._transition(run, S.FAILED, finding.text)
+                self._transition(run, S.FAILED, finding.text.removeprefix(f"{run.name}: "))
                 ok = False
         for name, inventory in inventories.items():
             if sample and inventory is not None:
