@@ -24,6 +24,7 @@ from pdtui.engine.journal import JournalTail
 from pdtui.engine.probes import LOOPBACK, Backend, Check, RouterProbe, http_check, tcp_check
 from pdtui.engine.readiness import FailureCandidate, LineJudge, failure_signatures
 from pdtui.engine.states import FINAL_STATES, ServiceState, check_transition
+from pdtui.engine.steps import step_statuses
 from pdtui.engine.http import HttpProber
 from pdtui.hosts.base import Host, HostDisconnected, HostError, HostUnreachable
 from pdtui.gpu import sampler_argv
@@ -601,51 +602,10 @@ class Orchestrator:
                      if r.started_by_us and r.active_state in ("active", "activating", "reloading"))
 
     def _update_steps(self) -> None:
-        for step, status in _step_statuses(self._preflight, list(self._runs.values())).items():
+        for step, status in step_statuses(self._preflight, list(self._runs.values())).items():
             if self._steps.get(step) != status:
                 self._steps[step] = status
                 self._emit(StepChanged(step, status, "", self.elapsed()))
-
-
-def _step_statuses(preflight: StepStatus, runs: list[ServiceRun]) -> dict[Step, StepStatus]:
-    """Each step's status, derived from the services' states."""
-    backends = [r for r in runs if not r.cfg.after]
-    routers = [r for r in runs if r.cfg.after]
-    statuses = {Step.PREFLIGHT: preflight,
-                Step.START_BACKENDS: _start_status(backends), Step.WAIT_READY: _wait_status(backends),
-                Step.START_ROUTER: _start_status(routers), Step.PROBE_ROUTER: _wait_status(routers)}
-    states = [r.state for r in runs]
-    if all(s is S.READY for s in states):
-        statuses[Step.DONE] = StepStatus.DONE
-    elif any(s in (S.FAILED, S.TIMED_OUT) for s in states):
-        statuses[Step.DONE] = StepStatus.FAILED
-    else:
-        statuses[Step.DONE] = StepStatus.PENDING
-    return statuses
-
-
-def _start_status(runs: list[ServiceRun]) -> StepStatus:
-    states = {r.state for r in runs}
-    if not runs or states == {S.BLOCKED}:
-        return StepStatus.SKIPPED
-    if S.STARTING in states:
-        return StepStatus.RUNNING
-    if any(r.state is S.FAILED and not r.started_by_us for r in runs):
-        return StepStatus.FAILED
-    if all(r.started_by_us or r.state is S.BLOCKED for r in runs):
-        return StepStatus.DONE
-    return StepStatus.RUNNING if any(r.started_by_us for r in runs) else StepStatus.PENDING
-
-
-def _wait_status(runs: list[ServiceRun]) -> StepStatus:
-    states = {r.state for r in runs}
-    if not runs or states == {S.BLOCKED}:
-        return StepStatus.SKIPPED
-    if states & {S.FAILED, S.TIMED_OUT}:
-        return StepStatus.FAILED
-    if states == {S.READY}:
-        return StepStatus.DONE
-    return StepStatus.RUNNING if S.WAITING in states or S.READY in states else StepStatus.PENDING
 
 
 def _info(cfg) -> ServiceInfo:

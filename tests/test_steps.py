@@ -1,0 +1,52 @@
+from types import SimpleNamespace
+
+from pdtui.engine.events import Step, StepStatus
+from pdtui.engine.states import ServiceState as S
+from pdtui.engine.steps import step_statuses
+
+DONE, RUNNING, PENDING, FAILED, SKIPPED = (StepStatus.DONE, StepStatus.RUNNING, StepStatus.PENDING,
+                                           StepStatus.FAILED, StepStatus.SKIPPED)
+
+
+def service(state, started=False, after=()):
+    return SimpleNamespace(state=state, started_by_us=started, cfg=SimpleNamespace(after=after))
+
+
+def steps(prefill, decode, router, preflight=DONE):
+    return step_statuses(preflight, [prefill, decode, service(*router, after=("prefill", "decode"))])
+
+
+def test_nothing_started_yet():
+    got = steps(service(S.PENDING), service(S.PENDING), (S.PENDING,), preflight=RUNNING)
+    assert got == {Step.PREFLIGHT: RUNNING, Step.START_BACKENDS: PENDING, Step.WAIT_READY: PENDING,
+                   Step.START_ROUTER: PENDING, Step.PROBE_ROUTER: PENDING, Step.DONE: PENDING}
+
+
+def test_backends_waiting():
+    got = steps(service(S.WAITING, True), service(S.STARTING), (S.PENDING,))
+    assert (got[Step.START_BACKENDS], got[Step.WAIT_READY]) == (RUNNING, RUNNING)
+    got = steps(service(S.WAITING, True), service(S.WAITING, True), (S.PENDING,))
+    assert (got[Step.START_BACKENDS], got[Step.WAIT_READY]) == (DONE, RUNNING)
+
+
+def test_router_probing_then_all_ready():
+    got = steps(service(S.READY, True), service(S.READY, True), (S.WAITING, True))
+    assert (got[Step.WAIT_READY], got[Step.START_ROUTER], got[Step.PROBE_ROUTER]) == (DONE, DONE, RUNNING)
+    got = steps(service(S.READY, True), service(S.READY, True), (S.READY, True))
+    assert set(got.values()) == {DONE}
+
+
+def test_a_failed_backend_fails_waiting_and_skips_the_router_steps():
+    got = steps(service(S.WAITING, True), service(S.FAILED, True), (S.BLOCKED,))
+    assert got[Step.WAIT_READY] is FAILED and got[Step.DONE] is FAILED
+    assert (got[Step.START_ROUTER], got[Step.PROBE_ROUTER]) == (SKIPPED, SKIPPED)
+
+
+def test_a_start_that_failed_fails_the_start_step():
+    got = steps(service(S.FAILED), service(S.WAITING, True), (S.BLOCKED,))
+    assert got[Step.START_BACKENDS] is FAILED
+
+
+def test_a_router_that_timed_out_fails_the_probe():
+    got = steps(service(S.READY, True), service(S.READY, True), (S.TIMED_OUT, True))
+    assert got[Step.PROBE_ROUTER] is FAILED and got[Step.DONE] is FAILED
