@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from pdtui.config import Deployment, ServiceConfig
 from pdtui.engine.events import (
     Done, Event, HostStatus, LineKind, LogLines, LogRecord, Notice, PlanReady, ProbeResult,
     ServiceInfo, StateChanged, Step, StepChanged, StepStatus,
@@ -55,7 +56,7 @@ class Timing:
 class ServiceRun:
     """Everything the orchestrator knows about one service during a bring-up."""
 
-    cfg: object
+    cfg: ServiceConfig
     judge: LineJudge
     state: ServiceState = S.PENDING
     attempt: int = 0
@@ -96,7 +97,7 @@ class ServiceRun:
 class Orchestrator:
     """Brings one deployment up and tells everything it does through events."""
 
-    def __init__(self, deployment, host_factory: HostFactory, *, clock: Callable[[], float] = time.monotonic,
+    def __init__(self, deployment: Deployment, host_factory: HostFactory, *, clock: Callable[[], float] = time.monotonic,
                  smoke: bool = True, timing: Timing = Timing()) -> None:
         self.deployment = deployment
         self.host_factory = host_factory
@@ -608,7 +609,7 @@ class Orchestrator:
                 self._emit(StepChanged(step, status, "", self.elapsed()))
 
 
-def _info(cfg) -> ServiceInfo:
+def _info(cfg: ServiceConfig) -> ServiceInfo:
     return ServiceInfo(cfg.name, cfg.role, cfg.unit, cfg.host, tuple(cfg.gpus), cfg.numa, cfg.port,
                        tuple(cfg.after), cfg.timeout)
 
