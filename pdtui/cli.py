@@ -60,6 +60,10 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     handlers: dict[str, Callable[[argparse.Namespace], int]] = {"up": _up, "demo": _demo, "check": _check}
+    if getattr(args, "theme", None):
+        from pdtui.ui.themes import available_themes
+        if args.theme not in available_themes():
+            return _error(f"unknown theme {args.theme!r}; available: {', '.join(available_themes())}")
     signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         return handlers[args.command](args)
@@ -176,9 +180,7 @@ def _bring_up(deployment, host_factory, args: argparse.Namespace, follow_up: str
     orchestrator = Orchestrator(deployment, host_factory, smoke=not args.no_smoke)
     if args.headless or args.json:
         return _headless(orchestrator, args)
-    from pdtui.ui.app import available_themes, run_app
-    if args.theme not in available_themes():
-        return _error(f"unknown theme {args.theme!r}; available: {', '.join(available_themes())}")
+    from pdtui.ui.app import run_app
     return run_app(orchestrator, theme=args.theme, follow_up_text=follow_up)
 
 

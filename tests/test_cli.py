@@ -98,3 +98,9 @@ def _child_of_sandbox(pid: str) -> bool:
         return "pdtui-" in open(f"/proc/{pid}/cmdline").read()
     except OSError:
         return False
+
+
+def test_unknown_theme_is_refused_before_anything_starts():
+    result = pdtui("demo", "--theme", "nope")
+    assert result.returncode == 2
+    assert result.stderr == "pdtui: unknown theme 'nope'; available: dark, light\n"
