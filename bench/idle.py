@@ -1,0 +1,83 @@
+"""Idle cost: CPU of the TUI process with everything ready and quiet logs.
+
+The reference deployment (sim prefill + decode at the worker's default 0.5
+lines/s each, the real sglang-router) is brought up over loopback SSH in
+PdtuiApp under ``run_test`` (headless, 160x50). Once every service is ready,
+the CPU time of this process (user + system, all threads: Textual, the engine,
+asyncssh) is read over the window. The engine keeps following the journal and
+polling ``systemctl show`` while it watches for crashes; that is part of the cost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench._common import deployment, emit, machine, parse_args, router_argv, worker_argv  # noqa: E402
+from bench._sshd import SshdPool  # noqa: E402
+from pdtui.engine.orchestrator import Orchestrator  # noqa: E402
+from pdtui.hosts import make_host  # noqa: E402
+from pdtui.sim.ports import free_port  # noqa: E402
+from pdtui.sim.sandbox import Sandbox  # noqa: E402
+from pdtui.ui.app import PdtuiApp  # noqa: E402
+
+
+def cpu_seconds() -> float:
+    times = os.times()
+    return times.user + times.system
+
+
+async def measure(sandbox: Sandbox, host: dict, window: float) -> dict:
+    p, d, r, boot = (free_port() for _ in range(4))
+    units = {"prefill": sandbox.add_unit("idle-p", worker_argv("prefill", p, bootstrap=boot, startup=0.5)),
+             "decode": sandbox.add_unit("idle-d", worker_argv("decode", d, bootstrap=boot, startup=0.5)),
+             "router": sandbox.add_unit("idle-r", router_argv(r, [(p, boot)], [d]))}
+    ports = {"prefill": p, "decode": d, "router": r}
+    config = {"name": "bench-idle", "hosts": {"h": host},
+              "services": {s: {"host": "h", "unit": u, "role": s, "port": ports[s], "timeout": "60s"}
+                           for s, u in units.items()}}
+    orchestrator = Orchestrator(deployment(config, sandbox.root), make_host)
+    app = PdtuiApp(orchestrator)
+    try:
+        async with app.run_test(headless=True, size=(160, 50)) as pilot:
+            deadline = time.monotonic() + 120
+            while app.done is None and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            if app.done is None or not app.done.ok:
+                raise RuntimeError(f"bring-up did not succeed: {app.done}")
+            await asyncio.sleep(1.0)                  # past the bring-up's last paints
+            cpu0, t0 = cpu_seconds(), time.monotonic()
+            await asyncio.sleep(window)
+            cpu, wall = cpu_seconds() - cpu0, time.monotonic() - t0
+            await orchestrator.close()
+            await pilot.pause()
+    finally:
+        await orchestrator.close()
+        sandbox.stop_all()
+    return {"window_s": round(wall, 1), "cpu_s": round(cpu, 3), "percent_of_a_core": round(100 * cpu / wall, 2)}
+
+
+def main() -> None:
+    args = parse_args(__doc__.splitlines()[0])
+    window = 2.0 if args.quick else 30.0
+    info = machine()
+    pool = SshdPool()
+    sandbox = Sandbox.create(Path(tempfile.mkdtemp(prefix="pdtui-bench-sim-")))
+    try:
+        server = pool.start()
+        figures = asyncio.run(measure(sandbox, pool.host(server, sandbox), window))
+    finally:
+        sandbox.cleanup()
+        pool.close()
+    emit({"machine": info, "quick": args.quick, "tui_ssh": figures,
+          "target": {"percent_of_a_core": 2, "met": figures["percent_of_a_core"] <= 2}})
+
+
+if __name__ == "__main__":
+    main()
