@@ -11,6 +11,7 @@ ignores $HOME.
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -64,3 +65,4 @@ class SshdPool:
 
     def close(self) -> None:
         self.factory.stop_all()
+        shutil.rmtree(self.root, ignore_errors=True)

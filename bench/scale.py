@@ -6,12 +6,13 @@ router after them (pdtui's small sim router: sixteen real sglang-routers would
 measure the router, not pdtui). pdtui brings all 64 up headless in one run
 (smoke generation on). overhead = wall time - the backends' own startup, the
 longest "Started" -> ready line span in any host's journal. Connections are
-counted at every sshd.
+counted at every sshd. The command timeout is raised to 120 s (see TIMING).
 """
 
 from __future__ import annotations
 
 import asyncio
+import shutil
 import sys
 import tempfile
 import time
@@ -22,12 +23,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench._common import deployment, emit, machine, parse_args, router_argv, worker_argv  # noqa: E402
 from bench._journal import entries, own_startup  # noqa: E402
 from bench._sshd import SshdPool  # noqa: E402
-from pdtui.engine.orchestrator import Orchestrator  # noqa: E402
+from pdtui.engine.orchestrator import Orchestrator, Timing  # noqa: E402
 from pdtui.hosts import make_host  # noqa: E402
 from pdtui.sim.ports import free_port  # noqa: E402
 from pdtui.sim.sandbox import Sandbox  # noqa: E402
 
 STARTUP = 3.0
+# 48 sim workers, 64 supervisors and 16 routers, all Python, start at once on this machine's cores:
+# a sim `systemctl start` can take longer than the production 30 s command timeout.
+TIMING = Timing(command_timeout=120.0)
 
 
 def host_services(sandbox: Sandbox, host: str) -> dict:
@@ -45,7 +49,7 @@ def host_services(sandbox: Sandbox, host: str) -> dict:
 
 
 async def bring_up(config: dict, where: Path) -> tuple[float, object]:
-    orchestrator = Orchestrator(deployment(config, where), make_host)
+    orchestrator = Orchestrator(deployment(config, where), make_host, timing=TIMING)
     t0 = time.time()
     try:
         done = await orchestrator.run()
@@ -82,6 +86,7 @@ def main() -> None:
     finally:
         for sandbox in sandboxes.values():
             sandbox.cleanup()
+        shutil.rmtree(root, ignore_errors=True)
         pool.close()
     overhead = wall - own
     emit({"machine": info, "quick": args.quick, "hosts": n_hosts, "services": len(config["services"]),

@@ -3,8 +3,8 @@
 First paint: ``pdtui up CONFIG`` runs in a pty (TERM=xterm-256color, 160x50)
 against a sim sandbox whose units are never started (every service waits on a
 unit the sandbox lacks, so preflight fails fast and nothing runs); the clock
-stops when the footer's "quit" key label reaches the terminal. The process is
-then stopped by its PID.
+stops when the title bar naming the deployment reaches the terminal. The
+process is then stopped by its PID.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench._common import deployment, emit, local_host, machine, parse_args, summary  # noqa: E402
 from pdtui.sim.sandbox import Sandbox  # noqa: E402
 
-MARKER = b"quit"
+MARKER = b"bench-startup"   # the deployment's name in the title bar
 PAINT_TIMEOUT = 30.0
 
 
@@ -45,7 +45,7 @@ def help_time() -> float:
 
 
 def first_paint(config: Path) -> float:
-    """Seconds from exec to the footer on screen."""
+    """Seconds from exec to the deployment's name on screen."""
     pid, fd = pty.fork()
     if pid == 0:
         os.environ["TERM"] = "xterm-256color"
@@ -56,7 +56,7 @@ def first_paint(config: Path) -> float:
     try:
         while MARKER not in seen:
             if time.perf_counter() - t0 > PAINT_TIMEOUT:
-                raise RuntimeError("no first paint")
+                raise RuntimeError(f"no first paint; the terminal got {seen[-300:]!r}")
             ready, _, _ = select.select([fd], [], [], 1.0)
             if ready:
                 try:

@@ -245,7 +245,8 @@ def main() -> None:
         passed = [r["rate"] for r in sweep if r["ok"]]
         profile_at = sweep[-1]["rate"]
         profiled = asyncio.run(rig.run(profile_at, min(window, 5.0), profile=profile))
-        steady = max(passed) if passed else rates[0]
+        # RSS needs lines, not low lag: feed the million at the fastest rate the sweep delivered.
+        steady = max(r["delivered_per_s"] for r in sweep)
         memory = asyncio.run(rig.run(steady, 0, until_lines=million))
     finally:
         rig.close()
