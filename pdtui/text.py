@@ -42,10 +42,14 @@ def _control_table() -> dict[int, str]:
 
 
 _CONTROLS = _control_table()
+# Any character the table changes, or a tab: most log lines have none and are returned as they are.
+_NEEDS_WORK = re.compile("[\t" + "".join(re.escape(chr(code)) for code in _CONTROLS) + "]")
 
 
 def make_visible(text: str) -> str:
     """Drop colour codes, replace every other control character with a placeholder, expand tabs."""
+    if not _NEEDS_WORK.search(text):
+        return text
     if "\x1b" in text:
         text = _SGR.sub("", text)
     return text.translate(_CONTROLS).expandtabs(TAB_SIZE)
