@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pdtui.engine.events import GpuInfo, LineKind, StateChanged
+from pdtui.engine.events import GpuInfo, LineKind, LogRecord, StateChanged
 from pdtui.engine.states import ServiceState as S
 from pdtui.ui.format import duration, gpu_gauges
 from pdtui.text import MAX_LINE_CHARS, inert
@@ -77,7 +77,7 @@ def test_elapsed_clock_follows_events_and_the_injected_clock() -> None:
 
 
 def _row(tag: str, ts: float | None, text: str) -> Row:
-    return Row(text, LineKind.NORMAL, text, ts, tag)
+    return Row(LogRecord(text, LineKind.NORMAL, ts), tag)
 
 
 def test_merge_interleaves_by_timestamp_and_keeps_journal_order_for_untimed_lines() -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import re
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 
 from rich.style import Style
 from rich.text import Text
@@ -32,19 +31,38 @@ KIND_COMPONENTS: dict[LineKind, str] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
 class Row:
-    """One line as the view keeps it: the drawable text plus what saving and merging need."""
+    """One line as the view keeps it: the journal record, tagged with its service in the merged view.
 
-    text: str                     # inert and capped: safe to draw and to match a filter against
-    kind: LineKind
-    raw: str
-    timestamp: float | None = None
-    tag: str = ""                 # the service name, in the merged view
+    Its drawable text is made on first use: a buffer keeps 10,000 lines but only the
+    few on screen (or tested by a filter) are ever drawn, so appending stays O(1) per line.
+    """
 
-    @classmethod
-    def from_record(cls, record: LogRecord, tag: str = "") -> Row:
-        return cls(inert(record.text), record.kind, record.text, record.timestamp, tag)
+    __slots__ = ("record", "tag", "_text")
+
+    def __init__(self, record: LogRecord, tag: str = "") -> None:
+        self.record = record
+        self.tag = tag
+        self._text: str | None = None
+
+    @property
+    def text(self) -> str:
+        """Inert and capped: safe to draw and to match a filter against."""
+        if self._text is None:
+            self._text = inert(self.record.text)
+        return self._text
+
+    @property
+    def kind(self) -> LineKind:
+        return self.record.kind
+
+    @property
+    def raw(self) -> str:
+        return self.record.text
+
+    @property
+    def timestamp(self) -> float | None:
+        return self.record.timestamp
 
     def saved(self) -> str:
         """The full line for a saved file: never capped, controls still made visible."""

@@ -130,7 +130,8 @@ class ServicePanel(Vertical):
 
     def append(self, records: tuple[LogRecord, ...]) -> list[Row]:
         """Add a batch of journal lines; returns the rows for the merged view."""
-        rows = [Row.from_record(record, self.service) for record in records]
+        tag = self.service
+        rows = [Row(record, tag) for record in records]
         self.log_view.append(rows)
         self.status.show_state(self.log_view)
         return rows
