@@ -10,7 +10,8 @@ import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-SHOW_PROPERTIES = ("ActiveState", "SubState", "MainPID", "NRestarts", "InvocationID", "ExecMainStatus")
+SHOW_PROPERTIES = ("Id", "LoadState", "ActiveState", "SubState", "MainPID", "NRestarts", "InvocationID",
+                   "ExecMainStatus")
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,8 +55,9 @@ class Commands:
     def is_active(self, unit: str) -> list[str]:
         return self.systemctl("is-active", unit)
 
-    def show(self, unit: str, properties: Sequence[str] = SHOW_PROPERTIES) -> list[str]:
-        return self.systemctl("show", "-p", ",".join(properties), unit)
+    def show(self, units: Sequence[str], properties: Sequence[str] = SHOW_PROPERTIES) -> list[str]:
+        """Properties of one or more units: one command answers for all of a host's units."""
+        return self.systemctl("show", "-p", ",".join(properties), *units)
 
     # -- journalctl --------------------------------------------------------
     def follow(self, units: Sequence[str], after_cursor: str | None = None) -> list[str]:
@@ -78,6 +80,16 @@ def parse_show(text: str) -> dict[str, str]:
         if sep:
             props[key.strip()] = value.strip()
     return props
+
+
+def parse_show_units(text: str) -> dict[str, dict[str, str]]:
+    """``systemctl show -p Id,... A B`` output (one block per unit, blank lines between) by unit Id."""
+    units = {}
+    for block in text.split("\n\n"):
+        props = parse_show(block)
+        if props.get("Id"):
+            units[props["Id"]] = props
+    return units
 
 
 SUDO_PASSWORD_MARKERS = ("a password is required", "a terminal is required")

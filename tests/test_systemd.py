@@ -67,3 +67,17 @@ def test_parse_entry_tolerates_junk():
 def test_sudo_password_detection():
     assert sudo_needs_password("sudo: a password is required")
     assert not sudo_needs_password("Failed to start x.service: Unit x.service not found.")
+
+
+def test_show_asks_for_several_units_in_one_command():
+    argv = Commands().show(["a.service", "b.service"])
+    assert argv[:3] == ["systemctl", "show", "-p"] and argv[-2:] == ["a.service", "b.service"]
+    assert "Id" in argv[3].split(",")
+
+
+def test_parse_show_units_splits_blocks_by_id():
+    from pdtui.systemd import parse_show_units
+    text = "Id=a.service\nActiveState=active\n\nId=b.service\nLoadState=not-found\nActiveState=inactive\n"
+    assert parse_show_units(text) == {
+        "a.service": {"Id": "a.service", "ActiveState": "active"},
+        "b.service": {"Id": "b.service", "LoadState": "not-found", "ActiveState": "inactive"}}

@@ -11,6 +11,7 @@ forever. All progress is told through events (see events.py).
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -26,10 +27,11 @@ from pdtui.engine.probes import LOOPBACK, Backend, Check, RouterProbe, http_chec
 from pdtui.engine.readiness import FailureCandidate, LineJudge, failure_signatures
 from pdtui.engine.states import FINAL_STATES, ServiceState, check_transition
 from pdtui.engine.steps import step_statuses
+from pdtui.engine.units import UnitLooker
 from pdtui.engine.http import HttpProber
 from pdtui.hosts.base import Host, HostDisconnected, HostError, HostUnreachable
 from pdtui.gpu import sampler_argv
-from pdtui.systemd import Commands, JournalEntry, parse_entry, parse_show, sudo_needs_password
+from pdtui.systemd import Commands, JournalEntry, parse_entry, sudo_needs_password
 
 S = ServiceState
 HostFactory = Callable[..., Host]
@@ -109,6 +111,8 @@ class Orchestrator:
         self._hosts: dict[str, Host] = {}
         self._commands = {name: Commands.for_host(h) for name, h in deployment.hosts.items()}
         self._probers: dict[str, HttpProber] = {}
+        self._lookers: dict[str, UnitLooker] = {}
+        self._told_unreachable: set[str] = set()
         self._runs = {name: ServiceRun(cfg, LineJudge(cfg.ready.log, failure_signatures(cfg.role, cfg.fail)))
                       for name, cfg in deployment.services.items()}
         self._by_unit = {(r.cfg.host, r.cfg.unit): r for r in self._runs.values()}
@@ -219,6 +223,7 @@ class Orchestrator:
             if any(r.cfg.host == name for r in self._runs.values()):
                 host = self._hosts[name] = self.host_factory(cfg, on_status=self._host_status)
                 self._probers[name] = HttpProber(host)
+                self._lookers[name] = UnitLooker(lambda argv, h=name: self._command_on(h, argv), self._commands[name])
 
     def _follow_journals(self) -> None:
         for name, host in self._hosts.items():
@@ -261,13 +266,14 @@ class Orchestrator:
         ok = True
         runs = [r for r in self._runs.values() if r.cfg.host == host_name]
         deadline = self.clock() + max(r.cfg.timeout for r in runs)
-        for run in runs:
-            try:
-                props = await self._reach(run, deadline)
-            except HostError as exc:
-                self._transition(run, S.FAILED, str(exc))
+        looks = await asyncio.gather(*(self._reach(run, deadline) for run in runs), return_exceptions=True)
+        for run, props in zip(runs, looks):
+            if isinstance(props, HostError):
+                self._transition(run, S.FAILED, str(props))
                 ok = False
                 continue
+            if isinstance(props, BaseException):
+                raise props
             if props.get("LoadState") == "not-found":
                 self._transition(run, S.FAILED, f"unit {run.cfg.unit} not found on {host_name}")
                 ok = False
@@ -278,11 +284,12 @@ class Orchestrator:
         delay = PREFLIGHT_RETRY
         while True:
             try:
-                return await self._show(run, ("LoadState", "ActiveState", "InvocationID"))
+                return await self._show(run)
             except HostUnreachable as exc:
                 if self.clock() + delay >= deadline:
                     raise
-                if delay == PREFLIGHT_RETRY:
+                if delay == PREFLIGHT_RETRY and run.cfg.host not in self._told_unreachable:
+                    self._told_unreachable.add(run.cfg.host)
                     self._emit(Notice("warning", f"{exc}; trying again for up to "
                                       f"{deadline - self.clock():.0f}s", run.name, self.elapsed()))
                 await asyncio.sleep(delay)
@@ -366,20 +373,20 @@ class Orchestrator:
                 self._transition(run, S.FAILED, str(exc))
 
     async def _command(self, run: ServiceRun, argv: list[str], deadline: float | None = None):
+        return await self._command_on(run.cfg.host, argv, deadline)
+
+    async def _command_on(self, host: str, argv: list[str], deadline: float | None = None):
         timeout = self.timing.command_timeout
         if deadline is not None:
             timeout = max(0.1, min(timeout, deadline - self.clock()))
-        result = await self._hosts[run.cfg.host].run(argv, timeout=timeout)
+        result = await self._hosts[host].run(argv, timeout=timeout)
         if not result.ok and sudo_needs_password(result.stderr):
-            raise HostError(f"{run.cfg.host}: sudo asks for a password; pdtui needs passwordless sudo "
+            raise HostError(f"{host}: sudo asks for a password; pdtui needs passwordless sudo "
                             f"(sudo -n) for systemctl and journalctl")
         return result
 
-    async def _show(self, run: ServiceRun, properties=None) -> dict[str, str]:
-        commands = self._commands[run.cfg.host]
-        argv = commands.show(run.cfg.unit, properties) if properties else commands.show(run.cfg.unit)
-        result = await self._command(run, argv)
-        return parse_show(result.stdout)
+    async def _show(self, run: ServiceRun) -> dict[str, str]:
+        return await self._lookers[run.cfg.host].show(run.cfg.unit)
 
     async def _start(self, run: ServiceRun, deadline: float) -> None:
         commands = self._commands[run.cfg.host]
@@ -463,11 +470,15 @@ class Orchestrator:
             return run.failure.signature.reason, run.failure.line
         if run.unit_dirty or now >= run.next_unit_check:
             run.unit_dirty = False
-            run.next_unit_check = now + self.timing.unit_poll
+            run.next_unit_check = self._beat(now)
             await self._check_unit(run)
             if run.unit_problem and not run.failure:
                 return run.unit_problem, None
         return None
+
+    def _beat(self, now: float) -> float:
+        """The next moment units are looked at: every service on the same beat, so a host's looks share a command."""
+        return self._t0 + (math.floor((now - self._t0) / self.timing.unit_poll) + 1) * self.timing.unit_poll
 
     def _next_look(self, run: ServiceRun) -> float:
         """When :meth:`_failure` has something new to look at, at the latest."""
@@ -546,7 +557,7 @@ class Orchestrator:
 
     async def _watch(self, run: ServiceRun) -> None:
         """After READY: a failure line or a dead unit still fails the service."""
-        run.next_unit_check = self.clock() + self.timing.unit_poll
+        run.next_unit_check = self._beat(self.clock())
         while run.state is S.READY:
             failure = await self._failure(run)
             if failure:
