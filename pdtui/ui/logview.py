@@ -2,8 +2,8 @@
 
 It is a Line-API scroll view: lines live in a bounded buffer, a batch is appended
 with one refresh, only the rows on screen are turned into strips, and strips are
-cached.  Every line is drawn from :func:`pdtui.text.inert` text through
-``rich.text.Text`` (never markup), so a hostile line shows as characters.
+cached.  Every line is drawn from :func:`pdtui.text.inert` text as plain segments
+(never markup), so a hostile line shows as characters.
 """
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ import re
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator
 
+from rich.cells import cell_len, set_cell_size
+from rich.segment import Segment
 from rich.style import Style
-from rich.text import Text
 from textual.cache import LRUCache
 from textual.geometry import Size
 from textual.reactive import reactive
@@ -227,16 +228,36 @@ class LogView(ScrollView, can_focus=True):
         return strip.apply_offsets(0, index)
 
     def _render_row(self, row: Row, width: int) -> Strip:
+        """Segments straight from the row's inert text: no ``Text`` to build and render per line."""
         base = self.rich_style
-        text = Text(no_wrap=True, overflow="ellipsis", end="")
+        pieces: list[tuple[str, Style]] = []
         if self.tag_width:
             tag = row.tag[: self.tag_width].ljust(self.tag_width)
-            text.append(f"{tag} │ ", self._component_style("logview--tag"))
+            pieces.append((f"{tag} │ ", base + self._component_style("logview--tag")))
         component = KIND_COMPONENTS.get(row.kind)
-        text.append(row.text, self._component_style(component) if component else None)
-        text.truncate(width, overflow="ellipsis")
-        strip = Strip(text.render(self.app.console), text.cell_len).extend_cell_length(width)
-        return strip.apply_style(base)
+        pieces.append((row.text, base + self._component_style(component) if component else base))
+        return Strip(_fit(pieces, width, base), max(0, width))
 
     def _component_style(self, name: str) -> Style:
         return self.get_component_rich_style(name, partial=True)
+
+
+def _fit(pieces: list[tuple[str, Style]], width: int, pad: Style) -> list[Segment]:
+    """Exactly ``width`` cells: cut with an ellipsis when too long (as ``Text.truncate`` does), else padded."""
+    if width <= 0:
+        return []
+    total = sum(cell_len(text) for text, _ in pieces)
+    if total <= width:
+        segments = [Segment(text, style) for text, style in pieces]
+        if total < width:
+            segments.append(Segment(" " * (width - total), pad))
+        return segments
+    segments, room = [], width - 1
+    for text, style in pieces:
+        cells = cell_len(text)
+        if cells > room:
+            segments.append(Segment(set_cell_size(text, room) + "…", style))
+            break
+        segments.append(Segment(text, style))
+        room -= cells
+    return segments
