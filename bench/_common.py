@@ -20,7 +20,7 @@ from pathlib import Path
 import yaml
 
 from pdtui.config import Deployment, parse_config
-from pdtui.sim.ports import free_port
+from pdtui.sim.commands import router_argv, worker_argv  # noqa: F401  (the benches' units)
 
 READY_LINE = "fired up and ready"
 
@@ -76,24 +76,6 @@ def emit(figures: dict) -> None:
     figures.setdefault("machine", machine())
     figures["machine"]["load_at_end"] = list(os.getloadavg())
     print(json.dumps(figures, indent=1))
-
-
-def worker_argv(role: str, port: int, *, bootstrap: int, startup: float, log_rate: float = 0.5) -> list[str]:
-    """A sim SGLang worker (the same program ``pdtui demo`` runs)."""
-    return [sys.executable, "-m", "pdtui.sim.worker", "--role", role, "--port", str(port),
-            "--bootstrap-port", str(bootstrap), "--startup", f"{startup:g}", "--log-rate", f"{log_rate:g}"]
-
-
-def router_argv(port: int, prefill: list[tuple[int, int]], decode: list[int], *, real: bool = True) -> list[str]:
-    """The real sglang-router in PD mode (``real=False``: pdtui's small stand-in)."""
-    module = "sglang_router.launch_router" if real else "pdtui.sim.router"
-    argv = [sys.executable, "-m", module, "--pd-disaggregation", "--host", "127.0.0.1", "--port", str(port),
-            "--prometheus-host", "127.0.0.1", "--prometheus-port", str(free_port())]
-    for worker_port, bootstrap in prefill:
-        argv += ["--prefill", f"http://127.0.0.1:{worker_port}", str(bootstrap)]
-    for worker_port in decode:
-        argv += ["--decode", f"http://127.0.0.1:{worker_port}"]
-    return argv
 
 
 def local_host(sandbox) -> dict:

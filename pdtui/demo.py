@@ -9,14 +9,13 @@ any user's, so the demo exercises exactly the path ``pdtui up`` takes.
 
 from __future__ import annotations
 
-import importlib.util
 import socket
-import sys
 from dataclasses import dataclass
 
 import yaml
 
 from pdtui.config import Deployment, parse_config
+from pdtui.sim.commands import router_argv, worker_argv
 from pdtui.sim.ports import free_port
 from pdtui.sim.sandbox import Sandbox
 
@@ -41,10 +40,6 @@ def parse_failure(text: str) -> tuple[str, str]:
     return service, mode
 
 
-def router_available() -> bool:
-    return importlib.util.find_spec("sglang_router") is not None
-
-
 def port_is_free(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         try:
@@ -64,31 +59,23 @@ def _ports() -> dict[str, int]:
     return ports
 
 
-def _worker(role: str, ports: dict[str, int], gpus: str, startup: float, fail: str | None) -> list[str]:
-    argv = [sys.executable, "-m", "pdtui.sim.worker", "--role", role, "--port", str(ports[role]),
-            "--bootstrap-port", str(ports["bootstrap"]), "--startup", f"{startup:g}", "--gpus", gpus]
-    return argv + (["--fail", fail] if fail else [])
-
-
-def _router(ports: dict[str, int]) -> list[str]:
-    module = "sglang_router.launch_router" if router_available() else "pdtui.sim.router"
-    return [sys.executable, "-m", module, "--pd-disaggregation",
-            "--prefill", f"http://127.0.0.1:{ports['prefill']}", str(ports["bootstrap"]),
-            "--decode", f"http://127.0.0.1:{ports['decode']}", "--host", "127.0.0.1", "--port", str(ports["router"]),
-            # The router also serves Prometheus metrics (on 29000 by default) and dies if that port is taken.
-            "--prometheus-host", "127.0.0.1", "--prometheus-port", str(ports["metrics"])]
-
-
 def build(sandbox: Sandbox, options: DemoOptions) -> Deployment:
     """Install the demo's units in ``sandbox`` and return its deployment."""
     ports = _ports()
     fail = options.failures.get
+    boot = ports["bootstrap"]
     sandbox.add_unit("sglang-dsv4-prefill",
-                     _worker("prefill", ports, "0,1,2,3", options.startup * 0.8, fail("prefill")),
+                     worker_argv("prefill", ports["prefill"], bootstrap=boot, startup=options.startup * 0.8,
+                                 gpus="0,1,2,3", fail=fail("prefill")),
                      description="SGLang DeepSeek-V4-Flash prefill (simulated)")
-    sandbox.add_unit("sglang-dsv4-decode", _worker("decode", ports, "4,5,6,7", options.startup, fail("decode")),
+    sandbox.add_unit("sglang-dsv4-decode",
+                     worker_argv("decode", ports["decode"], bootstrap=boot, startup=options.startup,
+                                 gpus="4,5,6,7", fail=fail("decode")),
                      description="SGLang DeepSeek-V4-Flash decode (simulated)")
-    sandbox.add_unit("sglang-dsv4-router", _router(ports), description="SGLang PD router")
+    sandbox.add_unit("sglang-dsv4-router",
+                     router_argv(ports["router"], [(ports["prefill"], boot)], [ports["decode"]],
+                                 metrics_port=ports["metrics"]),
+                     description="SGLang PD router")
     config = {
         "name": "dsv4-flash-pd (demo)",
         "hosts": {"gpu0": {"local": True, "commands": sandbox.commands}},

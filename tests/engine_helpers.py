@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 
 import yaml
 
 from pdtui import demo
 from pdtui.config import parse_config
-from pdtui.sim.ports import free_port
+from pdtui.sim import commands
+from pdtui.sim.commands import router_argv  # noqa: F401  (used by the tests)
 from pdtui.engine.events import Done, StateChanged
 from pdtui.engine.orchestrator import Orchestrator, Timing
 from pdtui.hosts import make_host
@@ -54,22 +54,10 @@ async def bring_up(deployment, *, smoke=True, timing=FAST) -> tuple[Done, Record
     return done, recorder, orchestrator
 
 
-def worker_argv(role: str, port: int, *, bootstrap: int, startup: float = 0.4, fail: str | None = None) -> list[str]:
-    argv = [sys.executable, "-m", "pdtui.sim.worker", "--role", role, "--port", str(port),
-            "--bootstrap-port", str(bootstrap), "--startup", str(startup)]
-    return argv + (["--fail", fail] if fail else [])
-
-
-def router_argv(port: int, prefill: list[tuple[int, int]], decode: list[int]) -> list[str]:
-    """The real sglang-router in PD mode in front of the given worker ports."""
-    argv = [sys.executable, "-m", "sglang_router.launch_router", "--pd-disaggregation",
-            "--host", "127.0.0.1", "--port", str(port),
-            "--prometheus-host", "127.0.0.1", "--prometheus-port", str(free_port())]
-    for worker_port, bootstrap in prefill:
-        argv += ["--prefill", f"http://127.0.0.1:{worker_port}", str(bootstrap)]
-    for worker_port in decode:
-        argv += ["--decode", f"http://127.0.0.1:{worker_port}"]
-    return argv
+def worker_argv(role: str, port: int, **options) -> list[str]:
+    """A sim worker that gets ready fast, as tests want it."""
+    options.setdefault("startup", 0.4)
+    return commands.worker_argv(role, port, **options)
 
 
 def sim_deployment(sandbox, services: dict[str, tuple[list[str], dict]], name: str = "test", hosts=None):

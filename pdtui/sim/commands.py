@@ -1,0 +1,48 @@
+"""The command lines of the simulated deployment's programs, in one place.
+
+The demo, the tests and the benchmarks all build their units from these, so a
+flag the real programs need (the router's metrics port, say) is added once.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+
+from pdtui.sim.ports import free_port
+
+
+def real_router_available() -> bool:
+    return importlib.util.find_spec("sglang_router") is not None
+
+
+def worker_argv(role: str, port: int, *, bootstrap: int, startup: float = 3.0, gpus: str | None = None,
+                fail: str | None = None, log_rate: float | None = None) -> list[str]:
+    """An SGLang-like sim worker (``python -m pdtui.sim.worker``)."""
+    argv = [sys.executable, "-m", "pdtui.sim.worker", "--role", role, "--port", str(port),
+            "--bootstrap-port", str(bootstrap), "--startup", f"{startup:g}"]
+    if gpus:
+        argv += ["--gpus", gpus]
+    if log_rate is not None:
+        argv += ["--log-rate", f"{log_rate:g}"]
+    return argv + (["--fail", fail] if fail else [])
+
+
+def router_argv(port: int, prefill: list[tuple[int, int]], decode: list[int], *, real: bool | None = None,
+                metrics_port: int | None = None) -> list[str]:
+    """The PD router in front of the given worker ports on 127.0.0.1.
+
+    ``real``: the real ``sglang-router`` (default: when it is installed), else
+    pdtui's small stand-in, which takes the same flags. The real router also
+    serves Prometheus metrics (on 29000 by default) and dies if that port is
+    taken, so it always gets a port of its own.
+    """
+    use_real = real_router_available() if real is None else real
+    module = "sglang_router.launch_router" if use_real else "pdtui.sim.router"
+    argv = [sys.executable, "-m", module, "--pd-disaggregation", "--host", "127.0.0.1", "--port", str(port),
+            "--prometheus-host", "127.0.0.1", "--prometheus-port", str(metrics_port or free_port())]
+    for worker_port, bootstrap in prefill:
+        argv += ["--prefill", f"http://127.0.0.1:{worker_port}", str(bootstrap)]
+    for worker_port in decode:
+        argv += ["--decode", f"http://127.0.0.1:{worker_port}"]
+    return argv
