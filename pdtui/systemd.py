@@ -6,7 +6,7 @@ wrappers and ``sudo`` are applied here, in one place.
 
 from __future__ import annotations
 
-import json
+import orjson
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -136,6 +136,9 @@ def decode_field(value: object) -> str:
 
 
 def _first(value: object) -> str | None:
+    """A field as one string: the value itself, the first of a repeated field, None when absent."""
+    if type(value) is str:      # nearly every field of nearly every line
+        return value
     if value is None:
         return None
     if isinstance(value, list):
@@ -153,22 +156,22 @@ def _int(value: object) -> int | None:
 def parse_entry(line: bytes | str) -> JournalEntry | None:
     """One ``journalctl -o json`` line; None for anything that is not a journal object."""
     try:
-        obj = json.loads(line)
-    except (ValueError, UnicodeDecodeError):
+        obj = orjson.loads(line)     # the hot path of every log line: orjson parses ~4x faster than json
+    except orjson.JSONDecodeError:
         return None
     if not isinstance(obj, dict):
         return None
-    system = _first(obj.get("_PID")) == "1" and "UNIT" in obj
-    unit = _first(obj.get("UNIT")) if system else _first(obj.get("_SYSTEMD_UNIT"))
-    invocation = _first(obj.get("INVOCATION_ID") if system else obj.get("_SYSTEMD_INVOCATION_ID"))
-    realtime = _int(obj.get("__REALTIME_TIMESTAMP"))
+    get = obj.get
+    system = _first(get("_PID")) == "1" and "UNIT" in obj
+    realtime = _int(get("__REALTIME_TIMESTAMP"))
+    message = get("MESSAGE", "")
     return JournalEntry(
-        cursor=_first(obj.get("__CURSOR")),
+        cursor=_first(get("__CURSOR")),
         realtime=realtime / 1e6 if realtime is not None else None,
-        unit=unit,
-        invocation=invocation,
-        pid=_int(obj.get("_PID")),
-        priority=_int(obj.get("PRIORITY")),
-        message=decode_field(obj.get("MESSAGE", "")),
+        unit=_first(get("UNIT") if system else get("_SYSTEMD_UNIT")),
+        invocation=_first(get("INVOCATION_ID") if system else get("_SYSTEMD_INVOCATION_ID")),
+        pid=_int(get("_PID")),
+        priority=_int(get("PRIORITY")),
+        message=message if type(message) is str else decode_field(message),
         system=system,
     )

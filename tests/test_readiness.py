@@ -54,3 +54,21 @@ def test_most_telling_failure_line_wins():
 
 def test_other_role_has_no_default_failures():
     assert failure_signatures("other") == ()
+
+
+def test_prefilter_reads_literal_alternations_and_keeps_real_regexes():
+    import re
+    from pdtui.engine.readiness import Prefilter, _literals
+    assert _literals(r"Traceback \(most recent call last\)") == ["Traceback (most recent call last)"]
+    assert _literals("CUDA out of memory|OutOfMemoryError") == ["CUDA out of memory", "OutOfMemoryError"]
+    assert _literals(r"\bWARN") is None and _literals("a.b") is None
+    prefilter = Prefilter([re.compile("NCCL error"), re.compile(r"step \d+ failed")])
+    assert prefilter.may_match("RuntimeError: NCCL error: unhandled")
+    assert prefilter.may_match("step 12 failed") and not prefilter.may_match("step x failed")
+
+
+def test_user_regex_failure_still_found_past_the_prefilter():
+    judge = LineJudge(r"ready\s+to\s+roll", failure_signatures("decode", (r"step \d+ failed",)))
+    assert judge.kind("step 7 failed") is LineKind.FAIL
+    assert judge.kind("ready   to  roll") is LineKind.READY
+    assert judge.kind("an ordinary line", priority=3) is LineKind.WARN

@@ -58,6 +58,39 @@ ROLE_FAILURES: dict[str, tuple[Signature, ...]] = {
 USER_RANK = 10   # a failure pattern the user wrote is the most telling of all
 
 _WARN = re.compile(r"\bWARN(?:ING)?\b")
+_WARN_HINT = re.compile("WARN")    # every warning line holds it: enough for the prefilter
+
+
+_LITERAL = re.compile(r"(?:[^\\.^$*+?{}\[\]()|]|\\[^A-Za-z0-9])+")
+
+
+def _literals(pattern: str) -> list[str] | None:
+    """The literal texts a pattern is an alternation of (``a|b\\(c\\)``), or None if it is more than that."""
+    parts = pattern.split("|")
+    if not all(_LITERAL.fullmatch(part) for part in parts):
+        return None
+    return [re.sub(r"\\(.)", r"\1", part) for part in parts]
+
+
+class Prefilter:
+    """Whether a line may match any of some patterns: substring tests for literal ones, regex for the rest.
+
+    Python's regex engine tries every alternative at every position; most
+    signatures are plain text, and ``in`` finds those many times faster.
+    """
+
+    def __init__(self, patterns: list[re.Pattern[str]]) -> None:
+        self.literals: list[str] = []
+        self.regexes: list[re.Pattern[str]] = []
+        for pattern in patterns:
+            found = _literals(pattern.pattern) if not pattern.flags & re.IGNORECASE else None
+            if found is None:
+                self.regexes.append(pattern)
+            else:
+                self.literals.extend(found)
+
+    def may_match(self, text: str) -> bool:
+        return any(literal in text for literal in self.literals) or any(r.search(text) for r in self.regexes)
 
 
 def failure_signatures(role: str, extra: tuple[str, ...] = ()) -> tuple[Signature, ...]:
@@ -72,8 +105,10 @@ class LineJudge:
     def __init__(self, ready: str | None, failures: tuple[Signature, ...]) -> None:
         self.ready = re.compile(ready) if ready else None
         self.failures = failures
-        # One alternation finds out cheaply whether any signature matches at all.
+        # One alternation finds out whether any signature matches at all; a quick
+        # look for literal text tells most lines apart as ordinary before any regex runs.
         self._any_failure = re.compile("|".join(f"(?:{s.pattern.pattern})" for s in failures)) if failures else None
+        self._anything = Prefilter([s.pattern for s in failures] + ([self.ready] if self.ready else []) + [_WARN_HINT])
 
     def failure(self, message: str) -> Signature | None:
         """The most telling signature the line matches, if any."""
@@ -87,6 +122,8 @@ class LineJudge:
     def kind(self, message: str, priority: int | None = None, system: bool = False) -> LineKind:
         if system:
             return LineKind.SYSTEM
+        if not self._anything.may_match(message):
+            return LineKind.WARN if priority is not None and priority <= 4 else LineKind.NORMAL
         if self.failure(message):
             return LineKind.FAIL
         if self.is_ready_line(message):
