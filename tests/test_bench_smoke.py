@@ -27,6 +27,7 @@ EXPECTED = {
     "idle": {"tui_ssh", "target"},
     "scale": {"hosts", "services", "overhead_s", "connections_per_host", "target"},
     "startup": {"help", "first_paint"},
+    "engine_lines": {"lines", "runs", "lines_per_s"},
 }
 
 
