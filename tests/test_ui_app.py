@@ -241,6 +241,77 @@ async def test_quit_after_done_exits_at_once_with_the_bring_up_exit_code() -> No
     assert app.exit_summary.endswith("sglang-dsv4-prefill, sglang-dsv4-decode")
 
 
+async def test_quit_closes_the_source_before_the_screens_go_and_ignores_lines_still_in_flight() -> None:
+    class LateLines(FakeSource):
+        """A tail whose last batch is emitted while it closes."""
+
+        screens_at_close = -1
+
+        async def close(self) -> None:
+            self.screens_at_close = len(app.screen_stack)
+            self.emit(burst("prefill", 5, 100), StateChanged("decode", S.WAITING, S.READY, elapsed=60.0))
+            await super().close()
+
+    source = LateLines(starting_script())
+    app = PdtuiApp(source, clock=lambda: 0.0)  # type: ignore[arg-type]
+    async with app.run_test(size=(100, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("q", "y")
+        await settle(pilot)
+    assert source.closed and source.screens_at_close >= 1
+    assert app.return_value == 130
+    assert app.panels["decode"].view.state is S.WAITING
+
+
+async def test_quit_after_done_closes_the_source_too() -> None:
+    app, source = make_app(ready_script())
+    async with app.run_test(size=(100, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("q")
+        await settle(pilot)
+    assert source.closed and app.return_value == 0
+
+
+async def test_elapsed_ticker_stops_when_the_bring_up_is_done_and_runs_again_on_retry() -> None:
+    app, source = make_app([PLAN])
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(pilot)
+        calls: list[str] = []
+        app.ticker.pause = lambda: calls.append("pause")  # type: ignore[method-assign]
+        app.ticker.resume = lambda: calls.append("resume")  # type: ignore[method-assign]
+        source.emit(*decode_failed_script()[1:])
+        await settle(pilot)
+        assert calls == ["pause"]
+        source.emit(StateChanged("decode", S.FAILED, S.STARTING, elapsed=70.0))
+        await settle(pilot)
+        assert calls == ["pause", "resume"]
+
+
+async def test_title_bar_repaints_only_when_the_shown_time_changes() -> None:
+    app, _ = make_app([PLAN])
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(pilot)
+        repaints: list[None] = []
+        app.title_bar.refresh = lambda *a, **k: repaints.append(None)  # type: ignore[method-assign]
+        app.title_bar.show_elapsed(app.title_bar.elapsed + 0.2)
+        assert repaints == []
+        app.title_bar.show_elapsed(app.title_bar.elapsed + 1.0)
+        assert len(repaints) == 1
+
+
+async def test_scrollbar_and_follow_track_a_growing_log() -> None:
+    app, source = make_app([PLAN])
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(pilot)
+        view = app.panels["prefill"].log_view
+        for start in range(0, 300, 100):
+            source.emit(burst("prefill", 100, start))
+            await settle(pilot)
+            assert view.vertical_scrollbar.window_virtual_size == view.row_count == start + 100
+            assert view.scroll_y == view.max_scroll_y > 0
+            assert log_lines(view)[-1].rstrip() == f"line {start + 99}"
+
+
 async def test_all_logs_view_interleaves_services_by_time_with_tags() -> None:
     app, source = make_app(starting_script())
     async with app.run_test(size=(160, 50)) as pilot:

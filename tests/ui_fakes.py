@@ -39,6 +39,7 @@ class FakeSource:
         self.retries: list[str] = []
         self.retry_result = retry_result
         self.played = False
+        self.closed = False
 
     def subscribe(self, callback: Callable[[Event], None]) -> None:
         self.callbacks.append(callback)
@@ -59,6 +60,9 @@ class FakeSource:
     def retry(self, service: str) -> bool:
         self.retries.append(service)
         return self.retry_result
+
+    async def close(self) -> None:
+        self.closed = True
 
 
 PREFILL = ServiceInfo("prefill", "prefill", "sglang-dsv4-prefill", "gpu0", (0, 1, 2, 3), 0, 30000, (), 360.0)

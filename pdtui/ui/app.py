@@ -102,6 +102,7 @@ class PdtuiApp(App[int]):
         self.exit_summary = ""
         self._deployment = ""
         self._probes: dict[tuple[str, str], bool] = {}
+        self._quitting = False
         self.title_bar = TitleBar()
         self.plan = PlanStrip()
         self.filter_bar = FilterBar()
@@ -122,7 +123,8 @@ class PdtuiApp(App[int]):
         self.set_class(self.no_color, "-no-color")
         connect(self.source, self)
         self.run_worker(self._bring_up(), name="bring-up", exit_on_error=False)
-        self.set_interval(1.0, self._tick)
+        # advances the elapsed counters once a second, only while a bring-up is in progress
+        self.ticker = self.set_interval(1.0, self._tick)
 
     async def _bring_up(self) -> None:
         """Run the engine; a crash becomes one clear line and a failed exit, never a traceback."""
@@ -171,6 +173,8 @@ class PdtuiApp(App[int]):
     # -- engine events ---------------------------------------------------------------
 
     def on_engine_event(self, message: EngineEvent) -> None:
+        if self._quitting:
+            return  # still in the queue when quit closed the source: the screens may be gone
         event = message.event
         handler = self._handlers().get(type(event))
         if handler is not None:
@@ -194,7 +198,7 @@ class PdtuiApp(App[int]):
 
     def _on_plan(self, plan: PlanReady) -> None:
         self._deployment = plan.deployment
-        self.title_bar.deployment = plan.deployment
+        self.title_bar.show_deployment(plan.deployment)
         self.plan.set_steps(plan.steps)
         self._mount_panels(plan)
 
@@ -211,6 +215,7 @@ class PdtuiApp(App[int]):
         self.in_progress = True
         self.plan.finish(None)
         self.elapsed.resume()
+        self.ticker.resume()
 
     def _on_lines(self, event: LogLines) -> None:
         panel = self.panels.get(event.service)
@@ -241,7 +246,7 @@ class PdtuiApp(App[int]):
         self._system_line(event.service, f"· check {event.check} {outcome}{latency}{detail}")
 
     def _on_host(self, event: HostStatus) -> None:
-        self.title_bar.hosts[event.host] = event.status
+        self.title_bar.show_host(event.host, event.status)
         if event.status == "error":
             self.notify(f"{event.host}: {event.detail or event.status}", severity="error", markup=False)
 
@@ -262,6 +267,7 @@ class PdtuiApp(App[int]):
         self.in_progress = False
         self.plan.finish(done)
         self.elapsed.freeze(done.elapsed)
+        self.ticker.pause()   # the counters are frozen: nothing to redraw until a retry
         self._alert(done)
 
     # -- the end-of-bring-up alert ------------------------------------------------------
@@ -287,9 +293,9 @@ class PdtuiApp(App[int]):
     # -- time -----------------------------------------------------------------------------
 
     def _tick(self) -> None:
+        """Advance the elapsed times; each widget repaints only if its text changed."""
         now = self.elapsed.now()
-        self.title_bar.elapsed = now
-        self.title_bar.refresh()
+        self.title_bar.show_elapsed(now)
         for panel in self.panels.values():
             panel.redraw(now)
 
@@ -401,11 +407,11 @@ class PdtuiApp(App[int]):
         if self.in_progress:
             self.push_screen(QuitScreen(self._started_units()), callback=self._confirmed_quit)
         else:
-            self._leave()
+            await self._leave()
 
-    def _confirmed_quit(self, quit: bool | None) -> None:
+    async def _confirmed_quit(self, quit: bool | None) -> None:
         if quit:
-            self._leave()
+            await self._leave()
 
     def _started_units(self) -> list[str]:
         """Units pdtui started in this session, in plan order."""
@@ -420,7 +426,11 @@ class PdtuiApp(App[int]):
             return list(self.done.left_running)
         return self._started_units()
 
-    def _leave(self) -> None:
+    async def _leave(self) -> None:
+        """Close the event source, then exit: no event may arrive once the screens are gone."""
+        if self._quitting:
+            return
+        self._quitting = True
         code = EXIT_INTERRUPTED if self.in_progress or self.done is None else self.done.exit_code
         units = self.left_running()
         self.exit_summary = (
@@ -428,6 +438,10 @@ class PdtuiApp(App[int]):
             if units
             else "pdtui: no units were started"
         )
+        try:
+            await self.source.close()
+        except Exception as error:  # noqa: BLE001 - quitting must not fail on a broken connection
+            self.exit_summary += f"\npdtui: closing the connections failed: {error}"
         self.exit(code)
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:

@@ -181,12 +181,28 @@ class LogView(ScrollView, can_focus=True):
 
     def _refit(self, dropped: int) -> None:
         """Resize the virtual area; follow the end, or keep the rows in view where they were."""
-        self.virtual_size = Size(self.size.width, self.row_count)
+        self._grow(Size(self.size.width, self.row_count))
+        # force: Textual allows scrolling only once a layout has shown the scrollbar
         if self.follow:
-            self.scroll_end(animate=False, immediate=True, x_axis=False)
+            self.scroll_end(animate=False, immediate=True, x_axis=False, force=True)
         elif dropped > 0:
-            self.scroll_to(y=max(0, self.scroll_y - dropped), animate=False, immediate=True)
+            self.scroll_to(y=max(0, self.scroll_y - dropped), animate=False, immediate=True, force=True)
         self.refresh()
+
+    def _grow(self, size: Size) -> None:
+        """Set the virtual size, laying the screen out only when the scrollbar appears or goes.
+
+        ``virtual_size`` is a layout reactive: setting it re-lays out and repaints the
+        whole screen, 20-50 ms, for every batch of lines.  While the scrollbar stays as
+        it is, only this view and its scrollbar change, so they are updated directly.
+        """
+        height = self.container_size.height
+        if not self.is_mounted or (self.virtual_size.height > height) != (size.height > height):
+            self.virtual_size = size
+            return
+        self.set_reactive(LogView.virtual_size, size)
+        if self.show_vertical_scrollbar:
+            self.vertical_scrollbar.window_virtual_size = size.height
 
     # -- follow -------------------------------------------------------------------
 

@@ -30,6 +30,22 @@ class TitleBar(Widget):
         self.elapsed = 0.0
         self.hosts: dict[str, str] = {}
 
+    def show_deployment(self, name: str) -> None:
+        self.deployment = name
+        self.refresh()
+
+    def show_host(self, host: str, status: str) -> None:
+        if self.hosts.get(host) != status:
+            self.hosts[host] = status
+            self.refresh()
+
+    def show_elapsed(self, seconds: float) -> None:
+        """Repaint only when the drawn time changes (it shows whole seconds)."""
+        changed = duration(seconds) != duration(self.elapsed)
+        self.elapsed = seconds
+        if changed:
+            self.refresh()
+
     def render(self) -> Text:
         left = Text.assemble(("pdtui", "bold"), f" · {self.deployment}" if self.deployment else "")
         troubled = [f"{host}: {status}" for host, status in self.hosts.items() if status != "connected"]
