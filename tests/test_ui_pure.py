@@ -76,6 +76,18 @@ def test_elapsed_clock_follows_events_and_the_injected_clock() -> None:
     assert clock.now() == 12.0
 
 
+def test_elapsed_clock_stays_frozen_while_log_events_keep_coming() -> None:
+    now = [100.0]
+    clock = ElapsedClock(lambda: now[0])
+    clock.freeze(7.0)
+    clock.sync(34.0)          # a log batch long after the bring-up ended
+    assert clock.now() == 7.0
+    clock.resume()            # a retry
+    clock.sync(40.0)
+    now[0] = 102.0
+    assert clock.now() == 42.0
+
+
 def _row(tag: str, ts: float | None, text: str) -> Row:
     return Row(LogRecord(text, LineKind.NORMAL, ts), tag)
 

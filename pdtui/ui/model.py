@@ -30,12 +30,15 @@ class ElapsedClock:
         self._frozen = False
 
     def sync(self, elapsed: float) -> None:
-        """Take the engine's ``elapsed`` as the truth from now on."""
+        """Take the engine's ``elapsed`` as the truth from now on (not while frozen: logs go on after Done)."""
+        if self._frozen:
+            return
         self._base = elapsed
         self._at = self._clock()
 
     def freeze(self, elapsed: float) -> None:
         """Stop the counter at ``elapsed`` (the bring-up has ended)."""
+        self._frozen = False
         self.sync(elapsed)
         self._frozen = True
 
