@@ -64,7 +64,9 @@ def main(argv: list[str] | None = None) -> int:
         from pdtui.ui.themes import available_themes
         if args.theme not in available_themes():
             return _error(f"unknown theme {args.theme!r}; available: {', '.join(available_themes())}")
-    signal.signal(signal.SIGTERM, _raise_interrupt)
+    # A closed terminal or tmux pane (SIGHUP) and a kill (SIGTERM) unwind like Ctrl-C: the demo stops what it started.
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _raise_interrupt)
     try:
         return handlers[args.command](args)
     except KeyboardInterrupt:
@@ -166,8 +168,8 @@ def _demo(args: argparse.Namespace) -> int:
 
 @contextmanager
 def _signals_ignored() -> Iterator[None]:
-    """Ignore SIGINT and SIGTERM for the duration (cleanup that must run to its end)."""
-    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+    """Ignore SIGINT, SIGTERM and SIGHUP for the duration (cleanup that must run to its end)."""
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     try:
         yield
     finally:

@@ -23,8 +23,8 @@ STEPS = ["preflight", "start backends", "wait for readiness", "start router", "p
 WAIT = 60
 
 
-def run_demo_until(sandbox: Path, marker: str, *extra: str) -> tuple[int, str, str]:
-    """Start the demo, send SIGINT (as Ctrl-C does, to its process group) once ``marker`` is printed."""
+def run_demo_until(sandbox: Path, marker: str, *extra: str, sig: int = signal.SIGINT) -> tuple[int, str, str]:
+    """Start the demo, send ``sig`` (SIGINT as Ctrl-C does) to its process group once ``marker`` is printed."""
     proc = subprocess.Popen([sys.executable, "-m", "pdtui", "demo", "--startup", "2", "--sandbox", str(sandbox),
                              *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
@@ -35,7 +35,7 @@ def run_demo_until(sandbox: Path, marker: str, *extra: str) -> tuple[int, str, s
         for line in proc.stdout:
             seen.append(line)
             if marker in line:
-                os.killpg(proc.pid, signal.SIGINT)
+                os.killpg(proc.pid, sig)
                 break
         out, err = proc.communicate(timeout=WAIT)
     finally:
@@ -132,3 +132,12 @@ def test_second_ctrl_c_during_cleanup_still_stops_everything(tmp_path):
     assert proc.returncode in (0, 130, -signal.SIGINT)
     assert_nothing_left(sandbox)
     assert_files_whole(sandbox)
+
+
+def test_a_closed_terminal_stops_the_demo_cleanly(tmp_path):
+    """SIGHUP (the terminal or tmux pane closed) unwinds like Ctrl-C: nothing the demo started is left."""
+    sandbox = tmp_path / "sim"
+    code, out, err = run_demo_until(sandbox, "decode   waiting", "--headless", sig=signal.SIGHUP)
+    assert code == 130, err
+    assert "stopped the simulated deployment" in err
+    assert_nothing_left(sandbox)
