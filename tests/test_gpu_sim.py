@@ -10,6 +10,7 @@ import pytest
 from pdtui.gpu import parse_compute_apps, parse_query_gpu, parse_topo
 from pdtui.sim import nvidia_smi
 from pdtui.sim.sandbox import Sandbox
+from pdtui.sim.commands import sim_python
 from pdtui.sim.systemctl import package_env
 from tests.conftest_sim import Procs, procs, read_until  # noqa: F401 - procs is a fixture
 
@@ -121,4 +122,4 @@ def test_loop_mode_exits_quietly_when_its_reader_goes(procs, sandbox):
 def test_wrapper_and_commands_cover_every_tool(sandbox):
     assert set(sandbox.commands) == {"systemctl", "journalctl", "nvidia-smi"}
     assert all(os.access(sandbox.bin_dir / tool, os.X_OK) for tool in sandbox.commands)
-    assert sandbox.commands["nvidia-smi"][:3] == [sys.executable, "-m", "pdtui.sim.nvidia_smi"]
+    assert sandbox.commands["nvidia-smi"][2:] == [*sim_python("pdtui.sim.nvidia_smi"), "--root", str(sandbox.root)]

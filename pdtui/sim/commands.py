@@ -12,6 +12,18 @@ import sys
 from pdtui.sim.ports import free_port
 
 
+def sim_python(module: str) -> list[str]:
+    """argv running a sim program (stdlib and pdtui only) without ``site``.
+
+    ``-S`` skips site-packages and every ``.pth`` file in it (one that imports
+    certifi costs ~30 ms per start): the sim's systemctl and journalctl run once
+    per command pdtui sends, and a deployment starts a supervisor per unit.
+    pdtui is found through PYTHONPATH, which the sim sets for everything it
+    starts (:func:`pdtui.sim.systemctl.package_env`).
+    """
+    return [sys.executable, "-S", "-m", module]
+
+
 def real_router_available() -> bool:
     return importlib.util.find_spec("sglang_router") is not None
 
@@ -19,7 +31,7 @@ def real_router_available() -> bool:
 def worker_argv(role: str, port: int, *, bootstrap: int, startup: float = 3.0, gpus: str | None = None,
                 fail: str | None = None, log_rate: float | None = None) -> list[str]:
     """An SGLang-like sim worker (``python -m pdtui.sim.worker``)."""
-    argv = [sys.executable, "-m", "pdtui.sim.worker", "--role", role, "--port", str(port),
+    argv = [*sim_python("pdtui.sim.worker"), "--role", role, "--port", str(port),
             "--bootstrap-port", str(bootstrap), "--startup", f"{startup:g}"]
     if gpus:
         argv += ["--gpus", gpus]
@@ -38,8 +50,8 @@ def router_argv(port: int, prefill: list[tuple[int, int]], decode: list[int], *,
     taken, so it always gets a port of its own.
     """
     use_real = real_router_available() if real is None else real
-    module = "sglang_router.launch_router" if use_real else "pdtui.sim.router"
-    argv = [sys.executable, "-m", module, "--pd-disaggregation", "--host", "127.0.0.1", "--port", str(port),
+    program = [sys.executable, "-m", "sglang_router.launch_router"] if use_real else sim_python("pdtui.sim.router")
+    argv = [*program, "--pd-disaggregation", "--host", "127.0.0.1", "--port", str(port),
             "--prometheus-host", "127.0.0.1", "--prometheus-port", str(metrics_port or free_port())]
     for worker_port, bootstrap in prefill:
         argv += ["--prefill", f"http://127.0.0.1:{worker_port}", str(bootstrap)]

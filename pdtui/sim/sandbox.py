@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import shlex
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 from types import TracebackType
 
 from pdtui.sim import nvidia_smi
+from pdtui.sim.commands import sim_python
 from pdtui.sim.procs import terminate
 from pdtui.sim.systemctl import ROOT_ENV, package_env
 from pdtui.sim.units import UnitStore, render_unit, unit_name
@@ -49,8 +49,13 @@ class Sandbox:
 
     @property
     def commands(self) -> dict[str, list[str]]:
-        """argv prefixes that run this sandbox's ``systemctl``, ``journalctl`` and ``nvidia-smi``."""
-        return {tool: [sys.executable, "-m", module, "--root", str(self.root)] for tool, module in TOOLS.items()}
+        """argv prefixes that run this sandbox's ``systemctl``, ``journalctl`` and ``nvidia-smi``.
+
+        ``env`` gives them the PYTHONPATH that ``python -S`` needs to find pdtui.
+        """
+        pythonpath = f"PYTHONPATH={package_env()['PYTHONPATH']}"
+        return {tool: ["env", pythonpath, *sim_python(module), "--root", str(self.root)]
+                for tool, module in TOOLS.items()}
 
     def _write_wrappers(self) -> None:
         """Shell wrappers in ROOT/bin, usable from any cwd and any login (pdtui importable)."""
@@ -62,7 +67,7 @@ class Sandbox:
                 "#!/bin/sh\n"
                 f"PYTHONPATH={shlex.quote(pythonpath)}${{PYTHONPATH:+:$PYTHONPATH}} "
                 f"{ROOT_ENV}={shlex.quote(str(self.root))} "
-                f"exec {shlex.quote(sys.executable)} -m {module} \"$@\"\n"
+                f"exec {shlex.join(sim_python(module))} \"$@\"\n"
             )
             path.chmod(0o755)
 

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from pdtui.sim.commands import sim_python
 from pdtui.sim.procs import terminate, wait_gone
 from pdtui.sim.units import UnitFile, UnitState, UnitStore, unit_name
 
@@ -71,7 +72,7 @@ def _spawn_supervisor(store: UnitStore, unit: UnitFile) -> None:
     log = open(store.state_dir / f"{unit.name}.supervisor.log", "ab")
     try:
         subprocess.Popen(
-            [sys.executable, "-m", "pdtui.sim.supervisor", "--root", str(store.root),
+            [*sim_python("pdtui.sim.supervisor"), "--root", str(store.root),
              "--notify-fd", str(ready_w), unit.name],
             pass_fds=(ready_w,), start_new_session=True, env=package_env(),
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
