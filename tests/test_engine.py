@@ -8,10 +8,11 @@ import subprocess
 import pytest
 
 from pdtui.engine.events import Done, LineKind, LogLines, Notice, Step, StepChanged, StepStatus
+from pdtui.sim.ports import free_port
 from pdtui.sim.sandbox import Sandbox
 from pdtui.engine.orchestrator import Orchestrator
 from pdtui.hosts import make_host
-from tests.engine_helpers import FAST, Recorder, bring_up, reference
+from tests.engine_helpers import FAST, Recorder, bring_up, reference, sim_deployment, worker_argv
 
 
 @pytest.fixture
@@ -163,3 +164,36 @@ async def test_replaced_units_are_stopped_and_disabled_first(sandbox):
     assert enabled.stdout.strip() == "disabled"
     notices = [e.text for e in rec.of(Notice)]
     assert "stopped and disabled sglang-dsv4.service" in notices
+
+
+def _recording_hosts(asked: list[list[str]]):
+    """A host factory whose hosts note every argv they run."""
+    def factory(config, **options):
+        host = make_host(config, **options)
+        run = host.run
+
+        async def recording(argv, *, timeout=None):
+            asked.append(list(argv))
+            return await run(argv, timeout=timeout)
+        host.run = recording
+        return host
+    return factory
+
+
+async def test_a_unit_started_once_the_tail_delivers_needs_no_history_and_loses_no_line(sandbox):
+    early, late = free_port(), free_port()
+    deployment = sim_deployment(sandbox, {
+        "early": (worker_argv("prefill", early, bootstrap=free_port()), {"role": "prefill", "port": early}),
+        "late": (worker_argv("decode", late, bootstrap=free_port()), {"role": "decode", "port": late, "after": ["early"]}),
+    })
+    asked: list[list[str]] = []
+    orchestrator = Orchestrator(deployment, _recording_hosts(asked), timing=FAST)
+    try:
+        done = await orchestrator.run()
+    finally:
+        await orchestrator.close()
+    assert done.ok, done    # late's ready line came through the tail alone
+    histories = {a for argv in asked if any(w.startswith("_SYSTEMD_INVOCATION_ID=") for w in argv)
+                 for a in argv if a.startswith("--unit=")}
+    assert histories == {"--unit=t-early.service"}
+

@@ -117,6 +117,7 @@ class Orchestrator:
                       for name, cfg in deployment.services.items()}
         self._by_unit = {(r.cfg.host, r.cfg.unit): r for r in self._runs.values()}
         self._tails: list[asyncio.Task] = []
+        self._journals: dict[str, JournalTail] = {}
         self._steps: dict[Step, StepStatus] = {}
         self._preflight = StepStatus.PENDING
         self._watchers: set[asyncio.Event] = set()
@@ -231,6 +232,7 @@ class Orchestrator:
             tail = JournalTail(host, self._commands[name], units,
                                on_entry=lambda entry, h=name: self._on_entry(h, entry),
                                on_problem=lambda msg: self._emit(Notice("warning", msg, None, self.elapsed())))
+            self._journals[name] = tail
             self._tails.append(asyncio.create_task(tail.run(), name=f"journal {name}"))
 
     async def _preflight_hosts(self, *, sample_gpus: bool) -> None:
@@ -403,6 +405,7 @@ class Orchestrator:
                               f"stopped and disabled {old}" if result.ok else f"could not stop {old}: {_last_line(result.stderr)}",
                               run.name, self.elapsed()))
         run.collecting = True
+        tail_live = self._tail_live(run.cfg.host)
         result = await self._command(run, argv, deadline)
         if not result.ok:
             run.collecting = False
@@ -412,21 +415,31 @@ class Orchestrator:
         props = await self._show(run)
         run.invocation = props.get("InvocationID") or None
         run.active_state = props.get("ActiveState", "")
-        await self._backfill(run)
+        await self._backfill(run, history=not tail_live)
 
-    async def _backfill(self, run: ServiceRun) -> None:
+    def _tail_live(self, host: str) -> bool:
+        """Whether the host's tail surely sees every line written from now on.
+
+        Once it has delivered a line, its journalctl follows, and a broken tail
+        resumes after the last cursor it delivered: a unit started after that
+        needs no look at its history.
+        """
+        tail = self._journals.get(host)
+        return tail is not None and tail.cursor is not None
+
+    async def _backfill(self, run: ServiceRun, *, history: bool = True) -> None:
         """Judge the lines the invocation wrote before the tail saw them, then what the tail buffered."""
-        history: Iterable[JournalEntry] = ()
-        if run.invocation:
+        lines: Iterable[JournalEntry] = ()
+        if run.invocation and history:
             argv = self._commands[run.cfg.host].invocation_history(run.cfg.unit, run.invocation)
             result = await self._command(run, argv)
             if not result.ok:
                 raise HostError(f"{run.cfg.host}: journalctl failed, so readiness cannot be judged: "
                                 f"{_last_line(result.stderr) or f'exit status {result.exit_status}'}")
-            history = (e for e in map(parse_entry, result.stdout.splitlines()) if e is not None)
+            lines = (e for e in map(parse_entry, result.stdout.splitlines()) if e is not None)
         # The tail keeps buffering while this yields now and then (a burst of history must not hold the loop).
         cursors: set[str] = set()
-        for count, entry in enumerate(history, 1):
+        for count, entry in enumerate(lines, 1):
             self._consume(run, entry)
             if entry.cursor:
                 cursors.add(entry.cursor)
