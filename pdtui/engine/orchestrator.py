@@ -414,7 +414,7 @@ class Orchestrator:
         run.started_by_us = True
         props = await self._show(run)
         run.invocation = props.get("InvocationID") or None
-        run.active_state = props.get("ActiveState", "")
+        self._note_unit(run, props)
         await self._backfill(run, history=not tail_live)
 
     def _tail_live(self, host: str) -> bool:
@@ -453,7 +453,8 @@ class Orchestrator:
         run.collecting = False
 
     async def _wait_ready(self, run: ServiceRun, deadline: float) -> None:
-        run.next_unit_check = next_probe = self.clock()
+        next_probe = self.clock()
+        run.next_unit_check = self._beat(next_probe)   # _start has just looked at the unit
         while True:
             failure = await self._failure(run)
             if failure:
@@ -485,8 +486,8 @@ class Orchestrator:
             run.unit_dirty = False
             run.next_unit_check = self._beat(now)
             await self._check_unit(run)
-            if run.unit_problem and not run.failure:
-                return run.unit_problem, None
+        if run.unit_problem and not run.failure:
+            return run.unit_problem, None
         return None
 
     def _beat(self, now: float) -> float:
@@ -512,6 +513,10 @@ class Orchestrator:
             props = await self._show(run)
         except (HostDisconnected, HostUnreachable):
             return
+        self._note_unit(run, props)
+
+    def _note_unit(self, run: ServiceRun, props: dict[str, str]) -> None:
+        """What a look at the unit tells: its state, and a problem when it died or restarted."""
         run.active_state = props.get("ActiveState", "")
         invocation = props.get("InvocationID") or None
         if run.active_state == "failed":
