@@ -7,10 +7,10 @@ import subprocess
 
 import pytest
 
-from pdtui.engine.events import Done, LineKind, LogLines, Notice, Step, StepChanged, StepStatus
+from pdtui.engine.events import Done, LineKind, LogLines, Notice, ProbeResult, Step, StepChanged, StepStatus
 from pdtui.sim.ports import free_port
 from pdtui.sim.sandbox import Sandbox
-from pdtui.engine.orchestrator import Orchestrator
+from pdtui.engine.orchestrator import Orchestrator, Timing
 from pdtui.hosts import make_host
 from tests.engine_helpers import FAST, Recorder, bring_up, reference, sim_deployment, worker_argv
 
@@ -197,3 +197,14 @@ async def test_a_unit_started_once_the_tail_delivers_needs_no_history_and_loses_
                  for a in argv if a.startswith("--unit=")}
     assert histories == {"--unit=t-early.service"}
 
+
+async def test_a_service_logging_while_probed_is_probed_again_without_waiting_for_the_poll(sandbox):
+    port = free_port()
+    ready = {"log": None, "http": "/health"}
+    deployment = sim_deployment(sandbox, {"decode": (worker_argv("decode", port, bootstrap=free_port(), startup=2.0),
+                                                     {"role": "decode", "port": port, "timeout": "20s", "ready": ready})})
+    slow_poll = Timing(poll=600, unit_poll=0.5, settle=0.2, log_batch=0.02)
+    done, rec, _ = await bring_up(deployment, timing=slow_poll)
+    assert done.ok, done
+    first = next(e for e in rec.of(ProbeResult) if e.service == "decode")
+    assert not first.ok, "probed once before /health turned 200: the next probe came from a line, not the poll"

@@ -48,6 +48,7 @@ class Timing:
     """How often things are looked at. Tests shorten these."""
 
     poll: float = 0.5          # HTTP/TCP/router probes while waiting
+    line_probe_gap: float = 0.05   # a new line of a service being probed brings its next probe this close
     unit_poll: float = 2.0     # `systemctl show` while waiting (systemd's own lines wake it sooner)
     settle: float = 0.3        # after a first failure line, wait this long for a more telling one
     log_batch: float = 0.05    # log lines are handed to subscribers in batches this often
@@ -82,6 +83,7 @@ class ServiceRun:
     time_to_ready: float | None = None
     router_probe: RouterProbe | None = None
     next_unit_check: float = 0.0
+    fresh_line: bool = False                      # a line came while probing: probe again soon
 
     @property
     def name(self) -> str:
@@ -89,7 +91,7 @@ class ServiceRun:
 
     def reset(self) -> None:
         """Forget the previous attempt (for a retry)."""
-        self.invocation, self.collecting, self.log_ok = None, False, False
+        self.invocation, self.collecting, self.log_ok, self.fresh_line = None, False, False, False
         self.failure = self.failure_at = self.unit_problem = self.router_probe = None
         self.buffered.clear()
         self.backfilled.clear()
@@ -325,6 +327,9 @@ class Orchestrator:
             elif kind is LineKind.READY:
                 run.log_ok = True
                 run.wake.set()
+            elif run.state is S.WAITING and not run.fresh_line and (run.log_ok or not run.cfg.ready.log):
+                run.fresh_line = True   # a service that logs while it is probed is often becoming ready
+                run.wake.set()
         else:
             kind = LineKind.NORMAL
         run.pending_lines.append(LogRecord(message, kind, entry.realtime, entry.cursor))
@@ -455,6 +460,7 @@ class Orchestrator:
     async def _wait_ready(self, run: ServiceRun, deadline: float) -> None:
         next_probe = self.clock()
         run.next_unit_check = self._beat(next_probe)   # _start has just looked at the unit
+        last_probe = -math.inf
         while True:
             failure = await self._failure(run)
             if failure:
@@ -462,8 +468,11 @@ class Orchestrator:
                 return
             probing = run.log_ok or not run.cfg.ready.log
             now = self.clock()
+            if run.fresh_line:
+                run.fresh_line = False
+                next_probe = min(next_probe, last_probe + self.timing.line_probe_gap)
             if not run.failure and probing and now >= next_probe:
-                next_probe = now + self.timing.poll
+                last_probe, next_probe = now, now + self.timing.poll
                 outcome = await self._probe(run)
                 if outcome is True:
                     self._transition(run, S.READY, "all checks hold")
