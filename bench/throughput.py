@@ -35,6 +35,7 @@ from pdtui.hosts import make_host  # noqa: E402
 from pdtui.sim.ports import free_port  # noqa: E402
 from pdtui.sim.sandbox import Sandbox  # noqa: E402
 from pdtui.ui.app import PdtuiApp  # noqa: E402
+from pdtui.ui.logview import LogView  # noqa: E402
 
 LAG_P99_MAX = 0.250
 STALL_MAX = 0.050
@@ -44,7 +45,11 @@ BATCH_LINE = ("[2026-04-15 08:41:05 TP0] Decode batch. #running-req: 12, #token:
 
 
 class Watch:
-    """Lag of every line handed to a panel, and event-loop stalls, while ``active``."""
+    """Lag of every line when its panel paints it, and event-loop stalls, while ``active``.
+
+    A log view takes lines at once but repaints at most every ``PAINT_INTERVAL``:
+    the lag counts until the paint that puts a line on screen.
+    """
 
     def __init__(self) -> None:
         self.active = False
@@ -53,15 +58,27 @@ class Watch:
         self.max_stall = 0.0
 
     def hook(self, app: PdtuiApp) -> None:
-        handle = app._on_lines
+        self.app = app
 
-        def on_lines(event: LogLines) -> None:
-            handle(event)
-            if self.active:
+    def __enter__(self) -> "Watch":
+        watch, paint = self, LogView._paint
+
+        def painted(view: LogView) -> None:
+            start = view._painted_next
+            paint(view)
+            if watch.active and view in watch.panel_views():
                 now = time.time()
-                self.lines += len(event.lines)
-                self.lags.extend(now - r.timestamp for r in event.lines if r.timestamp)
-        app._on_lines = on_lines
+                watch.lines += view._painted_next - start
+                watch.lags.extend(now - stamp for stamp in view.timestamps(start, view._painted_next))
+        LogView._paint = painted
+        self._restore = paint
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        LogView._paint = self._restore
+
+    def panel_views(self) -> list[LogView]:
+        return [panel.log_view for panel in self.app.panels.values()]
 
     async def ticker(self) -> None:
         while True:
@@ -101,27 +118,28 @@ class Rig:
         watch.hook(app)
         stages = StageCpu(self.sandbox.root, [self.server.process.pid])
         try:
-            async with app.run_test(headless=True, size=SIZE) as pilot:
-                ticker = asyncio.create_task(watch.ticker())
-                await asyncio.wait_for(until_done(app), 120)
-                if not app.done.ok:
-                    raise RuntimeError(f"bring-up failed: {app.done.failures}")
-                await asyncio.sleep(0.5)           # let the backlog of the bring-up drain
-                watch.active = True
-                stages.start()
-                if profile:
-                    profile.enable()
-                t0 = time.monotonic()
-                while time.monotonic() - t0 < window or (until_lines and watch.lines < until_lines):
-                    await asyncio.sleep(0.1)
-                elapsed = time.monotonic() - t0
-                if profile:
-                    profile.disable()
-                watch.active = False
-                busy = stages.stop()
-                ticker.cancel()
-                await orchestrator.close()      # no more events while the app shuts down
-                await pilot.pause()
+            with watch:
+                async with app.run_test(headless=True, size=SIZE) as pilot:
+                    ticker = asyncio.create_task(watch.ticker())
+                    await asyncio.wait_for(until_done(app), 120)
+                    if not app.done.ok:
+                        raise RuntimeError(f"bring-up failed: {app.done.failures}")
+                    await asyncio.sleep(0.5)           # let the backlog of the bring-up drain
+                    watch.active = True
+                    stages.start()
+                    if profile:
+                        profile.enable()
+                    t0 = time.monotonic()
+                    while time.monotonic() - t0 < window or (until_lines and watch.lines < until_lines):
+                        await asyncio.sleep(0.1)
+                    elapsed = time.monotonic() - t0
+                    if profile:
+                        profile.disable()
+                    watch.active = False
+                    busy = stages.stop()
+                    ticker.cancel()
+                    await orchestrator.close()      # no more events while the app shuts down
+                    await pilot.pause()
         finally:
             await orchestrator.close()
             self.sandbox.stop_all()

@@ -11,7 +11,7 @@ from textual.widgets import Input
 from pdtui.engine.events import Done, LineKind, LogLines, LogRecord, StateChanged, Step, StepChanged, StepStatus
 from pdtui.engine.states import ServiceState as S
 from pdtui.ui.app import PdtuiApp
-from pdtui.ui.logview import LogView
+from pdtui.ui.logview import PAINT_INTERVAL, LogView
 from pdtui.ui.screens import HelpScreen, QuitScreen
 from ui_fakes import (
     HOSTILE_LINES,
@@ -33,9 +33,11 @@ def make_app(script: list, **kwargs: object) -> tuple[PdtuiApp, FakeSource]:
 
 
 async def settle(pilot: Pilot) -> None:
-    """Let the scripted events reach the widgets."""
+    """Let the scripted events reach the widgets, and every log its next paint."""
     for _ in range(3):
         await pilot.pause()
+    while any(view.paint_pending for view in pilot.app.query(LogView)):
+        await pilot.pause(PAINT_INTERVAL / 5)
 
 
 def log_lines(view: LogView) -> list[str]:
@@ -149,7 +151,7 @@ async def test_filter_key_shows_only_matching_lines() -> None:
         await pilot.press("tab", "slash", *"out of memory", "enter")
         await settle(pilot)
         view = app.panels["decode"].log_view
-        assert [row.raw for row in view.visible_rows()] == ["[2025-10-16 09:06:38 TP0] " + OOM_LINE]
+        assert [row.text for row in view.visible_rows()] == ["[2025-10-16 09:06:38 TP0] " + OOM_LINE]
         assert "filter /out of memory/ 1 of 8" in screen_text(app)
         assert view.has_focus
         await pilot.press("slash", "ctrl+u", "enter")  # empty pattern clears the filter
@@ -312,6 +314,22 @@ async def test_scrollbar_and_follow_track_a_growing_log() -> None:
             assert log_lines(view)[-1].rstrip() == f"line {start + 99}"
 
 
+async def test_a_burst_of_batches_is_painted_once_per_beat_and_then_shows_the_last_line() -> None:
+    app, source = make_app([PLAN])
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(pilot)
+        view = app.panels["prefill"].log_view
+        repaints = []
+        paint = view._paint
+        view._paint = lambda: (repaints.append(1), paint())
+        for start in range(0, 1000, 10):          # 100 batches before the loop breathes
+            view.append(burst("prefill", 10, start).lines)
+        assert len(repaints) <= 1 and view.paint_pending
+        await settle(pilot)
+        assert len(repaints) <= 2 and not view.paint_pending
+        assert view.scroll_y == view.max_scroll_y and log_lines(view)[-1].rstrip() == "line 999"
+
+
 async def test_all_logs_view_interleaves_services_by_time_with_tags() -> None:
     app, source = make_app(starting_script())
     async with app.run_test(size=(160, 50)) as pilot:
@@ -372,8 +390,8 @@ async def test_hostile_lines_are_drawn_inert() -> None:
         segments = [segment for strip in strips for segment in strip]
         assert all(segment.style is None or not segment.style.link for segment in segments)
         assert all(segment.control is None for segment in segments)
-        long_row = next(row for row in view.rows() if row.raw == HOSTILE_LINES[0])
-        assert len(long_row.text) < 4200 and long_row.text.endswith(" more)")
+        long_row = next(row for row in view.rows() if row.text == HOSTILE_LINES[0])
+        assert len(long_row.shown) < 4200 and long_row.shown.endswith(" more)")
 
 
 async def test_done_rings_the_bell_toasts_and_sends_osc9_through_tmux(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -422,7 +440,7 @@ async def test_log_buffer_is_bounded_by_log_limit() -> None:
             source.emit(burst("prefill", 250, start))
         await settle(pilot)
         rows = list(app.panels["prefill"].log_view.rows())
-        assert len(rows) == 100 and rows[0].raw == "line 900" and rows[-1].raw == "line 999"
+        assert len(rows) == 100 and rows[0].text == "line 900" and rows[-1].text == "line 999"
 
 
 async def test_an_engine_crash_is_one_notice_and_a_failed_exit() -> None:

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 
 from pdtui.engine.events import GpuInfo, LineKind, LogRecord, StateChanged
 from pdtui.engine.states import ServiceState as S
 from pdtui.ui.format import duration, gpu_gauges
 from pdtui.text import MAX_LINE_CHARS, inert
-from pdtui.ui.logview import Row
+from pdtui.ui.heap import YOUNG_THRESHOLD, QuietCollector
+from pdtui.ui.logview import Lines, Row
 from pdtui.ui.merged import merge_by_time
 from pdtui.ui.model import ElapsedClock, ServiceView
 from pdtui.ui.notify import desktop_notification
@@ -89,7 +92,7 @@ def test_elapsed_clock_stays_frozen_while_log_events_keep_coming() -> None:
 
 
 def _row(tag: str, ts: float | None, text: str) -> Row:
-    return Row(LogRecord(text, LineKind.NORMAL, ts), tag)
+    return Row(text, LineKind.NORMAL, ts, tag)
 
 
 def test_merge_interleaves_by_timestamp_and_keeps_journal_order_for_untimed_lines() -> None:
@@ -111,3 +114,26 @@ def test_themes_ship_dark_and_light_and_a_bad_name_lists_them() -> None:
     with pytest.raises(ValueError, match="available themes: dark, light") as info:
         load_theme("solarised")
     assert "\n" not in str(info.value)
+
+
+def test_quiet_collector_raises_the_young_threshold_freezes_the_screen_and_puts_both_back() -> None:
+    before = gc.get_threshold()
+    collector = QuietCollector()
+    try:
+        collector.start()
+        assert gc.get_threshold() == (YOUNG_THRESHOLD, *before[1:])
+        collector.settle()
+        assert gc.get_freeze_count() > 0
+    finally:
+        collector.restore()
+    assert gc.get_threshold() == before and gc.get_freeze_count() == 0
+
+
+def test_log_lines_are_kept_as_plain_columns_and_come_back_as_rows() -> None:
+    lines = Lines(tagged=True)
+    lines.extend([LogRecord("ready", LineKind.READY, 5.0), LogRecord("no time", LineKind.WARN, None)], ["p", "d"])
+    assert [lines.row(i, "ignored") for i in range(2)] == [Row("ready", LineKind.READY, 5.0, "p"),
+                                                            Row("no time", LineKind.WARN, None, "d")]
+    assert not any(gc.is_tracked(item) for item in [*lines.texts, *lines.tags, *lines.kinds, *lines.stamps])
+    lines.drop_first(1)
+    assert len(lines) == 1 and lines.row(0, "") == Row("no time", LineKind.WARN, None, "d")

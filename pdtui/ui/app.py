@@ -37,6 +37,7 @@ from pdtui.engine.events import (
 from pdtui.ui.bridge import EngineEvent, connect
 from pdtui.ui.filterbar import FilterBar
 from pdtui.ui.format import duration
+from pdtui.ui.heap import QuietCollector
 from pdtui.ui.logview import LogView
 from pdtui.ui.merged import MergedPane
 from pdtui.ui.model import ElapsedClock
@@ -106,6 +107,7 @@ class PdtuiApp(App[int]):
         self.title_bar = TitleBar()
         self.plan = PlanStrip()
         self.filter_bar = FilterBar()
+        self.collector = QuietCollector()
 
     # -- building the screen ---------------------------------------------------------
 
@@ -120,11 +122,15 @@ class PdtuiApp(App[int]):
         yield Footer()
 
     def on_mount(self) -> None:
+        self.collector.start()
         self.set_class(self.no_color, "-no-color")
         connect(self.source, self)
         self.run_worker(self._bring_up(), name="bring-up", exit_on_error=False)
         # advances the elapsed counters once a second, only while a bring-up is in progress
         self.ticker = self.set_interval(1.0, self._tick)
+
+    def on_unmount(self) -> None:
+        self.collector.restore()
 
     async def _bring_up(self) -> None:
         """Run the engine; a crash becomes one clear line and a failed exit, never a traceback."""
@@ -148,6 +154,7 @@ class PdtuiApp(App[int]):
         self._relayout()
         if self.panels:
             self.call_after_refresh(next(iter(self.panels.values())).log_view.focus)
+        self.call_after_refresh(self.collector.settle)   # the screen is built: its objects stay
 
     def on_resize(self) -> None:
         self._relayout()
@@ -221,9 +228,9 @@ class PdtuiApp(App[int]):
         panel = self.panels.get(event.service)
         if panel is None or not event.lines:
             return
-        rows = panel.append(event.lines)
+        panel.append(event.lines)
         if self.merged is not None and self.screen.has_class("-merged"):
-            self.merged.log_view.append(rows)
+            self.merged.log_view.append(event.lines, [event.service] * len(event.lines))
             self.merged.status.show_state(self.merged.log_view)
 
     def _system_line(self, service: str | None, text: str, kind: LineKind = LineKind.SYSTEM) -> None:

@@ -1,7 +1,8 @@
 """A journal tail that stays fast while a backend logs thousands of lines a second.
 
-It is a Line-API scroll view: lines live in a bounded buffer, a batch is appended
-with one refresh, only the rows on screen are turned into strips, and strips are
+It is a Line-API scroll view: lines live in a bounded buffer of plain columns, a
+batch is appended in O(1) per line, the view repaints at most every ``PAINT_INTERVAL``
+times a second, only the rows on screen are turned into strips, and strips are
 cached.  Every line is drawn from :func:`pdtui.text.inert` text as plain segments
 (never markup), so a hostile line shows as characters.
 """
@@ -9,20 +10,32 @@ cached.  Every line is drawn from :func:`pdtui.text.inert` text as plain segment
 from __future__ import annotations
 
 import re
+from array import array
 from bisect import bisect_left
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import repeat
+from time import monotonic
+from typing import NamedTuple
 
 from rich.cells import cell_len, set_cell_size
 from rich.segment import Segment
 from rich.style import Style
 from textual.cache import LRUCache
-from textual.geometry import Size
+from textual.geometry import Region, Size
 from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
+from textual.timer import Timer
 
 from pdtui.engine.events import LineKind, LogRecord
 from pdtui.text import inert, make_visible
+
+PAINT_INTERVAL = 0.05
+"""A busy log repaints at most this often (20 times a second): live to the eye, cheap for the loop."""
+
+STRIP_CACHE = 160
+"""Strips kept for rows drawn lately: a screenful or two. Each strip holds a few derived
+strips and their caches, so a large cache makes every full garbage collection slower."""
 
 KIND_COMPONENTS: dict[LineKind, str] = {
     LineKind.READY: "logview--ready",
@@ -32,43 +45,69 @@ KIND_COMPONENTS: dict[LineKind, str] = {
 }
 
 
-class Row:
-    """One line as the view keeps it: the journal record, tagged with its service in the merged view.
+class Row(NamedTuple):
+    """One kept line, as the view hands it out: made on demand from the view's compact columns."""
 
-    Its drawable text is made on first use: a buffer keeps 10,000 lines but only the
-    few on screen (or tested by a filter) are ever drawn, so appending stays O(1) per line.
-    """
-
-    __slots__ = ("record", "tag", "_text")
-
-    def __init__(self, record: LogRecord, tag: str = "") -> None:
-        self.record = record
-        self.tag = tag
-        self._text: str | None = None
+    text: str                      # as the journal gave it: render only through ``shown``
+    kind: LineKind = LineKind.NORMAL
+    timestamp: float | None = None
+    tag: str = ""
 
     @property
-    def text(self) -> str:
+    def shown(self) -> str:
         """Inert and capped: safe to draw and to match a filter against."""
-        if self._text is None:
-            self._text = inert(self.record.text)
-        return self._text
-
-    @property
-    def kind(self) -> LineKind:
-        return self.record.kind
-
-    @property
-    def raw(self) -> str:
-        return self.record.text
-
-    @property
-    def timestamp(self) -> float | None:
-        return self.record.timestamp
+        return inert(self.text)
 
     def saved(self) -> str:
         """The full line for a saved file: never capped, controls still made visible."""
         prefix = f"{self.tag}\t" if self.tag else ""
-        return prefix + make_visible(self.raw)
+        return prefix + make_visible(self.text)
+
+
+class Lines:
+    """The kept lines as columns of plain values: a text list, a kind byte array, a float array.
+
+    Ten thousand lines per panel would otherwise be tens of thousands of objects the
+    garbage collector walks on every full collection (a 100 ms pause with three busy
+    panels); strings, bytes and floats in arrays are never walked, and take a third
+    of the memory.
+    """
+
+    __slots__ = ("texts", "kinds", "stamps", "tags")
+
+    def __init__(self, tagged: bool) -> None:
+        self.texts: list[str] = []
+        self.kinds = bytearray()
+        self.stamps = array("d")
+        self.tags: list[str] | None = [] if tagged else None
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    def extend(self, lines: Sequence[LogRecord | Row], tags: Iterable[str]) -> None:
+        self.texts.extend(line.text for line in lines)
+        self.kinds.extend(_KIND_CODE[line.kind] for line in lines)
+        self.stamps.extend(_NO_TIME if line.timestamp is None else line.timestamp for line in lines)
+        if self.tags is not None:
+            self.tags.extend(tags)
+
+    def drop_first(self, count: int) -> None:
+        del self.texts[:count], self.kinds[:count], self.stamps[:count]
+        if self.tags is not None:
+            del self.tags[:count]
+
+    def clear(self) -> None:
+        self.drop_first(len(self.texts))
+
+    def row(self, index: int, tag: str) -> Row:
+        stamp = self.stamps[index]
+        return Row(self.texts[index], _KINDS[self.kinds[index]], None if stamp != stamp else stamp,
+                   self.tags[index] if self.tags is not None else tag)
+
+
+_KINDS: tuple[LineKind, ...] = tuple(LineKind)
+_KIND_CODE: dict[LineKind, int] = {kind: code for code, kind in enumerate(_KINDS)}
+_NO_TIME = float("nan")
 
 
 class LogView(ScrollView, can_focus=True):
@@ -87,16 +126,23 @@ class LogView(ScrollView, can_focus=True):
     follow: reactive[bool] = reactive(True)
     """Keep the newest line in view; when False the view holds its position as lines arrive."""
 
-    def __init__(self, limit: int = 10_000, *, tag_width: int = 0, id: str | None = None) -> None:
+    def __init__(self, limit: int = 10_000, *, tag: str = "", tag_width: int = 0, id: str | None = None) -> None:
         super().__init__(id=id)
         self.limit = max(1, limit)
+        self.tag = tag                      # the service of every line (panels); tagged views keep one per line
         self.tag_width = tag_width
-        self._rows: list[Row] = []
-        self._base = 0        # sequence number of self._rows[0]
-        self._next = 0        # sequence number the next appended row gets
+        self._lines = Lines(tagged=tag_width > 0)
+        self._base = 0        # sequence number of self._lines[0]
+        self._next = 0        # sequence number the next appended line gets
         self._pattern: re.Pattern[str] | None = None
         self._matches: list[int] = []
-        self._cache: LRUCache[tuple[int, int], Strip] = LRUCache(1024)
+        self._cache: LRUCache[tuple[int, int], Strip] = LRUCache(STRIP_CACHE)
+        self._painted_next = 0              # lines before this sequence number are on screen
+        self._last_paint = float("-inf")
+        self._paint_timer: Timer | None = None
+        self._dropped = 0                   # filtered rows dropped off the top since the last paint
+        self._styles: dict[str | None, Style] | None = None
+        self._width: int | None = None
 
     # -- the buffer ---------------------------------------------------------------
 
@@ -123,54 +169,90 @@ class LogView(ScrollView, can_focus=True):
 
     def rows(self) -> Iterator[Row]:
         """Every kept line, oldest first (unfiltered)."""
-        return iter(self._rows[self.first_seq - self._base:])
+        return (self._row(seq) for seq in range(self.first_seq, self._next))
 
     def visible_rows(self) -> Iterator[Row]:
         """The rows that pass the filter, oldest first."""
-        return (self._row_at(index) for index in range(self.row_count))
+        return (self._row(self._seq_at(index)) for index in range(self.row_count))
 
-    def append(self, rows: Iterable[Row]) -> None:
-        """Add a batch of lines with a single refresh."""
-        batch = list(rows)[-self.limit:]
+    def timestamps(self, start: int, stop: int) -> list[float]:
+        """Journal times of lines ``start`` to ``stop`` (sequence numbers) still kept; lines without one left out."""
+        first = max(start, self.first_seq) - self._base
+        return [t for t in self._lines.stamps[first:stop - self._base] if t == t]
+
+    def append(self, lines: Sequence[LogRecord | Row], tags: Iterable[str] | None = None) -> None:
+        """Add a batch of lines; the screen shows them at the next paint (at most every ``PAINT_INTERVAL``).
+
+        ``tags``: one per line for a tagged (merged) view; other views tag every line with :attr:`tag`.
+        """
+        batch = lines[-self.limit:]
         if not batch:
             return
         before = self.row_count
         start = self._next
-        self._rows.extend(batch)
+        self._lines.extend(batch, repeat(self.tag) if tags is None else list(tags)[-len(batch):])
         self._next += len(batch)
         added = len(batch)
         if self._pattern is not None:
             search = self._pattern.search
-            matched = [start + i for i, row in enumerate(batch) if search(row.text)]
+            matched = [start + i for i, line in enumerate(batch) if search(inert(line.text))]
             self._matches.extend(matched)
             added = len(matched)
-        dropped = before + added - self.row_count
+        self._dropped += before + added - self.row_count
         self._trim()
-        self._refit(dropped)
+        self._schedule_paint()
 
     def _trim(self) -> None:
         """Forget dropped lines once they are as many as the limit: amortised O(1) per line."""
         first = self.first_seq
         if first - self._base >= self.limit:
-            del self._rows[: first - self._base]
+            self._lines.drop_first(first - self._base)
             self._base = first
             del self._matches[: bisect_left(self._matches, first)]
             self._cache.clear()
 
     def clear(self) -> None:
         """Forget every line (the filter stays)."""
-        self._rows.clear()
+        self._lines.clear()
         self._matches.clear()
         self._base = self._next
         self._cache.clear()
-        self._refit(0)
+        self._dropped = 0
+        self._paint()
+
+    def _schedule_paint(self) -> None:
+        """Paint now if the last paint is old enough, else once the interval is up.
+
+        A log at 50,000 lines a second scrolls a whole panel every frame; painting it
+        more often than the eye can follow only takes the event loop from everything else.
+        """
+        if self._paint_timer is not None:
+            return
+        now = monotonic()
+        if now - self._last_paint >= PAINT_INTERVAL or not self.is_mounted:
+            self._paint()
+        else:   # on a shared beat, so busy views repaint in the same frame
+            wait = PAINT_INTERVAL - now % PAINT_INTERVAL
+            self._paint_timer = self.set_timer(wait, self._paint, name="logview-paint")
+
+    @property
+    def paint_pending(self) -> bool:
+        """Lines arrived that the screen will show at the next beat."""
+        return self._paint_timer is not None
+
+    def _paint(self) -> None:
+        self._paint_timer = None
+        self._last_paint = monotonic()
+        self._painted_next = self._next
+        dropped, self._dropped = self._dropped, 0
+        self._refit(dropped)
 
     def set_filter(self, pattern: re.Pattern[str] | None) -> None:
         """Show only lines matching ``pattern`` (None: every line)."""
         self._pattern = pattern
         first = self.first_seq
         self._matches = (
-            [first + i for i, row in enumerate(self.rows()) if pattern.search(row.text)]
+            [first + i for i, row in enumerate(self.rows()) if pattern.search(row.shown)]
             if pattern is not None
             else []
         )
@@ -213,6 +295,7 @@ class LogView(ScrollView, can_focus=True):
     def on_resize(self) -> None:
         self.virtual_size = Size(self.size.width, self.row_count)
         self._cache.clear()
+        self._width = None
         if self.follow:
             self.scroll_end(animate=False, x_axis=False)
 
@@ -221,41 +304,50 @@ class LogView(ScrollView, can_focus=True):
     def notify_style_update(self) -> None:
         super().notify_style_update()
         self._cache.clear()
+        self._styles = None
+
+    def _style(self, component: str | None) -> Style:
+        """The base style, or the base with a component's; computed once per style change, not per row."""
+        if self._styles is None:
+            base = self.rich_style
+            self._styles = {None: base} | {
+                name: base + self.get_component_rich_style(name, partial=True) for name in self.COMPONENT_CLASSES
+            }
+        return self._styles[component]
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        self._width = self.scrollable_content_region.width   # once per paint, not once per row
+        return super().render_lines(crop)
 
     def _seq_at(self, index: int) -> int:
         if self._pattern is None:
             return self.first_seq + index
         return self._matches[bisect_left(self._matches, self.first_seq) + index]
 
-    def _row_at(self, index: int) -> Row:
-        return self._rows[self._seq_at(index) - self._base]
+    def _row(self, seq: int) -> Row:
+        return self._lines.row(seq - self._base, self.tag)
 
     def render_line(self, y: int) -> Strip:
         index = self.scroll_offset.y + y
-        width = self.scrollable_content_region.width
+        width = self._width if self._width is not None else self.scrollable_content_region.width
         if index >= self.row_count:
-            return Strip.blank(width, self.rich_style)
+            return Strip.blank(width, self._style(None))
         seq = self._seq_at(index)
         key = (seq, width)
         strip = self._cache.get(key)
         if strip is None:
-            strip = self._render_row(self._rows[seq - self._base], width)
+            strip = self._render_row(self._row(seq), width)
             self._cache[key] = strip
         return strip.apply_offsets(0, index)
 
     def _render_row(self, row: Row, width: int) -> Strip:
         """Segments straight from the row's inert text: no ``Text`` to build and render per line."""
-        base = self.rich_style
         pieces: list[tuple[str, Style]] = []
         if self.tag_width:
             tag = row.tag[: self.tag_width].ljust(self.tag_width)
-            pieces.append((f"{tag} │ ", base + self._component_style("logview--tag")))
-        component = KIND_COMPONENTS.get(row.kind)
-        pieces.append((row.text, base + self._component_style(component) if component else base))
-        return Strip(_fit(pieces, width, base), max(0, width))
-
-    def _component_style(self, name: str) -> Style:
-        return self.get_component_rich_style(name, partial=True)
+            pieces.append((f"{tag} │ ", self._style("logview--tag")))
+        pieces.append((row.shown, self._style(KIND_COMPONENTS.get(row.kind))))
+        return Strip(_fit(pieces, width, self._style(None)), max(0, width))
 
 
 def _fit(pieces: list[tuple[str, Style]], width: int, pad: Style) -> list[Segment]:

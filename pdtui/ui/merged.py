@@ -54,5 +54,6 @@ class MergedPane(Vertical):
     def rebuild(self, streams: list[Iterable[Row]]) -> None:
         """Replace the content with ``streams`` merged by time, keeping the current filter."""
         self.log_view.clear()
-        self.log_view.append(merge_by_time(streams))
+        rows = merge_by_time(streams)
+        self.log_view.append(rows, (row.tag for row in rows))
         self.status.show_state(self.log_view)

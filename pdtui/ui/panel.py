@@ -11,7 +11,7 @@ from textual.widgets import Static
 from pdtui.engine.events import GpuInfo, LogRecord, ServiceInfo
 from pdtui.engine.states import ServiceState
 from pdtui.ui.format import check_summary, gpu_gauges, placement, service_title
-from pdtui.ui.logview import LogView, Row
+from pdtui.ui.logview import LogView
 from pdtui.ui.model import ServiceView
 
 STATE_CLASSES = {state: f"-{state.value.replace('_', '-')}" for state in ServiceState}
@@ -76,7 +76,7 @@ class ServicePanel(Vertical):
     def __init__(self, info: ServiceInfo, *, log_limit: int) -> None:
         super().__init__(classes=info.role)
         self.view = ServiceView(info)
-        self.log_view = LogView(log_limit)
+        self.log_view = LogView(log_limit, tag=info.name)
         self.placement = PlacementLine(info)
         self._badge = Static(classes="badge")
         self._checks = Static(classes="checks")
@@ -128,10 +128,7 @@ class ServicePanel(Vertical):
         if text is not None:
             line.update(text)
 
-    def append(self, records: tuple[LogRecord, ...]) -> list[Row]:
-        """Add a batch of journal lines; returns the rows for the merged view."""
-        tag = self.service
-        rows = [Row(record, tag) for record in records]
-        self.log_view.append(rows)
+    def append(self, records: tuple[LogRecord, ...]) -> None:
+        """Add a batch of journal lines."""
+        self.log_view.append(records)
         self.status.show_state(self.log_view)
-        return rows
