@@ -12,13 +12,11 @@ from __future__ import annotations
 import argparse
 import os
 import select
-import subprocess
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from pdtui.sim.commands import sim_python
 from pdtui.sim.procs import terminate, wait_gone
 from pdtui.sim.units import UnitFile, UnitState, UnitStore, unit_name
 
@@ -68,6 +66,10 @@ def start_unit(store: UnitStore, unit: UnitFile) -> None:
 
 
 def _spawn_supervisor(store: UnitStore, unit: UnitFile) -> None:
+    # Imported here: most runs (show, is-active) start nothing.
+    import subprocess
+    from pdtui.sim.commands import sim_python
+
     ready_r, ready_w = os.pipe()
     log = open(store.state_dir / f"{unit.name}.supervisor.log", "ab")
     try:

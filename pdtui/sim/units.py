@@ -16,7 +16,7 @@ import os
 import shlex
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from collections import namedtuple
 from pathlib import Path
 
 from pdtui.sim.procs import ProcId
@@ -29,10 +29,10 @@ def unit_name(name: str) -> str:
     return name if "." in name else f"{name}.service"
 
 
-@dataclass(frozen=True, slots=True)
-class UnitFile:
-    """What the sim uses of a unit file."""
+class UnitFile(namedtuple("UnitFile", "name description argv env workdir stop_timeout")):
+    """What the sim uses of a unit file (a named tuple: no dataclasses import for a short-lived systemctl)."""
 
+    __slots__ = ()
     name: str
     description: str
     argv: list[str]
@@ -104,20 +104,22 @@ def render_unit(description: str, argv: list[str], env: dict[str, str] | None, w
     return "\n".join(lines)
 
 
-@dataclass(slots=True)
 class UnitState:
-    """A unit's runtime state, as ``systemctl show`` reports it."""
+    """A unit's runtime state, as ``systemctl show`` reports it (and as its JSON state file holds it)."""
 
-    active: str = "inactive"
-    sub: str = "dead"
-    main_pid: int = 0
-    invocation: str = ""
-    exec_main_status: int = 0
-    result: str = "success"
-    since_us: int = 0
-    n_restarts: int = 0
-    supervisor: list[int] | None = None     # [pid, start ticks]
-    child: list[int] | None = None
+    __slots__ = ("active", "sub", "main_pid", "invocation", "exec_main_status", "result", "since_us", "n_restarts",
+                 "supervisor", "child")
+
+    def __init__(self, active: str = "inactive", sub: str = "dead", main_pid: int = 0, invocation: str = "",
+                 exec_main_status: int = 0, result: str = "success", since_us: int = 0, n_restarts: int = 0,
+                 supervisor: list[int] | None = None, child: list[int] | None = None) -> None:
+        self.active, self.sub, self.main_pid, self.invocation = active, sub, main_pid, invocation
+        self.exec_main_status, self.result, self.since_us, self.n_restarts = exec_main_status, result, since_us, n_restarts
+        self.supervisor = supervisor     # [pid, start ticks]
+        self.child = child
+
+    def as_dict(self) -> dict[str, object]:
+        return {name: getattr(self, name) for name in self.__slots__}
 
     def supervisor_proc(self) -> ProcId | None:
         return ProcId(*self.supervisor) if self.supervisor else None
@@ -170,7 +172,7 @@ class UnitStore:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         path = self.state_dir / f"{unit_name(name)}.json"
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(asdict(state)))
+        tmp.write_text(json.dumps(state.as_dict()))
         os.replace(tmp, path)
 
     def is_enabled(self, name: str) -> bool:
