@@ -21,6 +21,7 @@ from bench._common import emit, parse_args, summary  # noqa: E402
 from pdtui.engine.events import LogRecord  # noqa: E402
 from pdtui.engine.journal import JournalTail  # noqa: E402
 from pdtui.engine.readiness import LineJudge, failure_signatures  # noqa: E402
+from pdtui.hosts.base import line_batches  # noqa: E402
 from pdtui.systemd import Commands  # noqa: E402
 
 UNIT = "sglang-dsv4-decode.service"
@@ -48,10 +49,23 @@ class FakeHost:
 
     @asynccontextmanager
     async def stream(self, argv):
-        async def gen():
-            for line in self.lines:
-                yield line
-        yield gen()
+        yield MemoryStream(b"".join(line + b"\n" for line in self.lines))
+
+
+class MemoryStream:
+    """A command's stdout already in memory, read in pieces as a pipe or channel hands it over."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = memoryview(data)
+        self.offset = 0
+
+    async def read(self, size: int) -> bytes:
+        chunk = bytes(self.data[self.offset:self.offset + size])
+        self.offset += len(chunk)
+        return chunk
+
+    def batches(self):
+        return line_batches(self.read)
 
 
 async def one_run(lines: list[bytes]) -> float:

@@ -17,7 +17,7 @@ from pdtui.systemd import Commands, JournalEntry, parse_entry
 
 BACKOFF_START = 0.2
 BACKOFF_MAX = 5.0
-# Reading lines already buffered never yields to the event loop: let it run this often during a burst.
+# Lines handled between two yields to the event loop during a burst (about 2 ms of work).
 YIELD_EVERY = 200
 
 
@@ -64,16 +64,11 @@ class JournalTail:
         before = self.delivered
         async with self.host.stream(argv) as lines:
             self.started.set()
-            async for raw in lines:
-                entry = parse_entry(raw)
-                if entry is None:
-                    continue
-                if entry.cursor:
-                    self.cursor = entry.cursor
-                self.delivered += 1
-                self.on_entry(entry)
-                if self.delivered % YIELD_EVERY == 0:
-                    await asyncio.sleep(0)   # a burst already buffered would otherwise hold the loop
+            async for batch in lines.batches():
+                for start in range(0, len(batch), YIELD_EVERY):
+                    if start:
+                        await asyncio.sleep(0)   # a large burst would otherwise hold the loop
+                    self._deliver(batch[start:start + YIELD_EVERY])
         status = getattr(lines, "exit_status", None)
         if status:
             detail = getattr(lines, "stderr", "") or f"exit status {status}"
@@ -81,6 +76,17 @@ class JournalTail:
             if self.cursor and "cursor" in detail.lower():
                 self._lost_cursor()
         return self.delivered > before
+
+    def _deliver(self, raw_lines: list[bytes]) -> None:
+        on_entry = self.on_entry
+        for raw in raw_lines:
+            entry = parse_entry(raw)
+            if entry is None:
+                continue
+            if entry.cursor:
+                self.cursor = entry.cursor
+            self.delivered += 1
+            on_entry(entry)
 
     def _lost_cursor(self) -> None:
         """The entry of our cursor is gone (the journal was vacuumed or rotated): follow from now on."""

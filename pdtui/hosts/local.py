@@ -8,10 +8,10 @@ import signal
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 
-from pdtui.hosts.base import HostError, Result
+from pdtui.hosts.base import MAX_LINE, HostError, Result, each_line, line_batches
 
-# Lines longer than this are still delivered whole; the limit only bounds one read buffer.
-STREAM_LIMIT = 16 * 1024 * 1024
+STREAM_LIMIT = MAX_LINE
+"""asyncio's stream buffer limit: the longest line a ``readuntil`` (an HTTP header, say) may take."""
 
 
 class LocalHost:
@@ -78,7 +78,10 @@ class StreamLines:
         self.stderr = ""
 
     def __aiter__(self) -> AsyncIterator[bytes]:
-        return _lines(self._proc.stdout)
+        return each_line(self.batches())
+
+    def batches(self) -> AsyncIterator[list[bytes]]:
+        return line_batches(self._proc.stdout.read)
 
     async def finish(self) -> None:
         self.exit_status = await self._proc.wait()
@@ -91,22 +94,6 @@ async def _tail(reader: asyncio.StreamReader, keep: int = 4096) -> bytes:
     while chunk := await reader.read(65536):
         kept = (kept + chunk)[-keep:]
     return kept
-
-
-async def _lines(reader: asyncio.StreamReader) -> AsyncIterator[bytes]:
-    while True:
-        try:
-            line = await reader.readuntil(b"\n")
-        except asyncio.IncompleteReadError as exc:
-            if exc.partial:
-                yield exc.partial
-            return
-        except asyncio.LimitOverrunError:
-            # Longer than the buffer: hand over what is there; the rest follows as its own line.
-            line = await reader.read(STREAM_LIMIT)
-            yield line
-            continue
-        yield line[:-1]
 
 
 def _kill_group(proc: asyncio.subprocess.Process) -> None:

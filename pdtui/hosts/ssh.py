@@ -28,6 +28,8 @@ from pdtui.hosts.base import (
     HostKeyUnknown,
     HostUnreachable,
     Result,
+    each_line,
+    line_batches,
 )
 
 # sshd's MaxSessions is 10 by default; stay below it so one channel can always be opened by hand.
@@ -300,21 +302,20 @@ class SshLines:
         self.stderr = ""
 
     def __aiter__(self) -> AsyncIterator[bytes]:
-        return self._lines()
+        return each_line(self.batches())
 
-    async def _lines(self) -> AsyncIterator[bytes]:
-        reader = self._process.stdout
-        while True:
-            try:
-                line = await reader.readline()
-            except (asyncssh.Error, OSError):
-                raise _disconnected(self._host, self._argv) from None
-            if not line:
-                break
-            yield line[:-1] if line.endswith(b"\n") else line
+    async def batches(self) -> AsyncIterator[list[bytes]]:
+        async for batch in line_batches(self._read):
+            yield batch
         await self._process.wait_closed()
         if self._process.returncode is None:
             raise _no_exit_status(self._host, self._conn, self._argv)
+
+    async def _read(self, size: int) -> bytes:
+        try:
+            return await self._process.stdout.read(size)
+        except (asyncssh.Error, OSError):
+            raise _disconnected(self._host, self._argv) from None
 
     async def finish(self) -> None:
         """Stop the command if it still runs, by closing its channel."""

@@ -33,8 +33,8 @@ from pdtui.text import inert, make_visible
 PAINT_INTERVAL = 0.05
 """A busy log repaints at most this often (20 times a second): live to the eye, cheap for the loop."""
 
-STRIP_CACHE = 160
-"""Strips kept for rows drawn lately: a screenful or two. Each strip holds a few derived
+STRIP_CACHE = 64
+"""Strips kept for rows drawn lately: about a screenful, for scrolling by hand. Each strip holds a few derived
 strips and their caches, so a large cache makes every full garbage collection slower."""
 
 KIND_COMPONENTS: dict[LineKind, str] = {
