@@ -102,7 +102,7 @@ def sudo_needs_password(stderr: str) -> bool:
 
 # -- journal JSON ------------------------------------------------------------
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)      # not frozen: one is made per log line, and frozen costs 5x to build
 class JournalEntry:
     cursor: str | None
     realtime: float | None          # seconds since the epoch
@@ -148,30 +148,38 @@ def _first(value: object) -> str | None:
 
 def _int(value: object) -> int | None:
     try:
-        return int(_first(value) or "")
+        return int(value if type(value) is str else _first(value) or "")
     except ValueError:
         return None
 
 
 def parse_entry(line: bytes | str) -> JournalEntry | None:
-    """One ``journalctl -o json`` line; None for anything that is not a journal object."""
+    """One ``journalctl -o json`` line; None for anything that is not a journal object.
+
+    The hot path of every log line: orjson parses ~4x faster than json, and the
+    fields are taken with the common case (a plain string) tested inline.
+    """
     try:
-        obj = orjson.loads(line)     # the hot path of every log line: orjson parses ~4x faster than json
+        obj = orjson.loads(line)
     except orjson.JSONDecodeError:
         return None
-    if not isinstance(obj, dict):
+    if type(obj) is not dict:
         return None
     get = obj.get
-    system = _first(get("_PID")) == "1" and "UNIT" in obj
+    pid = get("_PID")
+    system = (pid if type(pid) is str else _first(pid)) == "1" and "UNIT" in obj
+    cursor = get("__CURSOR")
+    unit = get("UNIT") if system else get("_SYSTEMD_UNIT")
+    invocation = get("INVOCATION_ID") if system else get("_SYSTEMD_INVOCATION_ID")
     realtime = _int(get("__REALTIME_TIMESTAMP"))
     message = get("MESSAGE", "")
     return JournalEntry(
-        cursor=_first(get("__CURSOR")),
-        realtime=realtime / 1e6 if realtime is not None else None,
-        unit=_first(get("UNIT") if system else get("_SYSTEMD_UNIT")),
-        invocation=_first(get("INVOCATION_ID") if system else get("_SYSTEMD_INVOCATION_ID")),
-        pid=_int(get("_PID")),
-        priority=_int(get("PRIORITY")),
-        message=message if type(message) is str else decode_field(message),
-        system=system,
+        cursor if type(cursor) is str else _first(cursor),
+        realtime / 1e6 if realtime is not None else None,
+        unit if type(unit) is str else _first(unit),
+        invocation if type(invocation) is str else _first(invocation),
+        _int(pid),
+        _int(get("PRIORITY")),
+        message if type(message) is str else decode_field(message),
+        system,
     )

@@ -89,9 +89,13 @@ class StateChanged:
     time_to_ready: float | None = None  # seconds from start command to READY
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class LogRecord:
-    """One journal line, already decoded to text (control characters intact: render inert)."""
+    """One journal line, already decoded to text (control characters intact: render inert).
+
+    Read-only like every event, but not frozen: one is made per log line, and a
+    frozen dataclass costs three times as much to build.
+    """
 
     text: str
     kind: LineKind = LineKind.NORMAL
