@@ -24,6 +24,7 @@ import socket
 import time
 import uuid
 from collections.abc import Mapping, Sequence
+from json.encoder import encode_basestring  # type: ignore[attr-defined]  # json.dumps(str, ensure_ascii=False)
 from pathlib import Path
 
 FieldValue = str | list[int]
@@ -110,9 +111,13 @@ class Journal:
 
     def append(self, entries: Sequence[Mapping[str, FieldValue]]) -> None:
         """Append ``entries`` (fields without ``__CURSOR``) as one locked write."""
-        if not entries:
+        self.append_encoded([json.dumps(e, ensure_ascii=False, separators=(",", ":"))[1:].encode("utf-8")
+                             for e in entries])
+
+    def append_encoded(self, bodies: Sequence[bytes]) -> None:
+        """Append entries already encoded (each a JSON object without its opening brace) as one locked write."""
+        if not bodies:
             return
-        bodies = [json.dumps(e, ensure_ascii=False, separators=(",", ":"))[1:].encode("utf-8") for e in entries]
         fd = self._writer_fd()
         fcntl.flock(fd, fcntl.LOCK_EX)
         try:
@@ -209,9 +214,37 @@ def _common(priority: int, pid: int, comm: str, transport: str) -> dict[str, Fie
 
 def unit_entry(unit: str, invocation: str, pid: int, comm: str, raw: bytes, priority: int) -> dict[str, FieldValue]:
     """An entry for one line a unit's process wrote to stdout or stderr."""
-    entry = _common(priority, pid, comm, "stdout")
-    entry.update(MESSAGE=message_value(raw), _SYSTEMD_UNIT=unit, _SYSTEMD_INVOCATION_ID=invocation)
-    return entry
+    return json.loads(b"{" + LineEncoder(unit, invocation, pid, comm).encode(raw, priority))
+
+
+class LineEncoder:
+    """Encodes the journal entry of each line a unit's process writes to stdout or stderr.
+
+    A busy backend writes tens of thousands of lines a second; the fields that never
+    change are encoded once, so a line costs its message and two timestamps.
+    """
+
+    def __init__(self, unit: str, invocation: str, pid: int, comm: str) -> None:
+        def fields(entry: dict[str, FieldValue]) -> bytes:
+            return json.dumps(entry, ensure_ascii=False, separators=(",", ":"))[1:-1].encode("utf-8")
+        self._middle = b'",' + fields({"_PID": str(pid), "_COMM": comm, "SYSLOG_IDENTIFIER": comm,
+                                       "_TRANSPORT": "stdout", "_HOSTNAME": _HOSTNAME}) + b',"MESSAGE":'
+        self._tail = b"," + fields({"_SYSTEMD_UNIT": unit, "_SYSTEMD_INVOCATION_ID": invocation}) + b"}"
+
+    def encode(self, raw: bytes, priority: int) -> bytes:
+        """One line's entry: a JSON object without its opening brace (see :meth:`Journal.append_encoded`)."""
+        return b"".join((b'"__REALTIME_TIMESTAMP":"', b"%d" % (time.time_ns() // 1000),
+                         b'","__MONOTONIC_TIMESTAMP":"', b"%d" % (time.monotonic_ns() // 1000),
+                         b'","PRIORITY":"', b"%d" % priority, self._middle,
+                         _encode_message(raw), self._tail))
+
+
+def _encode_message(raw: bytes) -> bytes:
+    """``message_value(raw)`` JSON-encoded."""
+    value = message_value(raw)
+    if type(value) is str:
+        return encode_basestring(value).encode("utf-8")
+    return json.dumps(value, separators=(",", ":")).encode("ascii")
 
 
 def pid1_entry(unit: str, invocation: str, message: str, priority: int = 6) -> dict[str, FieldValue]:

@@ -20,7 +20,7 @@ import time
 import uuid
 from pathlib import Path
 
-from pdtui.sim.journal import Journal, pid1_entry, unit_entry
+from pdtui.sim.journal import Journal, LineEncoder, pid1_entry
 from pdtui.sim.procs import ProcId
 from pdtui.sim.units import UnitFile, UnitState, UnitStore
 
@@ -119,13 +119,13 @@ class Supervisor:
                 elif not pump.read(key.fd, key.data):
                     sel.unregister(key.fd)
                     open_pipes -= 1
-            self.journal.append(pump.take())
+            self.journal.append_encoded(pump.take())
             if poll_exit and not exited and self.child.poll() is not None:
                 exited = self._child_exited()
             if exited and not events:
                 break   # the child is gone; only a leftover of its group holds the pipes
             self._check_kill_deadline()
-        self.journal.append(pump.flush())
+        self.journal.append_encoded(pump.flush())
 
     def _timeout(self, exited: bool, poll_exit: bool) -> float | None:
         if exited:
@@ -191,13 +191,13 @@ class Supervisor:
 
 
 class _Pump:
-    """Splits the child's output into lines and makes journal entries of them."""
+    """Splits the child's output into lines and makes encoded journal entries of them."""
 
     def __init__(self, unit: str, invocation: str, pid: int, comm: str) -> None:
-        self.unit, self.invocation, self.pid, self.comm = unit, invocation, pid, comm
+        self.encoder = LineEncoder(unit, invocation, pid, comm)
         self.partial: dict[int, bytes] = {}
         self.priority: dict[int, int] = {}
-        self.batch: list[dict] = []
+        self.batch: list[bytes] = []
 
     def read(self, fd: int, priority: int) -> bool:
         """Read what ``fd`` has; False at end of file."""
@@ -211,22 +211,20 @@ class _Pump:
             return False
         lines = (self.partial.pop(fd, b"") + data).split(b"\n")
         self.partial[fd] = lines.pop()
-        self.batch += [self._entry(line, priority) for line in lines]
+        encode = self.encoder.encode
+        self.batch += [encode(line, priority) for line in lines]
         return True
-
-    def _entry(self, line: bytes, priority: int) -> dict:
-        return unit_entry(self.unit, self.invocation, self.pid, self.comm, line, priority)
 
     def _emit_partial(self, fd: int) -> None:
         rest = self.partial.pop(fd, b"")
         if rest:
-            self.batch.append(self._entry(rest, self.priority[fd]))
+            self.batch.append(self.encoder.encode(rest, self.priority[fd]))
 
-    def take(self) -> list[dict]:
+    def take(self) -> list[bytes]:
         batch, self.batch = self.batch, []
         return batch
 
-    def flush(self) -> list[dict]:
+    def flush(self) -> list[bytes]:
         """Everything still held, unfinished last lines included."""
         for fd in list(self.partial):
             self._emit_partial(fd)
