@@ -232,3 +232,13 @@ def test_stop_all_works_from_a_fresh_sandbox_object_after_a_crash(sandbox):
     (sandbox.root / "units" / unit).unlink()    # even a unit whose file is gone
     Sandbox(sandbox.root).stop_all()
     assert gone(pid)
+
+
+def test_one_start_of_several_units_starts_each_once_and_names_the_missing_one(sandbox):
+    a, b = sandbox.add_unit("a", SLEEPER), sandbox.add_unit("b", SLEEPER)
+    result = ctl(sandbox, "start", a, "nope", b, a)
+    assert result.returncode == 5
+    assert result.stderr == "Failed to start nope.service: Unit nope.service not found.\n"
+    assert show(sandbox, a)["ActiveState"] == show(sandbox, b)["ActiveState"] == "active"
+    started = messages(sandbox, "_PID=1")
+    assert started.count("Started a.service.") == 1 and started.count("Started b.service.") == 1

@@ -15,6 +15,7 @@ import select
 import sys
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 
 from pdtui.sim.procs import terminate, wait_gone
@@ -55,17 +56,42 @@ def effective_state(state: UnitState) -> UnitState:
 
 def start_unit(store: UnitStore, unit: UnitFile) -> None:
     """Start ``unit`` unless it runs; return once it is active (or has already failed)."""
-    with store.lock(unit.name):
-        state = store.read_state(unit.name)
-        if state.running() and state.active in ("active", "activating", "reloading"):
-            return
-        supervisor = state.supervisor_proc()
-        if supervisor is not None:
-            wait_gone(supervisor, unit.stop_timeout + 5)
-        _spawn_supervisor(store, unit)
+    start_units(store, [unit])
 
 
-def _spawn_supervisor(store: UnitStore, unit: UnitFile) -> None:
+def start_units(store: UnitStore, units: list[UnitFile]) -> None:
+    """Start every unit that does not run, side by side as systemd runs start jobs; return once all are up."""
+    units = list({unit.name: unit for unit in units}.values())   # a unit named twice is started once
+    with ExitStack() as locks:
+        for unit in sorted(units, key=lambda u: u.name):   # one order for every caller: no deadlock
+            locks.enter_context(store.lock(unit.name))
+        starting = []
+        for unit in units:
+            state = store.read_state(unit.name)
+            if state.running() and state.active in ("active", "activating", "reloading"):
+                continue
+            supervisor = state.supervisor_proc()
+            if supervisor is not None:
+                wait_gone(supervisor, unit.stop_timeout + 5)
+            starting.append(_spawn_supervisor(store, unit))
+        _wait_up(starting)
+
+
+def _wait_up(ready_fds: list[int]) -> None:
+    """Until every supervisor wrote its byte (up) or closed its pipe (died first), or START_TIMEOUT."""
+    deadline = time.monotonic() + START_TIMEOUT
+    waiting = set(ready_fds)
+    try:
+        while waiting and (left := deadline - time.monotonic()) > 0:
+            ready, _, _ = select.select(list(waiting), [], [], left)
+            waiting.difference_update(ready)
+    finally:
+        for fd in ready_fds:
+            os.close(fd)
+
+
+def _spawn_supervisor(store: UnitStore, unit: UnitFile) -> int:
+    """Start the unit's supervisor; the read end of the pipe it tells on once the unit is up."""
     # Imported here: most runs (show, is-active) start nothing.
     import subprocess
     from pdtui.sim.commands import sim_python
@@ -79,13 +105,13 @@ def _spawn_supervisor(store: UnitStore, unit: UnitFile) -> None:
             pass_fds=(ready_w,), start_new_session=True, env=package_env(),
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
         )
+    except BaseException:
+        os.close(ready_r)
+        raise
     finally:
         os.close(ready_w)
         log.close()
-    try:
-        select.select([ready_r], [], [], START_TIMEOUT)   # a byte when up; EOF if it died first
-    finally:
-        os.close(ready_r)
+    return ready_r
 
 
 def stop_unit(store: UnitStore, unit: UnitFile) -> None:
@@ -156,6 +182,13 @@ class Systemctl:
         self.rc = rc
 
     def each(self, verb: str, missing: str, missing_rc: int, action: Callable[[UnitFile], None]) -> int:
+        for unit in self.loadable(verb, missing, missing_rc):
+            action(unit)
+        return self.rc
+
+    def loadable(self, verb: str, missing: str, missing_rc: int) -> list[UnitFile]:
+        """The named units that can be acted on; an error line (and the exit code) for each other one."""
+        units = []
         for name in self.args.units:
             unit = self.store.load(name)
             if unit is None:
@@ -163,12 +196,12 @@ class Systemctl:
             elif not unit.argv:
                 self.fail(f"Failed to {verb} {unit.name}: Unit {unit.name} has a bad unit file setting.", 1)
             else:
-                action(unit)
-        return self.rc
+                units.append(unit)
+        return units
 
     def start(self) -> int:
-        return self.each("start", "Failed to {verb} {unit}: Unit {unit} not found.", 5,
-                         lambda u: start_unit(self.store, u))
+        start_units(self.store, self.loadable("start", "Failed to {verb} {unit}: Unit {unit} not found.", 5))
+        return self.rc
 
     def stop(self) -> int:
         return self.each("stop", "Failed to {verb} {unit}: Unit {unit} not loaded.", 5,
