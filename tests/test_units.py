@@ -2,7 +2,7 @@ import asyncio
 
 import pytest
 
-from pdtui.engine.units import UnitLooker
+from pdtui.engine.units import InvocationHistory, UnitLooker, UnitStarter, own_outcome
 from pdtui.hosts.base import HostError, Result
 from pdtui.systemd import Commands
 
@@ -12,7 +12,7 @@ class FakeSystemctl:
         self.calls: list[list[str]] = []
         self.fail = fail
 
-    async def __call__(self, argv: list[str]) -> Result:
+    async def __call__(self, argv: list[str], deadline: float | None = None) -> Result:
         self.calls.append(argv)
         await asyncio.sleep(0)
         if self.fail:
@@ -49,3 +49,64 @@ async def test_a_failed_command_fails_every_asker():
     assert all(isinstance(r, HostError) for r in results)
     with pytest.raises(HostError):
         await looker.show("a.service")
+
+
+async def test_looks_asked_while_a_command_runs_share_the_next_one():
+    release = asyncio.Event()
+    fake = FakeSystemctl()
+
+    async def slow(argv, deadline=None):
+        if not fake.calls:
+            fake.calls.append(argv)
+            await release.wait()
+            return Result(tuple(argv), 0, "Id=a.service\nActiveState=active", "")
+        return await fake(argv)
+    looker = UnitLooker(slow, Commands())
+    first = asyncio.ensure_future(looker.show("a.service"))
+    await asyncio.sleep(0.05)
+    later = asyncio.ensure_future(asyncio.gather(looker.show("b.service"), looker.show("c.service")))
+    await asyncio.sleep(0.05)
+    assert len(fake.calls) == 1, "no second command while the first runs"
+    release.set()
+    await first
+    b, c = await later
+    assert len(fake.calls) == 2 and fake.calls[1][-2:] == ["b.service", "c.service"]
+    assert b["Id"] == "b.service" and c["Id"] == "c.service"
+
+
+async def test_starts_asked_together_share_one_command():
+    fake = FakeSystemctl()
+    starter = UnitStarter(fake, Commands())
+    a, b = await asyncio.gather(starter.start("a.service"), starter.start("b.service"))
+    assert fake.calls == [["systemctl", "start", "a.service", "b.service"]]
+    assert a.ok and b.ok
+
+
+def test_a_failed_shared_start_is_told_to_the_unit_it_names():
+    units = ["a.service", "b.service"]
+    result = Result(("systemctl", "start", *units), 1, "",
+                    "Job for b.service failed because the control process exited with error code.\n"
+                    "See \"systemctl status b.service\" and \"journalctl -xeu b.service\" for details.\n")
+    assert own_outcome(result, "a.service", units).ok
+    b = own_outcome(result, "b.service", units)
+    assert not b.ok and b.stderr.splitlines()[0].startswith("Job for b.service failed")
+
+
+def test_a_failed_shared_start_naming_no_unit_is_everyones():
+    units = ["a.service", "b.service"]
+    result = Result(("sudo", "-n", "systemctl", "start", *units), 1, "", "sudo: a password is required\n")
+    assert [own_outcome(result, u, units) for u in units] == [result, result]
+
+
+async def test_histories_asked_together_share_one_journalctl_and_are_split_by_invocation():
+    calls = []
+
+    async def journalctl(argv, deadline=None):
+        calls.append(argv)
+        lines = [f'{{"__CURSOR":"c{i}","_SYSTEMD_INVOCATION_ID":"{inv}","MESSAGE":"m{i}"}}'
+                 for i, inv in enumerate(["i1", "i2", "i1", "other"])]
+        return Result(tuple(argv), 0, "\n".join(lines), "")
+    history = InvocationHistory(journalctl, Commands())
+    (r1, one), (r2, two) = await asyncio.gather(history.lines("i1"), history.lines("i2"))
+    assert len(calls) == 1 and calls[0][-2:] == ["_SYSTEMD_INVOCATION_ID=i1", "_SYSTEMD_INVOCATION_ID=i2"]
+    assert r1.ok and [e.message for e in one] == ["m0", "m2"] and [e.message for e in two] == ["m1"]

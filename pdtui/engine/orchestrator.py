@@ -15,6 +15,7 @@ import math
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import partial
 
 from pdtui.config import Deployment, ServiceConfig
 from pdtui.engine.events import (
@@ -27,11 +28,11 @@ from pdtui.engine.probes import LOOPBACK, Backend, Check, RouterProbe, http_chec
 from pdtui.engine.readiness import FailureCandidate, LineJudge, failure_signatures
 from pdtui.engine.states import FINAL_STATES, ServiceState, check_transition
 from pdtui.engine.steps import step_statuses
-from pdtui.engine.units import UnitLooker
+from pdtui.engine.units import InvocationHistory, UnitLooker, UnitStarter
 from pdtui.engine.http import HttpProber
 from pdtui.hosts.base import Host, HostDisconnected, HostError, HostUnreachable
 from pdtui.gpu import sampler_argv
-from pdtui.systemd import Commands, JournalEntry, parse_entry, sudo_needs_password
+from pdtui.systemd import Commands, JournalEntry, sudo_needs_password
 
 S = ServiceState
 HostFactory = Callable[..., Host]
@@ -114,6 +115,8 @@ class Orchestrator:
         self._commands = {name: Commands.for_host(h) for name, h in deployment.hosts.items()}
         self._probers: dict[str, HttpProber] = {}
         self._lookers: dict[str, UnitLooker] = {}
+        self._starters: dict[str, UnitStarter] = {}
+        self._histories: dict[str, InvocationHistory] = {}
         self._told_unreachable: set[str] = set()
         self._runs = {name: ServiceRun(cfg, LineJudge(cfg.ready.log, failure_signatures(cfg.role, cfg.fail)))
                       for name, cfg in deployment.services.items()}
@@ -226,7 +229,10 @@ class Orchestrator:
             if any(r.cfg.host == name for r in self._runs.values()):
                 host = self._hosts[name] = self.host_factory(cfg, on_status=self._host_status)
                 self._probers[name] = HttpProber(host)
-                self._lookers[name] = UnitLooker(lambda argv, h=name: self._command_on(h, argv), self._commands[name])
+                run_there = partial(self._command_on, name)
+                self._lookers[name] = UnitLooker(run_there, self._commands[name])
+                self._starters[name] = UnitStarter(run_there, self._commands[name])
+                self._histories[name] = InvocationHistory(run_there, self._commands[name])
 
     def _follow_journals(self) -> None:
         for name, host in self._hosts.items():
@@ -402,7 +408,7 @@ class Orchestrator:
         elif run.attempt > 1:
             argv, verb = commands.restart(run.cfg.unit), "systemctl restart"
         else:
-            argv, verb = commands.start(run.cfg.unit), "systemctl start"
+            argv, verb = None, "systemctl start"    # shared with the host's other backends
         self._transition(run, S.STARTING, f"{verb} {run.cfg.unit}")
         for old in run.cfg.replaces:
             result = await self._command(run, commands.disable_now(old), deadline)
@@ -411,7 +417,10 @@ class Orchestrator:
                               run.name, self.elapsed()))
         run.collecting = True
         tail_live = self._tail_live(run.cfg.host)
-        result = await self._command(run, argv, deadline)
+        if argv is None:
+            result = await self._starters[run.cfg.host].start(run.cfg.unit, deadline)
+        else:
+            result = await self._command(run, argv, deadline)
         if not result.ok:
             run.collecting = False
             self._transition(run, S.FAILED, f"{verb} failed: {_last_line(result.stderr) or f'exit status {result.exit_status}'}")
@@ -436,12 +445,10 @@ class Orchestrator:
         """Judge the lines the invocation wrote before the tail saw them, then what the tail buffered."""
         lines: Iterable[JournalEntry] = ()
         if run.invocation and history:
-            argv = self._commands[run.cfg.host].invocation_history(run.cfg.unit, run.invocation)
-            result = await self._command(run, argv)
+            result, lines = await self._histories[run.cfg.host].lines(run.invocation)
             if not result.ok:
                 raise HostError(f"{run.cfg.host}: journalctl failed, so readiness cannot be judged: "
                                 f"{_last_line(result.stderr) or f'exit status {result.exit_status}'}")
-            lines = (e for e in map(parse_entry, result.stdout.splitlines()) if e is not None)
         # The tail keeps buffering while this yields now and then (a burst of history must not hold the loop).
         cursors: set[str] = set()
         for count, entry in enumerate(lines, 1):

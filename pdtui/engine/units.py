@@ -1,56 +1,147 @@
-"""Looking at the units of one host with as few commands as possible.
+"""Looking at, starting and reading the units of one host with as few commands as possible.
 
 Every service looks at its unit now and then (``systemctl show``); on a host
 with many units that would be a command per unit per look. Looks asked for at
 the same moment share one ``systemctl show -p ... A B C``: the services of a
 host look on a common beat, so a host costs one command per beat, not one per
-unit.
+unit. Starting the backends of a host (``systemctl start A B C``) and reading
+what their new invocations logged before the tail saw it (one ``journalctl``
+matching every invocation) are shared the same way.
+
+A host has at most one command of each kind running: asks made meanwhile share
+the next command, started when it ends. A slow host (a loaded machine, a slow
+``systemctl``) then gets fewer commands instead of a pile of them that loads
+it further.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+import math
+from collections.abc import Awaitable, Callable, Hashable
+from typing import Any
 
 from pdtui.hosts.base import Result
-from pdtui.systemd import Commands, parse_show_units
+from pdtui.systemd import Commands, JournalEntry, parse_entry, parse_show_units
 
-RunCommand = Callable[[list[str]], Awaitable[Result]]
+RunCommand = Callable[[list[str], float | None], Awaitable[Result]]   # (argv, deadline)
 
-GATHER_WINDOW = 0.005   # looks asked within this many seconds share a command
+GATHER_WINDOW = 0.005   # asks within this many seconds share a command
 
 
-class UnitLooker:
-    """``systemctl show`` of a host's units, batched."""
+class _Batcher:
+    """Asks gathered into commands: one running at a time, each answering every ask it took."""
 
     def __init__(self, run: RunCommand, commands: Commands) -> None:
         self._run = run
         self._commands = commands
-        self._waiting: dict[str, list[asyncio.Future]] = {}
+        self._waiting: dict[Hashable, list[asyncio.Future]] = {}
+        self._deadline = math.inf
         self._batch: asyncio.Task | None = None
 
-    async def show(self, unit: str) -> dict[str, str]:
-        """The unit's properties (LoadState ``not-found`` for a unit the host does not know)."""
+    async def _ask(self, key: Hashable, deadline: float | None = None) -> Any:
         future = asyncio.get_running_loop().create_future()
-        self._waiting.setdefault(unit, []).append(future)
+        self._waiting.setdefault(key, []).append(future)
+        if deadline is not None:
+            self._deadline = min(self._deadline, deadline)
         if self._batch is None:
-            self._batch = asyncio.create_task(self._look())
+            self._batch = asyncio.create_task(self._batches())
         return await future
 
-    async def _look(self) -> None:
-        await asyncio.sleep(GATHER_WINDOW)
-        waiting, self._waiting, self._batch = self._waiting, {}, None
+    async def _batches(self) -> None:
+        """One command after another while anyone waits."""
         try:
-            result = await self._run(self._commands.show(list(waiting)))
-            by_unit = parse_show_units(result.stdout)
+            while self._waiting:
+                await asyncio.sleep(GATHER_WINDOW)
+                waiting, self._waiting = self._waiting, {}
+                deadline, self._deadline = self._deadline, math.inf
+                await self._answer_all(waiting, None if deadline == math.inf else deadline)
+        finally:
+            self._batch = None
+            for future in (f for futures in self._waiting.values() for f in futures):
+                future.cancel()   # left behind only when this task itself was cancelled
+            self._waiting.clear()
+
+    async def _answer_all(self, waiting: dict[Hashable, list[asyncio.Future]], deadline: float | None) -> None:
+        try:
+            answers = await self._answers(list(waiting), deadline)
         except BaseException as exc:   # the command's failure is every asker's
             for future in (f for futures in waiting.values() for f in futures if not f.done()):
                 future.set_exception(exc)
             if not isinstance(exc, Exception):
                 raise
             return
-        for unit, futures in waiting.items():
-            props = by_unit.get(unit, {"Id": unit, "LoadState": "not-found"} if result.ok else {})
+        for key, futures in waiting.items():
             for future in futures:
                 if not future.done():
-                    future.set_result(props)
+                    future.set_result(answers[key])
+
+    async def _answers(self, keys: list, deadline: float | None) -> dict:
+        """Run one command for ``keys``; each key's answer."""
+        raise NotImplementedError
+
+
+class UnitLooker(_Batcher):
+    """``systemctl show`` of a host's units, batched."""
+
+    async def show(self, unit: str) -> dict[str, str]:
+        """The unit's properties (LoadState ``not-found`` for a unit the host does not know)."""
+        return await self._ask(unit)
+
+    async def _answers(self, units: list[str], deadline: float | None) -> dict[str, dict[str, str]]:
+        result = await self._run(self._commands.show(units), deadline)
+        by_unit = parse_show_units(result.stdout)
+        return {u: by_unit.get(u, {"Id": u, "LoadState": "not-found"} if result.ok else {}) for u in units}
+
+
+class UnitStarter(_Batcher):
+    """``systemctl start`` of a host's units, batched (systemd runs the start jobs side by side)."""
+
+    async def start(self, unit: str, deadline: float | None = None) -> Result:
+        """The start's outcome for ``unit``: its own error lines when the shared command failed."""
+        return await self._ask(unit, deadline)
+
+    async def _answers(self, units: list[str], deadline: float | None) -> dict[str, Result]:
+        result = await self._run(self._commands.systemctl("start", *units), deadline)
+        return {u: result if len(units) == 1 else own_outcome(result, u, units) for u in units}
+
+
+def own_outcome(result: Result, unit: str, units: list[str]) -> Result:
+    """One unit's part of a ``systemctl start A B ...`` that failed.
+
+    systemctl names the unit in each error line ("Job for A.service failed ...",
+    "Failed to start B.service: ..."). A unit no line names was started; when
+    no line names any unit (sudo refused, say), the failure is everyone's.
+    """
+    if result.ok:
+        return result
+    lines = result.stderr.splitlines()
+    own = [line for line in lines if _names(line, unit)]
+    if own:
+        return Result(result.argv, result.exit_status, result.stdout, "\n".join(own))
+    if any(_names(line, u) for line in lines for u in units):
+        return Result(result.argv, 0, result.stdout, "")
+    return result
+
+
+def _names(line: str, unit: str) -> bool:
+    return any(f"{unit}{end}" in f"{line} " for end in (" ", ":", ".", "'", '"', ","))
+
+
+class InvocationHistory(_Batcher):
+    """Every line so far of given invocations: one ``journalctl`` for all asked together."""
+
+    async def lines(self, invocation: str) -> tuple[Result, list[JournalEntry]]:
+        """The command's result and the invocation's entries, oldest first."""
+        return await self._ask(invocation)
+
+    async def _answers(self, invocations: list[str], deadline: float | None) -> dict[str, tuple[Result, list]]:
+        # Matches of one field are OR-ed; an invocation ID names one run of one unit.
+        argv = self._commands.journalctl("--output=json", "--all", "--no-pager", "--quiet",
+                                         *(f"_SYSTEMD_INVOCATION_ID={i}" for i in invocations))
+        result = await self._run(argv, deadline)
+        by_invocation: dict[str, list[JournalEntry]] = {i: [] for i in invocations}
+        for entry in map(parse_entry, result.stdout.splitlines()):
+            if entry is not None and entry.invocation in by_invocation:
+                by_invocation[entry.invocation].append(entry)
+        return {i: (result, by_invocation[i]) for i in invocations}
