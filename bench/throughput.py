@@ -38,6 +38,8 @@ from pdtui.ui.app import PdtuiApp  # noqa: E402
 from pdtui.ui.logview import LogView  # noqa: E402
 
 LAG_P99_MAX = 0.250
+DRAINED_LAG = 0.150
+DRAIN_MAX = 20.0
 STALL_MAX = 0.050
 SIZE = (160, 50)
 BATCH_LINE = ("[2026-04-15 08:41:05 TP0] Decode batch. #running-req: 12, #token: 5376, token usage: 0.01, "
@@ -56,6 +58,7 @@ class Watch:
         self.lags: list[float] = []
         self.lines = 0
         self.max_stall = 0.0
+        self.latest_lag: float | None = None    # of the newest line painted, active or not
 
     def hook(self, app: PdtuiApp) -> None:
         self.app = app
@@ -66,10 +69,14 @@ class Watch:
         def painted(view: LogView) -> None:
             start = view._painted_next
             paint(view)
-            if watch.active and view in watch.panel_views():
+            if view in watch.panel_views():
                 now = time.time()
-                watch.lines += view._painted_next - start
-                watch.lags.extend(now - stamp for stamp in view.timestamps(start, view._painted_next))
+                lags = [now - stamp for stamp in view.timestamps(start, view._painted_next)]
+                if lags:
+                    watch.latest_lag = lags[-1]
+                if watch.active:
+                    watch.lines += view._painted_next - start
+                    watch.lags.extend(lags)
         LogView._paint = painted
         self._restore = paint
         return self
@@ -124,7 +131,7 @@ class Rig:
                     await asyncio.wait_for(until_done(app), 120)
                     if not app.done.ok:
                         raise RuntimeError(f"bring-up failed: {app.done.failures}")
-                    await asyncio.sleep(0.5)           # let the backlog of the bring-up drain
+                    await drained(watch)
                     watch.active = True
                     stages.start()
                     if profile:
@@ -153,6 +160,18 @@ class Rig:
     def close(self) -> None:
         self.sandbox.cleanup()
         self.pool.close()
+
+
+async def drained(watch: Watch, limit: float = DRAIN_MAX) -> None:
+    """Wait until the lines logged during the bring-up are shown (the newest painted line is fresh).
+
+    The backends log at full rate from their first second, while the screen is
+    still being built: the window measures the steady state after that backlog.
+    """
+    deadline = time.monotonic() + limit
+    await asyncio.sleep(0.5)
+    while time.monotonic() < deadline and (watch.latest_lag is None or watch.latest_lag > DRAINED_LAG):
+        await asyncio.sleep(0.1)
 
 
 async def until_done(app: PdtuiApp) -> None:
