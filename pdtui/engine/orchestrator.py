@@ -42,6 +42,8 @@ UNIT_END_MARKERS = ("Main process exited", "Failed with result", "Deactivated su
 BAD_OUTCOMES = frozenset({S.FAILED, S.TIMED_OUT, S.BLOCKED})
 # An unreachable host is tried again during preflight with this backoff, until its services' longest timeout.
 PREFLIGHT_RETRY, PREFLIGHT_RETRY_MAX = 0.5, 5.0
+# A host's unit looks take at most about 1/(1 + LOOK_REST) of its time (see Orchestrator._beat).
+LOOK_REST = 4.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -466,7 +468,7 @@ class Orchestrator:
 
     async def _wait_ready(self, run: ServiceRun, deadline: float) -> None:
         next_probe = self.clock()
-        run.next_unit_check = self._beat(next_probe)   # _start has just looked at the unit
+        run.next_unit_check = self._beat(run, next_probe)   # _start has just looked at the unit
         last_probe = -math.inf
         while True:
             failure = await self._failure(run)
@@ -500,15 +502,22 @@ class Orchestrator:
             return run.failure.signature.reason, run.failure.line
         if run.unit_dirty or now >= run.next_unit_check:
             run.unit_dirty = False
-            run.next_unit_check = self._beat(now)
+            run.next_unit_check = self._beat(run, now)
             await self._check_unit(run)
         if run.unit_problem and not run.failure:
             return run.unit_problem, None
         return None
 
-    def _beat(self, now: float) -> float:
-        """The next moment units are looked at: every service on the same beat, so a host's looks share a command."""
-        return self._t0 + (math.floor((now - self._t0) / self.timing.unit_poll) + 1) * self.timing.unit_poll
+    def _beat(self, run: ServiceRun, now: float) -> float:
+        """The next moment the unit is looked at: every service on the same beat, so a host's looks share a command.
+
+        A host whose looks are slow (a loaded machine) is looked at on a later
+        beat: after a look that took d seconds, none before LOOK_REST * d. Its
+        units' ends still wake their services at once, through systemd's lines.
+        """
+        poll = self.timing.unit_poll
+        rest = LOOK_REST * self._lookers[run.cfg.host].last_took
+        return self._t0 + (math.floor((now + rest - self._t0) / poll) + 1) * poll
 
     def _next_look(self, run: ServiceRun) -> float:
         """When :meth:`_failure` has something new to look at, at the latest."""
@@ -591,7 +600,7 @@ class Orchestrator:
 
     async def _watch(self, run: ServiceRun) -> None:
         """After READY: a failure line or a dead unit still fails the service."""
-        run.next_unit_check = self._beat(self.clock())
+        run.next_unit_check = self._beat(run, self.clock())
         while run.state is S.READY:
             failure = await self._failure(run)
             if failure:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import time
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Any
 
@@ -84,11 +85,20 @@ class _Batcher:
 class UnitLooker(_Batcher):
     """``systemctl show`` of a host's units, batched."""
 
+    last_took = 0.0     # seconds the last look took: a slow host is looked at less often
+
     async def show(self, unit: str) -> dict[str, str]:
         """The unit's properties (LoadState ``not-found`` for a unit the host does not know)."""
         return await self._ask(unit)
 
     async def _answers(self, units: list[str], deadline: float | None) -> dict[str, dict[str, str]]:
+        started = time.monotonic()
+        try:
+            return await self._look(units, deadline)
+        finally:
+            self.last_took = time.monotonic() - started
+
+    async def _look(self, units: list[str], deadline: float | None) -> dict[str, dict[str, str]]:
         result = await self._run(self._commands.show(units), deadline)
         by_unit = parse_show_units(result.stdout)
         return {u: by_unit.get(u, {"Id": u, "LoadState": "not-found"} if result.ok else {}) for u in units}
