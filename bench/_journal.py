@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from pdtui.sim.journal import Journal
+from pdtui.systemd import decode_field
 
 from bench._common import READY_LINE
 
@@ -17,13 +18,39 @@ def entries(sandbox) -> list[dict]:
 def own_startup(sandbox, unit: str, journal: list[dict] | None = None) -> tuple[float, float]:
     """(started, ready) epoch seconds of ``unit``'s last run: systemd's "Started" line and the ready line."""
     journal = entries(sandbox) if journal is None else journal
-    started = [e for e in journal if e.get("UNIT") == unit and str(e.get("MESSAGE", "")).startswith("Started ")]
-    if not started:
-        raise RuntimeError(f"{unit} never started")
-    t_start = int(started[-1]["__REALTIME_TIMESTAMP"]) / 1e6
+    t_start = _started(journal, unit)
     ready = [int(e["__REALTIME_TIMESTAMP"]) / 1e6 for e in journal
              if e.get("_SYSTEMD_UNIT") == unit and READY_LINE in str(e.get("MESSAGE", ""))]
     ready = [t for t in ready if t >= t_start]
     if not ready:
         raise RuntimeError(f"{unit} never logged its ready line")
     return t_start, ready[0]
+
+
+def _started(journal: list[dict], unit: str) -> float:
+    """When systemd last logged "Started" for ``unit`` (epoch seconds)."""
+    started = [e for e in journal if e.get("UNIT") == unit and str(e.get("MESSAGE", "")).startswith("Started ")]
+    if not started:
+        raise RuntimeError(f"{unit} never started")
+    return int(started[-1]["__REALTIME_TIMESTAMP"]) / 1e6
+
+
+ACTIVATED = "Activated 1 worker(s)"
+
+
+def router_own_startup(sandbox, unit: str, workers: int, journal: list[dict] | None = None) -> tuple[float, float]:
+    """(started, ready) epoch seconds of a router's last run: "Started" and its ``workers``-th "Activated" line.
+
+    The router (the real sglang-router and pdtui's sim router alike) logs
+    "Activated 1 worker(s) (marked as healthy)" as it registers each worker; after
+    the last one its ``/readiness`` answers 200. That span is the router's own
+    start-up, as the ready line's is a worker's.
+    """
+    journal = entries(sandbox) if journal is None else journal
+    t_start = _started(journal, unit)
+    activated = [int(e["__REALTIME_TIMESTAMP"]) / 1e6 for e in journal
+                 if e.get("_SYSTEMD_UNIT") == unit and ACTIVATED in decode_field(e.get("MESSAGE"))]
+    activated = [t for t in activated if t >= t_start]
+    if len(activated) < workers:
+        raise RuntimeError(f"{unit} activated {len(activated)} of {workers} workers")
+    return t_start, activated[workers - 1]

@@ -8,6 +8,9 @@ command, real ``sleep``s: 20 s polls and its ``sleep 8``) over the same sshd.
 overhead = wall time of the bring-up - the backends' own startup, where the
 backends' own startup is the longest "Started" -> ready line span in the
 journal. Starting the router and waiting for it counts as overhead for both.
+A second figure, overhead_less_router_own, also subtracts the router's own
+start-up: from its "Started" line to the line in which it activates its last
+worker (after which its /readiness answers 200), read from the journal too.
 Connections are counted at sshd: its ``Accepted publickey`` lines.
 """
 
@@ -25,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench._common import (  # noqa: E402
     READY_LINE, Stamps, deployment, emit, local_host, machine, parse_args, router_argv, summary, worker_argv,
 )
-from bench._journal import entries, own_startup  # noqa: E402
+from bench._journal import entries, own_startup, router_own_startup  # noqa: E402
 from bench._sshd import SshdPool  # noqa: E402
 from pdtui.engine.events import StateChanged  # noqa: E402
 from pdtui.engine.orchestrator import Orchestrator  # noqa: E402
@@ -64,6 +67,10 @@ class Reference:
                     for name, unit in self.units.items()}
         return {"name": "bench-bringup", "hosts": {"h": host}, "services": services}
 
+    def router(self, sandbox: Sandbox) -> tuple[float, float]:
+        """(started, all workers activated) epoch seconds of the router."""
+        return router_own_startup(sandbox, self.units["router"], workers=2)
+
     def backends(self, sandbox: Sandbox) -> list[tuple[float, float]]:
         """(started, ready) epoch seconds of prefill and decode."""
         journal = entries(sandbox)
@@ -90,7 +97,10 @@ async def pdtui_run(sandbox: Sandbox, ref: Reference, host: dict) -> dict:
                                    and e.new is ServiceState.STARTING)
     spans = ref.backends(sandbox)
     own = max(ready - started for started, ready in spans)
+    router_started, router_ready = ref.router(sandbox)
+    router_own = router_ready - router_started
     return {"wall": end - t0, "own": own, "overhead": end - t0 - own,
+            "router_own": router_own, "overhead_less_router_own": end - t0 - own - router_own,
             "until_first_unit_started": min(started for started, _ in spans) - t0,
             "last_ready_line_to_router_start": router_start - max(ready for _, ready in spans),
             "router_phase": end - router_start}
