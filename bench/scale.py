@@ -6,7 +6,8 @@ router after them (pdtui's small sim router: sixteen real sglang-routers would
 measure the router, not pdtui). pdtui brings all 64 up headless in one run
 (smoke generation on). overhead = wall time - the backends' own startup, the
 longest "Started" -> ready line span in any host's journal. Connections are
-counted at every sshd. The command timeout is raised to 120 s (see TIMING).
+counted at every sshd. The engine runs with its production timing (30 s command
+timeout).
 """
 
 from __future__ import annotations
@@ -23,15 +24,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench._common import deployment, emit, machine, parse_args, router_argv, worker_argv  # noqa: E402
 from bench._journal import entries, own_startup  # noqa: E402
 from bench._sshd import SshdPool  # noqa: E402
-from pdtui.engine.orchestrator import Orchestrator, Timing  # noqa: E402
+from pdtui.engine.orchestrator import Orchestrator  # noqa: E402
 from pdtui.hosts import make_host  # noqa: E402
 from pdtui.sim.ports import free_port  # noqa: E402
 from pdtui.sim.sandbox import Sandbox  # noqa: E402
 
 STARTUP = 3.0
-# 48 sim workers, 64 supervisors and 16 routers, all Python, start at once on this machine's cores:
-# a sim `systemctl start` can take longer than the production 30 s command timeout.
-TIMING = Timing(command_timeout=120.0)
 
 
 def host_services(sandbox: Sandbox, host: str) -> dict:
@@ -49,7 +47,7 @@ def host_services(sandbox: Sandbox, host: str) -> dict:
 
 
 async def bring_up(config: dict, where: Path) -> tuple[float, object]:
-    orchestrator = Orchestrator(deployment(config, where), make_host, timing=TIMING)
+    orchestrator = Orchestrator(deployment(config, where), make_host)
     t0 = time.time()
     try:
         done = await orchestrator.run()
