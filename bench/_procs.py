@@ -43,6 +43,9 @@ def stage_of(cmdline: str) -> str:
     return "other"
 
 
+PDTUI_STAGE = "pdtui (ssh client + engine + TUI)"
+
+
 class StageCpu:
     """CPU seconds per stage between :meth:`start` and :meth:`stop`, as cores busy."""
 
@@ -59,7 +62,7 @@ class StageCpu:
             stage = stage_of(procs[pid][2])
             cpu[stage] = cpu.get(stage, 0.0) + procs[pid][1]
         times = os.times()
-        cpu["pdtui (ssh client + engine + TUI)"] = times.user + times.system
+        cpu[PDTUI_STAGE] = times.user + times.system
         return cpu
 
     def start(self) -> None:

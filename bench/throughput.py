@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import deployment, emit, machine, parse_args, router_argv, summary, worker_argv  # noqa: E402
-from bench._procs import StageCpu  # noqa: E402
+from bench._procs import PDTUI_STAGE, StageCpu  # noqa: E402
 from bench._sshd import SshdPool  # noqa: E402
 from pdtui.engine.events import LogLines, LogRecord, PlanReady, ServiceInfo, Step  # noqa: E402
 from pdtui.engine.orchestrator import Orchestrator  # noqa: E402
@@ -153,7 +153,9 @@ class Rig:
         lag = summary(watch.lags, 1000)
         ok = lag["p99"] is not None and lag["p99"] <= LAG_P99_MAX * 1000 and watch.max_stall <= STALL_MAX \
             and watch.lines >= 0.9 * rate * elapsed
+        pdtui_cores = busy.get(PDTUI_STAGE) or 0
         return {"rate": rate, "delivered_per_s": round(watch.lines / elapsed), "lag_ms": lag,
+                "pdtui_lines_per_core_s": round(watch.lines / elapsed / pdtui_cores) if pdtui_cores else None,
                 "max_stall_ms": round(watch.max_stall * 1000, 1), "ok": ok, "cores_busy": busy,
                 "lines": watch.lines, "rss_mb": rss_mb()}
 
@@ -263,7 +265,7 @@ async def textual_log(total: int, batch: int) -> float:
 def main() -> None:
     args = parse_args(__doc__.splitlines()[0])
     quick = args.quick
-    rates = [1000] if quick else [2000, 5000, 10_000, 20_000, 40_000, 70_000, 100_000]
+    rates = [1000] if quick else [2000, 5000, 10_000, 20_000, 30_000, 40_000, 50_000, 60_000, 70_000, 85_000, 100_000]
     window = 1.5 if quick else 10.0
     million = 5000 if quick else 1_000_000
     info = machine()
@@ -282,8 +284,8 @@ def main() -> None:
         passed = [r["rate"] for r in sweep if r["ok"]]
         profile_at = sweep[-1]["rate"]
         profiled = asyncio.run(rig.run(profile_at, min(window, 5.0), profile=profile))
-        # RSS needs lines, not low lag: feed the million at the fastest rate the sweep delivered.
-        steady = max(r["delivered_per_s"] for r in sweep)
+        # RSS needs lines, not low lag: feed the million at the highest rate that passed.
+        steady = max(passed) if passed else rates[0]
         memory = asyncio.run(rig.run(steady, 0, until_lines=million))
     finally:
         rig.close()
