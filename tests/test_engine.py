@@ -218,3 +218,27 @@ def test_a_host_whose_looks_are_slow_is_looked_at_on_a_later_beat(sandbox):
     assert orchestrator._beat(run, 0.1) == 2.0
     looker.last_took = 1.0          # a loaded host: the next look no sooner than 4 s after this one
     assert orchestrator._beat(run, 0.1) == 6.0
+
+
+async def test_the_gpu_inventory_is_taken_while_the_units_are_looked_at(sandbox):
+    order: list[str] = []
+
+    def factory(config, **options):
+        host = make_host(config, **options)
+        run = host.run
+
+        async def noting(argv, *, timeout=None):
+            kind = "nvidia-smi" if any("nvidia_smi" in a for a in argv) else "show" if "show" in argv else argv[-1]
+            order.append(f"start {kind}")
+            try:
+                return await run(argv, timeout=timeout)
+            finally:
+                order.append(f"end {kind}")
+        host.run = noting
+        return host
+    orchestrator = Orchestrator(reference(sandbox), factory, timing=FAST)
+    try:
+        assert await orchestrator.preflight()
+    finally:
+        await orchestrator.close()
+    assert order.index("start nvidia-smi") < order.index("end show")

@@ -22,7 +22,7 @@ from pdtui.engine.events import (
     Done, Event, HostStatus, LineKind, LogLines, LogRecord, Notice, PlanReady, ProbeResult,
     ServiceInfo, StateChanged, Step, StepChanged, StepStatus,
 )
-from pdtui.engine.gpus import GpuSampler, host_inventories, preflight_findings
+from pdtui.engine.gpus import GpuSampler, Inventory, host_inventories, preflight_findings
 from pdtui.engine.journal import JournalTail
 from pdtui.engine.probes import LOOPBACK, Backend, Check, RouterProbe, http_check, tcp_check
 from pdtui.engine.readiness import FailureCandidate, LineJudge, failure_signatures
@@ -249,17 +249,22 @@ class Orchestrator:
         """Reach every host and look at every unit before touching anything."""
         self._preflight = StepStatus.RUNNING
         self._update_steps()
-        results = await asyncio.gather(*(self._preflight_host(h) for h in self._hosts))
-        gpus_ok = await self._preflight_gpus(sample=sample_gpus)
+        # The GPU inventory is taken while the units are looked at: neither waits for the other.
+        results, inventories = await asyncio.gather(
+            asyncio.gather(*(self._preflight_host(h) for h in self._hosts)),
+            host_inventories(self.deployment, self._hosts))
+        retried = {h: self._hosts[h] for h, found in inventories.items() if found is None and h in self._told_unreachable}
+        if retried:   # reached only after retries: its first inventory found no connection
+            inventories |= await host_inventories(self.deployment, retried)
+        gpus_ok = self._preflight_gpus(inventories, sample=sample_gpus)
         self._preflight = StepStatus.DONE if all(results) and gpus_ok else StepStatus.FAILED
         self._update_steps()
 
-    async def _preflight_gpus(self, *, sample: bool) -> bool:
-        """GPU inventory of every host with GPU services: findings told, errors fail their service.
+    def _preflight_gpus(self, inventories: dict[str, Inventory | None], *, sample: bool) -> bool:
+        """The GPU inventories' findings told; errors fail their service.
 
         Then one long-running sampler per host keeps the GPU chips live.
         """
-        inventories = await host_inventories(self.deployment, self._hosts)
         ok = True
         for finding in preflight_findings(self.deployment, inventories):
             self._emit(Notice(finding.level, finding.text, finding.service, self.elapsed()))
