@@ -11,7 +11,7 @@ from textual.widgets import Input
 from pdtui.engine.events import Done, LineKind, LogLines, LogRecord, StateChanged, Step, StepChanged, StepStatus
 from pdtui.engine.states import ServiceState as S
 from pdtui.ui.app import PdtuiApp
-from pdtui.ui.logview import PAINT_INTERVAL, LogView
+from pdtui.ui.logview import FLOOD_PAINT_INTERVAL, PAINT_INTERVAL, LogView
 from pdtui.ui.screens import HelpScreen, QuitScreen
 from ui_fakes import (
     HOSTILE_LINES,
@@ -328,6 +328,20 @@ async def test_a_burst_of_batches_is_painted_once_per_beat_and_then_shows_the_la
         await settle(pilot)
         assert len(repaints) <= 2 and not view.paint_pending
         assert view.scroll_y == view.max_scroll_y and log_lines(view)[-1].rstrip() == "line 999"
+
+
+async def test_a_log_scrolling_more_than_a_screenful_per_paint_repaints_half_as_often() -> None:
+    app, source = make_app([PLAN])
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(pilot)
+        view = app.panels["prefill"].log_view
+        source.emit(burst("prefill", view.size.height + 1))
+        await settle(pilot)
+        assert view.paint_interval == FLOOD_PAINT_INTERVAL
+        source.emit(burst("prefill", 2, start=1000))
+        await settle(pilot)
+        assert view.paint_interval == PAINT_INTERVAL
+        assert log_lines(view)[-1].rstrip() == "line 1001"
 
 
 async def test_all_logs_view_interleaves_services_by_time_with_tags() -> None:

@@ -32,6 +32,9 @@ from pdtui.text import inert, make_visible
 
 PAINT_INTERVAL = 0.05
 """A busy log repaints at most this often (20 times a second): live to the eye, cheap for the loop."""
+FLOOD_PAINT_INTERVAL = 0.1
+"""The same for a log that scrolled more than a screenful since its last paint: too fast to read
+anyway, and a paint redraws every row. A multiple of ``PAINT_INTERVAL``, so views keep one beat."""
 
 STRIP_CACHE = 64
 """Strips kept for rows drawn lately: about a screenful, for scrolling by hand. Each strip holds a few derived
@@ -140,6 +143,7 @@ class LogView(ScrollView, can_focus=True):
         self._painted_next = 0              # lines before this sequence number are on screen
         self._last_paint = float("-inf")
         self._paint_timer: Timer | None = None
+        self._paint_interval = PAINT_INTERVAL
         self._dropped = 0                   # filtered rows dropped off the top since the last paint
         self._styles: dict[str | None, Style] | None = None
         self._width: int | None = None
@@ -229,11 +233,17 @@ class LogView(ScrollView, can_focus=True):
         if self._paint_timer is not None:
             return
         now = monotonic()
-        if now - self._last_paint >= PAINT_INTERVAL or not self.is_mounted:
+        interval = self._paint_interval
+        if now - self._last_paint >= interval or not self.is_mounted:
             self._paint()
         else:   # on a shared beat, so busy views repaint in the same frame
-            wait = PAINT_INTERVAL - now % PAINT_INTERVAL
+            wait = interval - now % interval
             self._paint_timer = self.set_timer(wait, self._paint, name="logview-paint")
+
+    @property
+    def paint_interval(self) -> float:
+        """The least time between two paints now: longer while the log floods."""
+        return self._paint_interval
 
     @property
     def paint_pending(self) -> bool:
@@ -241,6 +251,8 @@ class LogView(ScrollView, can_focus=True):
         return self._paint_timer is not None
 
     def _paint(self) -> None:
+        flooded = self._next - self._painted_next > self.size.height
+        self._paint_interval = FLOOD_PAINT_INTERVAL if flooded else PAINT_INTERVAL
         self._paint_timer = None
         self._last_paint = monotonic()
         self._painted_next = self._next
