@@ -37,7 +37,7 @@ from pdtui.engine.events import (
 from pdtui.ui.bridge import EngineEvent, connect
 from pdtui.ui.filterbar import FilterBar
 from pdtui.ui.format import duration
-from pdtui.ui.heap import QuietCollector
+from pdtui.ui.heap import RELEASE_EVERY, QuietCollector
 from pdtui.ui.logview import LogView
 from pdtui.ui.merged import MergedPane
 from pdtui.ui.model import ElapsedClock
@@ -128,6 +128,7 @@ class PdtuiApp(App[int]):
         self.run_worker(self._bring_up(), name="bring-up", exit_on_error=False)
         # advances the elapsed counters once a second, only while a bring-up is in progress
         self.ticker = self.set_interval(1.0, self._tick)
+        self.set_interval(RELEASE_EVERY, self.collector.release, name="heap-release")
 
     def on_unmount(self) -> None:
         self.collector.restore()
