@@ -28,6 +28,7 @@ EXPECTED = {
     "scale": {"hosts", "services", "overhead_s", "connections_per_host", "target"},
     "startup": {"help", "first_paint"},
     "engine_lines": {"lines", "runs", "lines_per_s"},
+    "timeline": {"timeline"},
 }
 
 
