@@ -108,7 +108,6 @@ class JournalEntry:
     realtime: float | None          # seconds since the epoch
     unit: str | None                # the unit the line is about
     invocation: str | None
-    pid: int | None
     priority: int | None
     message: str
     system: bool = False            # written by systemd itself about the unit
@@ -178,7 +177,6 @@ def parse_entry(line: bytes | str) -> JournalEntry | None:
         realtime / 1e6 if realtime is not None else None,
         unit if type(unit) is str else _first(unit),
         invocation if type(invocation) is str else _first(invocation),
-        _int(pid),
         _int(get("PRIORITY")),
         message if type(message) is str else decode_field(message),
         system,

@@ -47,8 +47,8 @@ def test_parse_entry_of_a_service_line():
     e = parse_entry(entry(__CURSOR="s=a;i=1", __REALTIME_TIMESTAMP="1700000000123456", _PID="77",
                           PRIORITY="6", MESSAGE="hello", _SYSTEMD_UNIT="x.service",
                           _SYSTEMD_INVOCATION_ID="inv1"))
-    assert (e.cursor, e.unit, e.invocation, e.pid, e.priority, e.message, e.system) == (
-        "s=a;i=1", "x.service", "inv1", 77, 6, "hello", False)
+    assert (e.cursor, e.unit, e.invocation, e.priority, e.message, e.system) == (
+        "s=a;i=1", "x.service", "inv1", 6, "hello", False)
     assert abs(e.realtime - 1700000000.123456) < 1e-6
 
 
