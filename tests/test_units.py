@@ -92,6 +92,12 @@ def test_a_failed_shared_start_is_told_to_the_unit_it_names():
     assert not b.ok and b.stderr.splitlines()[0].startswith("Job for b.service failed")
 
 
+def test_a_unit_whose_name_ends_another_ones_is_not_blamed_for_it():
+    units = ["a.service", "xa.service"]
+    result = Result(("systemctl", "start", *units), 5, "", "Failed to start xa.service: Unit xa.service not found.\n")
+    assert own_outcome(result, "a.service", units).ok and not own_outcome(result, "xa.service", units).ok
+
+
 def test_a_failed_shared_start_naming_no_unit_is_everyones():
     units = ["a.service", "b.service"]
     result = Result(("sudo", "-n", "systemctl", "start", *units), 1, "", "sudo: a password is required\n")

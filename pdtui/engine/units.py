@@ -135,7 +135,8 @@ def own_outcome(result: Result, unit: str, units: list[str]) -> Result:
 
 
 def _names(line: str, unit: str) -> bool:
-    return any(f"{unit}{end}" in f"{line} " for end in (" ", ":", ".", "'", '"', ","))
+    """Whether ``line`` names ``unit`` as a word of its own (not inside another unit's name)."""
+    return unit in {word.strip("\"'.,:;()") for word in line.split()}
 
 
 class InvocationHistory(_Batcher):
