@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import cProfile
+from array import array
 import pstats
 import resource
 import sys
@@ -55,7 +56,8 @@ class Watch:
 
     def __init__(self) -> None:
         self.active = False
-        self.lags: list[float] = []
+        self.lags = array("d")         # compact: the bench shares the process (and its RSS) with pdtui
+        self.keep_lags = True
         self.lines = 0
         self.max_stall = 0.0
         self.latest_lag: float | None = None    # of the newest line painted, active or not
@@ -76,7 +78,8 @@ class Watch:
                     watch.latest_lag = lags[-1]
                 if watch.active:
                     watch.lines += view._painted_next - start
-                    watch.lags.extend(lags)
+                    if watch.keep_lags:
+                        watch.lags.extend(lags)
         LogView._paint = painted
         self._restore = paint
         return self
@@ -96,16 +99,24 @@ class Watch:
 
 
 class Rig:
-    """One sshd and one sandbox for the whole sweep; fresh units per run."""
+    """One sshd for the whole sweep; a fresh sandbox (units, journal) per run.
+
+    A sweep writes millions of lines; the sim's journalctl scans its file for an
+    invocation's history, so a journal that grew over earlier runs would slow the
+    next bring-up (a real journal is indexed).
+    """
 
     def __init__(self) -> None:
         self.pool = SshdPool()
-        self.sandbox = Sandbox.create(Path(tempfile.mkdtemp(prefix="pdtui-bench-sim-")))
+        self.sandbox = _fresh_sandbox()
         self.server = self.pool.start()
         self.runs = 0
 
     def config(self, rate: float) -> dict:
         self.runs += 1
+        if self.runs > 1:
+            self.sandbox.cleanup()
+            self.sandbox = _fresh_sandbox()
         p, d, r, boot = (free_port() for _ in range(4))
         add, n = self.sandbox.add_unit, self.runs
         units = {"prefill": add(f"tp-p{n}", worker_argv("prefill", p, bootstrap=boot, startup=0.3, log_rate=rate / 2)),
@@ -122,6 +133,7 @@ class Rig:
         orchestrator = Orchestrator(deployment(self.config(rate), self.sandbox.root), make_host, smoke=False)
         app = PdtuiApp(orchestrator)
         watch = Watch()
+        watch.keep_lags = until_lines is None     # the RSS run counts lines; a million lags would count too
         watch.hook(app)
         stages = StageCpu(self.sandbox.root, [self.server.process.pid])
         try:
@@ -162,6 +174,10 @@ class Rig:
     def close(self) -> None:
         self.sandbox.cleanup()
         self.pool.close()
+
+
+def _fresh_sandbox() -> Sandbox:
+    return Sandbox.create(Path(tempfile.mkdtemp(prefix="pdtui-bench-sim-")))
 
 
 async def drained(watch: Watch, limit: float = DRAIN_MAX) -> None:
