@@ -1,9 +1,9 @@
-"""Streams are read in pieces and split into lines: no line is cut, lost or joined to the next."""
+"""Streams are read in pieces: split into lines with none cut, lost or joined; stderr drained to its last bytes."""
 
 from __future__ import annotations
 
 import pdtui.hosts.base as base
-from pdtui.hosts.base import each_line, line_batches
+from pdtui.hosts.base import each_line, last_bytes, line_batches
 
 
 def reader(*chunks: bytes):
@@ -40,3 +40,15 @@ async def test_a_line_longer_than_the_limit_is_handed_over_in_pieces(monkeypatch
 
 async def test_each_line_flattens_the_batches() -> None:
     assert [line async for line in each_line(line_batches(reader(b"a\nb\n", b"c\n")))] == [b"a", b"b", b"c"]
+
+
+async def test_last_bytes_keeps_the_end_and_stops_quietly_on_the_errors_given() -> None:
+    assert await last_bytes(reader(b"0123", b"4567", b"89"), keep=4) == b"6789"
+
+    async def dropped(size: int) -> bytes:
+        if calls:
+            raise ConnectionResetError("dropped")
+        calls.append(size)
+        return b"partial"
+    calls: list[int] = []
+    assert await last_bytes(dropped, errors=(OSError,)) == b"partial"

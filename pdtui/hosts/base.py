@@ -18,6 +18,8 @@ READ_SIZE = 256 * 1024
 """Bytes asked for per read of a stream: a burst of journal lines arrives in a few reads."""
 MAX_LINE = 16 * 1024 * 1024
 """A line longer than this is handed over in pieces rather than held in memory whole."""
+STDERR_KEEP = 4096
+"""Bytes of a command's stderr kept for its error message (the end, where the reason is)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,3 +121,20 @@ async def each_line(batches: AsyncIterator[list[bytes]]) -> AsyncIterator[bytes]
     async for batch in batches:
         for line in batch:
             yield line
+
+
+async def last_bytes(read: Callable[[int], Awaitable[bytes]], keep: int = STDERR_KEEP,
+                     errors: tuple[type[BaseException], ...] = ()) -> bytes:
+    """Read to the end, keeping only the last ``keep`` bytes.
+
+    Draining stderr this way means a command never blocks on a full pipe or
+    channel, and a chatty one cannot fill memory. ``errors`` end the reading
+    quietly (a dropped connection), with what was kept so far.
+    """
+    kept = b""
+    try:
+        while chunk := await read(65536):
+            kept = (kept + chunk)[-keep:]
+    except errors:
+        pass
+    return kept

@@ -8,7 +8,7 @@ import signal
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 
-from pdtui.hosts.base import MAX_LINE, HostError, Result, each_line, line_batches
+from pdtui.hosts.base import MAX_LINE, HostError, Result, each_line, last_bytes, line_batches
 
 STREAM_LIMIT = MAX_LINE
 """asyncio's stream buffer limit: the longest line a ``readuntil`` (an HTTP header, say) may take."""
@@ -73,7 +73,7 @@ class StreamLines:
 
     def __init__(self, proc: asyncio.subprocess.Process) -> None:
         self._proc = proc
-        self._stderr = asyncio.ensure_future(_tail(proc.stderr))
+        self._stderr = asyncio.ensure_future(last_bytes(proc.stderr.read))
         self.exit_status: int | None = None
         self.stderr = ""
 
@@ -86,14 +86,6 @@ class StreamLines:
     async def finish(self) -> None:
         self.exit_status = await self._proc.wait()
         self.stderr = (await self._stderr).decode(errors="replace").strip()
-
-
-async def _tail(reader: asyncio.StreamReader, keep: int = 4096) -> bytes:
-    """Drain a pipe so the command never blocks on it, keeping only its last bytes."""
-    kept = b""
-    while chunk := await reader.read(65536):
-        kept = (kept + chunk)[-keep:]
-    return kept
 
 
 def _kill_group(proc: asyncio.subprocess.Process) -> None:

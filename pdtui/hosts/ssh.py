@@ -15,7 +15,7 @@ import asyncio
 import shlex
 import socket
 from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager, suppress
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ from pdtui.hosts.base import (
     HostUnreachable,
     Result,
     each_line,
+    last_bytes,
     line_batches,
 )
 
@@ -40,7 +41,6 @@ BACKOFF_MAX = 5.0
 RECONNECT_FOR = 60.0
 # How long leaving a stream waits for the server to confirm the channel is closed.
 CLOSE_WAIT = 5.0
-STDERR_KEEP = 4096
 # Every remote command runs under this sh script, which stops it when the channel's stdin
 # closes. sshd does not stop a command without a terminal when its channel or connection
 # goes (it would die of SIGPIPE at its next write: a quiet `journalctl -f` may not write
@@ -297,7 +297,7 @@ class SshLines:
         self._conn = conn
         self._process = process
         self._argv = argv
-        self._stderr = asyncio.ensure_future(_tail(process.stderr))
+        self._stderr = asyncio.ensure_future(last_bytes(process.stderr.read, errors=(asyncssh.Error, OSError)))
         self.exit_status: int | None = None
         self.stderr = ""
 
@@ -412,15 +412,6 @@ def _no_exit_status(host: SshHost, conn: asyncssh.SSHClientConnection, argv: Seq
     if conn.is_closed():
         return _disconnected(host, argv)
     return HostError(f"{host.name}: {argv[0]} ended without an exit status")
-
-
-async def _tail(reader: asyncssh.SSHReader, keep: int = STDERR_KEEP) -> bytes:
-    """Drain stderr so the channel never stalls on it, keeping only its last bytes."""
-    kept = b""
-    with suppress(asyncssh.Error, OSError):
-        while chunk := await reader.read(65536):
-            kept = (kept + chunk)[-keep:]
-    return kept
 
 
 def _read(path: str) -> str:
