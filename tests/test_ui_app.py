@@ -344,6 +344,16 @@ async def test_a_log_scrolling_more_than_a_screenful_per_paint_repaints_half_as_
         assert log_lines(view)[-1].rstrip() == "line 1001"
 
 
+async def test_a_tagged_view_given_lines_without_tags_tags_them_with_its_own() -> None:
+    app, source = make_app([PLAN])
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(pilot)
+        view = app.merged.log_view
+        view.tag = "all"
+        view.append(burst("prefill", 3).lines)
+        assert [(row.tag, row.text) for row in view.rows()] == [("all", "line 0"), ("all", "line 1"), ("all", "line 2")]
+
+
 async def test_all_logs_view_interleaves_services_by_time_with_tags() -> None:
     app, source = make_app(starting_script())
     async with app.run_test(size=(160, 50)) as pilot:

@@ -1,8 +1,8 @@
 """A journal tail that stays fast while a backend logs thousands of lines a second.
 
 It is a Line-API scroll view: lines live in a bounded buffer of plain columns, a
-batch is appended in O(1) per line, the view repaints at most every ``PAINT_INTERVAL``
-times a second, only the rows on screen are turned into strips, and strips are
+batch is appended in O(1) per line, the view repaints at most every ``PAINT_INTERVAL``,
+only the rows on screen are turned into strips, and strips are
 cached.  Every line is drawn from :func:`pdtui.text.inert` text as plain segments
 (never markup), so a hostile line shows as characters.
 """
@@ -13,7 +13,6 @@ import re
 from array import array
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Sequence
-from itertools import repeat
 from time import monotonic
 from typing import NamedTuple
 
@@ -87,7 +86,8 @@ class Lines:
     def __len__(self) -> int:
         return len(self.texts)
 
-    def extend(self, lines: Sequence[LogRecord | Row], tags: Iterable[str]) -> None:
+    def extend(self, lines: Sequence[LogRecord | Row], tags: list[str]) -> None:
+        """Add ``lines``; ``tags`` has one per line in a tagged (merged) view, and is ignored otherwise."""
         self.texts.extend(line.text for line in lines)
         self.kinds.extend(_KIND_CODE[line.kind] for line in lines)
         self.stamps.extend(_NO_TIME if line.timestamp is None else line.timestamp for line in lines)
@@ -194,7 +194,11 @@ class LogView(ScrollView, can_focus=True):
             return
         before = self.row_count
         start = self._next
-        self._lines.extend(batch, repeat(self.tag) if tags is None else list(tags)[-len(batch):])
+        if not self.tag_width:
+            kept_tags: list[str] = []
+        else:
+            kept_tags = [self.tag] * len(batch) if tags is None else list(tags)[-len(batch):]
+        self._lines.extend(batch, kept_tags)
         self._next += len(batch)
         added = len(batch)
         if self._pattern is not None:
