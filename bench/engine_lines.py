@@ -20,7 +20,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench._common import emit, parse_args, summary  # noqa: E402
 from pdtui.engine.events import LogRecord  # noqa: E402
 from pdtui.engine.journal import JournalTail  # noqa: E402
-from pdtui.engine.readiness import LineJudge, failure_signatures  # noqa: E402
+from pdtui.engine.readiness import LineJudge  # noqa: E402
+from pdtui.engine.signatures import signatures_for  # noqa: E402
 from pdtui.hosts.base import line_batches  # noqa: E402
 from pdtui.systemd import Commands  # noqa: E402
 
@@ -69,7 +70,7 @@ class MemoryStream:
 
 
 async def one_run(lines: list[bytes]) -> float:
-    judge = LineJudge("fired up and ready", failure_signatures("decode"))
+    judge = LineJudge("fired up and ready", signatures_for("decode"))
     records: list[LogRecord] = []
     done = asyncio.Event()
 

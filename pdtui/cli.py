@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from pdtui import __version__
+from pdtui.sim.knobs import DEFAULT_GENERATION, FAIL_MODES, GENERATIONS
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -39,8 +40,10 @@ def _parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="bring up a simulated deployment on this machine (no GPU, SSH or systemd)")
     demo.add_argument("--fail", action="append", default=[], metavar="SERVICE:MODE",
-                      help="inject a failure, e.g. decode:oom (modes: oom, nccl, warmup-failed, "
-                           "crash-after-ready, hang, port-in-use, generate-500)")
+                      help=f"inject a failure, e.g. decode:oom (modes: {', '.join(FAIL_MODES)})")
+    demo.add_argument("--generation", choices=GENERATIONS, default=DEFAULT_GENERATION,
+                      help="which SGLang release's log wording and /health behaviour the simulated "
+                           f"workers play (default {DEFAULT_GENERATION})")
     demo.add_argument("--startup", type=float, default=6.0, metavar="SECONDS",
                       help="how long the simulated backends take to get ready (default 6)")
     demo.add_argument("--timeout", default="2m", help="per-service timeout (default 2m)")
@@ -150,7 +153,7 @@ def _demo(args: argparse.Namespace) -> int:
         return _error(str(exc))
     sandbox = Sandbox.create(args.sandbox)
     try:
-        deployment = demo.build(sandbox, demo.DemoOptions(failures, args.startup, args.timeout))
+        deployment = demo.build(sandbox, demo.DemoOptions(failures, args.startup, args.timeout, args.generation))
         code = _bring_up(deployment, make_host, args, follow_up="the demo stops its simulated deployment on exit")
     except ConfigError as exc:
         code = _error(str(exc))

@@ -55,6 +55,8 @@ COMMANDS: tuple[str, ...] = ("systemctl", "journalctl", "nvidia-smi")
 BACKEND_ROLES = frozenset({"prefill", "decode"})
 
 DEFAULT_TIMEOUT: dict[str, float] = {"prefill": 360.0, "decode": 360.0, "router": 120.0, "other": 300.0}
+DEFAULT_UNHEALTHY_AFTER = 60.0   # after ready, health failing this long (and 3 checks in a row) fails a service
+DEFAULT_BOOTSTRAP_PORT = 8998    # SGLang's --disaggregation-bootstrap-port default
 SGLANG_READY_LINE = "fired up and ready"
 
 MAX_FILE_BYTES = 1 << 20      # a config is a page or two; anything bigger is the wrong file
@@ -501,8 +503,10 @@ class ServiceConfig(_Model):
     gpus: Annotated[tuple[int, ...], BeforeValidator(_list_of(_gpu, "a list of GPU indexes (integers)"))] = ()
     numa: NumaNode | None = None
     port: Port | None = None
+    bootstrap_port: Port | None = None            # a prefill's bootstrap server (default: /server_info, else 8998)
     replaces: Annotated[tuple[str, ...], BeforeValidator(_list_of(normalize_unit, "a list of unit names"))] = ()
     timeout: Annotated[float, BeforeValidator(_check_duration)]
+    unhealthy_after: Annotated[float, BeforeValidator(_check_duration)] = DEFAULT_UNHEALTHY_AFTER
     ready: ReadySpec
     fail: Annotated[tuple[str, ...], BeforeValidator(_list_of(_check_regex, "a list of regular expressions"))] = ()
     after: Annotated[
@@ -535,6 +539,8 @@ class ServiceConfig(_Model):
         for index, gpu in enumerate(self.gpus):
             if gpu in self.gpus[:index]:
                 raise _fail(f"GPU {gpu} is listed twice in service '{self.name}'", "gpus", index)
+        if self.bootstrap_port is not None and self.role != "prefill":
+            raise _fail(f"service '{self.name}' is a {self.role}: only a prefill has a bootstrap_port", "bootstrap_port", on="key")
         if self.unit in self.replaces:
             raise _fail(f"service '{self.name}' cannot replace its own unit {self.unit}", "replaces", self.replaces.index(self.unit))
         return self
@@ -624,8 +630,10 @@ class Deployment(_Model):
         for name, svc in self.services.items():
             if (owner := units.setdefault((svc.host, svc.unit), name)) != name:
                 raise _fail(f"unit {svc.unit} on host '{svc.host}' is already used by service '{owner}'", "services", name, "unit")
-            if svc.port is not None and (owner := ports.setdefault((svc.host, svc.port), name)) != name:
-                raise _fail(f"port {svc.port} on host '{svc.host}' is already used by service '{owner}'", "services", name, "port")
+            for key in ("port", "bootstrap_port"):
+                port = getattr(svc, key)
+                if port is not None and (owner := ports.setdefault((svc.host, port), name)) != name:
+                    raise _fail(f"port {port} on host '{svc.host}' is already used by service '{owner}'", "services", name, key)
             if svc.role not in BACKEND_ROLES:
                 continue
             for index, gpu in enumerate(svc.gpus):

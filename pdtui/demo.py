@@ -18,8 +18,7 @@ from pdtui.config import Deployment, parse_config
 from pdtui.sim.commands import router_argv, worker_argv
 from pdtui.sim.ports import free_port
 from pdtui.sim.sandbox import Sandbox
-
-WORKER_FAILURES = ("oom", "nccl", "warmup-failed", "crash-after-ready", "hang", "port-in-use", "generate-500")
+from pdtui.sim.knobs import DEFAULT_GENERATION, FAIL_MODES
 BACKENDS = ("prefill", "decode")
 REFERENCE_PORTS = {"prefill": 30000, "router": 30001, "decode": 30002, "bootstrap": 8998, "metrics": 29000}
 
@@ -29,14 +28,15 @@ class DemoOptions:
     failures: dict[str, str]          # service -> failure mode
     startup: float = 6.0              # seconds the decode worker takes to get ready (prefill a bit less)
     timeout: str = "2m"
+    generation: str = DEFAULT_GENERATION   # which SGLang release's wording the workers speak
 
 
 def parse_failure(text: str) -> tuple[str, str]:
     """``SERVICE:MODE`` as given to ``--fail``; ValueError with a one-line message otherwise."""
     service, sep, mode = text.partition(":")
-    if not sep or service not in BACKENDS or mode not in WORKER_FAILURES:
+    if not sep or service not in BACKENDS or mode not in FAIL_MODES:
         raise ValueError(f"--fail expects SERVICE:MODE with SERVICE one of {', '.join(BACKENDS)} and MODE one of "
-                         f"{', '.join(WORKER_FAILURES)}, got {text!r}")
+                         f"{', '.join(FAIL_MODES)}, got {text!r}")
     return service, mode
 
 
@@ -66,11 +66,11 @@ def build(sandbox: Sandbox, options: DemoOptions) -> Deployment:
     boot = ports["bootstrap"]
     sandbox.add_unit("sglang-dsv4-prefill",
                      worker_argv("prefill", ports["prefill"], bootstrap=boot, startup=options.startup * 0.8,
-                                 gpus="0,1,2,3", fail=fail("prefill")),
+                                 gpus="0,1,2,3", fail=fail("prefill"), generation=options.generation),
                      description="SGLang DeepSeek-V4-Flash prefill (simulated)")
     sandbox.add_unit("sglang-dsv4-decode",
                      worker_argv("decode", ports["decode"], bootstrap=boot, startup=options.startup,
-                                 gpus="4,5,6,7", fail=fail("decode")),
+                                 gpus="4,5,6,7", fail=fail("decode"), generation=options.generation),
                      description="SGLang DeepSeek-V4-Flash decode (simulated)")
     sandbox.add_unit("sglang-dsv4-router",
                      router_argv(ports["router"], [(ports["prefill"], boot)], [ports["decode"]],
@@ -81,7 +81,8 @@ def build(sandbox: Sandbox, options: DemoOptions) -> Deployment:
         "hosts": {"gpu0": {"local": True, "commands": sandbox.commands}},
         "services": {
             "prefill": {"host": "gpu0", "unit": "sglang-dsv4-prefill", "role": "prefill",
-                        "gpus": [0, 1, 2, 3], "numa": 0, "port": ports["prefill"], "timeout": options.timeout},
+                        "gpus": [0, 1, 2, 3], "numa": 0, "port": ports["prefill"], "bootstrap_port": boot,
+                        "timeout": options.timeout},
             "decode": {"host": "gpu0", "unit": "sglang-dsv4-decode", "role": "decode",
                        "gpus": [4, 5, 6, 7], "numa": 1, "port": ports["decode"], "timeout": options.timeout},
             "router": {"host": "gpu0", "unit": "sglang-dsv4-router", "role": "router",

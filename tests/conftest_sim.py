@@ -108,8 +108,10 @@ def procs() -> Iterator[Procs]:
 
 
 def worker_argv(role: str, port: int, *extra: str, startup: float = 0.5) -> list[str]:
+    """A sim worker; a port of its own for a prefill's bootstrap server unless ``extra`` names one."""
+    bootstrap = [] if "--bootstrap-port" in extra else ["--bootstrap-port", str(free_port())]
     return [sys.executable, "-m", "pdtui.sim.worker", "--role", role, "--port", str(port),
-            "--startup", str(startup), *extra]
+            "--startup", str(startup), *bootstrap, *extra]
 
 
 def read_until(proc: subprocess.Popen[str], needle: str, seen: list[str] | None = None,

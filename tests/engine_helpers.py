@@ -39,8 +39,8 @@ class Recorder:
         return [e for e in self.events if isinstance(e, kind)]
 
 
-def reference(sandbox, *, failures=None, startup=0.5, timeout="30s"):
-    return demo.build(sandbox, demo.DemoOptions(failures or {}, startup, timeout))
+def reference(sandbox, *, failures=None, startup=0.5, timeout="30s", generation=demo.DEFAULT_GENERATION):
+    return demo.build(sandbox, demo.DemoOptions(failures or {}, startup, timeout, generation))
 
 
 async def bring_up(deployment, *, smoke=True, timing=FAST) -> tuple[Done, Recorder, Orchestrator]:

@@ -56,7 +56,7 @@ async def test_ready_line_after_failed_pd_warmup_is_not_ready(sandbox):
     done, rec, _ = await bring_up(reference(sandbox, failures={"prefill": "warmup-failed"}))
     assert "ready" not in rec.states("prefill")
     failed = rec.change("prefill", "failed")
-    assert failed.reason == "PD warm-up failed" and "warm Up Failed" in failed.line
+    assert failed.reason == "PD warm-up failed" and "Disaggregation warmup failed" in failed.line
     ready_lines = [r for e in rec.of(LogLines) if e.service == "prefill" for r in e.lines
                    if "fired up and ready" in r.text]
     assert ready_lines, "the sim printed its ready line anyway"

@@ -1,5 +1,8 @@
+import pytest
+
 from pdtui.engine.events import LineKind
-from pdtui.engine.readiness import FailureCandidate, LineJudge, failure_signatures
+from pdtui.engine.readiness import FailureCandidate, LineJudge
+from pdtui.engine.signatures import Severity, signatures_for as failure_signatures
 
 SGLANG = LineJudge("fired up and ready", failure_signatures("decode"))
 
@@ -15,11 +18,10 @@ def test_failure_lines_from_the_facts():
         "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.": "not enough GPU memory",
         "RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)": "NCCL error",
         "ERROR:    [Errno 98] error while attempting to bind on address ('0.0.0.0', 30000): address already in use":
-            "port already in use",
+            "HTTP port already in use",
         "[2025-02-09 21:23:00 TP2] Scheduler hit an exception: Traceback (most recent call last):": "scheduler crashed",
         "[2024-12-13 01:47:34] Initialization failed. warmup error: Traceback (most recent call last):":
-            "initialization failed",
-        "Decode handshake failed ... KVTransferError(bootstrap_room=1): Could not fetch": "KV transfer handshake failed",
+            "initialization failed (the warm-up raised)",
     }
     for line, reason in lines.items():
         assert SGLANG.failure(line).reason == reason, line
@@ -48,7 +50,7 @@ def test_most_telling_failure_line_wins():
     candidate = FailureCandidate(judge.failure(first), first)
     oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 448.00 MiB."
     candidate.consider(judge.failure(oom), oom)
-    candidate.consider(judge.failure("Traceback (most recent call last):"), "Traceback (most recent call last):")
+    candidate.consider(judge.failure("Received sigquit from a child process."), "Received sigquit from a child process.")
     assert candidate.line == oom and candidate.signature.reason == "CUDA out of memory"
 
 
@@ -72,3 +74,112 @@ def test_user_regex_failure_still_found_past_the_prefilter():
     assert judge.kind("step 7 failed") is LineKind.FAIL
     assert judge.kind("ready   to  roll") is LineKind.READY
     assert judge.kind("an ordinary line", priority=3) is LineKind.WARN
+
+
+# Every generation's PD warm-up wording, as SGLang's own source prints it.
+WARMUP_FAILURES = {
+    "older": "[2025-06-02 10:00:00] End of prefill warmup with status 400, resp: {'object': 'error'}",
+    "2025": "[2026-04-15 08:41:05] Prefill disaggregation mode warm Up Failed, status code: 400",
+    "current (one code)": "[2026-10-01 08:41:05] Disaggregation warmup failed (mode=decode), status code: 400",
+    "current (a list)": "[2026-11-01 08:41:05] Disaggregation warmup failed (mode=prefill), status codes: [400]",
+}
+WARMUP_SUCCESSES = {
+    "older": "[2025-06-02 10:00:00] End of prefill warmup with status 200, resp: [{'text': ''}]",
+    "2025": "[2025-10-16 09:06:41] End of prefill disaggregation mode warmup with status 200, resp: [{'text': ''}]",
+    "current (one rank)": "[2026-10-01 08:41:05] Disaggregation warmup request completed with status 200, resp: {}",
+    "current (all ranks)": "[2026-11-01 08:41:05] Disaggregation warmup requests completed for all 1 DP ranks",
+    "current (end)": "[2026-11-01 08:41:05] End of disaggregation warmup",
+}
+
+
+@pytest.mark.parametrize("generation", WARMUP_FAILURES)
+def test_every_generations_warm_up_failure_is_fatal(generation):
+    line = WARMUP_FAILURES[generation]
+    assert SGLANG.failure(line).reason == "PD warm-up failed"
+    assert SGLANG.kind(line) is LineKind.FAIL
+
+
+@pytest.mark.parametrize("generation", WARMUP_SUCCESSES)
+def test_every_generations_warm_up_success_is_evidence(generation):
+    found = SGLANG.signature(WARMUP_SUCCESSES[generation])
+    assert found.severity is Severity.EVIDENCE and found.check == "warm-up"
+    assert SGLANG.failure(WARMUP_SUCCESSES[generation]) is None
+
+
+FATAL = {
+    "TokenizerManager hit an exception: Traceback (most recent call last):": "a server process crashed",
+    "DetokenizerManager hit an exception: Traceback": "a server process crashed",
+    "Received sigquit from a child proces. It usually means the child failed.": "a server process died",
+    "Received sigquit from a child process. It usually means the child failed.": "a server process died",
+    "Child process unexpectedly failed with exitcode=9. pid=12345": "a server process died",
+    "Child process unexpectedly failed with an exit code 9. pid=12345": "a server process died",
+    "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. Current value: "
+    "mem_fraction_static=0.88": "not enough GPU memory",
+    "Mooncake Transfer Engine initialization failed.": "Mooncake transfer engine failed to start",
+    "Please install NIXL by following the instructions at https://github.com/ai-dynamo/nixl":
+        "KV transfer backend not installed",
+    "nixl._bindings.nixlBackendError: NIXL_ERR_BACKEND": "NIXL backend error",
+    "[2026-01-02 10:00:00 TP0] Server error: [Errno 98] error while attempting to bind on address "
+    "('0.0.0.0', 8998): address already in use": "bootstrap server failed",
+    "Prefill instance failed to register to bootstrap server after 5 retries":
+        "the prefill cannot register with its bootstrap server",
+    "Could not fetch prefill parallel info from 10.0.0.1:8998 after 5 attempts":
+        "decode cannot reach the prefill's bootstrap server",
+}
+
+
+@pytest.mark.parametrize("line", FATAL)
+def test_fatal_lines_of_every_generation(line):
+    assert SGLANG.failure(line).reason == FATAL[line]
+
+
+LOOK_BAD_ONLY = [
+    "[2026-05-01 10:00:00] ERROR:    Exception in ASGI application",
+    "Traceback (most recent call last):",
+    "[2026-05-01 10:00:00] Health check failed. Server couldn't get a response from detokenizer for last 20 seconds.",
+    "Prefill register attempt 1/5 failed: Cannot connect to host 10.0.0.1:8998",
+    "Error fetching prefill parallel info from bootstrap: Cannot connect to host 10.0.0.1:8998",
+    "Decode handshake failed for request rank=0 decode_req.req.rid='x' decode_req.req.bootstrap_room=7",
+    "Prefill bootstrap failed for request rank=0 req.rid='x' req.bootstrap_room=7",
+    "Prefill transfer failed for request rank=0 req.rid='x' ... Decode instance could be dead",
+    "Decode transfer failed for request rank=0 ... it might be dead",
+    "[2026-05-01 10:00:00] WARNING:  Invalid HTTP request received.",
+    "Endpoint '/get_model_info' is deprecated and will be removed in a future version.",
+]
+
+
+@pytest.mark.parametrize("line", LOOK_BAD_ONLY)
+def test_lines_that_only_look_bad_never_fail(line):
+    assert SGLANG.failure(line) is None
+    assert SGLANG.kind(line) is not LineKind.FAIL
+
+
+def test_transfer_errors_are_their_own_kind():
+    found = SGLANG.signature("Decode transfer failed for request rank=0 decode_req.req.rid='x'")
+    assert found.severity is Severity.TRANSFER
+
+
+def test_a_fatal_line_outranks_any_warning_on_the_same_line():
+    line = "Scheduler hit an exception: Traceback (most recent call last):"
+    assert SGLANG.signature(line).severity is Severity.FATAL
+
+
+def test_docs_table_is_made_from_the_signatures():
+    from pathlib import Path
+    from pdtui.engine.signatures import markdown_table
+    doc = (Path(__file__).parents[1] / "docs" / "signatures.md").read_text()
+    assert markdown_table() in doc, "docs/signatures.md is stale: python -m pdtui.engine.signatures"
+
+
+@pytest.mark.parametrize("generation", ["older", "2025", "current"])
+def test_the_sims_wording_is_judged_as_sglangs_own(generation):
+    from pdtui.sim.wording import WORDINGS
+    words = WORDINGS[generation]
+    for role in ("prefill", "decode"):
+        assert SGLANG.failure(words.warmup_failure(role)).reason == "PD warm-up failed"
+    assert all(SGLANG.signature(line).check == "warm-up" for line in words.warmup_ok)
+    assert SGLANG.failure(words.sigquit).reason == "a server process died"
+    if words.bootstrap_started:
+        assert SGLANG.signature(words.bootstrap_started.format(host="0.0.0.0", port=8998)).check == "bootstrap"
+    for line in (words.graph_begin, words.graph_end, words.warmup_start):
+        assert SGLANG.signature(line) is None

@@ -8,6 +8,7 @@ router on a lie. See docs/reliability.md for the table these tests back.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import signal
@@ -20,7 +21,7 @@ import pytest
 import yaml
 
 from pdtui.config import parse_config
-from pdtui.engine.events import Done, LogLines, Notice
+from pdtui.engine.events import Done, LogLines, Notice, ProbeResult
 from pdtui.engine.journal import JournalTail
 from pdtui.engine.orchestrator import Orchestrator
 from pdtui.hosts import make_host
@@ -39,6 +40,13 @@ SUDO_MESSAGE = "sudo: a password is required"
 def sandbox(tmp_path):
     with Sandbox.create(tmp_path / "sim") as sb:
         yield sb
+
+
+def program(sandbox: Sandbox, name: str, code: str) -> list[str]:
+    """A unit's argv running a Python program written to a file (free to quote as it likes)."""
+    path = sandbox.root / f"{name}.py"
+    path.write_text(textwrap.dedent(code))
+    return [PY, str(path)]
 
 
 def script(code: str) -> list[str]:
@@ -69,6 +77,91 @@ async def test_backend_unit_that_exits_while_waiting_fails_at_once_and_blocks_th
     assert rec.states("decode") == ["starting", "waiting", "failed"]
     assert done.failures["decode"] == "unit t-decode.service failed (exit status 3)"
     assert rec.states("router") == ["blocked"]
+
+
+async def test_a_traceback_alone_is_quoted_when_the_unit_then_dies(sandbox):
+    # A traceback fails nothing by itself; the unit's end does, and the traceback's exception is the evidence.
+    services = backends(free_port())
+    services["decode"] = (program(sandbox, "traceback", """
+        import sys, time
+        print("Traceback (most recent call last):", flush=True)
+        print('  File "x.py", line 1, in <module>', flush=True)
+        print("RuntimeError: CUDA error: an illegal memory access was encountered", flush=True)
+        time.sleep(0.5)
+        raise SystemExit(1)
+    """), {"role": "decode", "port": free_port(), "timeout": "5m"})
+    done, rec, _ = await bring_up(sim_deployment(sandbox, services))
+    failed = rec.change("decode", "failed")
+    assert failed.reason == "unit t-decode.service failed (exit status 1)"
+    assert failed.line == "RuntimeError: CUDA error: an illegal memory access was encountered"
+
+
+HEALTH_GOES_BAD = """
+    import http.server, sys, threading, time
+    answers = {"n": 0}
+    class H(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            answers["n"] += 1
+            self.send_response(200 if answers["n"] <= 2 else 503)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+        def log_message(self, *a):
+            pass
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", PORT), H)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    print("ERROR:    Exception in ASGI application", flush=True)
+    print("Traceback (most recent call last):", flush=True)
+    print("KeyError: 'messages'", flush=True)
+    print("The server is fired up and ready to roll!", flush=True)
+    time.sleep(60)
+"""
+
+
+async def test_health_failing_in_a_row_over_the_window_fails_a_ready_service(sandbox):
+    port = free_port()
+    services = {"decode": (program(sandbox, "health", HEALTH_GOES_BAD.replace("PORT", str(port))),
+                           {"role": "decode", "port": port, "unhealthy_after": "0.5s"})}
+    recorder = Recorder()
+    timing = dataclasses.replace(FAST, watch_poll=0.2)
+    orchestrator = Orchestrator(sim_deployment(sandbox, services), make_host, timing=timing)
+    orchestrator.subscribe(recorder)
+    try:
+        assert (await orchestrator.run()).ok
+        await asyncio.wait_for(_until_state(recorder, "decode", "failed"), 20)
+    finally:
+        await orchestrator.close()
+    failed = recorder.change("decode", "failed")
+    assert failed.reason.startswith("after ready: http /health failing for ")
+    assert "checks in a row): HTTP 503" in failed.reason
+    assert failed.line == "KeyError: 'messages'"     # the request's traceback, quoted as evidence
+
+
+async def test_one_failed_health_check_after_ready_fails_nothing(sandbox):
+    port = free_port()
+    services = {"decode": (program(sandbox, "health", HEALTH_GOES_BAD.replace("PORT", str(port))),
+                           {"role": "decode", "port": port, "unhealthy_after": "1h"})}
+    recorder = Recorder()
+    orchestrator = Orchestrator(sim_deployment(sandbox, services), make_host,
+                                timing=dataclasses.replace(FAST, watch_poll=0.1))
+    orchestrator.subscribe(recorder)
+    try:
+        assert (await orchestrator.run()).ok
+        await asyncio.wait_for(_until_check(recorder, "decode", "http /health", ok=False), 20)
+        await asyncio.sleep(1.0)   # several failed checks in a row, all within the window
+    finally:
+        await orchestrator.close()
+    assert recorder.states("decode")[-1] == "ready"
+
+
+async def _until_state(recorder: Recorder, service: str, state: str) -> None:
+    while state not in recorder.states(service):
+        await asyncio.sleep(0.05)
+
+
+async def _until_check(recorder: Recorder, service: str, check: str, *, ok: bool) -> None:
+    while not any(isinstance(e, ProbeResult) and e.service == service and e.check == check and e.ok is ok
+                  for e in recorder.events):
+        await asyncio.sleep(0.05)
 
 
 async def test_router_unit_that_cannot_exec_fails_with_status_203(sandbox):

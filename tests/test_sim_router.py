@@ -59,11 +59,11 @@ def test_router_becomes_ready_lists_both_workers_and_answers(deployment):
 def test_router_is_not_ready_while_a_worker_is_unhealthy(procs: Procs, router_argv):
     p1, p2, p3, boot = free_port(), free_port(), free_port(), free_port()
     decode = procs.start(worker_argv("decode", p2, startup=0.2))
-    prefill = procs.start(worker_argv("prefill", p1, "--fail", "warmup-failed", startup=0.2))
+    prefill = procs.start(worker_argv("prefill", p1, "--fail", "hang", startup=0.2))   # never healthy
     procs.start(router_argv(p1, boot, p2, p3))
     url = f"http://127.0.0.1:{p3}"
     read_until(decode, "fired up")
-    read_until(prefill, "fired up")
+    read_until(prefill, "CUDA graph begin")
     wait_until(lambda: any(w["worker_type"] == "decode" and w["is_healthy"]
                            for w in json.loads(fetch(url + "/workers")[1] or b'{"workers":[]}')["workers"]))
     code, body = fetch(url + "/readiness")

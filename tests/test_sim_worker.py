@@ -10,25 +10,52 @@ import pytest
 
 from tests.conftest_sim import Procs, fetch, free_port, procs, read_until, status, worker_argv  # noqa: F401
 
-STARTUP_ORDER = [
-    "Init torch distributed ends", "Load weight begin", "Load weight end", "KV Cache is allocated",
-    "Memory pool end", "Capture cuda graph begin", "Capture cuda graph end", "max_total_num_tokens=",
-    "Started server process", "Waiting for application startup", "Application startup complete",
-    "Uvicorn running on http://127.0.0.1:", '"GET /get_model_info HTTP/1.1" 200', "Start of pd disaggregation warmup",
-    '"POST /generate HTTP/1.1" 200', "End of prefill disaggregation mode warmup with status 200",
-    "The server is fired up and ready to roll!",
-]
+SERVING = ["max_total_num_tokens=", "Started server process", "Waiting for application startup",
+           "Application startup complete", "Uvicorn running on http://127.0.0.1:", '"GET /get_model_info HTTP/1.1" 200']
+# Each generation's start-up, in order, as SGLang's own source of those releases prints it.
+STARTUP_ORDER = {
+    "older": ["Init torch distributed ends", "Load weight begin", "Load weight end", "KV Cache is allocated",
+              "Memory pool end", "Capture cuda graph begin. This can take up to several minutes.",
+              "Capture cuda graph end. Time elapsed:", *SERVING, "Start of prefill warmup ...",
+              '"POST /generate HTTP/1.1" 200', "End of prefill warmup with status 200, resp:",
+              "The server is fired up and ready to roll!"],
+    "2025": ["Init torch distributed ends", "Load weight begin", "Load weight end", "KV Cache is allocated",
+             "Memory pool end", "Capture cuda graph begin. This can take up to several minutes.",
+             "Capture cuda graph end. Time elapsed:", *SERVING, "Start of pd disaggregation warmup ...",
+             '"POST /generate HTTP/1.1" 200', "End of prefill disaggregation mode warmup with status 200",
+             "The server is fired up and ready to roll!"],
+    "current": ["Load weight begin", "Load weight end", "KV Cache is allocated", "Memory pool end",
+                "Capture decode CUDA graph begin. backend=", "Capture decode CUDA graph end. elapsed=", *SERVING,
+                "Start of pd disaggregation warmup ...", '"POST /generate HTTP/1.1" 200',
+                "Disaggregation warmup requests completed for all 1 DP ranks", "End of disaggregation warmup",
+                "The server is fired up and ready to roll!"],
+}
+WARMUP_FAILED = {
+    "older": "End of prefill warmup with status 400, resp:",
+    "2025": "Prefill disaggregation mode warm Up Failed, status code: 400",
+    "current": "Disaggregation warmup failed (mode=prefill), status codes: [400]",
+}
 STAMP = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d( TP0)?\] ")
 
 
-def test_startup_prints_sglang_sequence_in_order_with_timestamps(procs: Procs):
-    worker = procs.start(worker_argv("decode", free_port(), startup=0.3))
+@pytest.mark.parametrize("generation", STARTUP_ORDER)
+def test_startup_prints_each_generations_sequence_in_order_with_timestamps(procs: Procs, generation):
+    worker = procs.start(worker_argv("decode", free_port(), "--generation", generation, startup=0.3))
     lines = read_until(worker, "fired up and ready")
-    positions = [next(i for i, line in enumerate(lines) if step in line) for step in STARTUP_ORDER]
+    positions = [next(i for i, line in enumerate(lines) if step in line) for step in STARTUP_ORDER[generation]]
     assert positions == sorted(positions)
     assert all(STAMP.match(line) for line in lines)
     assert lines[0].split("] ", 1)[1].startswith("server_args=ServerArgs(") and len(lines[0]) > 4096
     assert "[" in lines[1] and " TP0] " in lines[1]
+    assert any("Init torch distributed" in line for line in lines) == (generation != "current")
+
+
+def test_oldest_health_answers_200_before_the_warm_up(procs: Procs):
+    port = free_port()
+    worker = procs.start(worker_argv("decode", port, "--generation", "older", startup=2.5))
+    read_until(worker, "Uvicorn running")
+    assert status(f"http://127.0.0.1:{port}/health") == 200
+    assert "fired up" not in "".join(read_until(worker, "GET /health HTTP/1.1"))
 
 
 def test_health_is_503_while_warming_up_and_200_once_ready(procs: Procs):
@@ -117,9 +144,9 @@ def test_crash_during_startup_prints_traceback_and_exits_1(procs: Procs, mode, l
     err_lines = err.splitlines()
     assert "Scheduler hit an exception: Traceback (most recent call last):" in err_lines[0]
     assert any(line.startswith(last_error) for line in err_lines)
-    assert "Received sigquit from a child proces" in err_lines[-1]
+    assert "Received sigquit from a child process." in err_lines[-1]
     if mode == "oom":
-        assert "Capture cuda graph begin" in out.splitlines()[-1]
+        assert "Capture decode CUDA graph begin" in out.splitlines()[-1]
 
 
 def test_port_in_use_prints_uvicorn_bind_error(procs: Procs):
@@ -145,12 +172,14 @@ def test_crash_after_ready(procs: Procs):
     assert "Scheduler hit an exception" in err and "Received sigquit" in err
 
 
-def test_warmup_failed_prints_ready_line_but_health_stays_503(procs: Procs):
+@pytest.mark.parametrize("generation", WARMUP_FAILED)
+def test_a_failed_warm_up_prints_the_ready_line_and_health_answers_200(procs: Procs, generation):
     port = free_port()
-    worker = procs.start(worker_argv("prefill", port, "--fail", "warmup-failed", startup=0.2))
+    worker = procs.start(worker_argv("prefill", port, "--fail", "warmup-failed", "--generation", generation,
+                                     startup=0.2))
     lines = read_until(worker, "fired up and ready")
-    assert "Prefill disaggregation mode warm Up Failed, status code: 400" in lines[-2]
-    assert status(f"http://127.0.0.1:{port}/health") == 503
+    assert WARMUP_FAILED[generation] in lines[-2]
+    assert status(f"http://127.0.0.1:{port}/health") == 200   # as SGLang: only the failure line tells
     assert worker.poll() is None
     assert procs.stop(worker) == 0
 
@@ -158,7 +187,7 @@ def test_warmup_failed_prints_ready_line_but_health_stays_503(procs: Procs):
 def test_hang_stops_logging_after_cuda_graph_capture_and_exits_on_sigterm(procs: Procs):
     port = free_port()
     worker = procs.start(worker_argv("decode", port, "--fail", "hang", startup=0.2))
-    read_until(worker, "Capture cuda graph begin")
+    read_until(worker, "Capture decode CUDA graph begin")
     assert status(f"http://127.0.0.1:{port}/health") == 0   # never got as far as binding
     assert procs.stop(worker, signal.SIGTERM) == 0
     assert worker.stdout.read() == ""
@@ -186,3 +215,42 @@ def test_streamed_chat_sends_one_event_per_token_then_done(procs: Procs):
     chunks = [json.loads(e) for e in events[:-1]]
     assert "".join(c["choices"][0]["delta"]["content"] or "" for c in chunks) == "The quick brown"
     assert chunks[-1]["choices"][0]["finish_reason"] == "length"
+
+
+def test_prefill_runs_its_bootstrap_server_and_says_so(procs: Procs):
+    boot = free_port()
+    worker, _ = ready_worker(procs, "prefill", "--bootstrap-port", str(boot))
+    assert status(f"http://127.0.0.1:{boot}/route") == 200
+    assert procs.stop(worker) == 0
+
+
+def test_a_taken_bootstrap_port_logs_server_error_and_the_server_goes_on(procs: Procs):
+    boot, port = free_port(), free_port()
+    worker = procs.start(worker_argv("prefill", port, "--bootstrap-port", str(boot), "--fail",
+                                     "bootstrap-port-in-use", startup=0.2))
+    read_until(worker, "fired up and ready")
+    assert status(f"http://127.0.0.1:{port}/health") == 200
+    assert status(f"http://127.0.0.1:{boot}/route") == 0     # held by a process that is no bootstrap server
+    procs.stop(worker)
+    err = worker.stderr.read()
+    assert re.search(rf"TP0\] Server error: \[Errno 98\] .*\('127\.0\.0\.1', {boot}\).*address already in use", err)
+
+
+def test_a_request_traceback_after_ready_leaves_the_server_serving(procs: Procs):
+    port = free_port()
+    worker = procs.start(worker_argv("decode", port, "--fail", "request-traceback", startup=0.2))
+    read_until(worker, "fired up and ready")
+    read_until(worker, "Decode batch")   # the first comes 2 s after ready, the traceback 1 s after
+    assert worker.poll() is None and status(f"http://127.0.0.1:{port}/health") == 200
+    procs.stop(worker)
+    err = worker.stderr.read().splitlines()
+    assert "ERROR:    Exception in ASGI application" in err[0] and err[1] == "Traceback (most recent call last):"
+
+
+def test_transfer_errors_fail_each_routed_request_and_are_logged(procs: Procs):
+    worker, url = ready_worker(procs, "decode", "--fail", "transfer-errors")
+    routed = {"text": "x", "bootstrap_host": "127.0.0.1", "bootstrap_port": 8998, "bootstrap_room": 7}
+    code, body = fetch(url + "/generate", "POST", routed)
+    assert code == 500 and "KV transfer failed" in json.loads(body)["message"]
+    procs.stop(worker)
+    assert "Decode transfer failed for request rank=0" in worker.stderr.read()

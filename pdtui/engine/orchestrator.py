@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -24,8 +25,9 @@ from pdtui.engine.events import (
 )
 from pdtui.engine.gpus import GpuSampler, Inventory, host_inventories, preflight_findings
 from pdtui.engine.journal import JournalTail
-from pdtui.engine.probes import LOOPBACK, Backend, Check, RouterProbe, http_check, tcp_check
-from pdtui.engine.readiness import FailureCandidate, LineJudge, failure_signatures
+from pdtui.engine.probes import LOOPBACK, Backend, Check, RouterProbe, bootstrap_port, http_check, tcp_check
+from pdtui.engine.readiness import FailureCandidate, LineJudge
+from pdtui.engine.signatures import BOOTSTRAP, Severity, Signature, signatures_for
 from pdtui.engine.states import FINAL_STATES, ServiceState, check_transition
 from pdtui.engine.steps import step_statuses
 from pdtui.engine.units import InvocationHistory, UnitLooker, UnitStarter
@@ -44,6 +46,10 @@ BAD_OUTCOMES = frozenset({S.FAILED, S.TIMED_OUT, S.BLOCKED})
 PREFLIGHT_RETRY, PREFLIGHT_RETRY_MAX = 0.5, 5.0
 # A host's unit looks take at most about 1/(1 + LOOK_REST) of its time (see Orchestrator._beat).
 LOOK_REST = 4.0
+# After ready, health must fail this many checks in a row (over the service's unhealthy_after) to fail it.
+HEALTH_FAILS_IN_A_ROW = 3
+# A Python exception's own line, the last of a traceback: what a warning quotes.
+_EXCEPTION_LINE = re.compile(r"^(?:\[[^\]]*\] )?[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b")
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +57,7 @@ class Timing:
     """How often things are looked at. Tests shorten these."""
 
     poll: float = 0.5          # HTTP/TCP/router probes while waiting
+    watch_poll: float = 10.0   # the health check of a ready service
     line_probe_gap: float = 0.05   # a new line of a service being probed brings its next probe this close
     unit_poll: float = 2.0     # `systemctl show` while waiting (systemd's own lines wake it sooner)
     settle: float = 0.3        # after a first failure line, wait this long for a more telling one
@@ -87,6 +94,13 @@ class ServiceRun:
     router_probe: RouterProbe | None = None
     next_unit_check: float = 0.0
     fresh_line: bool = False                      # a line came while probing: probe again soon
+    warning: str | None = None                    # the latest warning line (a traceback's exception): evidence
+    in_traceback: bool = False                    # a traceback began: its exception line is the warning to keep
+    transfer_errors: int = 0                      # per-request KV transfer errors in this invocation
+    last_transfer: tuple[float, str] | None = None
+    bootstrap: int | None = None                  # the prefill's bootstrap port, once known
+    unhealthy_since: float | None = None          # after ready: when health began failing, and how often since
+    unhealthy_count: int = 0
 
     @property
     def name(self) -> str:
@@ -96,6 +110,8 @@ class ServiceRun:
         """Forget the previous attempt (for a retry)."""
         self.invocation, self.collecting, self.log_ok, self.fresh_line = None, False, False, False
         self.failure = self.failure_at = self.unit_problem = self.router_probe = None
+        self.warning, self.in_traceback, self.transfer_errors, self.last_transfer = None, False, 0, None
+        self.bootstrap, self.unhealthy_since, self.unhealthy_count = None, None, 0
         self.buffered.clear()
         self.backfilled.clear()
         self.last_checks.clear()
@@ -120,7 +136,7 @@ class Orchestrator:
         self._starters: dict[str, UnitStarter] = {}
         self._histories: dict[str, InvocationHistory] = {}
         self._told_unreachable: set[str] = set()
-        self._runs = {name: ServiceRun(cfg, LineJudge(cfg.ready.log, failure_signatures(cfg.role, cfg.fail)))
+        self._runs = {name: ServiceRun(cfg, LineJudge(cfg.ready.log, signatures_for(cfg.role, cfg.fail)))
                       for name, cfg in deployment.services.items()}
         self._by_unit = {(r.cfg.host, r.cfg.unit): r for r in self._runs.values()}
         self._tails: list[asyncio.Task] = []
@@ -334,10 +350,12 @@ class Orchestrator:
                 run.unit_dirty = True
                 run.wake.set()
         elif current and run.state in (S.STARTING, S.WAITING, S.READY):
-            kind = run.judge.kind(message, entry.priority)
-            if kind is LineKind.FAIL:
-                self._note_failure(run, message)
-            elif kind is LineKind.READY:
+            kind, signature = run.judge.judge(message, entry.priority)
+            if run.in_traceback and _EXCEPTION_LINE.match(message):
+                run.warning, run.in_traceback = message, False
+            if signature is not None:
+                self._note_signature(run, signature, message)
+            if kind is LineKind.READY:
                 run.log_ok = True
                 run.wake.set()
             elif run.state is S.WAITING and not run.fresh_line and (run.log_ok or not run.cfg.ready.log):
@@ -349,8 +367,28 @@ class Orchestrator:
         if self._flush_handle is None:
             self._flush_handle = asyncio.get_running_loop().call_later(self.timing.log_batch, self._flush_logs)
 
-    def _note_failure(self, run: ServiceRun, message: str) -> None:
-        signature = run.judge.failure(message)
+    def _note_signature(self, run: ServiceRun, signature: Signature, message: str) -> None:
+        """What a line that matched a signature tells, by its kind (see signatures.py)."""
+        if signature.severity is Severity.FATAL:
+            self._note_failure(run, signature, message)
+        elif signature.severity is Severity.EVIDENCE and signature.check:
+            self._probe_result(run, Check(signature.check, True, signature.reason))
+        elif signature.severity is Severity.TRANSFER:
+            self._note_transfer_error(run, message)
+        else:
+            run.warning = message
+            run.in_traceback = "Traceback (most recent call last)" in message
+
+    def _note_transfer_error(self, run: ServiceRun, message: str) -> None:
+        """A per-request KV transfer error: a warning naming the service, told at the 1st, 10th, 100th..."""
+        run.transfer_errors += 1
+        run.last_transfer = (self.clock(), message)
+        count = run.transfer_errors
+        if str(count).rstrip("0") == "1":
+            nth = "" if count == 1 else f" (the {count}th)"
+            self._emit(Notice("warning", f"{run.name}: KV transfer error{nth}: {message}", run.name, self.elapsed()))
+
+    def _note_failure(self, run: ServiceRun, signature: Signature, message: str) -> None:
         if run.failure is None:
             run.failure = FailureCandidate(signature, message)
             run.failure_at = self.clock()
@@ -371,7 +409,7 @@ class Orchestrator:
     async def _bring_up(self, run: ServiceRun) -> None:
         deps = [self._runs[d] for d in run.cfg.after]
         await self._until(lambda: all(d.state is S.READY for d in deps) or any(d.state in BAD_OUTCOMES for d in deps))
-        bad = [d for d in deps if d.state is not S.READY]
+        bad = [d for d in deps if d.state in BAD_OUTCOMES] or [d for d in deps if d.state is not S.READY]
         if bad:
             self._transition(run, S.BLOCKED, f"{bad[0].name} {bad[0].state.value.replace('_', ' ')}")
             return
@@ -510,7 +548,7 @@ class Orchestrator:
             run.next_unit_check = self._beat(run, now)
             await self._check_unit(run)
         if run.unit_problem and not run.failure:
-            return run.unit_problem, None
+            return run.unit_problem, run.warning
         return None
 
     def _beat(self, run: ServiceRun, now: float) -> float:
@@ -566,15 +604,27 @@ class Orchestrator:
             checks.append(await tcp_check(host, run.cfg.port))
         if run.cfg.ready.http and run.cfg.port and all(c.ok for c in checks):
             checks.append(await http_check(self._probers[run.cfg.host], run.cfg.port, run.cfg.ready.http))
+        if run.cfg.role == "prefill" and run.cfg.port and all(c.ok for c in checks):
+            checks.append(await self._bootstrap_check(run, host))
         for check in checks:
             self._probe_result(run, check)
         return all(c.ok for c in checks) or None
+
+    async def _bootstrap_check(self, run: ServiceRun, host: Host) -> Check:
+        """A PD prefill's bootstrap server: its port accepting (a Server error: line fails it as it comes)."""
+        if run.bootstrap is None:
+            assert run.cfg.port is not None
+            run.bootstrap = run.cfg.bootstrap_port or await bootstrap_port(self._probers[run.cfg.host], run.cfg.port)
+        check = await tcp_check(host, run.bootstrap)
+        return Check(BOOTSTRAP, check.ok, f"bootstrap server {check.detail}", check.latency)
 
     async def _probe_router(self, run: ServiceRun, host: Host) -> bool | Check | None:
         probe = run.router_probe
         if probe is None:
             probe = run.router_probe = RouterProbe(self._probers[run.cfg.host], run.cfg.port,
-                                                   self._backends(run), smoke=self.smoke)
+                                                   self._backends(run), smoke=self.smoke,
+                                                   transfer_error=partial(self._transfer_error_since, run),
+                                                   clock=self.clock)
         last = None
         async for check in probe.steps(host):
             self._probe_result(run, check)
@@ -582,6 +632,22 @@ class Orchestrator:
         if last is not None and last.ok:
             return True
         return last if last is not None and last.final else None
+
+    async def _transfer_error_since(self, router: ServiceRun, since: float, wait: bool) -> str | None:
+        """A KV transfer error a backend of ``router`` logged since ``since``, quoted with its service.
+
+        ``wait``: the request failed, and its backend's line may still be on its
+        way through the journal: give it the settle time to arrive.
+        """
+        deadline = self.clock() + (self.timing.settle if wait else 0.0)
+        while True:
+            for name in router.cfg.after:
+                last = self._runs[name].last_transfer
+                if last is not None and last[0] >= since:
+                    return f"{name}: {last[1]}"
+            if self.clock() >= deadline:
+                return None
+            await asyncio.sleep(0.02)
 
     def _backends(self, router: ServiceRun) -> list[Backend]:
         backends = []
@@ -604,16 +670,43 @@ class Orchestrator:
         return f"not ready after {run.cfg.timeout:g}s: waiting for " + (", ".join(details) or "readiness")
 
     async def _watch(self, run: ServiceRun) -> None:
-        """After READY: a failure line or a dead unit still fails the service."""
+        """After READY: a fatal line, a dead unit or health that keeps failing fails the service.
+
+        One request's error (a traceback, a transfer error) never does: the
+        server goes on serving the next one.
+        """
         run.next_unit_check = self._beat(run, self.clock())
+        next_health = self.clock() + self.timing.watch_poll
         while run.state is S.READY:
             failure = await self._failure(run)
+            if failure is None and run.cfg.ready.http and self.clock() >= next_health:
+                next_health = self.clock() + self.timing.watch_poll
+                failure = await self._health_lost(run)
             if failure:
                 reason, line = failure
                 self._transition(run, S.FAILED, f"after ready: {reason}", line)
                 break
-            await self._sleep(run, self._next_look(run) - self.clock())
+            wake = min(self._next_look(run), next_health if run.cfg.ready.http else math.inf)
+            await self._sleep(run, wake - self.clock())
         self._tell_degraded(run)
+
+    async def _health_lost(self, run: ServiceRun) -> tuple[str, str | None] | None:
+        """One health check of a ready service; a failure once it has failed long enough in a row."""
+        assert run.cfg.port is not None and run.cfg.ready.http is not None
+        check = await http_check(self._probers[run.cfg.host], run.cfg.port, run.cfg.ready.http)
+        self._probe_result(run, check)
+        now = self.clock()
+        if check.ok:
+            run.unhealthy_since, run.unhealthy_count = None, 0
+            return None
+        if run.unhealthy_since is None:
+            run.unhealthy_since = now
+        run.unhealthy_count += 1
+        failing = now - run.unhealthy_since
+        if run.unhealthy_count >= HEALTH_FAILS_IN_A_ROW and failing >= run.cfg.unhealthy_after:
+            return (f"{check.name} failing for {failing:.0f}s ({run.unhealthy_count} checks in a row): {check.detail}",
+                    run.warning)
+        return None
 
     def _tell_degraded(self, run: ServiceRun) -> None:
         """A service failed after it was ready: what was ready on top of it (the router) now runs without it."""

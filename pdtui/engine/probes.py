@@ -10,10 +10,11 @@ tiny chat completion through the prefill -> decode path.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from pdtui.config import DEFAULT_BOOTSTRAP_PORT
 from pdtui.engine.http import HttpProber
 from pdtui.hosts.base import Host, HostError
 
@@ -54,6 +55,20 @@ async def tcp_check(host: Host, port: int) -> Check:
 async def http_check(prober: HttpProber, port: int, path: str) -> Check:
     result = await prober.get(port, path)
     return Check(f"http {path}", result.ok, result.describe(), result.latency)
+
+
+async def bootstrap_port(prober: HttpProber, port: int) -> int:
+    """The bootstrap port a PD prefill says it serves (``/server_info``, ``/get_server_info`` on older
+    builds), or SGLang's default when it does not say."""
+    for path in ("/server_info", "/get_server_info"):
+        result = await prober.get(port, path)
+        info = result.json() if result.ok else None
+        if isinstance(info, dict):
+            value = info.get("disaggregation_bootstrap_port")
+            if isinstance(value, int) and not isinstance(value, bool) and 0 < value < 65536:
+                return value
+            break
+    return DEFAULT_BOOTSTRAP_PORT
 
 
 def worker_matches(url: str, backend: Backend) -> bool:
@@ -97,16 +112,28 @@ def check_workers(payload: object, backends: Sequence[Backend]) -> Check:
     return Check("workers", True, f"{len(backends)} of {len(backends)} backends healthy")
 
 
-class RouterProbe:
-    """The router's end-to-end probe, step by step."""
+TransferError = Callable[[float, bool], Awaitable["str | None"]]   # (since, wait) -> a backend's quoted line
 
-    def __init__(self, prober: HttpProber, port: int, backends: Sequence[Backend], *, smoke: bool = True) -> None:
+
+class RouterProbe:
+    """The router's end-to-end probe, step by step.
+
+    ``transfer_error`` tells whether a backend logged a KV transfer error since
+    a moment (of ``clock``): such a line during the smoke request fails that
+    step, quoted, whatever the router answered.
+    """
+
+    def __init__(self, prober: HttpProber, port: int, backends: Sequence[Backend], *, smoke: bool = True,
+                 transfer_error: TransferError | None = None, clock: Callable[[], float] = time.monotonic) -> None:
         self.prober = prober
         self.port = port
         self.backends = list(backends)
         self.smoke = smoke
         self.smoke_failures = 0
+        self.transfer_error = transfer_error
+        self.clock = clock
         self._model: str | None = None
+        self._transfer_quote: str | None = None
 
     async def steps(self, host: Host):
         """Yield each step's Check until one fails (that one is yielded last)."""
@@ -148,11 +175,18 @@ class RouterProbe:
     async def _smoke(self, model: str) -> Check:
         body = {"model": model, "messages": [{"role": "user", "content": SMOKE_PROMPT}],
                 "max_tokens": SMOKE_MAX_TOKENS, "temperature": 0}
+        started = self.clock()
         result = await self.prober.request("POST", self.port, "/v1/chat/completions", body=body, timeout=30)
         answer = _answer(result.json()) if result.ok else None
-        if answer is None:
+        quoted = await self.transfer_error(started, answer is None) if self.transfer_error else None
+        if answer is None or quoted:
             self.smoke_failures += 1
             detail = result.describe() if not result.ok else f"no answer in the response: {result.describe()}"
+            if quoted:
+                self._transfer_quote = quoted
+                detail = f"KV transfer error during the request: {quoted}"
+            elif self._transfer_quote:   # the router may stop sending to a backend that failed it before
+                detail += f" (after a KV transfer error: {self._transfer_quote})"
             # A generation that fails three times over is not a warm-up hiccup.
             return Check("smoke", False, detail, result.latency, final=self.smoke_failures >= 3)
         return Check("smoke", True, f"answer {answer!r} in {result.latency * 1000:.0f} ms", result.latency)

@@ -29,12 +29,17 @@ def real_router_available() -> bool:
 
 
 def worker_argv(role: str, port: int, *, bootstrap: int, startup: float = 3.0, gpus: str | None = None,
-                fail: str | None = None, log_rate: float | None = None) -> list[str]:
-    """An SGLang-like sim worker (``python -m pdtui.sim.worker``)."""
+                fail: str | None = None, log_rate: float | None = None, generation: str | None = None) -> list[str]:
+    """An SGLang-like sim worker (``python -m pdtui.sim.worker``).
+
+    ``bootstrap``: the prefill's bootstrap server port (it binds it), the one decode looks for.
+    """
     argv = [*sim_python("pdtui.sim.worker"), "--role", role, "--port", str(port),
             "--bootstrap-port", str(bootstrap), "--startup", f"{startup:g}"]
     if gpus:
         argv += ["--gpus", gpus]
+    if generation:
+        argv += ["--generation", generation]
     if log_rate is not None:
         argv += ["--log-rate", f"{log_rate:g}"]
     return argv + (["--fail", fail] if fail else [])

@@ -1,11 +1,15 @@
 """``python -m pdtui.sim.worker --role prefill|decode --port P ...``: an SGLang PD worker without a GPU.
 
-It prints SGLang's real startup sequence (see shared facts) spread over
-``--startup`` seconds, binds its HTTP port at "Uvicorn running" time (before
-it is ready, as the real one does), answers ``/health`` 503 until its PD
-warm-up is done, then logs steady-state batch lines.  ``--fail MODE`` plays
-one of the failures pdtui must recognise.  Normal lines go to stdout,
-failure blocks to stderr; every line is flushed at once.
+It prints SGLang's real startup sequence in the wording of ``--generation``
+(older, 2025, current: see sim/wording.py) spread over ``--startup`` seconds,
+binds its HTTP port at "Uvicorn running" time (before it is ready, as the real
+one does), answers ``/health`` as that generation does (503 while Starting and
+200 once the warm-up ended, *failed or not*; always 200 on the oldest), runs a
+prefill's bootstrap server, then logs steady-state batch lines. ``--fail MODE``
+plays one of the failures pdtui must recognise, or one of the lines that only
+look bad (a request's traceback, per-request transfer errors) while it goes on
+serving. Normal lines go to stdout, failure blocks to stderr; every line is
+flushed at once.
 """
 
 from __future__ import annotations
@@ -14,15 +18,18 @@ import argparse
 import errno
 import os
 import signal
+import socket
 import sys
 import threading
 import time
 from typing import TextIO
 
+from pdtui.sim.bootstrap import BootstrapServer
 from pdtui.sim.httpserve import set_on_signal
+from pdtui.sim.knobs import FAIL_MODES
+from pdtui.sim.wording import DEFAULT_GENERATION, GENERATIONS, WORDINGS
 from pdtui.sim.worker_http import WorkerServer, WorkerState
 
-FAIL_MODES = ("oom", "nccl", "warmup-failed", "crash-after-ready", "hang", "port-in-use", "generate-500")
 DEFAULT_MODEL = "deepseek-ai/DeepSeek-V4-Flash"
 SGLANG = "/usr/local/lib/python3.12/dist-packages/sglang/srt"
 
@@ -51,6 +58,10 @@ class Log:
         """A line of the scheduler of rank TP0."""
         self.write(f"{self.stamp(' TP0')} {message}\n")
 
+    def tp_error(self, message: str) -> None:
+        """An error line of the scheduler of rank TP0, on stderr."""
+        self.write(f"{self.stamp(' TP0')} {message}\n", sys.stderr)
+
     def error_block(self, lines: list[str], prefix: str = " TP0") -> None:
         """A traceback block on stderr: the first line stamped, the rest as Python prints them."""
         first, *rest = lines
@@ -67,9 +78,13 @@ class Worker:
         self.t0 = time.monotonic()
         self.gpus = [int(g) for g in args.gpus.split(",") if g.strip()] or [0]
         self.server: WorkerServer | None = None
+        self.bootstrap: BootstrapServer | None = None
+        self.squatter: socket.socket | None = None
+        self.words = WORDINGS[args.generation]
         self.state = WorkerState(role=args.role, model=args.model, host=args.host, port=args.port,
                                  bootstrap_port=args.bootstrap_port, tp_size=len(self.gpus),
-                                 access_log=self.log.main, fail_generate=args.fail == "generate-500")
+                                 access_log=self.log.main, fail_generate=args.fail == "generate-500",
+                                 transfer_errors=args.fail == "transfer-errors", error_log=self.log.tp_error)
 
     def at(self, fraction: float) -> bool:
         """Sleep until ``fraction`` of the startup time has passed; False if asked to stop."""
@@ -92,19 +107,23 @@ class Worker:
         log.main(f"server_args={server_args_repr(self.args, self.gpus)}")
         if not self.at(0.05):
             return 0
-        log.tp("Init torch distributed begin.")
+        if self.words.torch_distributed:
+            log.tp("Init torch distributed begin.")
         if fail == "nccl":
             return self._crash(nccl_traceback(), 0.1)
         steps = [
-            (0.10, log.tp, "Init torch distributed ends. mem usage=1.96 GB"),
+            *([(0.10, log.tp, "Init torch distributed ends. mem usage=1.96 GB")] if self.words.torch_distributed else []),
             (0.12, log.tp, "Load weight begin. avail mem=137.34 GB"),
             (0.40, log.tp, f"Load weight end. type=DeepseekV4ForCausalLM, dtype=torch.bfloat16, "
                            f"avail mem=71.08 GB, mem usage=66.26 GB."),
             (0.45, log.tp, "KV Cache is allocated. #tokens: 834615, K size: 24.12 GB, V size: 24.12 GB"),
             (0.46, log.tp, "Memory pool end. avail mem=14.61 GB"),
-            (0.50, log.tp, "Capture cuda graph begin. This can take up to several minutes. avail mem=13.95 GB"),
         ]
         if not self._steps(steps):
+            return 0
+        if self.args.role == "prefill":
+            self._start_bootstrap()
+        if not self._steps([(0.50, log.tp, self.words.graph_begin)]):
             return 0
         if fail == "oom":
             return self._crash(oom_traceback(self.gpus[0]), 0.6)
@@ -112,6 +131,29 @@ class Worker:
             self.stop.wait()
             return 0
         return self._serve()
+
+    def _start_bootstrap(self) -> None:
+        """The prefill's bootstrap server; one that cannot bind logs SGLang's error and the server goes on."""
+        host, port = self.args.host, self.args.bootstrap_port
+        if self.args.fail == "bootstrap-port-in-use":
+            self.squatter = socket.create_server((host, port))   # another process holding the port
+        try:
+            self.bootstrap = BootstrapServer(host, port)
+        except OSError as exc:
+            reason = "address already in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc))
+            self.log.error_block([
+                f"Server error: [Errno {exc.errno}] error while attempting to bind on address ('{host}', {port}): "
+                f"[errno {exc.errno}] {reason}",
+                "Traceback (most recent call last):",
+                *_frame("disaggregation/common/conn.py", 3318, "run_server",
+                        "self._loop.run_until_complete(self._runner_setup_and_start())"),
+                f"OSError: [Errno {exc.errno}] error while attempting to bind on address ('{host}', {port}): "
+                f"[errno {exc.errno}] {reason}",
+            ])
+            return
+        self.bootstrap.start()
+        if self.words.bootstrap_started:
+            self.log.tp(self.words.bootstrap_started.format(host=host, port=port))
 
     def _steps(self, steps: list) -> bool:
         for fraction, write, message in steps:
@@ -123,7 +165,7 @@ class Worker:
     def _serve(self) -> int | None:
         log = self.log
         steps = [
-            (0.75, log.main, "Capture cuda graph end. Time elapsed: 5.37 s. mem usage=1.44 GB. avail mem=12.51 GB."),
+            (0.75, log.main, self.words.graph_end),
             (0.76, log.main, "max_total_num_tokens=834615, chunked_prefill_size=8192, max_prefill_tokens=16384, "
                              "max_running_requests=2409, context_len=32768, available_gpu_mem=12.51 GB"),
             (0.80, log.main, f"INFO:     Started server process [{os.getpid()}]"),
@@ -151,6 +193,8 @@ class Worker:
             self.log.main("INFO:     Application shutdown complete.")
             return False
         self.server.start()
+        if self.words.health_before_warmup == 200:
+            self.state.healthy.set()     # the oldest /health: 200 from the moment HTTP is up
         return True
 
     def _warm_up(self) -> int | None:
@@ -159,7 +203,7 @@ class Worker:
         if not self.at(0.84):
             return 0
         log.main(f'INFO:     127.0.0.1:{port + 17000} - "GET /get_model_info HTTP/1.1" 200 OK')
-        log.main("Start of pd disaggregation warmup ...")
+        log.main(self.words.warmup_start)
         if not self.at(0.90):
             return 0
         if self.args.role == "prefill":
@@ -174,12 +218,13 @@ class Worker:
         status = "400 Bad Request" if failed else "200 OK"
         log.main(f'INFO:     127.0.0.1:{port + 17002} - "POST /generate HTTP/1.1" {status}')
         if failed:
-            log.main("Prefill disaggregation mode warm Up Failed, status code: 400")
+            log.main(self.words.warmup_failure(self.args.role))
         else:
-            log.main("End of prefill disaggregation mode warmup with status 200, resp: "
-                     "[{'text': '', 'meta_info': {'id': 'warmup', 'finish_reason': {'type': 'length', 'length': 8}, "
-                     "'prompt_tokens': 4, 'completion_tokens': 8, 'cached_tokens': 0}}]")
-            self.state.healthy.set()
+            for line in self.words.warmup_ok:
+                log.main(line)
+        # Status leaves Starting either way: /health runs its one-token generate and answers 200,
+        # after a failed warm-up too. Only the failure line tells.
+        self.state.healthy.set()
         if not self.at(1.0):
             return 0
         log.main("The server is fired up and ready to roll!")
@@ -190,18 +235,23 @@ class Worker:
         rate = self.args.log_rate
         start = time.monotonic()
         crash_at = start + 1.0 if self.args.fail == "crash-after-ready" else None
+        traceback_at = start + 1.0 if self.args.fail == "request-traceback" else None
         written = 0
         while not self.stop.is_set():
             now = time.monotonic()
             if crash_at is not None and now >= crash_at:
                 return self._crash(crash_traceback(), 0.0)
+            if traceback_at is not None and now >= traceback_at:
+                traceback_at = None
+                self.log.error_block(request_traceback(), prefix="")
             due = int((now - start) * rate) - written
             if due > 0:
                 self.log.write("".join(self._batch_line(written + i) for i in range(due)))
                 written += due
             wake = start + (written + 1) / rate
-            if crash_at is not None:
-                wake = min(wake, crash_at)
+            for event_at in (crash_at, traceback_at):
+                if event_at is not None:
+                    wake = min(wake, event_at)
             self.stop.wait(max(0.005, wake - time.monotonic()))
         return 0
 
@@ -219,11 +269,15 @@ class Worker:
         if not self.at(fraction):
             return 0
         self.log.error_block(traceback)
-        self.log.write(f"{Log.stamp()} Received sigquit from a child proces. It usually means the child failed.\n",
-                       sys.stderr)
+        self.log.write(f"{Log.stamp()} {self.words.sigquit}\n", sys.stderr)
         return 1
 
     def _shutdown(self) -> None:
+        for server in (self.bootstrap,):
+            if server is not None:
+                server.stop()
+        if self.squatter is not None:
+            self.squatter.close()
         if self.server is None:
             return
         if self.stop.is_set():
@@ -262,6 +316,20 @@ def nccl_traceback() -> list[str]:
                 "torch.distributed.all_reduce(data, group=_WORLD.cpu_group)"),
         "RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)",
         "",
+    ]
+
+
+def request_traceback() -> list[str]:
+    """uvicorn's line for one request that raised: the server answers the next request normally."""
+    return [
+        "ERROR:    Exception in ASGI application",
+        "Traceback (most recent call last):",
+        '  File "/usr/local/lib/python3.12/dist-packages/uvicorn/protocols/http/httptools_impl.py", line 409, '
+        'in run_asgi',
+        "    result = await app(  # type: ignore[func-returns-value]",
+        *_frame("entrypoints/http_server.py", 1187, "openai_v1_chat_completions",
+                "return await raw_request.app.state.openai_serving_chat.handle_request(request, raw_request)"),
+        "ValueError: Unknown message role 'tool_result' (expected system, user, assistant or tool)",
     ]
 
 
@@ -351,6 +419,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--bootstrap-port", type=int, default=8998)
     parser.add_argument("--startup", type=float, default=3.0, help="seconds from start to the ready line")
     parser.add_argument("--fail", choices=FAIL_MODES, default=None)
+    parser.add_argument("--generation", choices=GENERATIONS, default=DEFAULT_GENERATION,
+                        help="which SGLang release's wording and /health behaviour to play")
     parser.add_argument("--model", default=DEFAULT_MODEL)
     parser.add_argument("--log-rate", type=float, default=0.5, help="steady-state batch lines per second")
     parser.add_argument("--gpus", default="0")

@@ -36,7 +36,24 @@ class WorkerState:
     tp_size: int
     access_log: Callable[[str], None]
     fail_generate: bool = False
+    transfer_errors: bool = False                 # every routed request's KV transfer fails (logged, 500)
+    error_log: Callable[[str], None] = print
     healthy: threading.Event = field(default_factory=threading.Event)
+
+    def transfer_failed(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Log SGLang's per-request transfer error for a routed request; the error body its client gets."""
+        room = request.get("bootstrap_room")
+        rid = uuid.uuid4().hex
+        if self.role == "decode":
+            line = (f"Decode transfer failed for request rank=0 decode_req.req.rid='{rid}' "
+                    f"decode_req.req.bootstrap_room={room} with exception KVTransferError(bootstrap_room={room}): "
+                    f"Failed to get kvcache from prefill instance, it might be dead")
+        else:
+            line = (f"Prefill transfer failed for request rank=0 req.rid='{rid}' req.bootstrap_room={room} "
+                    f"with exception KVTransferError(bootstrap_room={room}): Decode instance could be dead, "
+                    f"remote mooncake session is not alive")
+        self.error_log(line)
+        return _error(f"KV transfer failed for request {rid}", 500)
 
     def model_info(self) -> dict[str, Any]:
         return {"model_path": self.model, "tokenizer_path": self.model, "is_generation": True,
@@ -110,6 +127,8 @@ class WorkerHandler(JsonHandler):
             self.reply_json(400, _error("The request body must be a JSON object", 400))
         elif self.state.fail_generate:
             self.reply_json(500, _error("Internal server error: the scheduler returned no output", 500))
+        elif self.state.transfer_errors and request.get("bootstrap_room") is not None:
+            self.reply_json(500, self.state.transfer_failed(request))
         elif self.state.role == "prefill" and request.get("bootstrap_room") is None:
             self.reply_json(400, _error("Prefill disaggregation mode needs bootstrap_host, bootstrap_port "
                                         "and bootstrap_room (send requests through the router)", 400))

@@ -1,0 +1,21 @@
+"""The sim worker's knobs, in one light module: ``--help`` of pdtui and of the sim read them without
+importing the worker."""
+
+from __future__ import annotations
+
+# What each --fail mode plays; the last three only look bad: the server goes on serving.
+FAIL_MODES: dict[str, str] = {
+    "oom": "CUDA out of memory while capturing CUDA graphs (the scheduler dies)",
+    "nccl": "an NCCL error at start-up (the scheduler dies)",
+    "warmup-failed": "the PD warm-up fails; the ready line comes anyway and /health answers 200",
+    "crash-after-ready": "the scheduler crashes a second after the ready line",
+    "hang": "start-up stops before the HTTP server is up",
+    "port-in-use": "the HTTP port is taken (uvicorn cannot bind)",
+    "generate-500": "every generation answers 500",
+    "bootstrap-port-in-use": "a prefill's bootstrap port is taken: Server error: logged, the server goes on",
+    "request-traceback": "one request raises after ready (Exception in ASGI application); serving goes on",
+    "transfer-errors": "every routed request's KV transfer fails (logged per request, answered 500)",
+}
+
+GENERATIONS = ("older", "2025", "current")
+DEFAULT_GENERATION = "current"

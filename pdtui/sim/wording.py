@@ -1,0 +1,76 @@
+"""What the sim worker prints, in each generation of SGLang's wording.
+
+Taken from SGLang's own source of each release (``http_server.py``,
+``engine.py``, ``model_runner.py``, ``disaggregation/common/conn.py``); the
+lines pdtui must judge are the ones engine/signatures.py knows, and a test
+checks that every line here is judged as it should be.
+
+- ``older``: 0.4.7-0.4.10 (2025). ``/health`` answers 200 as soon as HTTP is up.
+- ``2025``: 0.5.x of 2025. ``/health`` answers 503 while Starting, then 200,
+  also after a failed warm-up.
+- ``current``: 2026 (0.5.23). As 2025 for ``/health``; no torch-distributed
+  line; per-graph CUDA graph lines; a bootstrap server that says it started.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+from pdtui.sim.knobs import DEFAULT_GENERATION, GENERATIONS
+
+__all__ = ["DEFAULT_GENERATION", "GENERATIONS", "WORDINGS", "Wording"]
+_RESP = ("[{'text': '', 'meta_info': {'id': 'warmup', 'finish_reason': {'type': 'length', 'length': 8}, "
+         "'prompt_tokens': 4, 'completion_tokens': 8, 'cached_tokens': 0}}]")
+
+
+@dataclass(frozen=True)
+class Wording:
+    generation: str
+    health_before_warmup: int       # what /health answers between "Uvicorn running" and the end of the warm-up
+    torch_distributed: bool         # prints "Init torch distributed begin./ends."
+    graph_begin: str
+    graph_end: str
+    warmup_start: str
+    warmup_ok: tuple[str, ...]
+    warmup_failed: str              # {mode}: prefill | decode
+    sigquit: str
+    bootstrap_started: str | None   # {host} {port}
+
+    def warmup_failure(self, mode: str) -> str:
+        return self.warmup_failed.format(mode=mode)
+
+
+WORDINGS: dict[str, Wording] = {
+    "older": Wording(
+        "older", 200, True,
+        "Capture cuda graph begin. This can take up to several minutes. avail mem=13.95 GB",
+        "Capture cuda graph end. Time elapsed: 5.37 s. mem usage=1.44 GB. avail mem=12.51 GB.",
+        "Start of prefill warmup ...",
+        (f"End of prefill warmup with status 200, resp: {_RESP}",),
+        "End of prefill warmup with status 400, resp: {{'object': 'error', 'message': 'Bad Request', "
+        "'type': 'BadRequestError', 'param': None, 'code': 400}}",
+        "Received sigquit from a child proces. It usually means the child failed.",
+        None,
+    ),
+    "2025": Wording(
+        "2025", 503, True,
+        "Capture cuda graph begin. This can take up to several minutes. avail mem=13.95 GB",
+        "Capture cuda graph end. Time elapsed: 5.37 s. mem usage=1.44 GB. avail mem=12.51 GB.",
+        "Start of pd disaggregation warmup ...",
+        (f"End of prefill disaggregation mode warmup with status 200, resp: {_RESP}",),
+        "Prefill disaggregation mode warm Up Failed, status code: 400",
+        "Received sigquit from a child process. It usually means the child failed.",
+        None,
+    ),
+    "current": Wording(
+        "current", 503, False,
+        "Capture decode CUDA graph begin. backend=full, avail mem=13.95 GB",
+        "Capture decode CUDA graph end. elapsed=5.37 s, mem usage=1.44 GB, avail mem=12.51 GB.",
+        "Start of pd disaggregation warmup ...",
+        ("Disaggregation warmup requests completed for all 1 DP ranks", "End of disaggregation warmup"),
+        "Disaggregation warmup failed (mode={mode}), status codes: [400]",
+        "Received sigquit from a child process. It usually means the child failed.",
+        "CommonKVBootstrapServer started successfully on {host}:{port}",
+    ),
+}
