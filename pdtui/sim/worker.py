@@ -199,10 +199,11 @@ class Worker:
 
     def _warm_up(self) -> int | None:
         """SGLang's PD warm-up: a request to itself; /health turns 200 only if it succeeded."""
-        log, port = self.log, self.args.port
+        log = self.log
+        client = 40000 + self.args.port % 20000    # the warm-up's own client port, an ephemeral one
         if not self.at(0.84):
             return 0
-        log.main(f'INFO:     127.0.0.1:{port + 17000} - "GET /get_model_info HTTP/1.1" 200 OK')
+        log.main(f'INFO:     127.0.0.1:{client} - "GET /get_model_info HTTP/1.1" 200 OK')
         log.main(self.words.warmup_start)
         if not self.at(0.90):
             return 0
@@ -216,7 +217,7 @@ class Worker:
             return 0
         failed = self.args.fail == "warmup-failed"
         status = "400 Bad Request" if failed else "200 OK"
-        log.main(f'INFO:     127.0.0.1:{port + 17002} - "POST /generate HTTP/1.1" {status}')
+        log.main(f'INFO:     127.0.0.1:{client + 2} - "POST /generate HTTP/1.1" {status}')
         if failed:
             log.main(self.words.warmup_failure(self.args.role))
         else:
