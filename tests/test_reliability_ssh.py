@@ -10,17 +10,20 @@ error once the deadline has passed.
 from __future__ import annotations
 
 import asyncio
+import io
 import json
+import re
 
 import pytest
 
 from pdtui.engine.events import Done, HostStatus, LogLines, Notice, StateChanged
 from pdtui.engine.orchestrator import Orchestrator
+from pdtui.headless import LinePrinter
 from pdtui.hosts import make_host
 from pdtui.sim.ports import free_port
 from pdtui.sim.sandbox import Sandbox
 from tests.engine_helpers import FAST, Recorder, bring_up, router_argv, sim_deployment, worker_argv
-from tests.sshd import forwarder, ssh_home, sshd, sshd_factory, trust  # noqa: F401  (fixtures)
+from tests.sshd import connect_attempts, forwarder, ssh_home, sshd, sshd_factory, trust  # noqa: F401  (fixtures)
 
 pytest.importorskip("sglang_router")
 
@@ -31,10 +34,11 @@ def sandbox(tmp_path):
         yield sb
 
 
-def deployment_over(sandbox: Sandbox, port: int, *, startup: float = 0.4, timeout: str = "30s"):
-    """The reference deployment on one SSH host at 127.0.0.1:``port``."""
+def deployment_over(sandbox: Sandbox, port: int, *, startup: float = 0.4, timeout: str = "30s",
+                    address: str = "127.0.0.1"):
+    """The reference deployment on one SSH host at ``address``:``port``."""
     p, d, r, boot = (free_port() for _ in range(4))
-    host = {"address": "127.0.0.1", "port": port,
+    host = {"address": address, "port": port,
             "commands": {"systemctl": str(sandbox.bin_dir / "systemctl"),
                          "journalctl": str(sandbox.bin_dir / "journalctl")}}
     services = {
@@ -80,6 +84,16 @@ async def until(condition, timeout: float = 30) -> None:
 
 def statuses(rec: Recorder) -> list[str]:
     return [e.status for e in rec.of(HostStatus)]
+
+
+def printed_about_hosts(rec: Recorder) -> list[str]:
+    """What the headless printer prints of these events about hosts (their status, notices), without the times."""
+    out = io.StringIO()
+    printer = LinePrinter(out)
+    for event in rec.events:
+        printer(event)
+    lines = [re.sub(r"^\[ *[\d.]+s\] ", "", line) for line in out.getvalue().splitlines()]
+    return [line for line in lines if line.startswith(("host ", "info: ", "warning: ", "error: "))]
 
 
 async def test_drop_while_waiting_reconnects_and_the_bring_up_goes_on(sandbox, sshd, ssh_home, forwarder):
@@ -159,3 +173,14 @@ async def test_sshd_that_never_comes_fails_every_service_in_one_line_after_the_d
         assert rec.states(service) == ["failed"]
     reasons = set(done.failures.values())
     assert reasons == {f"gpu0: 127.0.0.1:{port} refused the connection (is sshd running there, is the port right?)"}
+
+
+async def test_unresolvable_host_name_fails_the_bring_up_at_once_in_one_line(sandbox, ssh_home, connect_attempts):
+    done, rec, _ = await bring_up(deployment_over(sandbox, 22, address="nohost.invalid", timeout="60s"))
+    reason = "gpu0: cannot resolve host name 'nohost.invalid' (check address: in the config)"
+    assert (done.ok, done.exit_code) == (False, 1)
+    assert done.failures == {"prefill": reason, "decode": reason, "router": reason}
+    assert connect_attempts == ["nohost.invalid"]
+    assert rec.of(Notice) == []
+    assert printed_about_hosts(rec) == ["host gpu0: connecting: nohost.invalid:22", f"host gpu0: error: {reason}",
+                                        "host gpu0: closed"]
