@@ -249,7 +249,8 @@ async def test_run_cut_by_a_drop_is_reported_and_not_retried(sshd, sshd_factory,
     assert runs.read_text() == "ran\n"
 
 
-async def test_reconnect_backs_off_until_the_host_is_back(sshd, ssh_home, make_host, forwarder):
+async def test_reconnect_backs_off_until_the_host_is_back_and_says_so_once(sshd, ssh_home, make_host, forwarder,
+                                                                            connect_attempts):
     relay = await forwarder(sshd.port)
     trust(ssh_home, sshd, relay.port)
     statuses = Statuses()
@@ -259,10 +260,15 @@ async def test_reconnect_backs_off_until_the_host_is_back(sshd, ssh_home, make_h
     relay.cut()
     await statuses.wait_for(lambda status, detail: detail.startswith("connection lost"))
     task = asyncio.create_task(host.run(["echo", "again"]))
-    await statuses.wait_for(lambda status, detail: status == "reconnecting" and "next try in 0.4s" in detail)
+    while len(connect_attempts) < 4:
+        await asyncio.sleep(0.05)
     relay.blocked = False
     assert (await task).stdout == "again\n"
-    assert statuses.names()[-1] == "connected"
+    after_drop = statuses[2:]
+    assert [status for _, status, _ in after_drop] == ["reconnecting", "reconnecting", "unreachable", "connected"]
+    told = after_drop[2][2]
+    assert told.startswith("gpu0: ") and f"127.0.0.1:{relay.port}" in told
+    assert told.endswith("; trying again for up to 60s")
 
 
 async def test_keepalive_notices_a_silently_dead_network(sshd, sshd_factory, ssh_home, make_host, forwarder):
@@ -346,14 +352,18 @@ async def test_a_key_the_server_does_not_authorize_is_refused(sshd, ssh_home, ma
     assert type(refused.value) is HostError
 
 
-async def test_closed_port_is_one_clear_error(ssh_home, make_host):
+async def test_closed_port_is_one_clear_error_told_once_however_often_it_is_tried(ssh_home, make_host,
+                                                                                 connect_attempts):
     statuses = Statuses()
     port = free_port()
-    with pytest.raises(HostUnreachable) as refused:
-        await make_host(port, on_status=statuses).run(["true"])
-    assert str(refused.value) == (f"gpu0: 127.0.0.1:{port} refused the connection "
-                                  "(is sshd running there, is the port right?)")
-    assert statuses.names() == ["connecting", "error"]
+    host = make_host(port, on_status=statuses)
+    for _ in range(3):
+        with pytest.raises(HostUnreachable) as refused:
+            await host.run(["true"])
+        assert str(refused.value) == (f"gpu0: 127.0.0.1:{port} refused the connection "
+                                      "(is sshd running there, is the port right?)")
+    assert len(connect_attempts) == 3
+    assert statuses == [("gpu0", "connecting", f"127.0.0.1:{port}"), ("gpu0", "unreachable", str(refused.value))]
 
 
 # --- names that do not resolve ---

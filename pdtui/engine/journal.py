@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 
-from pdtui.hosts.base import Host, HostError, HostNotFound
+from pdtui.hosts.base import Host, HostError, HostNotFound, HostUnreachable
 from pdtui.systemd import Commands, JournalEntry, parse_entry
 
 BACKOFF_START = 0.2
@@ -40,8 +40,8 @@ class JournalTail:
     async def run(self) -> None:
         """Follow until cancelled, reopening the stream after every break.
 
-        A host whose name does not resolve has no journal to follow: the host
-        told why, and asking again would only repeat it.
+        A host that cannot be reached tells so itself (its status), once; one whose
+        name does not resolve has no journal to follow.
         """
         backoff = BACKOFF_START
         while True:
@@ -49,6 +49,8 @@ class JournalTail:
                 got_lines = await self._follow_once()
             except HostNotFound:
                 return
+            except HostUnreachable:
+                got_lines = False
             except HostError as exc:
                 self.on_problem(str(exc))
                 got_lines = False

@@ -77,6 +77,7 @@ class SshHost:
         self._conn: asyncssh.SSHClientConnection | None = None
         self._attempts = 0
         self._failure: HostError | None = None
+        self._told_failure: str | None = None   # what failure was told since the last connection
         self._ever_connected = False
         self._closed = False
 
@@ -184,26 +185,47 @@ class SshHost:
             return conn
 
     async def _establish(self) -> asyncssh.SSHClientConnection:
-        """Connect; after a drop, keep trying with backoff while the host is merely unreachable."""
+        """Connect; after a drop, keep trying with backoff while the host is merely unreachable.
+
+        Every use of a host that cannot be reached tries again (a journal tail, a
+        preflight waiting for sshd): it is told once, until it is reached or fails
+        otherwise, so the user reads one line, not two per attempt.
+        """
         reconnecting = self._ever_connected
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._reconnect_for
         delay = BACKOFF_START
-        self._status("reconnecting" if reconnecting else "connecting", self.target)
+        if self._told_failure is None:
+            self._status("reconnecting" if reconnecting else "connecting", self.target)
         while True:
             try:
                 conn = await self._open()
             except HostError as exc:
-                if not (reconnecting and isinstance(exc, HostUnreachable) and loop.time() + delay < deadline):
-                    self._status("error", str(exc))
+                retrying = reconnecting and isinstance(exc, HostUnreachable) and loop.time() + delay < deadline
+                self._tell_failure(exc, deadline - loop.time() if retrying else None)
+                if not retrying:
                     raise
-                self._status("reconnecting", f"{exc}; next try in {delay:g}s")
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, BACKOFF_MAX)
             else:
                 self._ever_connected = True
+                self._told_failure = None
                 self._status("connected", self.target)
                 return conn
+
+    def _tell_failure(self, exc: HostError, trying_for: float | None) -> None:
+        """``unreachable`` (it may pass) or ``error``, unless told already.
+
+        An unreachable host is told once however its attempts fail (refused, then
+        reset, then timed out: the same news); an error once per message.
+        """
+        unreachable = isinstance(exc, HostUnreachable)
+        told = "unreachable" if unreachable else str(exc)
+        if told == self._told_failure:
+            return
+        self._told_failure = told
+        detail = str(exc) if trying_for is None else f"{exc}; trying again for up to {trying_for:.0f}s"
+        self._status("unreachable" if unreachable else "error", detail)
 
     async def _open(self) -> asyncssh.SSHClientConnection:
         """One connection attempt; every failure becomes one HostError line."""
