@@ -274,6 +274,20 @@ async def make_host(sshd_factory: ServerFactory):
         await host.close()
 
 
+@pytest.fixture
+def connect_attempts(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The address of every SSH connection pdtui attempts, in order (asyncssh.connect, counted)."""
+    attempts: list[str] = []
+    real = asyncssh.connect
+
+    async def counted(host: str, *args: object, **kwargs: object) -> asyncssh.SSHClientConnection:
+        attempts.append(host)
+        return await real(host, *args, **kwargs)
+
+    monkeypatch.setattr(asyncssh, "connect", counted)
+    return attempts
+
+
 class TcpForwarder:
     """Relays 127.0.0.1:port to a target port; ``cut()`` drops every relayed connection at once."""
 

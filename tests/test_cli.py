@@ -14,8 +14,9 @@ import pytest
 STATES = {"pending", "starting", "waiting", "ready", "failed", "timed_out", "blocked"}
 
 
-def pdtui(*args: str, timeout: float = 90) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pdtui", *args], capture_output=True, text=True, timeout=timeout)
+def pdtui(*args: str, timeout: float = 90, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pdtui", *args], capture_output=True, text=True, timeout=timeout,
+                          env=env)
 
 
 def test_demo_headless_brings_everything_up():
@@ -71,6 +72,34 @@ def test_check_prints_the_plan_of_the_reference_deployment():
     assert result.returncode == 0, result.stderr
     for word in ("sglang-dsv4-prefill", "sglang-dsv4-decode", "sglang-dsv4-router", "30001"):
         assert word in result.stdout
+
+
+TYPO_IN_ADDRESS = """\
+name: typo
+hosts:
+  gpu0: {address: nohost.invalid}
+services:
+  prefill: {host: gpu0, role: prefill, unit: sglang-prefill.service, port: 30000, timeout: 60s}
+  decode: {host: gpu0, role: decode, unit: sglang-decode.service, port: 30001, timeout: 60s}
+  router: {host: gpu0, role: router, unit: sglang-router.service, port: 8000, after: [prefill, decode], timeout: 60s}
+"""
+
+
+def test_a_host_name_that_does_not_resolve_exits_1_saying_so_once(tmp_path):
+    config = tmp_path / "typo.yaml"
+    config.write_text(TYPO_IN_ADDRESS)
+    (tmp_path / "home" / ".ssh").mkdir(parents=True)
+    env = {**os.environ, "HOME": str(tmp_path / "home")}
+    env.pop("SSH_AUTH_SOCK", None)
+    reason = "gpu0: cannot resolve host name 'nohost.invalid' (check address: in the config)"
+    for command in ("up", "--headless"), ("check", "--probe"):
+        result = pdtui(*command, str(config), env=env)
+        assert result.returncode == 1, result.stdout + result.stderr
+        about_host = [line.split("] ", 1)[1] for line in result.stdout.splitlines()
+                      if "] host gpu0: " in line or "] warning: " in line]
+        assert about_host == ["host gpu0: connecting: nohost.invalid", f"host gpu0: error: {reason}",
+                              "host gpu0: closed"]
+        assert result.stdout.count(f"FAILED    {reason}\n") == 3
 
 
 def test_interrupt_exits_130_and_leaves_no_process(tmp_path):

@@ -10,17 +10,20 @@ error once the deadline has passed.
 from __future__ import annotations
 
 import asyncio
+import io
 import json
+import re
 
 import pytest
 
 from pdtui.engine.events import Done, HostStatus, LogLines, Notice, StateChanged
 from pdtui.engine.orchestrator import Orchestrator
+from pdtui.headless import LinePrinter
 from pdtui.hosts import make_host
 from pdtui.sim.ports import free_port
 from pdtui.sim.sandbox import Sandbox
 from tests.engine_helpers import FAST, Recorder, bring_up, router_argv, sim_deployment, worker_argv
-from tests.sshd import forwarder, ssh_home, sshd, sshd_factory, trust  # noqa: F401  (fixtures)
+from tests.sshd import connect_attempts, forwarder, ssh_home, sshd, sshd_factory, trust  # noqa: F401  (fixtures)
 
 pytest.importorskip("sglang_router")
 
@@ -31,10 +34,11 @@ def sandbox(tmp_path):
         yield sb
 
 
-def deployment_over(sandbox: Sandbox, port: int, *, startup: float = 0.4, timeout: str = "30s"):
-    """The reference deployment on one SSH host at 127.0.0.1:``port``."""
+def deployment_over(sandbox: Sandbox, port: int, *, startup: float = 0.4, timeout: str = "30s",
+                    address: str = "127.0.0.1"):
+    """The reference deployment on one SSH host at ``address``:``port``."""
     p, d, r, boot = (free_port() for _ in range(4))
-    host = {"address": "127.0.0.1", "port": port,
+    host = {"address": address, "port": port,
             "commands": {"systemctl": str(sandbox.bin_dir / "systemctl"),
                          "journalctl": str(sandbox.bin_dir / "journalctl")}}
     services = {
@@ -80,6 +84,16 @@ async def until(condition, timeout: float = 30) -> None:
 
 def statuses(rec: Recorder) -> list[str]:
     return [e.status for e in rec.of(HostStatus)]
+
+
+def printed_about_hosts(rec: Recorder) -> list[str]:
+    """What the headless printer prints of these events about hosts (their status, notices), without the times."""
+    out = io.StringIO()
+    printer = LinePrinter(out)
+    for event in rec.events:
+        printer(event)
+    lines = [re.sub(r"^\[ *[\d.]+s\] ", "", line) for line in out.getvalue().splitlines()]
+    return [line for line in lines if line.startswith(("host ", "info: ", "warning: ", "error: "))]
 
 
 async def test_drop_while_waiting_reconnects_and_the_bring_up_goes_on(sandbox, sshd, ssh_home, forwarder):
@@ -131,7 +145,8 @@ async def test_drop_in_steady_state_keeps_every_state_and_every_line_once(sandbo
         assert_each_line_once(rec, sandbox, service, f"t-{service}.service")
 
 
-async def test_sshd_not_up_at_start_is_tried_again_until_it_answers(sandbox, sshd, ssh_home, forwarder):
+async def test_sshd_not_up_at_start_is_tried_again_until_it_answers(sandbox, sshd, ssh_home, forwarder,
+                                                                    connect_attempts):
     relay = await forwarder(sshd.port)
     relay.blocked = True                     # the port answers, sshd does not (yet)
     trust(ssh_home, sshd, relay.port)
@@ -140,22 +155,42 @@ async def test_sshd_not_up_at_start_is_tried_again_until_it_answers(sandbox, ssh
     orchestrator.subscribe(rec)
     try:
         run = asyncio.create_task(orchestrator.run())
-        await until(lambda: statuses(rec).count("error") >= 2)
+        await until(lambda: len(connect_attempts) >= 3)
         relay.blocked = False
         done = await asyncio.wait_for(run, 60)
     finally:
         await orchestrator.close()
     assert done.ok, done
-    retrying = [n for n in rec.of(Notice) if "trying again" in n.text]
-    assert len(retrying) == 1 and "gpu0" in retrying[0].text
+    told = printed_about_hosts(rec)
+    assert told[0] == f"host gpu0: connecting: 127.0.0.1:{relay.port}"
+    assert re.fullmatch(rf"host gpu0: unreachable: gpu0: .*127\.0\.0\.1:{relay.port}.*; trying again for up to \d+s",
+                        told[1]), told[1]
+    assert told[2:] == [f"host gpu0: connected: 127.0.0.1:{relay.port}", "host gpu0: closed"]
 
 
-async def test_sshd_that_never_comes_fails_every_service_in_one_line_after_the_deadline(sandbox, ssh_home):
+async def test_refused_port_is_told_once_and_tried_until_the_deadline_then_fails_every_service(
+        sandbox, ssh_home, connect_attempts):
     port = free_port()                       # nothing listens there
     done, rec, _ = await bring_up(deployment_over(sandbox, port, timeout="2s"))
-    assert not done.ok
-    assert statuses(rec).count("error") >= 2, "it was tried more than once"
+    refused = f"gpu0: 127.0.0.1:{port} refused the connection (is sshd running there, is the port right?)"
+    assert (done.ok, done.exit_code) == (False, 1)
+    assert len(connect_attempts) >= 2, "it was tried more than once"
     for service in ("prefill", "decode", "router"):
         assert rec.states(service) == ["failed"]
-    reasons = set(done.failures.values())
-    assert reasons == {f"gpu0: 127.0.0.1:{port} refused the connection (is sshd running there, is the port right?)"}
+    assert set(done.failures.values()) == {refused}
+    assert rec.of(Notice) == []
+    told = printed_about_hosts(rec)
+    assert told[0] == f"host gpu0: connecting: 127.0.0.1:{port}"
+    assert re.fullmatch(rf"host gpu0: unreachable: {re.escape(refused)}; trying again for up to \ds", told[1]), told[1]
+    assert told[2:] == ["host gpu0: closed"]
+
+
+async def test_unresolvable_host_name_fails_the_bring_up_at_once_in_one_line(sandbox, ssh_home, connect_attempts):
+    done, rec, _ = await bring_up(deployment_over(sandbox, 22, address="nohost.invalid", timeout="60s"))
+    reason = "gpu0: cannot resolve host name 'nohost.invalid' (check address: in the config)"
+    assert (done.ok, done.exit_code) == (False, 1)
+    assert done.failures == {"prefill": reason, "decode": reason, "router": reason}
+    assert connect_attempts == ["nohost.invalid"]
+    assert rec.of(Notice) == []
+    assert printed_about_hosts(rec) == ["host gpu0: connecting: nohost.invalid:22", f"host gpu0: error: {reason}",
+                                        "host gpu0: closed"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import getpass
+import socket
 import time
 import uuid
 from pathlib import Path
@@ -11,8 +12,12 @@ from pathlib import Path
 import asyncssh
 import pytest
 
-from pdtui.hosts.base import Host, HostDisconnected, HostError, HostKeyChanged, HostKeyUnknown, HostUnreachable
+from pdtui.hosts import ssh
+from pdtui.hosts.base import (
+    Host, HostDisconnected, HostError, HostKeyChanged, HostKeyUnknown, HostNotFound, HostUnreachable,
+)
 from tests.sshd import (  # noqa: F401  (fixtures)
+    connect_attempts,
     forwarder,
     free_port,
     make_host,
@@ -244,7 +249,8 @@ async def test_run_cut_by_a_drop_is_reported_and_not_retried(sshd, sshd_factory,
     assert runs.read_text() == "ran\n"
 
 
-async def test_reconnect_backs_off_until_the_host_is_back(sshd, ssh_home, make_host, forwarder):
+async def test_reconnect_backs_off_until_the_host_is_back_and_says_so_once(sshd, ssh_home, make_host, forwarder,
+                                                                            connect_attempts):
     relay = await forwarder(sshd.port)
     trust(ssh_home, sshd, relay.port)
     statuses = Statuses()
@@ -254,10 +260,15 @@ async def test_reconnect_backs_off_until_the_host_is_back(sshd, ssh_home, make_h
     relay.cut()
     await statuses.wait_for(lambda status, detail: detail.startswith("connection lost"))
     task = asyncio.create_task(host.run(["echo", "again"]))
-    await statuses.wait_for(lambda status, detail: status == "reconnecting" and "next try in 0.4s" in detail)
+    while len(connect_attempts) < 4:
+        await asyncio.sleep(0.05)
     relay.blocked = False
     assert (await task).stdout == "again\n"
-    assert statuses.names()[-1] == "connected"
+    after_drop = statuses[2:]
+    assert [status for _, status, _ in after_drop] == ["reconnecting", "reconnecting", "unreachable", "connected"]
+    told = after_drop[2][2]
+    assert told.startswith("gpu0: ") and f"127.0.0.1:{relay.port}" in told
+    assert told.endswith("; trying again for up to 60s")
 
 
 async def test_keepalive_notices_a_silently_dead_network(sshd, sshd_factory, ssh_home, make_host, forwarder):
@@ -341,20 +352,111 @@ async def test_a_key_the_server_does_not_authorize_is_refused(sshd, ssh_home, ma
     assert type(refused.value) is HostError
 
 
-async def test_closed_port_is_one_clear_error(ssh_home, make_host):
+async def test_closed_port_is_one_clear_error_told_once_however_often_it_is_tried(ssh_home, make_host,
+                                                                                 connect_attempts):
     statuses = Statuses()
     port = free_port()
-    with pytest.raises(HostUnreachable) as refused:
-        await make_host(port, on_status=statuses).run(["true"])
-    assert str(refused.value) == (f"gpu0: 127.0.0.1:{port} refused the connection "
-                                  "(is sshd running there, is the port right?)")
+    host = make_host(port, on_status=statuses)
+    for _ in range(3):
+        with pytest.raises(HostUnreachable) as refused:
+            await host.run(["true"])
+        assert str(refused.value) == (f"gpu0: 127.0.0.1:{port} refused the connection "
+                                      "(is sshd running there, is the port right?)")
+    assert len(connect_attempts) == 3
+    assert statuses == [("gpu0", "connecting", f"127.0.0.1:{port}"), ("gpu0", "unreachable", str(refused.value))]
+
+
+# --- names that do not resolve ---
+
+
+def with_ssh_config(ssh_home, text: str) -> None:
+    config = ssh_home.ssh_dir / "config"
+    config.write_text(text + config.read_text())
+
+
+def busy_resolver(monkeypatch, failures: int) -> list[str]:
+    """asyncssh.connect fails ``failures`` times as when the resolver could not answer, then connects."""
+    attempts: list[str] = []
+    real = asyncssh.connect
+
+    async def connect(host, *args, **kwargs):
+        attempts.append(host)
+        if len(attempts) <= failures:
+            raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+        return await real(host, *args, **kwargs)
+
+    monkeypatch.setattr(asyncssh, "connect", connect)
+    monkeypatch.setattr(ssh, "RESOLVE_AGAIN", (0.01, 0.01))
+    return attempts
+
+
+async def test_unresolvable_name_fails_once_naming_it_and_is_not_looked_up_again(ssh_home, make_host,
+                                                                                 connect_attempts):
+    statuses = Statuses()
+    host = make_host(22, config={"address": "nohost.invalid"}, on_status=statuses)
+    for _ in range(3):
+        with pytest.raises(HostNotFound) as refused:
+            await host.run(["true"])
+        assert str(refused.value) == "gpu0: cannot resolve host name 'nohost.invalid' (check address: in the config)"
+    assert connect_attempts == ["nohost.invalid"]
     assert statuses.names() == ["connecting", "error"]
 
 
-async def test_unresolvable_name_is_one_clear_error(ssh_home, make_host):
-    host = make_host(22, config={"address": "pdtui-no-such-host.invalid"})
-    with pytest.raises(HostUnreachable, match=r"^gpu0: cannot resolve host name 'pdtui-no-such-host.invalid'"):
-        await host.connect()
+async def test_unresolvable_hostname_of_an_ssh_config_alias_is_the_name_told(ssh_home, make_host):
+    with_ssh_config(ssh_home, "Host gpubox\n    HostName nohost.invalid\n")
+    with pytest.raises(HostNotFound) as refused:
+        await make_host(None, config={"address": "gpubox"}).connect()
+    assert str(refused.value) == ("gpu0: cannot resolve host name 'nohost.invalid' "
+                                  "(check HostName of 'gpubox' in ~/.ssh/config)")
+
+
+async def test_unresolvable_proxy_jump_is_the_name_told(ssh_home, make_host):
+    with_ssh_config(ssh_home, "Host gpubox\n    HostName 127.0.0.1\n    ProxyJump nojump.invalid\n")
+    with pytest.raises(HostNotFound) as refused:
+        await make_host(None, config={"address": "gpubox"}).connect()
+    assert str(refused.value) == ("gpu0: cannot resolve host name 'nojump.invalid' "
+                                  "(check ProxyJump of 'gpubox' in ~/.ssh/config)")
+
+
+async def test_resolver_that_could_not_answer_is_asked_again_and_then_connects(sshd, ssh_home, make_host,
+                                                                               monkeypatch):
+    trust(ssh_home, sshd)
+    attempts = busy_resolver(monkeypatch, failures=1)
+    statuses = Statuses()
+    assert (await make_host(sshd.port, on_status=statuses).run(["true"])).ok
+    assert len(attempts) == 2
+    assert statuses.names() == ["connecting", "connected"]
+
+
+async def test_resolver_that_never_answers_is_asked_twice_more_then_the_name_is_not_found(ssh_home, make_host,
+                                                                                       monkeypatch):
+    attempts = busy_resolver(monkeypatch, failures=99)
+    with pytest.raises(HostNotFound) as refused:
+        await make_host(22, config={"address": "gpu0.example.com"}).connect()
+    assert len(attempts) == 3
+    assert str(refused.value) == ("gpu0: cannot resolve host name 'gpu0.example.com': Temporary failure in "
+                                  "name resolution (check address: in the config)")
+
+
+async def test_a_name_reached_before_that_stops_resolving_is_only_unreachable(sshd, ssh_home, make_host,
+                                                                              forwarder, monkeypatch):
+    relay = await forwarder(sshd.port)
+    trust(ssh_home, sshd, relay.port)
+    statuses = Statuses()
+    host = make_host(relay.port, reconnect_for=0.3, on_status=statuses)
+    await host.connect()
+
+    async def no_such_name(*args, **kwargs):
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    real = asyncssh.connect
+    monkeypatch.setattr(asyncssh, "connect", no_such_name)
+    relay.cut()
+    await statuses.wait_for(lambda status, detail: detail.startswith("connection lost"))
+    with pytest.raises(HostUnreachable, match=r"^gpu0: cannot resolve host name '127.0.0.1'"):
+        await host.run(["true"])
+    monkeypatch.setattr(asyncssh, "connect", real)
+    assert (await host.run(["true"])).ok
 
 
 # --- ~/.ssh/config and several hosts ---

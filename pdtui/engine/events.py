@@ -127,7 +127,7 @@ class ProbeResult:
 @dataclass(frozen=True, slots=True)
 class HostStatus:
     host: str
-    status: str                # "connecting", "connected", "reconnecting", "error", "closed"
+    status: str                # "connecting", "connected", "reconnecting", "unreachable" (may pass), "error", "closed"
     detail: str = ""
     elapsed: float = 0.0
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 
-from pdtui.hosts.base import Host, HostError
+from pdtui.hosts.base import Host, HostError, HostNotFound, HostUnreachable
 from pdtui.systemd import Commands, JournalEntry, parse_entry
 
 BACKOFF_START = 0.2
@@ -38,11 +38,19 @@ class JournalTail:
         self.started = asyncio.Event()     # set once the first stream is open
 
     async def run(self) -> None:
-        """Follow until cancelled, reopening the stream after every break."""
+        """Follow until cancelled, reopening the stream after every break.
+
+        A host that cannot be reached tells so itself (its status), once; one whose
+        name does not resolve has no journal to follow.
+        """
         backoff = BACKOFF_START
         while True:
             try:
                 got_lines = await self._follow_once()
+            except HostNotFound:
+                return
+            except HostUnreachable:
+                got_lines = False
             except HostError as exc:
                 self.on_problem(str(exc))
                 got_lines = False

@@ -34,6 +34,7 @@ from pdtui.engine.units import InvocationHistory, UnitLooker, UnitStarter
 from pdtui.engine.http import HttpProber
 from pdtui.hosts.base import Host, HostDisconnected, HostError, HostUnreachable
 from pdtui.gpu import sampler_argv
+from pdtui.plan import format_duration
 from pdtui.systemd import Commands, JournalEntry, sudo_needs_password
 
 S = ServiceState
@@ -135,7 +136,8 @@ class Orchestrator:
         self._lookers: dict[str, UnitLooker] = {}
         self._starters: dict[str, UnitStarter] = {}
         self._histories: dict[str, InvocationHistory] = {}
-        self._told_unreachable: set[str] = set()
+        self._reaching: dict[str, float] = {}       # host -> until when the preflight tries to reach it
+        self._retried: set[str] = set()             # hosts the preflight reached only after retries
         self._runs = {name: ServiceRun(cfg, LineJudge(cfg.ready.log, signatures_for(cfg.role, cfg.fail)))
                       for name, cfg in deployment.services.items()}
         self._by_unit = {(r.cfg.host, r.cfg.unit): r for r in self._runs.values()}
@@ -230,6 +232,16 @@ class Orchestrator:
             self._emit(ProbeResult(run.name, check.name, check.ok, check.detail, check.latency, self.elapsed()))
 
     def _host_status(self, host: str, status: str, detail: str = "") -> None:
+        """A host's status as the host tells it; one the preflight keeps trying to reach says for how long.
+
+        The host tells once that it cannot be reached: with the preflight's horizon
+        added, that is the one line saying what failed and how long pdtui goes on.
+        """
+        if status == "connected":
+            self._reaching.pop(host, None)
+        left = self._reaching.get(host, -math.inf) - self.clock()
+        if status == "unreachable" and left > 0:
+            detail = f"{detail}; trying again for up to {format_duration(round(left))}"
         self._emit(HostStatus(host, status, detail, self.elapsed()))
 
     # -- hosts and journals -------------------------------------------------
@@ -265,11 +277,14 @@ class Orchestrator:
         """Reach every host and look at every unit before touching anything."""
         self._preflight = StepStatus.RUNNING
         self._update_steps()
+        now = self.clock()
+        deadlines = {h: now + max(r.cfg.timeout for r in self._runs.values() if r.cfg.host == h) for h in self._hosts}
+        self._reaching = dict(deadlines)
         # The GPU inventory is taken while the units are looked at: neither waits for the other.
         results, inventories = await asyncio.gather(
-            asyncio.gather(*(self._preflight_host(h) for h in self._hosts)),
+            asyncio.gather(*(self._preflight_host(h, deadlines[h]) for h in self._hosts)),
             host_inventories(self.deployment, self._hosts))
-        retried = {h: self._hosts[h] for h, found in inventories.items() if found is None and h in self._told_unreachable}
+        retried = {h: self._hosts[h] for h, found in inventories.items() if found is None and h in self._retried}
         if retried:   # reached only after retries: its first inventory found no connection
             inventories |= await host_inventories(self.deployment, retried)
         gpus_ok = self._preflight_gpus(inventories, sample=sample_gpus)
@@ -295,11 +310,11 @@ class Orchestrator:
                 self._tails.append(asyncio.create_task(sampler.run(), name=f"gpus {name}"))
         return ok
 
-    async def _preflight_host(self, host_name: str) -> bool:
+    async def _preflight_host(self, host_name: str, deadline: float) -> bool:
         ok = True
         runs = [r for r in self._runs.values() if r.cfg.host == host_name]
-        deadline = self.clock() + max(r.cfg.timeout for r in runs)
         looks = await asyncio.gather(*(self._reach(run, deadline) for run in runs), return_exceptions=True)
+        self._reaching.pop(host_name, None)
         for run, props in zip(runs, looks):
             if isinstance(props, HostError):
                 self._transition(run, S.FAILED, str(props))
@@ -313,19 +328,20 @@ class Orchestrator:
         return ok
 
     async def _reach(self, run: ServiceRun, deadline: float) -> dict[str, str]:
-        """The unit's load state; a host that cannot be reached (sshd not up yet) is tried again until the deadline."""
+        """The unit's load state; a host that cannot be reached (sshd not up yet) is tried again until the deadline.
+
+        The host's status tells so, once (see :meth:`_host_status`). The last try is at the deadline.
+        """
         delay = PREFLIGHT_RETRY
         while True:
             try:
                 return await self._show(run)
-            except HostUnreachable as exc:
-                if self.clock() + delay >= deadline:
+            except HostUnreachable:
+                left = deadline - self.clock()
+                if left <= 0:
                     raise
-                if delay == PREFLIGHT_RETRY and run.cfg.host not in self._told_unreachable:
-                    self._told_unreachable.add(run.cfg.host)
-                    self._emit(Notice("warning", f"{exc}; trying again for up to "
-                                      f"{deadline - self.clock():.0f}s", run.name, self.elapsed()))
-                await asyncio.sleep(delay)
+                self._retried.add(run.cfg.host)
+                await asyncio.sleep(min(delay, left))
                 delay = min(delay * 2, PREFLIGHT_RETRY_MAX)
 
     def _on_entry(self, host: str, entry: JournalEntry) -> None:

@@ -44,7 +44,14 @@ class HostError(Exception):
 
 
 class HostUnreachable(HostError):
-    """No connection could be made (refused, no route, name not resolved, timed out): may pass."""
+    """No connection could be made (refused, no route, timed out): may pass, so it is tried again."""
+
+
+class HostNotFound(HostError):
+    """The host's name does not resolve: a typo in the config, which no retry mends.
+
+    Final: the host is not looked up again, every later use fails at once with the same line.
+    """
 
 
 class HostDisconnected(HostError):

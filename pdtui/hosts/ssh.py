@@ -26,6 +26,7 @@ from pdtui.hosts.base import (
     HostError,
     HostKeyChanged,
     HostKeyUnknown,
+    HostNotFound,
     HostUnreachable,
     Result,
     each_line,
@@ -39,6 +40,8 @@ BACKOFF_START = 0.2
 BACKOFF_MAX = 5.0
 # How long the next use keeps reconnecting to a host that dropped before it gives up.
 RECONNECT_FOR = 60.0
+# Pauses before asking the resolver again when it could not answer (see _resolver_busy).
+RESOLVE_AGAIN = (0.5, 1.0)
 # How long leaving a stream waits for the server to confirm the channel is closed.
 CLOSE_WAIT = 5.0
 # Every remote command runs under this sh script, which stops it when the channel's stdin
@@ -74,6 +77,7 @@ class SshHost:
         self._conn: asyncssh.SSHClientConnection | None = None
         self._attempts = 0
         self._failure: HostError | None = None
+        self._told_failure: str | None = None   # what failure was told since the last connection
         self._ever_connected = False
         self._closed = False
 
@@ -157,9 +161,11 @@ class SshHost:
         """The live connection, made now if there is none; concurrent callers share one attempt."""
         if self._closed:
             raise HostError(f"{self.name}: host connection was closed")
+        if isinstance(self._failure, HostNotFound):
+            raise HostNotFound(str(self._failure))   # final: the name is not looked up again
         if self._conn is not None and not self._conn.is_closed():
             return self._conn
-        seen = self._attempts
+        seen = self._attempts + self._lock.locked()   # an attempt under way is shared too
         async with self._lock:
             if self._conn is not None and not self._conn.is_closed():
                 return self._conn
@@ -179,56 +185,86 @@ class SshHost:
             return conn
 
     async def _establish(self) -> asyncssh.SSHClientConnection:
-        """Connect; after a drop, keep trying with backoff while the host is merely unreachable."""
+        """Connect; after a drop, keep trying with backoff while the host is merely unreachable.
+
+        Every use of a host that cannot be reached tries again (a journal tail, a
+        preflight waiting for sshd): it is told once, until it is reached or fails
+        otherwise, so the user reads one line, not two per attempt.
+        """
         reconnecting = self._ever_connected
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._reconnect_for
         delay = BACKOFF_START
-        self._status("reconnecting" if reconnecting else "connecting", self.target)
+        if self._told_failure is None:
+            self._status("reconnecting" if reconnecting else "connecting", self.target)
         while True:
             try:
                 conn = await self._open()
             except HostError as exc:
-                if not (reconnecting and isinstance(exc, HostUnreachable) and loop.time() + delay < deadline):
-                    self._status("error", str(exc))
+                retrying = reconnecting and isinstance(exc, HostUnreachable) and loop.time() + delay < deadline
+                self._tell_failure(exc, deadline - loop.time() if retrying else None)
+                if not retrying:
                     raise
-                self._status("reconnecting", f"{exc}; next try in {delay:g}s")
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, BACKOFF_MAX)
             else:
                 self._ever_connected = True
+                self._told_failure = None
                 self._status("connected", self.target)
                 return conn
 
+    def _tell_failure(self, exc: HostError, trying_for: float | None) -> None:
+        """``unreachable`` (it may pass) or ``error``, unless told already.
+
+        An unreachable host is told once however its attempts fail (refused, then
+        reset, then timed out: the same news); an error once per message.
+        """
+        unreachable = isinstance(exc, HostUnreachable)
+        told = "unreachable" if unreachable else str(exc)
+        if told == self._told_failure:
+            return
+        self._told_failure = told
+        detail = str(exc) if trying_for is None else f"{exc}; trying again for up to {trying_for:.0f}s"
+        self._status("unreachable" if unreachable else "error", detail)
+
     async def _open(self) -> asyncssh.SSHClientConnection:
         """One connection attempt; every failure becomes one HostError line."""
-        cfg = self._config
         try:
-            files = await self._known_hosts_files()
-            keys = _HostKeys(files, self._accept_new, lambda note: self._status("connecting", note))
+            # config=(): load ~/.ssh/config as connect() does; client_keys=None: no keys needed here.
+            options = await asyncssh.SSHClientConnectionOptions.construct(
+                config=(), host=self._config.address, client_keys=None)
+            keys = _HostKeys(self._known_hosts_files(options), self._accept_new,
+                             lambda note: self._status("connecting", note))
         except (OSError, ValueError) as exc:
             raise HostError(f"{self.name}: cannot read ~/.ssh/config or known_hosts: {_one_line(str(exc))}") from None
-        try:
-            # ignore_encrypted: a passphrase-protected IdentityFile is used through ssh-agent, if at all.
-            return await asyncssh.connect(
-                cfg.address, port=cfg.port or (), username=cfg.user or (), ignore_encrypted=True,
-                known_hosts=keys.match, client_factory=lambda: _Client(keys, self._dropped),
-                connect_timeout=self._connect_timeout, keepalive_interval=self._keepalive)
-        except (OSError, asyncssh.Error, ValueError) as exc:
-            raise self._connect_error(exc, keys) from None
+        pauses = iter(RESOLVE_AGAIN)
+        while True:
+            try:
+                return await self._ssh_connect(keys)
+            except (OSError, asyncssh.Error, ValueError) as exc:
+                pause = next(pauses, None) if _resolver_busy(exc) else None
+                if pause is None:
+                    raise self._connect_error(exc, keys, options) from None
+            await asyncio.sleep(pause)
 
-    async def _known_hosts_files(self) -> list[str]:
+    async def _ssh_connect(self, keys: _HostKeys) -> asyncssh.SSHClientConnection:
+        cfg = self._config
+        # ignore_encrypted: a passphrase-protected IdentityFile is used through ssh-agent, if at all.
+        return await asyncssh.connect(
+            cfg.address, port=cfg.port or (), username=cfg.user or (), ignore_encrypted=True,
+            known_hosts=keys.match, client_factory=lambda: _Client(keys, self._dropped),
+            connect_timeout=self._connect_timeout, keepalive_interval=self._keepalive)
+
+    def _known_hosts_files(self, options: asyncssh.SSHClientConnectionOptions) -> list[str]:
         """The config's known_hosts, else ~/.ssh/config's UserKnownHostsFile, else ~/.ssh/known_hosts."""
         if self._config.known_hosts:
             files = [str(self._config.known_hosts)]
         else:
-            # config=(): load ~/.ssh/config as connect() does; client_keys=None: no keys needed here.
-            options = await asyncssh.SSHClientConnectionOptions.construct(
-                config=(), host=self._config.address, client_keys=None)
             files = list(options.known_hosts) if isinstance(options.known_hosts, list) else []
         return [str(Path(f).expanduser()) for f in files or [DEFAULT_KNOWN_HOSTS]]
 
-    def _connect_error(self, exc: BaseException, keys: _HostKeys) -> HostError:
+    def _connect_error(self, exc: BaseException, keys: _HostKeys,
+                       options: asyncssh.SSHClientConnectionOptions) -> HostError:
         where = self.target
         if isinstance(exc, asyncssh.HostKeyNotVerifiable):
             return keys.refusal(self.name, where, exc)
@@ -236,8 +272,7 @@ class SshHost:
             return HostError(f"{self.name}: {where} refused every key offered (ssh-agent, IdentityFile "
                              f"of ~/.ssh/config, ~/.ssh/id_*); check the user and the authorized keys")
         if isinstance(exc, socket.gaierror):
-            return HostUnreachable(f"{self.name}: cannot resolve host name {self._config.address!r}: "
-                                   f"{_one_line(exc.strerror or str(exc))}")
+            return self._unresolved(exc, options)
         if isinstance(exc, TimeoutError):
             return HostUnreachable(f"{self.name}: {where} did not answer within {self._connect_timeout:g}s")
         if isinstance(exc, ConnectionRefusedError):
@@ -250,6 +285,25 @@ class SshHost:
         if isinstance(exc, asyncssh.DisconnectError):
             return HostError(f"{self.name}: SSH with {where} failed: {_one_line(exc.reason)}")
         return HostError(f"{self.name}: cannot connect to {where}: {_one_line(str(exc))}")
+
+    def _unresolved(self, exc: socket.gaierror, options: asyncssh.SSHClientConnectionOptions) -> HostError:
+        """The name that did not resolve, and where to mend it.
+
+        That name is what ~/.ssh/config maps the address to (its HostName), or the
+        ProxyJump host (the jump host resolves the host itself). A name that resolved
+        before (the host was reached) has not gone from the config: that is DNS
+        trouble which may pass, so it is only unreachable.
+        """
+        address = self._config.address
+        if isinstance(options.tunnel, str) and options.tunnel:
+            name, mend = options.tunnel, f"check ProxyJump of {address!r} in ~/.ssh/config"
+        elif options.host != address:
+            name, mend = options.host, f"check HostName of {address!r} in ~/.ssh/config"
+        else:
+            name, mend = address, "check address: in the config"
+        why = "" if exc.errno == socket.EAI_NONAME else f": {_one_line(exc.strerror or str(exc))}"
+        kind = HostUnreachable if self._ever_connected else HostNotFound
+        return kind(f"{self.name}: cannot resolve host name {name!r}{why} ({mend})")
 
     def _dropped(self, conn: asyncssh.SSHClientConnection, exc: Exception | None) -> None:
         """asyncssh saw the connection end; if it was ours and we did not close it, say so."""
@@ -412,6 +466,18 @@ def _no_exit_status(host: SshHost, conn: asyncssh.SSHClientConnection, argv: Seq
     if conn.is_closed():
         return _disconnected(host, argv)
     return HostError(f"{host.name}: {argv[0]} ended without an exit status")
+
+
+def _resolver_busy(exc: BaseException) -> bool:
+    """The resolver could not answer (EAI_AGAIN): worth asking again, quickly and twice at most.
+
+    EAI_AGAIN means no answer came (a lost UDP packet, a resolver timing out or
+    restarting): the same question a moment later usually gets one. A resolver that
+    still cannot answer after RESOLVE_AGAIN leaves this machine without DNS, which
+    minutes of retries would rarely mend and which would hide a typo as long: the
+    name is then not found, as for EAI_NONAME.
+    """
+    return isinstance(exc, socket.gaierror) and exc.errno == socket.EAI_AGAIN
 
 
 def _read(path: str) -> str:

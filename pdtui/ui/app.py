@@ -255,8 +255,9 @@ class PdtuiApp(App[int]):
 
     def _on_host(self, event: HostStatus) -> None:
         self.title_bar.show_host(event.host, event.status)
-        if event.status == "error":
-            self.notify(f"{event.host}: {event.detail or event.status}", severity="error", markup=False)
+        severity = {"error": "error", "unreachable": "warning"}.get(event.status)
+        if severity:
+            self.notify(f"{event.host}: {event.detail or event.status}", severity=severity, markup=False)
 
     def _on_gpus(self, event: GpuSample) -> None:
         for panel in self.panels.values():
