@@ -402,20 +402,15 @@ async def test_unresolvable_name_fails_once_naming_it_and_is_not_looked_up_again
     assert statuses.names() == ["connecting", "error"]
 
 
-async def test_unresolvable_hostname_of_an_ssh_config_alias_is_the_name_told(ssh_home, make_host):
-    with_ssh_config(ssh_home, "Host gpubox\n    HostName nohost.invalid\n")
+@pytest.mark.parametrize("ssh_config, name, where", [
+    ("Host gpubox\n    HostName nohost.invalid\n", "nohost.invalid", "HostName"),
+    ("Host gpubox\n    HostName 127.0.0.1\n    ProxyJump nojump.invalid\n", "nojump.invalid", "ProxyJump"),
+], ids=["HostName", "ProxyJump"])
+async def test_unresolvable_name_of_an_ssh_config_alias_is_the_name_told(ssh_home, make_host, ssh_config, name, where):
+    with_ssh_config(ssh_home, ssh_config)
     with pytest.raises(HostNotFound) as refused:
         await make_host(None, config={"address": "gpubox"}).connect()
-    assert str(refused.value) == ("gpu0: cannot resolve host name 'nohost.invalid' "
-                                  "(check HostName of 'gpubox' in ~/.ssh/config)")
-
-
-async def test_unresolvable_proxy_jump_is_the_name_told(ssh_home, make_host):
-    with_ssh_config(ssh_home, "Host gpubox\n    HostName 127.0.0.1\n    ProxyJump nojump.invalid\n")
-    with pytest.raises(HostNotFound) as refused:
-        await make_host(None, config={"address": "gpubox"}).connect()
-    assert str(refused.value) == ("gpu0: cannot resolve host name 'nojump.invalid' "
-                                  "(check ProxyJump of 'gpubox' in ~/.ssh/config)")
+    assert str(refused.value) == f"gpu0: cannot resolve host name '{name}' (check {where} of 'gpubox' in ~/.ssh/config)"
 
 
 async def test_resolver_that_could_not_answer_is_asked_again_and_then_connects(sshd, ssh_home, make_host,
