@@ -29,6 +29,7 @@ class DemoOptions:
     startup: float = 6.0              # seconds the decode worker takes to get ready (prefill a bit less)
     timeout: str = "2m"
     generation: str = DEFAULT_GENERATION   # which SGLang release's wording the workers speak
+    reference_ports: bool = True      # the reference deployment's ports where free; False: ports the OS picks
 
 
 def parse_failure(text: str) -> tuple[str, str]:
@@ -49,10 +50,16 @@ def port_is_free(port: int) -> bool:
     return True
 
 
-def _ports() -> dict[str, int]:
-    """The reference ports where they are free, ports the OS picks otherwise (all distinct)."""
+def _ports(reference: bool) -> dict[str, int]:
+    """The reference ports where they are free, ports the OS picks otherwise (all distinct).
+
+    Tests ask for OS-picked ports only: two runs side by side would both find
+    30000 free and race to bind it.
+    """
     ports: dict[str, int] = {}
     for name, port in REFERENCE_PORTS.items():
+        if not reference:
+            port = free_port()
         while port in ports.values() or not port_is_free(port):
             port = free_port()
         ports[name] = port
@@ -61,7 +68,7 @@ def _ports() -> dict[str, int]:
 
 def build(sandbox: Sandbox, options: DemoOptions) -> Deployment:
     """Install the demo's units in ``sandbox`` and return its deployment."""
-    ports = _ports()
+    ports = _ports(options.reference_ports)
     fail = options.failures.get
     boot = ports["bootstrap"]
     sandbox.add_unit("sglang-dsv4-prefill",

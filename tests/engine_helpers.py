@@ -40,7 +40,7 @@ class Recorder:
 
 
 def reference(sandbox, *, failures=None, startup=0.5, timeout="30s", generation=demo.DEFAULT_GENERATION):
-    return demo.build(sandbox, demo.DemoOptions(failures or {}, startup, timeout, generation))
+    return demo.build(sandbox, demo.DemoOptions(failures or {}, startup, timeout, generation, reference_ports=False))
 
 
 async def bring_up(deployment, *, smoke=True, timing=FAST) -> tuple[Done, Recorder, Orchestrator]:
