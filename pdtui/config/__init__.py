@@ -1,0 +1,28 @@
+"""The deployment config: YAML in, a typed and validated :class:`Deployment` out.
+
+Every failure becomes one :class:`ConfigError` line, ``FILE:LINE:COL: what was expected``,
+pointing at the key (an unknown key) or the value (a wrong value) to blame. The package:
+
+- ``yamlpos``: the YAML layer (nodes with their positions; duplicate keys caught)
+- ``fields``: each value's type check and the wording of what was expected
+- ``schema``: the pydantic models (role defaults, cross-checks)
+- ``graph``: the dependency graph (cycles, bring-up levels, what a failure blocks)
+- ``errors``: the error line and its wording
+- ``loader``: file -> Deployment, pydantic's errors turned into ConfigError
+"""
+
+from __future__ import annotations
+
+from pdtui.config.defaults import (
+    BACKEND_ROLES, COMMANDS, DEFAULT_BOOTSTRAP_PORT, DEFAULT_TIMEOUT, DEFAULT_UNHEALTHY_AFTER, ROLES, Role,
+)
+from pdtui.config.errors import ConfigError
+from pdtui.config.fields import parse_duration
+from pdtui.config.loader import load_config, parse_config
+from pdtui.config.schema import Deployment, HostConfig, ReadySpec, ServiceConfig
+
+__all__ = [
+    "BACKEND_ROLES", "COMMANDS", "DEFAULT_BOOTSTRAP_PORT", "DEFAULT_TIMEOUT", "DEFAULT_UNHEALTHY_AFTER", "ROLES",
+    "ConfigError", "Deployment", "HostConfig", "ReadySpec", "Role", "ServiceConfig", "load_config", "parse_config",
+    "parse_duration",
+]

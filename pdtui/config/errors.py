@@ -1,0 +1,76 @@
+"""Error wording: one :class:`ConfigError` line, ``FILE:LINE:COL: what was expected``.
+
+Validators raise through :func:`fail`, which carries the path of the offending node relative to where
+pydantic reports the error, so a check made on the whole deployment can still point at the exact entry.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from pydantic_core import PydanticCustomError
+
+NodePath = tuple[str | int, ...]
+
+
+class ConfigError(Exception):
+    """A config that cannot be used, as one line the user can act on."""
+
+    def __init__(self, source: str, line: int, col: int, message: str) -> None:
+        self.source = source
+        self.line = line
+        self.col = col
+        self.message = " ".join(message.splitlines())
+        super().__init__(f"{source}:{line}:{col}: {self.message}")
+
+
+
+def show(value: Any) -> str:
+    """A value as the user wrote it, on one line and short."""
+    if value is None:
+        return "nothing"
+    if isinstance(value, Mapping):
+        return "a mapping" if value else "an empty mapping"
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return "a list" if value else "an empty list"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    text = repr(value) if isinstance(value, str) else str(value)
+    text = " ".join(text.splitlines())
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def did_you_mean(word: Any, choices: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` when a choice is close to ``word``, else ``""``."""
+    if not isinstance(word, str):
+        return ""
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+def describe(path: NodePath) -> str:
+    """Where a mapping sits, in the words of an error message."""
+    if not path:
+        return "the top level"
+    if len(path) == 2 and path[0] == "hosts":
+        return f"host '{path[1]}'"
+    if len(path) == 2 and path[0] == "services":
+        return f"service '{path[1]}'"
+    if len(path) == 3 and path[0] == "hosts":
+        return f"'{path[2]}' of host '{path[1]}'"
+    if len(path) == 3 and path[0] == "services":
+        return f"'{path[2]}' of service '{path[1]}'"
+    return "'" + ".".join(str(part) for part in path) + "'"
+
+
+def unknown_key(parent: NodePath, key: str, known: Iterable[str]) -> str:
+    return f"unknown key '{key}' in {describe(parent)}{did_you_mean(key, known)}"
+
+
+def fail(message: str, *at: str | int, on: str = "value") -> PydanticCustomError:
+    """An error for pydantic to carry; ``at`` is the offending node below the
+    validated object, ``on`` says whether to point at its key or its value."""
+    return PydanticCustomError("pdtui", "{message}", {"message": message, "at": at, "on": on})
+
