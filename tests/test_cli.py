@@ -65,9 +65,8 @@ def test_config_error_is_one_line_with_position(tmp_path):
 
 
 def test_check_prints_the_plan_of_the_reference_deployment():
-    import pdtui as package
-    from pathlib import Path
-    reference = Path(package.__file__).parent / "sample_configs" / "reference.yaml"
+    from pdtui.data import data_dir
+    reference = data_dir("sample_configs") / "reference.yaml"
     result = pdtui("check", str(reference))
     assert result.returncode == 0, result.stderr
     for word in ("sglang-dsv4-prefill", "sglang-dsv4-decode", "sglang-dsv4-router", "30001"):

@@ -14,7 +14,7 @@ from pdtui.config import ConfigError, Deployment, load_config, parse_config, par
 
 BAD_DIR = Path(__file__).parent / "configs" / "bad"
 BAD_CONFIGS = sorted(BAD_DIR.glob("*.yaml"))
-SAMPLES_DIR = Path(__file__).parent.parent / "pdtui" / "sample_configs"
+SAMPLES_DIR = Path(__file__).parent.parent / "sample_configs"
 SAMPLES = sorted(SAMPLES_DIR.glob("*.yaml"))
 EXPECT = re.compile(r"# expect: (\d+):(\d+): (.+)")
 

@@ -1,4 +1,4 @@
-"""Themes are ``.tcss`` files shipped in ``pdtui/themes``; ``--theme NAME`` picks one.
+"""Themes are the ``.tcss`` files of ``themes/`` (see pdtui/data.py); ``--theme NAME`` picks one.
 
 A theme file defines the ``$pd-*`` colour variables that ``pdtui/ui/layout.tcss``
 uses, and names on its first line the Textual theme its built-in widgets (footer,
@@ -10,10 +10,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from importlib import resources
-from typing import TYPE_CHECKING
+from pathlib import Path
 
-if TYPE_CHECKING:
-    from importlib.resources.abc import Traversable
+from pdtui.data import data_dir
 
 DEFAULT_THEME = "dark"
 _BASE = re.compile(r"/\*\s*textual-theme:\s*([\w-]+)\s*\*/")
@@ -26,8 +25,8 @@ class Theme:
     css: str                # theme variables followed by the layout
 
 
-def _theme_dir() -> Traversable:
-    return resources.files("pdtui").joinpath("themes")
+def _theme_dir() -> Path:
+    return data_dir("themes")
 
 
 def available_themes() -> list[str]:
