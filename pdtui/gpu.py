@@ -10,7 +10,7 @@ skipped.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 QUERY_GPU_FIELDS = ("index", "uuid", "name", "pci.bus_id", "memory.used", "memory.total", "utilization.gpu")
@@ -202,3 +202,14 @@ def parse_topo(text: str) -> dict[int, int | None]:
         cell = cells[numa_column] if numa_column is not None and numa_column < len(cells) else ""
         nodes[int(label[1])] = parse_numa_node(cell) if cell.isdigit() else None
     return nodes
+
+
+def gpu_ranges(indexes: Iterable[int]) -> str:
+    """GPU indexes as people write them: ``0-3`` for 0,1,2,3; ``0, 1`` for a pair; ``0-2, 5``."""
+    runs: list[list[int]] = []
+    for index in sorted(set(indexes)):
+        if runs and index == runs[-1][-1] + 1:
+            runs[-1].append(index)
+        else:
+            runs.append([index])
+    return ", ".join(f"{run[0]}-{run[-1]}" if len(run) > 2 else ", ".join(map(str, run)) for run in runs)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import shlex
 
 from pdtui.config import COMMANDS, Deployment, HostConfig, ServiceConfig
+from pdtui.gpu import gpu_ranges
 from pdtui.text import inert
 
 
@@ -63,7 +64,7 @@ def _level_actions(dep: Deployment, level: list[str]) -> str:
 def _service_lines(svc: ServiceConfig) -> list[str]:
     rows = [("role", svc.role)]
     if svc.gpus:
-        rows.append(("GPUs", _gpu_ranges(svc.gpus)))
+        rows.append(("GPUs", gpu_ranges(svc.gpus)))
     if svc.numa is not None:
         rows.append(("NUMA", str(svc.numa)))
     if svc.port is not None:
@@ -101,17 +102,5 @@ def format_duration(seconds: float) -> str:
     minutes, secs = divmod(rest, 60)
     parts = [f"{value}{unit}" for value, unit in ((hours, "h"), (minutes, "m"), (secs, "s")) if value]
     return "".join(parts) or "0s"
-
-
-def _gpu_ranges(gpus: tuple[int, ...]) -> str:
-    """``0-3`` for 0,1,2,3; ``0, 2-4`` for 0,2,3,4."""
-    runs: list[list[int]] = []
-    for gpu in sorted(gpus):
-        if runs and gpu == runs[-1][-1] + 1:
-            runs[-1].append(gpu)
-        else:
-            runs.append([gpu])
-    return ", ".join(str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}" for run in runs)
-
 
 

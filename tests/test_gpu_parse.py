@@ -174,3 +174,11 @@ def test_argv_builders_use_the_host_prefix():
                                     "--format=csv,noheader,nounits", "-lms", "2000"]
     assert numa_nodes_argv(["0000:18:00.0", "0000:2a:00.0"]) == [
         "cat", "/sys/bus/pci/devices/0000:18:00.0/numa_node", "/sys/bus/pci/devices/0000:2a:00.0/numa_node"]
+
+
+def test_gpu_ranges_are_written_one_way_everywhere():
+    from pdtui.gpu import gpu_ranges
+    assert gpu_ranges([3, 0, 1, 2]) == "0-3"
+    assert gpu_ranges([0, 1]) == "0, 1"
+    assert gpu_ranges([0, 1, 2, 5]) == "0-2, 5"
+    assert gpu_ranges([4, 6, 7]) == "4, 6, 7"

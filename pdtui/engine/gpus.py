@@ -21,6 +21,7 @@ from typing import Literal
 from pdtui.config import BACKEND_ROLES
 from pdtui.engine.events import GpuInfo, GpuSample
 from pdtui.gpu import (
+    gpu_ranges,
     SAMPLE_FIELDS, ComputeApp, Gpu, compute_apps_argv, numa_nodes_argv, parse_compute_apps, parse_gpu_line,
     parse_numa_nodes, parse_query_gpu, parse_topo, query_gpu_argv, sysfs_bus_id, topo_argv,
 )
@@ -226,17 +227,7 @@ def _be(items: Sequence[object]) -> str:
 def _gpus(indexes: Iterable[int]) -> str:
     """``GPU 3``, ``GPUs 0-3``, ``GPUs 0-2, 5``."""
     ordered = sorted(set(indexes))
-    return f"GPU{'s' if len(ordered) > 1 else ''} {_ranges(ordered)}"
-
-
-def _ranges(ordered: list[int]) -> str:
-    runs: list[list[int]] = []
-    for index in ordered:
-        if runs and index == runs[-1][-1] + 1:
-            runs[-1].append(index)
-        else:
-            runs.append([index])
-    return ", ".join(f"{run[0]}-{run[-1]}" if len(run) > 2 else ", ".join(map(str, run)) for run in runs)
+    return f"GPU{'s' if len(ordered) > 1 else ''} {gpu_ranges(ordered)}"
 
 
 def _nodes(placement: Mapping[int, list[int]]) -> str:
