@@ -52,6 +52,10 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--sandbox", metavar="DIR", default=None, help=argparse.SUPPRESS)
     face(demo)
 
+    units = sub.add_parser("units", help="print the systemd units generated from CONFIG's launch: blocks")
+    units.add_argument("config", metavar="CONFIG")
+    units.add_argument("--out", metavar="DIR", help="write one <unit>.service per service into DIR")
+
     check = sub.add_parser("check", help="validate CONFIG and print the plan; touches no host")
     check.add_argument("config", metavar="CONFIG")
     check.add_argument("--probe", action="store_true",
@@ -62,7 +66,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    handlers: dict[str, Callable[[argparse.Namespace], int]] = {"up": _up, "demo": _demo, "check": _check}
+    handlers: dict[str, Callable[[argparse.Namespace], int]] = {"up": _up, "demo": _demo, "check": _check,
+                                                                "units": _units}
     if getattr(args, "theme", None):
         from pdtui.ui.themes import available_themes
         if args.theme not in available_themes():
@@ -103,6 +108,14 @@ def _check(args: argparse.Namespace) -> int:
     if not args.probe:
         return EXIT_OK
     return _probe(deployment, args)
+
+
+def _units(args: argparse.Namespace) -> int:
+    from pdtui.commands import units
+    deployment = _load(args.config)
+    if deployment is None:
+        return EXIT_USAGE
+    return units.run(deployment, args.out)
 
 
 def _probe(deployment, args: argparse.Namespace) -> int:

@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from pdtui.config.errors import ConfigError, NodePath, describe, show, unknown_key
+from pdtui.config.launch import LaunchSpec
 from pdtui.config.schema import Deployment, HostConfig, ReadySpec, ServiceConfig
 from pdtui.config.yamlpos import Positions, Walker, compose, read_text
 
@@ -16,12 +17,14 @@ _USER_KEYS: dict[NodePath, tuple[str, ...]] = {
     ("hosts", "*"): tuple(f for f in HostConfig.model_fields if f != "name"),
     ("services", "*"): tuple(f for f in ServiceConfig.model_fields if f != "name"),
     ("services", "*", "ready"): tuple(ReadySpec.model_fields),
+    ("services", "*", "launch"): tuple(LaunchSpec.model_fields),
 }
 
 _EXPECTED: dict[NodePath, str] = {
     ("hosts", "*"): "a mapping of host settings (address, user, port, ...)",
     ("services", "*"): "a mapping of service settings (host, unit, role, ...)",
     ("services", "*", "ready"): "a mapping of readiness checks (log, http, tcp)",
+    ("services", "*", "launch"): "a mapping of launch settings (model, tp, args, ...)",
 }
 
 

@@ -14,6 +14,7 @@ from pdtui.config.defaults import (
     BACKEND_ROLES, COMMANDS, DEFAULT_TIMEOUT, DEFAULT_UNHEALTHY_AFTER, ROLES, SGLANG_READY_LINE, Role,
 )
 from pdtui.config.errors import did_you_mean, fail, show, unknown_key
+from pdtui.config.launch import LaunchSpec, check_launch_keys
 from pdtui.config.fields import (
     Address, Bool, DeploymentName, FilePath, HostName, LogRegex, NumaNode, Port, Unit, UserName, check_duration,
     check_name, check_regex, check_role, gpu_index, list_of, normalize_unit,
@@ -124,12 +125,14 @@ class ServiceConfig(_Model):
     after: Annotated[
         tuple[str, ...], BeforeValidator(list_of(lambda v: check_name(v, "service"), "a list of service names"))
     ] = ()
+    launch: LaunchSpec | None = None
 
     @model_validator(mode="before")
     @classmethod
     def _role_defaults(cls, data: Any) -> Any:
         """Fill the timeout and readiness checks the role implies; a given ``ready``
-        mapping overrides the role's checks key by key."""
+        mapping overrides the role's checks key by key. A prefill's bootstrap port
+        is one fact: given in ``launch:`` it is the service's ``bootstrap_port``."""
         if not isinstance(data, Mapping):
             return data
         role = data.get("role", "other")
@@ -139,6 +142,15 @@ class ServiceConfig(_Model):
         ready = data.get("ready", {})
         if isinstance(ready, Mapping):
             filled["ready"] = {**_default_ready(role, data.get("port")), **ready}
+        launch = data.get("launch")
+        if role == "prefill" and isinstance(launch, Mapping) and "bootstrap_port" in launch:
+            port = launch["bootstrap_port"]
+            if data.get("bootstrap_port", port) != port:
+                raise fail(f"bootstrap_port {show(port)} in launch differs from the service's bootstrap_port "
+                           f"{show(data['bootstrap_port'])}, expected one port (or give it once)",
+                           "launch", "bootstrap_port")
+            filled["bootstrap_port"] = port
+            filled["launch"] = {k: v for k, v in launch.items() if k != "bootstrap_port"}
         return filled
 
     @model_validator(mode="after")
@@ -155,6 +167,8 @@ class ServiceConfig(_Model):
             raise fail(f"service '{self.name}' is a {self.role}: only a prefill has a bootstrap_port", "bootstrap_port", on="key")
         if self.unit in self.replaces:
             raise fail(f"service '{self.name}' cannot replace its own unit {self.unit}", "replaces", self.replaces.index(self.unit))
+        if self.launch is not None:
+            check_launch_keys(self.name, self.role, self.launch)
         return self
 
 

@@ -1,0 +1,118 @@
+"""A service's ``launch:`` block: what its systemd unit runs (see pdtui/unit_files.py).
+
+One model holds the keys of both kinds of launch; which keys a service may set
+depends on its role (an SGLang server or a router), checked by
+:func:`check_launch_keys` so an error points at the key that does not belong.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal, get_args
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict
+
+from pdtui.config.errors import did_you_mean, fail, show
+from pdtui.config.fields import Port, check_int, check_text
+
+TransferBackend = Literal["mooncake", "nixl", "ascend", "mori", "mooncake_tcp", "fake"]
+RouterPackage = Literal["sglang-router", "smg"]
+TRANSFER_BACKENDS: tuple[str, ...] = get_args(TransferBackend)
+ROUTER_PACKAGES: tuple[str, ...] = get_args(RouterPackage)
+DEFAULT_ROUTER_PACKAGE = "sglang-router"
+
+SERVER_KEYS = frozenset({"model", "tp", "transfer_backend", "bootstrap_port", "ib_device", "python", "command",
+                         "args", "env"})
+ROUTER_KEYS = frozenset({"package", "policy", "prometheus_port", "python", "command", "args", "env"})
+
+
+def _choice(choices: tuple[str, ...], what: str) -> Any:
+    def check(value: Any) -> str:
+        if value not in choices:
+            raise fail(f"expected {what}: one of {', '.join(choices)}, got {show(value)}{did_you_mean(value, choices)}")
+        return value
+    return check
+
+
+def _words(value: Any) -> tuple[str, ...]:
+    """A command: a string split like a shell would, or a non-empty list of strings."""
+    expected = "a command: a string or a non-empty list of strings"
+    if isinstance(value, str):
+        try:
+            words = shlex.split(value)
+        except ValueError as exc:
+            raise fail(f"expected {expected}, got {show(value)} ({exc})") from None
+    elif isinstance(value, (list, tuple)):
+        for index, word in enumerate(value):
+            if not isinstance(word, str) or not word:
+                raise fail(f"expected {expected}, got {show(word)}", index)
+        words = list(value)
+    else:
+        raise fail(f"expected {expected}, got {show(value)}")
+    if not words:
+        raise fail(f"expected {expected}, got an empty command")
+    return tuple(words)
+
+
+def _args(value: Any) -> tuple[str, ...]:
+    """Extra flags: a list of strings (numbers are written as they read)."""
+    if not isinstance(value, (list, tuple)):
+        raise fail(f"expected a list of extra command-line arguments, got {show(value)}")
+    args = []
+    for index, item in enumerate(value):
+        if isinstance(item, bool) or not isinstance(item, (str, int, float)) or item == "":
+            raise fail(f"expected an argument (a string or a number), got {show(item)}", index)
+        args.append(str(item))
+    return tuple(args)
+
+
+def _env(value: Any) -> dict[str, str]:
+    if not isinstance(value, Mapping):
+        raise fail(f"expected a mapping of environment variables to values, got {show(value)}")
+    env = {}
+    for key, item in value.items():
+        if not isinstance(key, str) or not key.replace("_", "a").isalnum() or key[0].isdigit():
+            raise fail(f"expected an environment variable name (letters, digits, '_'), got {show(key)}", key, on="key")
+        if isinstance(item, bool) or not isinstance(item, (str, int, float)):
+            raise fail(f"expected a value (a string or a number), got {show(item)}", key)
+        env[key] = str(item)
+    return env
+
+
+class LaunchSpec(BaseModel):
+    """What a generated unit runs; every key optional but ``model`` for an SGLang server."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model: Annotated[str, BeforeValidator(lambda v: check_text(v, "a model path or name"))] | None = None
+    tp: Annotated[int, BeforeValidator(lambda v: check_int(v, "a tensor-parallel size (an integer >= 1)", 1))] | None = None
+    transfer_backend: Annotated[str, BeforeValidator(_choice(TRANSFER_BACKENDS, "a KV transfer backend"))] = "mooncake"
+    bootstrap_port: Port | None = None
+    ib_device: Annotated[str, BeforeValidator(lambda v: check_text(v, "an InfiniBand device (mlx5_0, or a comma list)"))] | None = None
+    python: Annotated[str, BeforeValidator(lambda v: check_text(v, "the path of a Python interpreter"))] | None = None
+    command: Annotated[tuple[str, ...], BeforeValidator(_words)] | None = None
+    args: Annotated[tuple[str, ...], BeforeValidator(_args)] = ()
+    env: Annotated[dict[str, str], BeforeValidator(_env)] = {}
+    package: Annotated[str, BeforeValidator(_choice(ROUTER_PACKAGES, "a router package"))] = DEFAULT_ROUTER_PACKAGE
+    policy: Annotated[str, BeforeValidator(lambda v: check_text(v, "a routing policy (cache_aware, round_robin, ...)"))] | None = None
+    prometheus_port: Port | None = None
+
+
+def check_launch_keys(name: str, role: str, launch: LaunchSpec) -> None:
+    """Each key given belongs to the role's kind of launch; an SGLang server names its model."""
+    if role == "other":
+        raise fail(f"service '{name}' has role other: pdtui generates units for prefill, decode and router only",
+                   "launch", on="key")
+    allowed, kind = (ROUTER_KEYS, "a router") if role == "router" else (SERVER_KEYS, "an SGLang server")
+    for key in sorted(launch.model_fields_set - allowed):
+        raise fail(f"'{key}' is not a launch key of {kind} (service '{name}' is a {role}); expected one of "
+                   f"{', '.join(sorted(allowed))}", "launch", key, on="key")
+    if role != "router" and launch.model is None:
+        raise fail(f"the launch of service '{name}' needs a model (its --model-path)", "launch", on="key")
+    if launch.python is not None and launch.command is not None:
+        raise fail(f"the launch of service '{name}' has both python and command, expected one of them",
+                   "launch", "command", on="key")
+    if launch.bootstrap_port is not None and role != "prefill":
+        raise fail(f"service '{name}' is a {role}: only a prefill has a bootstrap_port", "launch", "bootstrap_port",
+                   on="key")
