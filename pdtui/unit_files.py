@@ -104,7 +104,10 @@ def _program(launch: LaunchSpec, module: str) -> list[str]:
 
 
 def listen_host(deployment: Deployment, svc: ServiceConfig) -> str:
-    """Where a backend listens: every address when a router on another host comes after it, else loopback."""
+    """Where a backend listens: its launch's ``host``, else every address when a router on another host
+    comes after it, else loopback."""
+    if svc.launch is not None and svc.launch.host:
+        return svc.launch.host
     remote = any(other.role == "router" and svc.name in other.after and other.host != svc.host
                  for other in deployment.services.values())
     return "0.0.0.0" if remote else "127.0.0.1"
@@ -141,11 +144,12 @@ def _router_argv(deployment: Deployment, svc: ServiceConfig, launch: LaunchSpec,
         backend = deployment.services[name]
         if backend.role == "decode" and backend.port is not None:
             argv += ["--decode", backend_url(deployment, svc, backend)]
-    argv += ["--host", "0.0.0.0", "--port", str(svc.port)]
+    host = launch.host or "0.0.0.0"     # clients come from anywhere, unless the launch says otherwise
+    argv += ["--host", host, "--port", str(svc.port)]
     if launch.policy:
         argv += ["--policy", launch.policy]
     if prometheus_port is not None:
-        argv += ["--prometheus-port", str(prometheus_port)]
+        argv += ["--prometheus-host", host, "--prometheus-port", str(prometheus_port)]
     return argv + list(launch.args)
 
 

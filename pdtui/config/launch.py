@@ -22,9 +22,9 @@ TRANSFER_BACKENDS: tuple[str, ...] = get_args(TransferBackend)
 ROUTER_PACKAGES: tuple[str, ...] = get_args(RouterPackage)
 DEFAULT_ROUTER_PACKAGE = "sglang-router"
 
-SERVER_KEYS = frozenset({"model", "tp", "transfer_backend", "bootstrap_port", "ib_device", "python", "command",
+SERVER_KEYS = frozenset({"model", "tp", "transfer_backend", "bootstrap_port", "ib_device", "host", "python", "command",
                          "args", "env"})
-ROUTER_KEYS = frozenset({"package", "policy", "prometheus_port", "python", "command", "args", "env"})
+ROUTER_KEYS = frozenset({"package", "policy", "prometheus_port", "host", "python", "command", "args", "env"})
 
 
 def _choice(choices: tuple[str, ...], what: str) -> Any:
@@ -90,6 +90,7 @@ class LaunchSpec(BaseModel):
     transfer_backend: Annotated[str, BeforeValidator(_choice(TRANSFER_BACKENDS, "a KV transfer backend"))] = "mooncake"
     bootstrap_port: Port | None = None
     ib_device: Annotated[str, BeforeValidator(lambda v: check_text(v, "an InfiniBand device (mlx5_0, or a comma list)"))] | None = None
+    host: Annotated[str, BeforeValidator(lambda v: check_text(v, "an address to listen on (0.0.0.0, 127.0.0.1)"))] | None = None
     python: Annotated[str, BeforeValidator(lambda v: check_text(v, "the path of a Python interpreter"))] | None = None
     command: Annotated[tuple[str, ...], BeforeValidator(_words)] | None = None
     args: Annotated[tuple[str, ...], BeforeValidator(_args)] = ()

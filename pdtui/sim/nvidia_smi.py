@@ -167,13 +167,13 @@ def _workers(root: Path, now: float) -> list[tuple[int, str, list[int], float]]:
         child = state.child_proc()
         if unit is None or child is None or "pdtui.sim.worker" not in unit.argv or not child.alive():
             continue
-        found.append((child.pid, unit.argv[0], _worker_gpus(unit.argv), now - state.since_us / 1e6))
+        found.append((child.pid, unit.argv[0], _worker_gpus(unit.argv, unit.env), now - state.since_us / 1e6))
     return found
 
 
-def _worker_gpus(argv: list[str]) -> list[int]:
-    """The ``--gpus 0,1,2,3`` of a worker's argv (the worker's own default: GPU 0)."""
-    value = "0"
+def _worker_gpus(argv: list[str], env: dict[str, str]) -> list[int]:
+    """The ``--gpus 0,1,2,3`` of a worker's argv, else its unit's CUDA_VISIBLE_DEVICES (the worker's own rule)."""
+    value = env.get("CUDA_VISIBLE_DEVICES") or "0"
     for i, arg in enumerate(argv):
         if arg == "--gpus" and i + 1 < len(argv):
             value = argv[i + 1]

@@ -403,9 +403,9 @@ def server_args_repr(args: argparse.Namespace, gpus: list[int]) -> str:
         "disable_chunked_prefix_cache": False, "disable_fast_image_processor": False, "enable_return_hidden_states": False,
         "scheduler_recv_interval": 1, "numa_node": None, "debug_tensor_dump_output_folder": None,
         "debug_tensor_dump_input_file": None, "debug_tensor_dump_inject": False, "debug_tensor_dump_prefill_only": False,
-        "disaggregation_mode": args.role, "disaggregation_transfer_backend": "mooncake",
+        "disaggregation_mode": args.role, "disaggregation_transfer_backend": args.transfer_backend,
         "disaggregation_bootstrap_port": args.bootstrap_port, "disaggregation_decode_tp": None,
-        "disaggregation_decode_dp": None, "disaggregation_prefill_pp": 1, "disaggregation_ib_device": "mlx5_0",
+        "disaggregation_decode_dp": None, "disaggregation_prefill_pp": 1, "disaggregation_ib_device": args.ib_device,
         "num_reserved_decode_tokens": 512, "pdlb_url": None, "custom_weight_loader": [],
         "weight_loader_disable_mmap": False, "enable_pdmux": False, "sm_group_num": 3,
     }
@@ -413,21 +413,32 @@ def server_args_repr(args: argparse.Namespace, gpus: list[int]) -> str:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The sim's own flags, and SGLang's own for what they mean here (so a generated unit runs it as it is).
+
+    SGLang flags the sim has no use for (``--trust-remote-code``, ``--mem-fraction-static 0.82``) are
+    accepted and ignored, as the real server would take them.
+    """
     parser = argparse.ArgumentParser(prog="pdtui.sim.worker", description="A simulated SGLang PD worker.")
-    parser.add_argument("--role", choices=("prefill", "decode"), required=True)
+    parser.add_argument("--role", "--disaggregation-mode", dest="role", choices=("prefill", "decode"), required=True)
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--bootstrap-port", type=int, default=8998)
+    parser.add_argument("--bootstrap-port", "--disaggregation-bootstrap-port", dest="bootstrap_port", type=int,
+                        default=8998)
     parser.add_argument("--startup", type=float, default=3.0, help="seconds from start to the ready line")
     parser.add_argument("--fail", choices=FAIL_MODES, default=None)
     parser.add_argument("--generation", choices=GENERATIONS, default=DEFAULT_GENERATION,
                         help="which SGLang release's wording and /health behaviour to play")
-    parser.add_argument("--model", default=DEFAULT_MODEL)
+    parser.add_argument("--model", "--model-path", dest="model", default=DEFAULT_MODEL)
     parser.add_argument("--log-rate", type=float, default=0.5, help="steady-state batch lines per second")
-    parser.add_argument("--gpus", default="0")
-    args = parser.parse_args(argv)
+    parser.add_argument("--gpus", default=None, help="GPU indexes (default: CUDA_VISIBLE_DEVICES, else 0)")
+    parser.add_argument("--tp", "--tp-size", dest="tp", type=int, default=None)
+    parser.add_argument("--disaggregation-transfer-backend", dest="transfer_backend", default="mooncake")
+    parser.add_argument("--disaggregation-ib-device", dest="ib_device", default=None)
+    args, _sglang_only = parser.parse_known_args(argv)
     if args.log_rate <= 0:
         parser.error("--log-rate must be positive")
+    if args.gpus is None:
+        args.gpus = os.environ.get("CUDA_VISIBLE_DEVICES") or "0"
     return args
 
 
