@@ -59,6 +59,10 @@ class Commands:
         """Properties of one or more units: one command answers for all of a host's units."""
         return self.systemctl("show", "-p", ",".join(properties), *units)
 
+    def cat(self, units: Sequence[str]) -> list[str]:
+        """The installed files of units (each unit file, then its drop-ins)."""
+        return self.systemctl("cat", "--no-pager", *units)
+
     # -- journalctl --------------------------------------------------------
     def follow(self, units: Sequence[str], after_cursor: str | None = None) -> list[str]:
         """One tail for several units: new lines only, or everything after a cursor (resume)."""
@@ -90,6 +94,27 @@ def parse_show_units(text: str) -> dict[str, dict[str, str]]:
         if props.get("Id"):
             units[props["Id"]] = props
     return units
+
+
+def parse_cat(text: str) -> dict[str, list[tuple[str, str]]]:
+    """``systemctl cat A B`` output: each unit's files as (path, text), its unit file first, then drop-ins.
+
+    systemctl puts ``# PATH`` before each file and a blank line between files; a
+    drop-in (``NAME.service.d/x.conf``) belongs to ``NAME.service``.
+    """
+    files: dict[str, list[tuple[str, list[str]]]] = {}
+    current: list[str] | None = None
+    for line in text.splitlines(keepends=True):
+        if line.startswith("# /"):
+            path = line[2:].strip()
+            parent, _, base = path.rpartition("/")
+            folder = parent.rpartition("/")[2]
+            unit = folder.removesuffix(".d") if folder.endswith(".d") else base
+            current = []
+            files.setdefault(unit, []).append((path, current))
+        elif current is not None:
+            current.append(line)
+    return {unit: [(path, "".join(lines).rstrip("\n") + "\n") for path, lines in found] for unit, found in files.items()}
 
 
 SUDO_PASSWORD_MARKERS = ("a password is required", "a terminal is required")

@@ -292,6 +292,20 @@ class Systemctl:
     def daemon_reload(self) -> int:
         return 0
 
+    def cat(self) -> int:
+        """Each unit's file under a ``# PATH`` line, as systemctl prints it; a missing one said on stderr."""
+        texts, rc = [], 0
+        for name in self.args.units:
+            path = self.store.unit_path(name)
+            try:
+                texts.append(f"# {path}\n{path.read_text()}")
+            except (FileNotFoundError, NotADirectoryError):
+                self.fail(f"No files found for {unit_name(name)}.", 1)
+                rc = 1
+        if texts:
+            sys.stdout.write("\n".join(texts))
+        return rc
+
     def list_units(self) -> int:
         for name in self.store.names():
             props = show_properties(self.store, name)
@@ -305,9 +319,10 @@ VERBS: dict[str, Callable[[Systemctl], int]] = {
     "enable": Systemctl.enable, "disable": Systemctl.disable, "is-active": Systemctl.is_active,
     "is-enabled": Systemctl.is_enabled, "show": Systemctl.show, "status": Systemctl.status,
     "reset-failed": Systemctl.reset_failed, "daemon-reload": Systemctl.daemon_reload,
-    "list-units": Systemctl.list_units,
+    "list-units": Systemctl.list_units, "cat": Systemctl.cat,
 }
-NEEDS_UNIT = {"start", "stop", "restart", "enable", "disable", "is-active", "is-enabled", "show", "status"}
+NEEDS_UNIT = {"start", "stop", "restart", "enable", "disable", "is-active", "is-enabled", "show", "status", "cat"}
+VERSION = "systemd 252 (252.39-1~deb12u2)\n+PAM +AUDIT +SELINUX +APPARMOR +IMA +SMACK +SECCOMP +GCRYPT -GNUTLS +OPENSSL"
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
@@ -326,8 +341,12 @@ def _parse(argv: list[str]) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
+    words = sys.argv[1:] if argv is None else argv
+    if "--version" in words:
+        print(VERSION)
+        return 0
     try:
-        args = _parse(sys.argv[1:] if argv is None else argv)
+        args = _parse(words)
     except Usage as exc:
         print(f"systemctl: {exc}", file=sys.stderr)
         return 1

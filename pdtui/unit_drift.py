@@ -1,0 +1,232 @@
+"""Drift: what an installed unit really runs, against what the config says.
+
+The hand-typed unit is where a deployment drifts from what its engineer
+believes (the config says decode on GPUs 4-7, the unit's CUDA_VISIBLE_DEVICES
+says 0-3). The installed files (``systemctl cat``: the unit file and its
+drop-ins) are read as systemd reads them, and GPUs, NUMA binding, port,
+disaggregation mode and a router's backend URLs compared with the config. A
+mismatch is an error for that service before anything starts; a unit that does
+not say is a note.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+from pdtui.config import DEFAULT_BOOTSTRAP_PORT, Deployment, ServiceConfig
+from pdtui.gpu import gpu_ranges
+
+LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1", "0.0.0.0"})
+
+
+@dataclass
+class InstalledUnit:
+    """The settings of an installed unit that pdtui compares, after every drop-in."""
+
+    environment: dict[str, str] = field(default_factory=dict)
+    exec_start: list[str] = field(default_factory=list)
+    numa_policy: str | None = None
+    numa_mask: str | None = None
+
+
+@dataclass(frozen=True)
+class Drift:
+    service: str
+    level: str          # "error" (it differs) or "note" (the unit does not say)
+    text: str
+
+
+def parse_installed(files: Sequence[tuple[str, str]]) -> InstalledUnit:
+    """The unit as systemd merges its files: later settings win, ``Environment=`` adds up, an empty
+    ``ExecStart=`` resets the list."""
+    unit = InstalledUnit()
+    for _path, text in files:
+        section = ""
+        for raw in _logical_lines(text):
+            line = raw.strip()
+            if line.startswith("[") and line.endswith("]"):
+                section = line[1:-1]
+                continue
+            key, sep, value = line.partition("=")
+            if not sep or section != "Service":
+                continue
+            key, value = key.strip(), value.strip()
+            if key == "Environment":
+                unit.environment.update(_assignments(value))
+            elif key == "ExecStart":
+                unit.exec_start = _words(value.lstrip("-@+!:")) if value else []
+            elif key == "NUMAPolicy":
+                unit.numa_policy = value or None
+            elif key == "NUMAMask":
+                unit.numa_mask = value or None
+    return unit
+
+
+def _logical_lines(text: str) -> list[str]:
+    """Lines with systemd's backslash continuations joined; comments dropped."""
+    lines, pending = [], ""
+    for line in text.splitlines():
+        if not pending and line.lstrip().startswith(("#", ";")):
+            continue
+        if line.endswith("\\"):
+            pending += line[:-1] + " "
+            continue
+        lines.append(pending + line)
+        pending = ""
+    return lines + ([pending] if pending else [])
+
+
+def _assignments(value: str) -> dict[str, str]:
+    found = {}
+    for word in _split(value):
+        key, sep, val = word.partition("=")
+        if sep:
+            found[key] = val
+    return found
+
+
+def _split(text: str) -> list[str]:
+    try:
+        return shlex.split(text.replace("$$", "$").replace("%%", "%"))
+    except ValueError:
+        return text.split()
+
+
+def _words(exec_start: str) -> list[str]:
+    """ExecStart's words, and the words inside a ``sh -c "..."``/``bash -c`` script too."""
+    words = []
+    for word in _split(exec_start):
+        words.extend(_split(word) if " " in word else [word])
+    return words
+
+
+def _flag(words: list[str], name: str) -> str | None:
+    """The value of ``--name VALUE`` or ``--name=VALUE``, the last one given."""
+    value = None
+    for index, word in enumerate(words):
+        if word == name and index + 1 < len(words):
+            value = words[index + 1]
+        elif word.startswith(name + "="):
+            value = word.partition("=")[2]
+    return value
+
+
+def _gpus_of(unit: InstalledUnit) -> tuple[list[int] | None, str]:
+    """The GPUs a unit runs on, and how it says so."""
+    words = unit.exec_start
+    visible = unit.environment.get("CUDA_VISIBLE_DEVICES")
+    for word in words:
+        if word.startswith("CUDA_VISIBLE_DEVICES="):      # `env CUDA_VISIBLE_DEVICES=... python ...`
+            visible = word.partition("=")[2]
+    if visible is not None:
+        parts = [p.strip() for p in visible.split(",") if p.strip()]
+        return ([int(p) for p in parts] if all(p.isdigit() for p in parts) else None), "CUDA_VISIBLE_DEVICES"
+    base, tp = _flag(words, "--base-gpu-id"), _flag(words, "--tp") or _flag(words, "--tp-size")
+    if base is not None and base.isdigit() and (tp is None or tp.isdigit()):
+        return list(range(int(base), int(base) + int(tp or 1))), "--base-gpu-id and --tp"
+    return None, ""
+
+
+def _numa_of(unit: InstalledUnit) -> tuple[str | None, str]:
+    words = unit.exec_start
+    if any(word.rpartition("/")[2] == "numactl" for word in words):
+        for name in ("--cpunodebind", "-N", "--membind", "-m"):
+            if (node := _flag(words, name)) is not None:
+                return node, "numactl"
+    if unit.numa_policy == "bind" and unit.numa_mask is not None:
+        return unit.numa_mask, "NUMAPolicy=bind NUMAMask="
+    if (node := _flag(words, "--numa-node")) is not None:
+        return node, "--numa-node"
+    return None, ""
+
+
+def service_drift(deployment: Deployment, svc: ServiceConfig, unit: InstalledUnit) -> list[Drift]:
+    """What the installed unit of ``svc`` runs that the config does not say, and what it does not say."""
+    if not unit.exec_start:
+        return [Drift(svc.name, "note", f"{svc.name}: its unit {svc.unit} has no ExecStart pdtui can read")]
+    if svc.role == "router":
+        return _router_drift(deployment, svc, unit)
+    if svc.role not in ("prefill", "decode"):
+        return []
+    return [*_gpu_drift(svc, unit), *_numa_drift(svc, unit), *_server_flags_drift(svc, unit)]
+
+
+def _gpu_drift(svc: ServiceConfig, unit: InstalledUnit) -> list[Drift]:
+    gpus, how = _gpus_of(unit)
+    if not svc.gpus:
+        return []
+    if gpus is None:
+        return [Drift(svc.name, "note", f"{svc.name}: its unit does not say which GPUs it runs on "
+                                        f"(no CUDA_VISIBLE_DEVICES, no --base-gpu-id); the config says {gpu_ranges(svc.gpus)}")]
+    if sorted(gpus) != sorted(svc.gpus):
+        return [Drift(svc.name, "error", f"{svc.name}: its unit runs on GPUs {','.join(map(str, gpus))} ({how}), "
+                                         f"the config says {gpu_ranges(svc.gpus)}")]
+    return []
+
+
+def _numa_drift(svc: ServiceConfig, unit: InstalledUnit) -> list[Drift]:
+    node, how = _numa_of(unit)
+    if svc.numa is None:
+        return []
+    if node is None:
+        return [Drift(svc.name, "note", f"{svc.name}: its unit binds no NUMA node; the config says NUMA {svc.numa}")]
+    if node != str(svc.numa):
+        return [Drift(svc.name, "error", f"{svc.name}: its unit binds NUMA node {node} ({how}), the config says {svc.numa}")]
+    return []
+
+
+def _server_flags_drift(svc: ServiceConfig, unit: InstalledUnit) -> list[Drift]:
+    found = []
+    words = unit.exec_start
+    port = _flag(words, "--port")
+    if svc.port is not None and port is None:
+        found.append(Drift(svc.name, "note", f"{svc.name}: its unit gives no --port (SGLang's default is 30000); "
+                                             f"the config says {svc.port}"))
+    elif svc.port is not None and port != str(svc.port):
+        found.append(Drift(svc.name, "error", f"{svc.name}: its unit listens on port {port} (--port), the config says {svc.port}"))
+    mode = _flag(words, "--disaggregation-mode")
+    if mode != svc.role:
+        said = f"runs as --disaggregation-mode {mode}" if mode else "runs without --disaggregation-mode (not PD)"
+        found.append(Drift(svc.name, "error", f"{svc.name}: its unit {said}, the config says {svc.role}"))
+    if svc.role == "prefill" and svc.bootstrap_port is not None:
+        boot = _flag(words, "--disaggregation-bootstrap-port") or str(DEFAULT_BOOTSTRAP_PORT)
+        if boot != str(svc.bootstrap_port):
+            found.append(Drift(svc.name, "error", f"{svc.name}: its unit's bootstrap server is on port {boot}, "
+                                                  f"the config says {svc.bootstrap_port}"))
+    return found
+
+
+def _router_drift(deployment: Deployment, svc: ServiceConfig, unit: InstalledUnit) -> list[Drift]:
+    words = unit.exec_start
+    found = []
+    port = _flag(words, "--port")
+    if port is not None and port != str(svc.port):
+        found.append(Drift(svc.name, "error", f"{svc.name}: its unit listens on port {port} (--port), the config says {svc.port}"))
+    listed = {role: [words[i + 1] for i, w in enumerate(words) if w == f"--{role}" and i + 1 < len(words)]
+              for role in ("prefill", "decode")}
+    for name in svc.after:
+        backend = deployment.services[name]
+        if backend.role not in listed or backend.port is None:
+            continue
+        if not any(_same_backend(deployment, svc, backend, url) for url in listed[backend.role]):
+            urls = ", ".join(listed[backend.role]) or "none"
+            found.append(Drift(svc.name, "error", f"{svc.name}: its unit does not send to {name} "
+                                                  f"(its --{backend.role} URLs: {urls}; {name} is on "
+                                                  f"{backend.host}:{backend.port})"))
+    return found
+
+
+def _same_backend(deployment: Deployment, router: ServiceConfig, backend: ServiceConfig, url: str) -> bool:
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return False
+    host = deployment.hosts[backend.host]
+    names = {n for n in (host.address, backend.host) if n}
+    if backend.host == router.host or host.local:
+        names |= LOOPBACK
+    return port == backend.port and (parts.hostname or "") in names

@@ -1,0 +1,77 @@
+"""Drift between an installed unit and the config: GPUs, NUMA, port, mode, the router's backends."""
+
+from __future__ import annotations
+
+import pytest
+
+from pdtui.config import load_config
+from pdtui.data import data_dir
+from pdtui.unit_drift import parse_installed, service_drift
+from pdtui.unit_files import render_units
+
+REFERENCE = load_config(data_dir("sample_configs") / "reference.yaml")
+GENERATED = {u.service: u.text for u in render_units(REFERENCE)}
+
+
+def drift(service: str, text: str, *extra: str):
+    files = [("/etc/systemd/system/x.service", text), *((f"/etc/systemd/system/x.service.d/{i}.conf", t)
+                                                        for i, t in enumerate(extra))]
+    return service_drift(REFERENCE, REFERENCE.services[service], parse_installed(files))
+
+
+@pytest.mark.parametrize("service", ["prefill", "decode", "router"])
+def test_a_generated_unit_has_no_drift(service):
+    assert drift(service, GENERATED[service]) == []
+
+
+def test_gpus_that_differ_are_an_error_naming_both():
+    text = GENERATED["decode"].replace("CUDA_VISIBLE_DEVICES=4,5,6,7", "CUDA_VISIBLE_DEVICES=0,1,2,3")
+    [found] = drift("decode", text)
+    assert found.level == "error"
+    assert found.text == "decode: its unit runs on GPUs 0,1,2,3 (CUDA_VISIBLE_DEVICES), the config says 4-7"
+
+
+def test_gpus_from_base_gpu_id_and_tp_count_too():
+    text = GENERATED["decode"].replace("Environment=CUDA_VISIBLE_DEVICES=4,5,6,7\n", "").replace(
+        "--tp 4", "--tp 4 --base-gpu-id 0")
+    [found] = drift("decode", text)
+    assert found.text.endswith("runs on GPUs 0,1,2,3 (--base-gpu-id and --tp), the config says 4-7")
+
+
+def test_a_drop_in_overrides_the_unit_file():
+    [found] = drift("prefill", GENERATED["prefill"], "[Service]\nEnvironment=CUDA_VISIBLE_DEVICES=0,1\n")
+    assert found.level == "error" and "GPUs 0,1 (CUDA_VISIBLE_DEVICES)" in found.text
+
+
+def test_numa_that_differs_is_an_error():
+    [found] = drift("prefill", GENERATED["prefill"].replace("NUMAMask=0", "NUMAMask=1"))
+    assert found.text == "prefill: its unit binds NUMA node 1 (NUMAPolicy=bind NUMAMask=), the config says 0"
+
+
+def test_numa_by_numactl_is_read():
+    text = GENERATED["decode"].replace("ExecStart=", "ExecStart=/usr/bin/numactl --cpunodebind=0 --membind=0 ")
+    text = text.replace("NUMAPolicy=bind\nNUMAMask=1\n", "")
+    [found] = drift("decode", text)
+    assert found.text == "decode: its unit binds NUMA node 0 (numactl), the config says 1"
+
+
+def test_a_port_that_differs_is_an_error():
+    [found] = drift("decode", GENERATED["decode"].replace("--port 30002", "--port 30003"))
+    assert found.text == "decode: its unit listens on port 30003 (--port), the config says 30002"
+
+
+def test_a_router_not_sending_to_a_backend_is_an_error_naming_it():
+    [found] = drift("router", GENERATED["router"].replace("--decode http://127.0.0.1:30002", "--decode http://127.0.0.1:30012"))
+    assert found.level == "error"
+    assert found.text.startswith("router: its unit does not send to decode (its --decode URLs: http://127.0.0.1:30012;")
+
+
+def test_a_unit_that_does_not_say_is_a_note_not_an_error():
+    text = "[Service]\nExecStart=/bin/bash -c 'cd /srv && exec python -m sglang.launch_server --disaggregation-mode decode --port 30002'\n"
+    found = drift("decode", text)
+    assert {d.level for d in found} == {"note"} and len(found) == 2     # GPUs and NUMA unsaid
+
+
+def test_a_server_without_pd_mode_is_an_error():
+    found = drift("prefill", GENERATED["prefill"].replace("--disaggregation-mode prefill ", ""))
+    assert [d.text for d in found] == ["prefill: its unit runs without --disaggregation-mode (not PD), the config says prefill"]
