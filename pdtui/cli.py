@@ -54,7 +54,13 @@ def _parser() -> argparse.ArgumentParser:
 
     units = sub.add_parser("units", help="print the systemd units generated from CONFIG's launch: blocks")
     units.add_argument("config", metavar="CONFIG")
-    units.add_argument("--out", metavar="DIR", help="write one <unit>.service per service into DIR")
+    what = units.add_mutually_exclusive_group()
+    what.add_argument("--out", metavar="DIR", help="write one <unit>.service per service into DIR")
+    what.add_argument("--diff", action="store_true", help="compare with the installed units (systemctl cat) on each host")
+    what.add_argument("--install", action="store_true",
+                      help="write them on each host (atomically, with a backup) and run systemctl daemon-reload")
+    units.add_argument("--yes", action="store_true", help="with --install: replace installed units that differ")
+    units.add_argument("--accept-new", action="store_true", help="trust unknown SSH host keys and remember them")
 
     check = sub.add_parser("check", help="validate CONFIG and print the plan; touches no host")
     check.add_argument("config", metavar="CONFIG")
@@ -112,10 +118,18 @@ def _check(args: argparse.Namespace) -> int:
 
 def _units(args: argparse.Namespace) -> int:
     from pdtui.commands import units
+    from pdtui.hosts import make_host
     deployment = _load(args.config)
     if deployment is None:
         return EXIT_USAGE
-    return units.run(deployment, args.out)
+    if args.yes and not args.install:
+        return _error("--yes goes with --install")
+
+    def factory(cfg, on_status=None):
+        return make_host(cfg, accept_new=args.accept_new, on_status=on_status)
+
+    return units.run(deployment, out=args.out, diff_them=args.diff, install_them=args.install, yes=args.yes,
+                     factory=factory)
 
 
 def _probe(deployment, args: argparse.Namespace) -> int:

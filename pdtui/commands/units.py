@@ -1,17 +1,43 @@
 """``pdtui units CONFIG``: the systemd units of the deployment, generated from its config.
 
-Printed by default; ``--out DIR`` writes one ``<unit>.service`` per service.
+Printed by default; ``--out DIR`` writes one ``<unit>.service`` per service;
+``--diff`` compares them with the installed ones (``systemctl cat``) on each
+host; ``--install`` writes them there, through the same connection the
+bring-up uses.
+
+An install is atomic per file (a temporary file renamed over the unit), keeps
+a backup of a file it replaces, runs ``systemctl daemon-reload`` once per host
+and never touches a running process: a running unit keeps its old command line
+until it is restarted. A unit that differs from what would be written is
+replaced only with ``--yes``; without it nothing is written at all.
 """
 
 from __future__ import annotations
 
+import asyncio
+import base64
+import difflib
 import os
+import re
 import sys
 import tempfile
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from pdtui.config import Deployment
+from pdtui.hosts.base import Host, HostError
+from pdtui.systemd import Commands, parse_cat
 from pdtui.unit_files import UnitFile, render_units
+
+HostFactory = Callable[..., Host]
+COMMAND_TIMEOUT = 30.0
+_VERSION = re.compile(r"^systemd (\d+)", re.MULTILINE)
+# $1 folder, $2 unit, $3 the file in base64, $4 the backup's suffix. POSIX sh; base64 is coreutils'.
+_INSTALL = ('set -e; tmp="$1/.$2.pdtui-tmp"; printf %s "$3" | base64 -d > "$tmp"; chmod 644 "$tmp"; '
+            'if [ -e "$1/$2" ]; then cp -p "$1/$2" "$1/$2.$4"; fi; mv -f "$tmp" "$1/$2"')
 
 
 def print_units(units: list[UnitFile]) -> None:
@@ -37,12 +63,140 @@ def write_units(units: list[UnitFile], out: Path) -> list[Path]:
     return written
 
 
-def run(deployment: Deployment, out: str | None) -> int:
+@dataclass
+class Installed:
+    """A host's view: its systemd version and the unit files it has now."""
+
+    systemd: int | None
+    files: dict[str, tuple[str, str]]     # unit -> (path, text) of its unit file (drop-ins aside)
+
+
+async def look(host: Host, commands: Commands, units: list[str]) -> Installed:
+    """``systemctl --version`` and ``systemctl cat`` of the units (a missing one is simply absent)."""
+    version = await host.run(commands.systemctl("--version"), timeout=COMMAND_TIMEOUT)
+    cat = await host.run(commands.cat(units), timeout=COMMAND_TIMEOUT)
+    match = _VERSION.search(version.stdout)
+    found = {unit: files[0] for unit, files in parse_cat(cat.stdout).items() if files}
+    if not cat.ok and not found and "No files found" not in cat.stderr:
+        raise HostError(f"{host.name}: systemctl cat failed: {cat.stderr.strip() or f'exit status {cat.exit_status}'}")
+    return Installed(int(match.group(1)) if match else None, found)
+
+
+def unified_diff(unit: UnitFile, installed: tuple[str, str] | None, source: str) -> str:
+    path, text = installed if installed else (f"{unit.name} (not installed)", "")
+    return "".join(difflib.unified_diff(text.splitlines(keepends=True), unit.text.splitlines(keepends=True),
+                                        fromfile=f"{unit.host}:{path}", tofile=f"{unit.name} from {source}"))
+
+
+@dataclass
+class _Target:
+    name: str
+    host: Host
+    commands: Commands
+    units: list[str]
+
+
+@asynccontextmanager
+async def _targets(deployment: Deployment, factory: HostFactory) -> AsyncIterator[list[_Target]]:
+    """Every host with units to generate, connected (one connection each) and closed after."""
+    by_host: dict[str, list[str]] = {}
+    for svc in deployment.services.values():
+        if svc.launch is not None:
+            by_host.setdefault(svc.host, []).append(svc.unit)
+    targets = [_Target(name, factory(deployment.hosts[name]), Commands.for_host(deployment.hosts[name]), units)
+               for name, units in by_host.items()]
+    try:
+        yield targets
+    finally:
+        for target in targets:
+            await target.host.close()
+
+
+async def _plan(deployment: Deployment, target: _Target) -> list[tuple[UnitFile, tuple[str, str] | None]]:
+    """Each generated unit of the host (for its systemd version) beside its installed file, if any."""
+    installed = await look(target.host, target.commands, target.units)
+    versions = {target.name: installed.systemd} if installed.systemd else None
+    return [(u, installed.files.get(u.name)) for u in render_units(deployment, systemd_versions=versions)
+            if u.host == target.name]
+
+
+async def diff(deployment: Deployment, factory: HostFactory) -> int:
+    """Print a unified diff per unit that differs; exit 1 when any does (as diff does)."""
+    async with _targets(deployment, factory) as targets:
+        plans = await asyncio.gather(*(_plan(deployment, t) for t in targets))
+    diffs = [unified_diff(u, old, deployment.source) for pairs in plans for u, old in pairs if _differs(u, old)]
+    for text in diffs:
+        print(text, end="" if text.endswith("\n") else "\n")
+    if not diffs:
+        print("every installed unit is as generated")
+    return 1 if diffs else 0
+
+
+def _differs(unit: UnitFile, installed: tuple[str, str] | None) -> bool:
+    return installed is None or installed[1].rstrip("\n") != unit.text.rstrip("\n")
+
+
+async def install(deployment: Deployment, factory: HostFactory, *, yes: bool) -> int:
+    """Write every generated unit on its host; refuse it all when one differs and ``yes`` is not given."""
+    async with _targets(deployment, factory) as targets:
+        plans = await asyncio.gather(*(_plan(deployment, t) for t in targets))
+        refused = [(u, old) for pairs in plans for u, old in pairs if old is not None and _differs(u, old)]
+        if refused and not yes:
+            for unit, old in refused:
+                print(f"{unit.host}: {unit.name} differs from the installed {old[0]} (pdtui units "
+                      f"{deployment.source} --diff shows how); not replaced: --yes replaces it", file=sys.stderr)
+            print("nothing written", file=sys.stderr)
+            return 1
+        results = await asyncio.gather(*(_write_host(deployment, t, pairs) for t, pairs in zip(targets, plans)))
+    return 0 if all(code == 0 for code in results) else 1
+
+
+async def _write_host(deployment: Deployment, target: _Target,
+                      pairs: list[tuple[UnitFile, tuple[str, str] | None]]) -> int:
+    name, host, commands = target.name, target.host, target.commands
+    folder = deployment.hosts[name].unit_dir
+    backup = time.strftime("pdtui-backup-%Y%m%d-%H%M%S")
+    changed = False
+    for unit, old in pairs:
+        if old is not None and not _differs(unit, old):
+            print(f"{name}: {unit.name} unchanged")
+            continue
+        encoded = base64.b64encode(unit.text.encode()).decode()
+        argv = [*(("sudo", "-n") if commands.sudo else ()), "sh", "-c", _INSTALL, "pdtui-install", folder, unit.name,
+                encoded, backup]
+        result = await host.run(argv, timeout=COMMAND_TIMEOUT)
+        if not result.ok:
+            print(f"{name}: could not write {folder}/{unit.name}: {result.stderr.strip() or result.exit_status}",
+                  file=sys.stderr)
+            return 1
+        changed = True
+        kept = f" (the old one kept as {unit.name}.{backup})" if old is not None else ""
+        print(f"{name}: wrote {folder}/{unit.name}{kept}")
+    if changed:
+        reload = await host.run(commands.systemctl("daemon-reload"), timeout=COMMAND_TIMEOUT)
+        if not reload.ok:
+            print(f"{name}: systemctl daemon-reload failed: {reload.stderr.strip()}", file=sys.stderr)
+            return 1
+        print(f"{name}: systemctl daemon-reload (running units keep their command line until restarted)")
+    return 0
+
+
+def run(deployment: Deployment, *, out: str | None = None, diff_them: bool = False, install_them: bool = False,
+        yes: bool = False, factory: HostFactory | None = None) -> int:
     units = render_units(deployment)
     if not units:
         print(f"pdtui: no service of {deployment.source} has a launch: block, so there is no unit to generate",
               file=sys.stderr)
         return 1
+    if diff_them or install_them:
+        assert factory is not None
+        try:
+            if diff_them:
+                return asyncio.run(diff(deployment, factory))
+            return asyncio.run(install(deployment, factory, yes=yes))
+        except HostError as exc:
+            print(f"pdtui: {exc}", file=sys.stderr)
+            return 1
     if out is None:
         print_units(units)
         return 0

@@ -158,6 +158,16 @@ Port = Annotated[int, BeforeValidator(lambda v: check_int(v, "a port number (1-6
 Address = Annotated[str, BeforeValidator(lambda v: check_ssh_word(v, "a host name or IP address"))]
 UserName = Annotated[str, BeforeValidator(lambda v: check_ssh_word(v, "a user name"))]
 FilePath = Annotated[str, BeforeValidator(lambda v: check_text(v, "a path to a known_hosts file"))]
+
+
+def check_absolute_dir(value: Any) -> str:
+    text = check_text(value, "an absolute path of a folder")
+    if not text.startswith("/"):
+        raise fail(f"expected an absolute path of a folder (starting with '/'), got {show(value)}")
+    return text.rstrip("/") or "/"
+
+
+UnitDir = Annotated[str, BeforeValidator(check_absolute_dir)]
 HostName = Annotated[str, BeforeValidator(lambda v: check_text(v, "a host name"))]
 DeploymentName = Annotated[str, BeforeValidator(lambda v: check_text(v, "a deployment name (a string)"))]
 NumaNode = Annotated[int, BeforeValidator(lambda v: check_int(v, "a NUMA node number (an integer >= 0)", 0))]

@@ -16,7 +16,7 @@ from pdtui.config.defaults import (
 from pdtui.config.errors import did_you_mean, fail, show, unknown_key
 from pdtui.config.launch import LaunchSpec, check_launch_keys
 from pdtui.config.fields import (
-    Address, Bool, DeploymentName, FilePath, HostName, LogRegex, NumaNode, Port, Unit, UserName, check_duration,
+    Address, Bool, DeploymentName, FilePath, HostName, LogRegex, NumaNode, Port, Unit, UnitDir, UserName, check_duration,
     check_name, check_regex, check_role, gpu_index, list_of, normalize_unit,
 )
 
@@ -51,6 +51,7 @@ class HostConfig(_Model):
     port: Port | None = None
     known_hosts: FilePath | None = None
     sudo: Bool = False
+    unit_dir: UnitDir = "/etc/systemd/system"    # where `pdtui units --install` writes units
     commands: dict[str, tuple[str, ...]] = Field(default_factory=lambda: {name: (name,) for name in COMMANDS})
 
     @field_validator("commands", mode="before")
