@@ -188,7 +188,10 @@ def _server_flags_drift(svc: ServiceConfig, unit: InstalledUnit) -> list[Drift]:
     elif svc.port is not None and port != str(svc.port):
         found.append(Drift(svc.name, "error", f"{svc.name}: its unit listens on port {port} (--port), the config says {svc.port}"))
     mode = _flag(words, "--disaggregation-mode")
-    if mode != svc.role:
+    if mode is None and not _runs_sglang(words):
+        found.append(Drift(svc.name, "note", f"{svc.name}: its unit does not say its disaggregation mode (it runs "
+                                             f"{words[0]}, not sglang.launch_server); the config says {svc.role}"))
+    elif mode != svc.role:
         said = f"runs as --disaggregation-mode {mode}" if mode else "runs without --disaggregation-mode (not PD)"
         found.append(Drift(svc.name, "error", f"{svc.name}: its unit {said}, the config says {svc.role}"))
     if svc.role == "prefill" and svc.bootstrap_port is not None:
@@ -199,6 +202,12 @@ def _server_flags_drift(svc: ServiceConfig, unit: InstalledUnit) -> list[Drift]:
     return found
 
 
+def _runs_sglang(words: list[str]) -> bool:
+    """Whether the command is SGLang's server itself (not a wrapper script that may set its flags)."""
+    return any("launch_server" in word for word in words) or any(
+        word.rpartition("/")[2] == "sglang" and nxt == "serve" for word, nxt in zip(words, words[1:]))
+
+
 def _router_drift(deployment: Deployment, svc: ServiceConfig, unit: InstalledUnit) -> list[Drift]:
     words = unit.exec_start
     found = []
@@ -207,6 +216,9 @@ def _router_drift(deployment: Deployment, svc: ServiceConfig, unit: InstalledUni
         found.append(Drift(svc.name, "error", f"{svc.name}: its unit listens on port {port} (--port), the config says {svc.port}"))
     listed = {role: [words[i + 1] for i, w in enumerate(words) if w == f"--{role}" and i + 1 < len(words)]
               for role in ("prefill", "decode")}
+    if not any(listed.values()):
+        return found + [Drift(svc.name, "note", f"{svc.name}: its unit names no --prefill or --decode backend "
+                                                f"(it runs {words[0]}); the config says {', '.join(svc.after)}")]
     for name in svc.after:
         backend = deployment.services[name]
         if backend.role not in listed or backend.port is None:

@@ -97,12 +97,10 @@ async def test_a_traceback_alone_is_quoted_when_the_unit_then_dies(sandbox):
 
 
 HEALTH_GOES_BAD = """
-    import http.server, sys, threading, time
-    answers = {"n": 0}
+    import http.server, os, threading, time
     class H(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
-            answers["n"] += 1
-            self.send_response(200 if answers["n"] <= 2 else 503)
+            self.send_response(503 if os.path.exists("FLAG") else 200)
             self.send_header("Content-Length", "0")
             self.end_headers()
         def log_message(self, *a):
@@ -113,20 +111,29 @@ HEALTH_GOES_BAD = """
     print("Traceback (most recent call last):", flush=True)
     print("KeyError: 'messages'", flush=True)
     print("The server is fired up and ready to roll!", flush=True)
-    time.sleep(60)
+    while True:
+        time.sleep(60)
 """
 
 
-async def test_health_failing_in_a_row_over_the_window_fails_a_ready_service(sandbox):
-    port = free_port()
-    services = {"decode": (program(sandbox, "health", HEALTH_GOES_BAD.replace("PORT", str(port))),
-                           {"role": "decode", "port": port, "unhealthy_after": "0.5s"})}
+async def _ready_then_unhealthy(sandbox, unhealthy_after: str, watch_poll: float):
+    """A ready decode whose /health turns 503 once the test says so (a flag file): the recorder and orchestrator."""
+    port, flag = free_port(), sandbox.root / "unhealthy"
+    code = HEALTH_GOES_BAD.replace("PORT", str(port)).replace('"FLAG"', repr(str(flag)))
+    services = {"decode": (program(sandbox, "health", code),
+                           {"role": "decode", "port": port, "unhealthy_after": unhealthy_after})}
     recorder = Recorder()
-    timing = dataclasses.replace(FAST, watch_poll=0.2)
-    orchestrator = Orchestrator(sim_deployment(sandbox, services), make_host, timing=timing)
+    orchestrator = Orchestrator(sim_deployment(sandbox, services), make_host,
+                                timing=dataclasses.replace(FAST, watch_poll=watch_poll))
     orchestrator.subscribe(recorder)
+    assert (await orchestrator.run()).ok
+    flag.touch()
+    return recorder, orchestrator
+
+
+async def test_health_failing_in_a_row_over_the_window_fails_a_ready_service(sandbox):
+    recorder, orchestrator = await _ready_then_unhealthy(sandbox, "0.5s", 0.2)
     try:
-        assert (await orchestrator.run()).ok
         await asyncio.wait_for(_until_state(recorder, "decode", "failed"), 20)
     finally:
         await orchestrator.close()
@@ -136,16 +143,9 @@ async def test_health_failing_in_a_row_over_the_window_fails_a_ready_service(san
     assert failed.line == "KeyError: 'messages'"     # the request's traceback, quoted as evidence
 
 
-async def test_one_failed_health_check_after_ready_fails_nothing(sandbox):
-    port = free_port()
-    services = {"decode": (program(sandbox, "health", HEALTH_GOES_BAD.replace("PORT", str(port))),
-                           {"role": "decode", "port": port, "unhealthy_after": "1h"})}
-    recorder = Recorder()
-    orchestrator = Orchestrator(sim_deployment(sandbox, services), make_host,
-                                timing=dataclasses.replace(FAST, watch_poll=0.1))
-    orchestrator.subscribe(recorder)
+async def test_failed_health_checks_within_the_window_fail_nothing(sandbox):
+    recorder, orchestrator = await _ready_then_unhealthy(sandbox, "1h", 0.1)
     try:
-        assert (await orchestrator.run()).ok
         await asyncio.wait_for(_until_check(recorder, "decode", "http /health", ok=False), 20)
         await asyncio.sleep(1.0)   # several failed checks in a row, all within the window
     finally:
@@ -166,7 +166,8 @@ async def _until_check(recorder: Recorder, service: str, check: str, *, ok: bool
 
 async def test_router_unit_that_cannot_exec_fails_with_status_203(sandbox):
     services = backends(free_port())
-    services["router"] = (["/nonexistent/sglang-router", "--port", "1"], {"role": "router", "port": free_port()})
+    port = free_port()
+    services["router"] = (["/nonexistent/sglang-router", "--port", str(port)], {"role": "router", "port": port})
     done, rec, _ = await bring_up(sim_deployment(sandbox, services))
     assert rec.states("prefill")[-1] == rec.states("decode")[-1] == "ready"
     assert rec.states("router") == ["starting", "waiting", "failed"]

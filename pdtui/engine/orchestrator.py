@@ -35,7 +35,8 @@ from pdtui.engine.http import HttpProber
 from pdtui.hosts.base import Host, HostDisconnected, HostError, HostUnreachable
 from pdtui.gpu import sampler_argv
 from pdtui.plan import format_duration
-from pdtui.systemd import Commands, JournalEntry, sudo_needs_password
+from pdtui.systemd import Commands, JournalEntry, parse_cat, sudo_needs_password
+from pdtui.unit_drift import parse_installed, service_drift
 
 S = ServiceState
 HostFactory = Callable[..., Host]
@@ -325,6 +326,29 @@ class Orchestrator:
             if props.get("LoadState") == "not-found":
                 self._transition(run, S.FAILED, f"unit {run.cfg.unit} not found on {host_name}")
                 ok = False
+        present = [r for r in runs if r.state is S.PENDING]
+        return await self._preflight_drift(host_name, present) and ok
+
+    async def _preflight_drift(self, host_name: str, runs: list[ServiceRun]) -> bool:
+        """Each installed unit against the config (one ``systemctl cat`` for the host): a unit that runs
+        something else (other GPUs, NUMA node, port, mode, router backends) fails its service before start."""
+        if not runs:
+            return True
+        try:
+            result = await self._command_on(host_name, self._commands[host_name].cat([r.cfg.unit for r in runs]))
+        except HostError:
+            return True     # the unit looks just passed: a host lost now is the bring-up's to tell
+        installed = parse_cat(result.stdout)
+        ok = True
+        for run in runs:
+            if run.cfg.unit not in installed:
+                continue    # a systemctl without cat, or a unit of another kind: nothing to compare
+            for found in service_drift(self.deployment, run.cfg, parse_installed(installed[run.cfg.unit])):
+                level = "error" if found.level == "error" else "info"
+                self._emit(Notice(level, found.text, run.name, self.elapsed()))
+                if level == "error" and run.state is S.PENDING:
+                    self._transition(run, S.FAILED, found.text.removeprefix(f"{run.name}: "))
+                    ok = False
         return ok
 
     async def _reach(self, run: ServiceRun, deadline: float) -> dict[str, str]:

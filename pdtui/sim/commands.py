@@ -34,8 +34,8 @@ def worker_argv(role: str, port: int, *, bootstrap: int, startup: float = 3.0, g
 
     ``bootstrap``: the prefill's bootstrap server port (it binds it), the one decode looks for.
     """
-    argv = [*sim_python("pdtui.sim.worker"), "--role", role, "--port", str(port),
-            "--bootstrap-port", str(bootstrap), "--startup", f"{startup:g}"]
+    argv = [*sim_python("pdtui.sim.worker"), "--disaggregation-mode", role, "--port", str(port),
+            "--disaggregation-bootstrap-port", str(bootstrap), "--startup", f"{startup:g}"]
     if gpus:
         argv += ["--gpus", gpus]
     if generation:
