@@ -1,16 +1,17 @@
 """``python -m pdtui.sim.router --pd-disaggregation --prefill URL [BOOTSTRAP] --decode URL ...``.
 
 A stand-in for ``sglang_router.launch_router`` in PD mode, used by the demo
-only when ``sglang-router`` is not installed.  It behaves as the real one does
-where pdtui looks (checked against sglang-router 0.3.2): it binds at once and
-registers workers in the background once their ``/health`` answers 200;
-``/health`` is always 200 ``OK``; ``/readiness`` is 200 only with a healthy
-prefill and decode; ``/workers`` has the real shape; a generation request goes
-to a prefill and a decode with ``bootstrap_host``/``bootstrap_port``/
-``bootstrap_room`` added and the decode's answer comes back; ``/get_model_info``
-is the first prefill's, ``/get_server_info`` the router's own.  Its log lines
-copy the router's format, ANSI colours included.  Other router flags are
-accepted and ignored.
+when no real router (``smg``, ``sglang-router``) is installed, or when asked
+to.  It behaves as the real one does where pdtui looks (checked against
+sglang-router 0.3.2; tests/test_sim_router.py holds for smg 1.13 as well): it
+binds at once and registers workers in the background once their ``/health``
+answers 200; ``/health`` is always 200 ``OK``; ``/readiness`` is 200 only with
+a healthy prefill and decode; ``/workers`` has the real shape; a generation
+request goes to a prefill and a decode with ``bootstrap_host``/
+``bootstrap_port``/``bootstrap_room`` added and the decode's answer comes
+back; ``/get_model_info`` is the first prefill's, ``/get_server_info`` the
+router's own.  Its log lines copy the router's format, ANSI colours included.
+Other router flags are accepted and ignored.
 """
 
 from __future__ import annotations
