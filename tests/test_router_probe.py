@@ -1,4 +1,5 @@
-"""The router's end-to-end probe against the real sglang-router in PD mode and sim workers."""
+"""The router's end-to-end probe in PD mode in front of sim workers, against each real router (smg and
+sglang-router, each skipped when not installed)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,7 @@ from pdtui.engine.events import ProbeResult
 from pdtui.sim.ports import free_port
 from pdtui.sim.sandbox import Sandbox
 from tests.engine_helpers import bring_up, router_argv, sim_deployment, worker_argv
-
-pytest.importorskip("sglang_router")
+from tests.engine_helpers import real_router  # noqa: F401  (fixture)
 
 
 @pytest.fixture
@@ -18,7 +18,7 @@ def sandbox(tmp_path):
         yield sb
 
 
-def pd(sandbox, *, decode_fail=None, extra_decode=False, router_decodes=None, router_timeout="20s"):
+def pd(sandbox, package, *, decode_fail=None, extra_decode=False, router_decodes=None, router_timeout="20s"):
     """prefill + decode (+ a second decode) and the router; the router is told about ``router_decodes``."""
     p, d, d2, r, boot = (free_port() for _ in range(5))
     services = {
@@ -29,7 +29,8 @@ def pd(sandbox, *, decode_fail=None, extra_decode=False, router_decodes=None, ro
     if extra_decode:
         services["decode2"] = (worker_argv("decode", d2, bootstrap=boot), {"role": "decode", "port": d2})
     told = router_decodes(d, d2) if router_decodes else [d]
-    services["router"] = (router_argv(r, [(p, boot)], told), {"role": "router", "port": r, "timeout": router_timeout})
+    services["router"] = (router_argv(r, [(p, boot)], told, package=package),
+                          {"role": "router", "port": r, "timeout": router_timeout})
     return sim_deployment(sandbox, services)
 
 
@@ -37,25 +38,25 @@ def probes(recorder, check):
     return [e for e in recorder.of(ProbeResult) if e.service == "router" and e.check == check]
 
 
-async def test_smoke_answer_through_the_pd_path(sandbox):
-    done, rec, _ = await bring_up(pd(sandbox))
+async def test_smoke_answer_through_the_pd_path(sandbox, real_router):
+    done, rec, _ = await bring_up(pd(sandbox, real_router))
     assert done.ok, done
     smoke = probes(rec, "smoke")[-1]
     assert smoke.ok and smoke.detail.startswith("answer ") and smoke.latency is not None
     assert probes(rec, "workers")[-1].detail == "2 of 2 backends healthy"
 
 
-async def test_a_configured_worker_missing_from_the_router_is_named(sandbox):
-    done, rec, _ = await bring_up(pd(sandbox, extra_decode=True, router_timeout="10s"))
+async def test_a_configured_worker_missing_from_the_router_is_named(sandbox, real_router):
+    done, rec, _ = await bring_up(pd(sandbox, real_router, extra_decode=True, router_timeout="10s"))
     assert rec.states("router")[-1] == "timed_out"
     workers = probes(rec, "workers")[-1]
     assert not workers.ok and workers.detail == "missing: decode2"
     assert "workers (missing: decode2)" in rec.change("router", "timed_out").reason
 
 
-async def test_no_healthy_pair_keeps_readiness_503(sandbox):
+async def test_no_healthy_pair_keeps_readiness_503(sandbox, real_router):
     nowhere = free_port()
-    deployment = pd(sandbox, router_decodes=lambda d, d2: [nowhere], router_timeout="10s")
+    deployment = pd(sandbox, real_router, router_decodes=lambda d, d2: [nowhere], router_timeout="10s")
     done, rec, _ = await bring_up(deployment, smoke=False)
     assert rec.states("router")[-1] == "timed_out"
     readiness = probes(rec, "readiness")[-1]
@@ -63,15 +64,16 @@ async def test_no_healthy_pair_keeps_readiness_503(sandbox):
     assert not probes(rec, "smoke")
 
 
-async def test_failing_generation_fails_the_smoke_step(sandbox):
-    done, rec, _ = await bring_up(pd(sandbox, decode_fail="generate-500"))
+async def test_failing_generation_fails_the_smoke_step(sandbox, real_router):
+    done, rec, _ = await bring_up(pd(sandbox, real_router, decode_fail="generate-500"))
     assert not done.ok
     failed = rec.change("router", "failed")
     assert failed.reason.startswith("smoke: HTTP 5")
     assert done.failures["router"] == failed.reason
 
 
-async def test_no_smoke_skips_the_generation(sandbox):
-    done, rec, _ = await bring_up(pd(sandbox, decode_fail="generate-500"), smoke=False)
+async def test_no_smoke_skips_the_generation(sandbox, real_router):
+    done, rec, _ = await bring_up(pd(sandbox, real_router, decode_fail="generate-500"), smoke=False)
     assert done.ok
     assert not probes(rec, "smoke")
+
