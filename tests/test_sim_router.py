@@ -72,6 +72,22 @@ def test_router_is_not_ready_while_a_worker_is_unhealthy(procs: Procs, package):
     assert fetch(url + "/v1/chat/completions", "POST", CHAT)[0] == 503
 
 
+@pytest.mark.parametrize("package", ROUTERS)
+def test_an_api_key_guards_workers_and_generation_but_not_readiness(procs: Procs, package):
+    p1, p2, p3, boot = free_port(), free_port(), free_port(), free_port()
+    procs.start(worker_argv("prefill", p1, "--bootstrap-port", str(boot), startup=0.2))
+    procs.start(worker_argv("decode", p2, startup=0.2))
+    procs.start([*router_argv(p3, [(p1, boot)], [p2], package=package), *ROUTER_FLAGS, "--api-key", "s3cret"])
+    url = f"http://127.0.0.1:{p3}"
+    wait_until(lambda: status(url + "/readiness") == 200, timeout=60, interval=0.1)
+    assert status(url + "/workers") == 401
+    assert fetch(url + "/v1/chat/completions", "POST", CHAT)[0] == 401
+    assert status(url + "/health") == 200 and status(url + "/v1/models") == 200
+    code, body = fetch(url + "/workers", headers={"Authorization": "Bearer s3cret"})
+    assert code == 200 and len(json.loads(body)["workers"]) == 2
+    assert fetch(url + "/v1/chat/completions", "POST", CHAT, headers={"Authorization": "Bearer s3cret"})[0] == 200
+
+
 def test_sim_router_rejects_non_pd_mode_in_one_line(procs: Procs):
     router = procs.start([sys.executable, "-m", "pdtui.sim.router", "--port", str(free_port())])
     _, err = router.communicate(timeout=30)
