@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 from pdtui.sim.journal import Journal
 from pdtui.systemd import decode_field
@@ -35,21 +36,23 @@ def _started(journal: list[dict], unit: str) -> float:
     return int(started[-1]["__REALTIME_TIMESTAMP"]) / 1e6
 
 
-ACTIVATED = "Activated 1 worker(s)"
+# sglang-router 0.3 (and the sim router): "Activated 1 worker(s) (marked as healthy)";
+# smg 1.x: "Activated 1 of 1 worker(s) (others left as-is: ...)". One line per worker either way.
+ACTIVATED = re.compile(r"Activated 1 (?:of 1 )?worker\(s\)")
 
 
 def router_own_startup(sandbox, unit: str, workers: int, journal: list[dict] | None = None) -> tuple[float, float]:
     """(started, ready) epoch seconds of a router's last run: "Started" and its ``workers``-th "Activated" line.
 
-    The router (the real sglang-router and pdtui's sim router alike) logs
-    "Activated 1 worker(s) (marked as healthy)" as it registers each worker; after
-    the last one its ``/readiness`` answers 200. That span is the router's own
+    The router (smg, sglang-router and pdtui's sim router alike) logs an
+    "Activated" line (:data:`ACTIVATED`) as it registers each worker; after the
+    last one its ``/readiness`` answers 200. That span is the router's own
     start-up, as the ready line's is a worker's.
     """
     journal = entries(sandbox) if journal is None else journal
     t_start = _started(journal, unit)
     activated = [int(e["__REALTIME_TIMESTAMP"]) / 1e6 for e in journal
-                 if e.get("_SYSTEMD_UNIT") == unit and ACTIVATED in decode_field(e.get("MESSAGE"))]
+                 if e.get("_SYSTEMD_UNIT") == unit and ACTIVATED.search(decode_field(e.get("MESSAGE")))]
     activated = [t for t in activated if t >= t_start]
     if len(activated) < workers:
         raise RuntimeError(f"{unit} activated {len(activated)} of {workers} workers")

@@ -1,6 +1,6 @@
 """Bring-up overhead and SSH connections per bring-up: pdtui headless vs the reference loop.
 
-The reference deployment (sim prefill + sim decode + the real sglang-router) is
+The reference deployment (sim prefill + sim decode + the default real router) is
 brought up by pdtui (the engine as ``pdtui up --headless`` drives it) over the
 local host and over loopback SSH, and by the DESIGN.md loop (a fresh ``ssh`` per
 command, real ``sleep``s: 20 s polls and its ``sleep 8``) over the same sshd.

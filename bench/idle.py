@@ -1,7 +1,7 @@
 """Idle cost: CPU of the TUI process with everything ready and quiet logs.
 
 The reference deployment (sim prefill + decode at the worker's default 0.5
-lines/s each, the real sglang-router) is brought up over loopback SSH in
+lines/s each, the default real router) is brought up over loopback SSH in
 PdtuiApp under ``run_test`` (headless, 160x50). Once every service is ready,
 the CPU time of this process (user + system, all threads: Textual, the engine,
 asyncssh) is read over the window. The engine keeps following the journal and

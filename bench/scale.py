@@ -2,7 +2,7 @@
 
 16 sshd servers on distinct 127.0.0.1 ports, each in front of its own sim
 sandbox; on each host two sim prefill workers, one sim decode worker and a
-router after them (pdtui's small sim router: sixteen real sglang-routers would
+router after them (pdtui's small sim router: sixteen real routers would
 measure the router, not pdtui). pdtui brings all 64 up headless in one run
 (smoke generation on). overhead = wall time - the backends' own startup, the
 longest "Started" -> ready line span in any host's journal. Connections are
@@ -40,7 +40,7 @@ def host_services(sandbox: Sandbox, host: str) -> dict:
                                    (f"{host}-decode", "decode", d, None)):
         unit = sandbox.add_unit(name, worker_argv(role, port, bootstrap=boot or free_port(), startup=STARTUP))
         services[name] = {"host": host, "unit": unit, "role": role, "port": port, "timeout": "120s"}
-    router = sandbox.add_unit(f"{host}-router", router_argv(r, [(p1, b1), (p2, b2)], [d], real=False))
+    router = sandbox.add_unit(f"{host}-router", router_argv(r, [(p1, b1), (p2, b2)], [d], package="sim"))
     services[f"{host}-router"] = {"host": host, "unit": router, "role": "router", "port": r, "timeout": "120s",
                                   "after": [f"{host}-prefill0", f"{host}-prefill1", f"{host}-decode"]}
     return services

@@ -1,7 +1,7 @@
 """Log throughput end to end: sim backends at K lines/s -> journal -> journalctl -f over loopback SSH -> TUI.
 
 The whole chain runs for real: two sim SGLang workers (``--log-rate K/2`` each)
-and the real sglang-router as units of a sim sandbox; pdtui's engine follows
+and the default real router as units of a sim sandbox; pdtui's engine follows
 their journal with ``journalctl -f -o json`` over loopback sshd, parses, judges
 readiness and feeds the running TUI (PdtuiApp under ``run_test``, headless, 160x50,
 three panels). For each K, once every service is ready, lines are watched for a

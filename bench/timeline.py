@@ -29,7 +29,10 @@ from pdtui.hosts import make_host  # noqa: E402
 from pdtui.sim.sandbox import Sandbox  # noqa: E402
 from pdtui.systemd import decode_field  # noqa: E402
 
-MILESTONES = (READY_LINE, ACTIVATED)   # besides systemd's "Started" lines
+
+def milestone(message: str) -> bool:
+    """A worker's ready line or a router's "Activated" line (besides systemd's "Started" lines)."""
+    return READY_LINE in message or ACTIVATED.search(message) is not None
 
 
 class Timeline:
@@ -84,7 +87,7 @@ class TimedHost:
 def milestones(sandbox: Sandbox, timeline: Timeline) -> None:
     for entry in entries(sandbox):
         message = decode_field(entry.get("MESSAGE"))
-        if (entry.get("UNIT") and message.startswith("Started ")) or any(m in message for m in MILESTONES):
+        if (entry.get("UNIT") and message.startswith("Started ")) or milestone(message):
             at = int(entry["__REALTIME_TIMESTAMP"]) / 1e6 - timeline.t0
             timeline.add(at, None, f"journal {entry.get('UNIT') or entry.get('_SYSTEMD_UNIT')}: {message[-90:]}")
 

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 
 from pdtui import __version__
 from pdtui.sim.knobs import DEFAULT_GENERATION, FAIL_MODES, GENERATIONS
+from pdtui.sim.commands import ROUTERS
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -47,6 +48,9 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--startup", type=float, default=6.0, metavar="SECONDS",
                       help="how long the simulated backends take to get ready (default 6)")
     demo.add_argument("--timeout", default="2m", help="per-service timeout (default 2m)")
+    demo.add_argument("--router", choices=ROUTERS, default=None,
+                      help="the router to run: smg, sglang-router (either must be installed) or sim, "
+                           "pdtui's stand-in (default: smg if installed, else sglang-router, else sim)")
     # Hidden (for tests and debugging; see docs/reliability.md): make the sandbox in DIR and keep it
     # after exit (its processes are still stopped), so its state files and journal can be inspected.
     demo.add_argument("--sandbox", metavar="DIR", default=None, help=argparse.SUPPRESS)
@@ -172,15 +176,20 @@ def _demo(args: argparse.Namespace) -> int:
     from pdtui import demo
     from pdtui.config import ConfigError, parse_duration
     from pdtui.hosts import make_host
+    from pdtui.sim.commands import router_label
     from pdtui.sim.sandbox import Sandbox
     try:
         failures = dict(demo.parse_failure(f) for f in args.fail)
         parse_duration(args.timeout)
+        router = _demo_router(args.router)
     except ValueError as exc:
         return _error(str(exc))
+    if not args.json:
+        print(f"pdtui demo: the router is {router_label(router)}", file=sys.stderr)
     sandbox = Sandbox.create(args.sandbox)
     try:
-        deployment = demo.build(sandbox, demo.DemoOptions(failures, args.startup, args.timeout, args.generation))
+        deployment = demo.build(sandbox, demo.DemoOptions(failures, args.startup, args.timeout, router=router,
+                                                          generation=args.generation))
         code = _bring_up(deployment, make_host, args, follow_up="the demo stops its simulated deployment on exit")
     except ConfigError as exc:
         code = _error(str(exc))
@@ -194,6 +203,16 @@ def _demo(args: argparse.Namespace) -> int:
         kept = f"; kept its sandbox {sandbox.root}" if args.sandbox else " and removed its sandbox"
         print(f"pdtui demo: stopped the simulated deployment{kept}", file=sys.stderr)
     return code
+
+
+def _demo_router(asked: str | None) -> str:
+    """The router the demo runs: the one asked for, which must be installed, or the default."""
+    from pdtui.sim.commands import SIM_ROUTER, default_router, installed_routers
+    installed = installed_routers()
+    if asked in (None, SIM_ROUTER) or asked in installed:
+        return asked or default_router()
+    raise ValueError(f"--router {asked}: the {asked} package is not installed here (pip install {asked}); "
+                     f"installed: {', '.join([*installed, SIM_ROUTER])}")
 
 
 @contextmanager

@@ -2,20 +2,21 @@
 
 A sandbox holds the three reference units (prefill GPUs 0-3 NUMA 0, decode
 GPUs 4-7 NUMA 1, router) run by pdtui's systemd stand-in: SGLang-like sim
-workers and the real ``sglang-router`` when it is installed (a small simulated
-router otherwise). The deployment config is generated as YAML and loaded like
-any user's, so the demo exercises exactly the path ``pdtui up`` takes.
+workers and a real router, ``smg`` or ``sglang-router``, when one is installed
+(a small simulated router otherwise, or when asked for). The deployment config
+is generated as YAML and loaded like any user's, so the demo exercises exactly
+the path ``pdtui up`` takes.
 """
 
 from __future__ import annotations
 
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import yaml
 
 from pdtui.config import Deployment, parse_config
-from pdtui.sim.commands import router_argv, worker_argv
+from pdtui.sim.commands import default_router, router_argv, worker_argv
 from pdtui.sim.ports import free_port
 from pdtui.sim.sandbox import Sandbox
 from pdtui.sim.knobs import DEFAULT_GENERATION, FAIL_MODES
@@ -28,6 +29,7 @@ class DemoOptions:
     failures: dict[str, str]          # service -> failure mode
     startup: float = 6.0              # seconds the decode worker takes to get ready (prefill a bit less)
     timeout: str = "2m"
+    router: str = field(default_factory=default_router)   # a package of pdtui.sim.commands.ROUTERS
     generation: str = DEFAULT_GENERATION   # which SGLang release's wording the workers speak
     reference_ports: bool = True      # the reference deployment's ports where free; False: ports the OS picks
 
@@ -81,7 +83,7 @@ def build(sandbox: Sandbox, options: DemoOptions) -> Deployment:
                      description="SGLang DeepSeek-V4-Flash decode (simulated)")
     sandbox.add_unit("sglang-dsv4-router",
                      router_argv(ports["router"], [(ports["prefill"], boot)], [ports["decode"]],
-                                 metrics_port=ports["metrics"]),
+                                 package=options.router, metrics_port=ports["metrics"]),
                      description="SGLang PD router")
     config = {
         "name": "dsv4-flash-pd (demo)",

@@ -43,14 +43,16 @@ def wait_until(check: Callable[[], Any], timeout: float = WAIT, interval: float 
         time.sleep(interval)
 
 
-def fetch(url: str, method: str = "GET", body: Any = None, timeout: float = 10.0) -> tuple[int, bytes]:
+def fetch(url: str, method: str = "GET", body: Any = None, timeout: float = 10.0,
+          headers: dict[str, str] | None = None) -> tuple[int, bytes]:
     """One HTTP request; (0, b"") when nothing listens."""
     host_port, _, path = url.removeprefix("http://").partition("/")
     host, _, port = host_port.partition(":")
     conn = http.client.HTTPConnection(host, int(port), timeout=timeout)
     try:
         data = json.dumps(body).encode() if body is not None else None
-        conn.request(method, "/" + path, body=data, headers={"Content-Type": "application/json"} if data else {})
+        sent = {**({"Content-Type": "application/json"} if data else {}), **(headers or {})}
+        conn.request(method, "/" + path, body=data, headers=sent)
         resp = conn.getresponse()
         return resp.status, resp.read()
     except (ConnectionError, OSError):

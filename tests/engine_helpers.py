@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 
+import pytest
 import yaml
 
 from pdtui import demo
@@ -39,8 +40,23 @@ class Recorder:
         return [e for e in self.events if isinstance(e, kind)]
 
 
+def real_router_params() -> list:
+    """One pytest param per real router package, skipped (with the reason shown) where it is not installed."""
+    installed = commands.installed_routers()
+    return [pytest.param(name, id=name, marks=pytest.mark.skipif(
+                name not in installed, reason=f"the {name} package is not installed (pip install {name})"))
+            for name in commands.REAL_ROUTERS]
+
+
+@pytest.fixture(params=real_router_params())
+def real_router(request) -> str:
+    """The real router package a test runs against: each of smg and sglang-router in turn."""
+    return request.param
+
+
 def reference(sandbox, *, failures=None, startup=0.5, timeout="30s", generation=demo.DEFAULT_GENERATION):
-    return demo.build(sandbox, demo.DemoOptions(failures or {}, startup, timeout, generation, reference_ports=False))
+    return demo.build(sandbox, demo.DemoOptions(failures or {}, startup, timeout, generation=generation,
+                                                reference_ports=False))
 
 
 async def bring_up(deployment, *, smoke=True, timing=FAST) -> tuple[Done, Recorder, Orchestrator]:

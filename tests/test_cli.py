@@ -11,6 +11,9 @@ import time
 
 import pytest
 
+from pdtui.sim.commands import REAL_ROUTERS, SIM_ROUTER, router_label
+from tests.engine_helpers import real_router_params
+
 STATES = {"pending", "starting", "waiting", "ready", "failed", "timed_out", "blocked"}
 
 
@@ -46,6 +49,25 @@ def test_demo_oom_exits_1_naming_decode_and_the_oom_line():
     assert "> " in out and "OutOfMemoryError" in out or "CUDA out of memory. Tried" in out
     assert "router   blocked" in out
     assert "router   starting" not in out
+
+
+@pytest.mark.parametrize("router", [*real_router_params(), "sim"])
+def test_demo_runs_the_router_asked_for_and_says_which_once(tmp_path, router):
+    result = pdtui("demo", "--headless", "--startup", "0.5", "--router", router, "--sandbox", str(tmp_path / "sb"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    told = [line for line in result.stderr.splitlines() if "the router is" in line]
+    assert told == [f"pdtui demo: the router is {router_label(router)}"]
+    module = "pdtui.sim.router" if router == SIM_ROUTER else f"{REAL_ROUTERS[router]}.launch_router"
+    assert f" -m {module} --pd-disaggregation" in (tmp_path / "sb/units/sglang-dsv4-router.service").read_text()
+
+
+def test_demo_asked_for_a_router_that_is_not_installed_says_so_in_one_line():
+    hidden = "import sys; sys.modules['smg'] = None; from pdtui.cli import main; sys.exit(main(sys.argv[1:]))"
+    result = subprocess.run([sys.executable, "-c", hidden, "demo", "--router", "smg"], capture_output=True, text=True,
+                            timeout=30)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.count("\n") == 1
+    assert result.stderr.startswith("pdtui: --router smg: the smg package is not installed here (pip install smg)")
 
 
 def test_bad_fail_option_is_a_usage_error():

@@ -23,9 +23,8 @@ from pdtui.hosts import make_host
 from pdtui.sim.ports import free_port
 from pdtui.sim.sandbox import Sandbox
 from tests.engine_helpers import FAST, Recorder, bring_up, router_argv, sim_deployment, worker_argv
+from tests.engine_helpers import real_router  # noqa: F401  (fixture)
 from tests.sshd import connect_attempts, forwarder, ssh_home, sshd, sshd_factory, trust  # noqa: F401  (fixtures)
-
-pytest.importorskip("sglang_router")
 
 
 @pytest.fixture
@@ -35,8 +34,8 @@ def sandbox(tmp_path):
 
 
 def deployment_over(sandbox: Sandbox, port: int, *, startup: float = 0.4, timeout: str = "30s",
-                    address: str = "127.0.0.1"):
-    """The reference deployment on one SSH host at ``address``:``port``."""
+                    address: str = "127.0.0.1", router: str | None = None):
+    """The reference deployment on one SSH host at ``address``:``port``, with ``router`` (a router package)."""
     p, d, r, boot = (free_port() for _ in range(4))
     host = {"address": address, "port": port,
             "commands": {"systemctl": str(sandbox.bin_dir / "systemctl"),
@@ -46,7 +45,8 @@ def deployment_over(sandbox: Sandbox, port: int, *, startup: float = 0.4, timeou
                     {"host": "gpu0", "role": "prefill", "port": p, "timeout": timeout}),
         "decode": (worker_argv("decode", d, bootstrap=boot, startup=startup),
                    {"host": "gpu0", "role": "decode", "port": d, "timeout": timeout}),
-        "router": (router_argv(r, [(p, boot)], [d]), {"host": "gpu0", "role": "router", "port": r, "timeout": timeout}),
+        "router": (router_argv(r, [(p, boot)], [d], package=router),
+                   {"host": "gpu0", "role": "router", "port": r, "timeout": timeout}),
     }
     return sim_deployment(sandbox, services, hosts={"gpu0": host})
 
@@ -96,10 +96,10 @@ def printed_about_hosts(rec: Recorder) -> list[str]:
     return [line for line in lines if line.startswith(("host ", "info: ", "warning: ", "error: "))]
 
 
-async def test_drop_while_waiting_reconnects_and_the_bring_up_goes_on(sandbox, sshd, ssh_home, forwarder):
+async def test_drop_while_waiting_reconnects_and_the_bring_up_goes_on(sandbox, sshd, ssh_home, forwarder, real_router):
     relay = await forwarder(sshd.port)
     trust(ssh_home, sshd, relay.port)
-    deployment = deployment_over(sandbox, relay.port, startup=2.5)
+    deployment = deployment_over(sandbox, relay.port, startup=2.5, router=real_router)
     rec = Recorder()
     orchestrator = Orchestrator(deployment, make_host, timing=FAST)
     orchestrator.subscribe(rec)
@@ -119,11 +119,12 @@ async def test_drop_while_waiting_reconnects_and_the_bring_up_goes_on(sandbox, s
         assert_each_line_once(rec, sandbox, service, f"t-{service}.service")
 
 
-async def test_drop_in_steady_state_keeps_every_state_and_every_line_once(sandbox, sshd, ssh_home, forwarder):
+async def test_drop_in_steady_state_keeps_every_state_and_every_line_once(sandbox, sshd, ssh_home, forwarder,
+                                                                          real_router):
     relay = await forwarder(sshd.port)
     trust(ssh_home, sshd, relay.port)
     rec = Recorder()
-    orchestrator = Orchestrator(deployment_over(sandbox, relay.port), make_host, timing=FAST)
+    orchestrator = Orchestrator(deployment_over(sandbox, relay.port, router=real_router), make_host, timing=FAST)
     orchestrator.subscribe(rec)
     try:
         done = await orchestrator.run()
@@ -146,12 +147,12 @@ async def test_drop_in_steady_state_keeps_every_state_and_every_line_once(sandbo
 
 
 async def test_sshd_not_up_at_start_is_tried_again_until_it_answers(sandbox, sshd, ssh_home, forwarder,
-                                                                    connect_attempts):
+                                                                    connect_attempts, real_router):
     relay = await forwarder(sshd.port)
     relay.blocked = True                     # the port answers, sshd does not (yet)
     trust(ssh_home, sshd, relay.port)
     rec = Recorder()
-    orchestrator = Orchestrator(deployment_over(sandbox, relay.port), make_host, timing=FAST)
+    orchestrator = Orchestrator(deployment_over(sandbox, relay.port, router=real_router), make_host, timing=FAST)
     orchestrator.subscribe(rec)
     try:
         run = asyncio.create_task(orchestrator.run())

@@ -1,15 +1,16 @@
-"""The router's end-to-end probe against the real sglang-router in PD mode and sim workers."""
+"""The router's end-to-end probe in PD mode in front of sim workers, against each real router (smg and
+sglang-router, each skipped when not installed) and, for what needs a router flag, pdtui's stand-in too."""
 
 from __future__ import annotations
 
 import pytest
 
 from pdtui.engine.events import ProbeResult
+from pdtui.engine.probes import LOOPBACK, WORKERS_NEED_KEY, Backend, check_workers
 from pdtui.sim.ports import free_port
 from pdtui.sim.sandbox import Sandbox
-from tests.engine_helpers import bring_up, router_argv, sim_deployment, worker_argv
-
-pytest.importorskip("sglang_router")
+from tests.engine_helpers import bring_up, real_router_params, router_argv, sim_deployment, worker_argv
+from tests.engine_helpers import real_router  # noqa: F401  (fixture)
 
 
 @pytest.fixture
@@ -18,7 +19,8 @@ def sandbox(tmp_path):
         yield sb
 
 
-def pd(sandbox, *, decode_fail=None, extra_decode=False, router_decodes=None, router_timeout="20s"):
+def pd(sandbox, package, *, decode_fail=None, extra_decode=False, router_decodes=None, router_timeout="20s",
+       router_flags=()):
     """prefill + decode (+ a second decode) and the router; the router is told about ``router_decodes``."""
     p, d, d2, r, boot = (free_port() for _ in range(5))
     services = {
@@ -29,7 +31,8 @@ def pd(sandbox, *, decode_fail=None, extra_decode=False, router_decodes=None, ro
     if extra_decode:
         services["decode2"] = (worker_argv("decode", d2, bootstrap=boot), {"role": "decode", "port": d2})
     told = router_decodes(d, d2) if router_decodes else [d]
-    services["router"] = (router_argv(r, [(p, boot)], told), {"role": "router", "port": r, "timeout": router_timeout})
+    services["router"] = ([*router_argv(r, [(p, boot)], told, package=package), *router_flags],
+                          {"role": "router", "port": r, "timeout": router_timeout})
     return sim_deployment(sandbox, services)
 
 
@@ -37,25 +40,51 @@ def probes(recorder, check):
     return [e for e in recorder.of(ProbeResult) if e.service == "router" and e.check == check]
 
 
-async def test_smoke_answer_through_the_pd_path(sandbox):
-    done, rec, _ = await bring_up(pd(sandbox))
+# One prefill healthy and one decode down, as each router lists them (trimmed from real answers).
+SGLANG_ROUTER_WORKERS = {"workers": [
+    {"url": "http://127.0.0.1:30000", "worker_type": "prefill", "is_healthy": True, "bootstrap_port": 8998,
+     "metadata": {"disaggregation_mode": "prefill"}, "connection_mode": "HTTP"},
+    {"url": "http://127.0.0.1:30002", "worker_type": "decode", "is_healthy": False,
+     "metadata": {"disaggregation_mode": "decode"}, "connection_mode": "HTTP"}],
+    "total": 2, "stats": {"prefill_count": 1, "decode_count": 1, "regular_count": 0}}
+SMG_WORKERS = {"workers": [
+    {"url": "http://127.0.0.1:30002", "worker_type": "decode", "is_healthy": False, "status": "not_ready",
+     "labels": {"disaggregation_mode": "decode"}, "connection_mode": "http", "runtime_type": "sglang"},
+    {"url": "http://127.0.0.1:30000", "worker_type": "prefill", "is_healthy": True, "status": "ready",
+     "bootstrap_port": 8998, "labels": {"disaggregation_mode": "prefill"}, "connection_mode": "http"}],
+    "total": 2, "stats": {"prefill_count": 1, "decode_count": 1, "regular_count": 0}}
+STATUS_ONLY_WORKERS = [{"url": "http://localhost:30000", "status": "ready"},
+                       {"url": "http://localhost:30002", "status": "not_ready"}]
+
+
+@pytest.mark.parametrize("payload", [SGLANG_ROUTER_WORKERS, SMG_WORKERS, STATUS_ONLY_WORKERS],
+                         ids=["sglang-router", "smg", "status-only"])
+def test_workers_are_read_alike_from_either_router(payload):
+    backends = [Backend("prefill", "prefill", 30000, frozenset(LOOPBACK)),
+                Backend("decode", "decode", 30002, frozenset(LOOPBACK))]
+    check = check_workers(payload, backends)
+    assert not check.ok and check.detail == "unhealthy: decode"
+
+
+async def test_smoke_answer_through_the_pd_path(sandbox, real_router):
+    done, rec, _ = await bring_up(pd(sandbox, real_router))
     assert done.ok, done
     smoke = probes(rec, "smoke")[-1]
     assert smoke.ok and smoke.detail.startswith("answer ") and smoke.latency is not None
     assert probes(rec, "workers")[-1].detail == "2 of 2 backends healthy"
 
 
-async def test_a_configured_worker_missing_from_the_router_is_named(sandbox):
-    done, rec, _ = await bring_up(pd(sandbox, extra_decode=True, router_timeout="10s"))
+async def test_a_configured_worker_missing_from_the_router_is_named(sandbox, real_router):
+    done, rec, _ = await bring_up(pd(sandbox, real_router, extra_decode=True, router_timeout="10s"))
     assert rec.states("router")[-1] == "timed_out"
     workers = probes(rec, "workers")[-1]
     assert not workers.ok and workers.detail == "missing: decode2"
     assert "workers (missing: decode2)" in rec.change("router", "timed_out").reason
 
 
-async def test_no_healthy_pair_keeps_readiness_503(sandbox):
+async def test_no_healthy_pair_keeps_readiness_503(sandbox, real_router):
     nowhere = free_port()
-    deployment = pd(sandbox, router_decodes=lambda d, d2: [nowhere], router_timeout="10s")
+    deployment = pd(sandbox, real_router, router_decodes=lambda d, d2: [nowhere], router_timeout="10s")
     done, rec, _ = await bring_up(deployment, smoke=False)
     assert rec.states("router")[-1] == "timed_out"
     readiness = probes(rec, "readiness")[-1]
@@ -63,15 +92,25 @@ async def test_no_healthy_pair_keeps_readiness_503(sandbox):
     assert not probes(rec, "smoke")
 
 
-async def test_failing_generation_fails_the_smoke_step(sandbox):
-    done, rec, _ = await bring_up(pd(sandbox, decode_fail="generate-500"))
+async def test_failing_generation_fails_the_smoke_step(sandbox, real_router):
+    done, rec, _ = await bring_up(pd(sandbox, real_router, decode_fail="generate-500"))
     assert not done.ok
     failed = rec.change("router", "failed")
     assert failed.reason.startswith("smoke: HTTP 5")
     assert done.failures["router"] == failed.reason
 
 
-async def test_no_smoke_skips_the_generation(sandbox):
-    done, rec, _ = await bring_up(pd(sandbox, decode_fail="generate-500"), smoke=False)
+async def test_no_smoke_skips_the_generation(sandbox, real_router):
+    done, rec, _ = await bring_up(pd(sandbox, real_router, decode_fail="generate-500"), smoke=False)
     assert done.ok
     assert not probes(rec, "smoke")
+
+
+@pytest.mark.parametrize("package", [*real_router_params(), "sim"])
+async def test_workers_behind_an_api_key_fail_the_router_at_once_naming_the_key(sandbox, package):
+    done, rec, _ = await bring_up(pd(sandbox, package, router_flags=("--api-key", "s3cret"), router_timeout="30s"))
+    assert rec.states("router")[-1] == "failed"
+    workers = probes(rec, "workers")
+    assert len(workers) == 1 and not workers[0].ok and workers[0].detail == WORKERS_NEED_KEY
+    assert done.failures["router"] == f"workers: {WORKERS_NEED_KEY}"
+    assert done.elapsed < 20, "a 401 is final: the router must not wait for its timeout"

@@ -1,4 +1,4 @@
-"""Two sim workers behind a PD router: the real sglang-router, and pdtui's fallback router."""
+"""Two sim workers behind a PD router: each real router (smg, sglang-router) and pdtui's fallback router."""
 
 from __future__ import annotations
 
@@ -7,32 +7,32 @@ import sys
 
 import pytest
 
+from pdtui.sim.commands import router_argv
+from pdtui.sim.worker import DEFAULT_MODEL
 from tests.conftest_sim import Procs, fetch, free_port, procs, read_until, status, wait_until, worker_argv  # noqa: F401
+from tests.engine_helpers import real_router_params
 
-CHAT = {"model": "m", "messages": [{"role": "user", "content": "Say hi"}], "max_tokens": 4}
-
-
-def real_router(prefill: int, bootstrap: int, decode: int, port: int) -> list[str]:
-    pytest.importorskip("sglang_router")
-    return [sys.executable, "-m", "sglang_router.launch_router", "--pd-disaggregation",
-            "--prefill", f"http://127.0.0.1:{prefill}", str(bootstrap), "--decode", f"http://127.0.0.1:{decode}",
-            "--host", "127.0.0.1", "--port", str(port),
-            "--prometheus-host", "127.0.0.1", "--prometheus-port", str(free_port())]   # default 29000 may be taken
-
-
-def sim_router(prefill: int, bootstrap: int, decode: int, port: int) -> list[str]:
-    return [sys.executable, "-m", "pdtui.sim.router", "--pd-disaggregation",
-            "--prefill", f"http://127.0.0.1:{prefill}", str(bootstrap), "--decode", f"http://127.0.0.1:{decode}",
-            "--host", "127.0.0.1", "--port", str(port), "--policy", "cache_aware"]
+# The workers' own model: smg routes by it (another name is 503 "No prefill workers available");
+# sglang-router and the sim router do not look at it.
+CHAT = {"model": DEFAULT_MODEL, "messages": [{"role": "user", "content": "Say hi"}], "max_tokens": 4}
+ROUTERS = [*real_router_params(), "sim"]
+# The workers start with the router here: smg, finding one not up yet, tries again only after
+# --worker-startup-check-interval (30 s by default; sglang-router retries after 1 s). The sim
+# router ignores the flag, and --policy checks it ignores router flags it does not know.
+ROUTER_FLAGS = ["--worker-startup-check-interval", "1", "--policy", "cache_aware"]
 
 
-@pytest.fixture(params=[real_router, sim_router], ids=["sglang-router", "sim-router"])
+def start_router(procs: Procs, package: str, prefill: int, bootstrap: int, decode: int, port: int):
+    return procs.start([*router_argv(port, [(prefill, bootstrap)], [decode], package=package), *ROUTER_FLAGS])
+
+
+@pytest.fixture(params=ROUTERS)
 def deployment(request, procs: Procs):
     """Two ready-to-be workers and a router in front of them; yields (router url, workers)."""
     p1, p2, p3, boot = free_port(), free_port(), free_port(), free_port()
     workers = [procs.start(worker_argv("prefill", p1, "--bootstrap-port", str(boot), startup=0.3)),
                procs.start(worker_argv("decode", p2, startup=0.3))]
-    router = procs.start(request.param(p1, boot, p2, p3))
+    router = start_router(procs, request.param, p1, boot, p2, p3)
     yield f"http://127.0.0.1:{p3}", workers, router, (p1, p2, boot)
 
 
@@ -55,12 +55,12 @@ def test_router_becomes_ready_lists_both_workers_and_answers(deployment):
         read_until(worker, '"POST /v1/chat/completions HTTP/1.1" 200 OK')
 
 
-@pytest.mark.parametrize("router_argv", [real_router, sim_router], ids=["sglang-router", "sim-router"])
-def test_router_is_not_ready_while_a_worker_is_unhealthy(procs: Procs, router_argv):
+@pytest.mark.parametrize("package", ROUTERS)
+def test_router_is_not_ready_while_a_worker_is_unhealthy(procs: Procs, package):
     p1, p2, p3, boot = free_port(), free_port(), free_port(), free_port()
     decode = procs.start(worker_argv("decode", p2, startup=0.2))
     prefill = procs.start(worker_argv("prefill", p1, "--fail", "hang", startup=0.2))   # never healthy
-    procs.start(router_argv(p1, boot, p2, p3))
+    start_router(procs, package, p1, boot, p2, p3)
     url = f"http://127.0.0.1:{p3}"
     read_until(decode, "fired up")
     read_until(prefill, "CUDA graph begin")
@@ -70,6 +70,22 @@ def test_router_is_not_ready_while_a_worker_is_unhealthy(procs: Procs, router_ar
     assert code == 503 and json.loads(body)["status"] == "not ready"
     assert status(url + "/health") == 200
     assert fetch(url + "/v1/chat/completions", "POST", CHAT)[0] == 503
+
+
+@pytest.mark.parametrize("package", ROUTERS)
+def test_an_api_key_guards_workers_and_generation_but_not_readiness(procs: Procs, package):
+    p1, p2, p3, boot = free_port(), free_port(), free_port(), free_port()
+    procs.start(worker_argv("prefill", p1, "--bootstrap-port", str(boot), startup=0.2))
+    procs.start(worker_argv("decode", p2, startup=0.2))
+    procs.start([*router_argv(p3, [(p1, boot)], [p2], package=package), *ROUTER_FLAGS, "--api-key", "s3cret"])
+    url = f"http://127.0.0.1:{p3}"
+    wait_until(lambda: status(url + "/readiness") == 200, timeout=60, interval=0.1)
+    assert status(url + "/workers") == 401
+    assert fetch(url + "/v1/chat/completions", "POST", CHAT)[0] == 401
+    assert status(url + "/health") == 200 and status(url + "/v1/models") == 200
+    code, body = fetch(url + "/workers", headers={"Authorization": "Bearer s3cret"})
+    assert code == 200 and len(json.loads(body)["workers"]) == 2
+    assert fetch(url + "/v1/chat/completions", "POST", CHAT, headers={"Authorization": "Bearer s3cret"})[0] == 200
 
 
 def test_sim_router_rejects_non_pd_mode_in_one_line(procs: Procs):

@@ -8,9 +8,8 @@ from pdtui.engine.events import HostStatus
 from pdtui.sim.ports import free_port
 from pdtui.sim.sandbox import Sandbox
 from tests.engine_helpers import bring_up, router_argv, sim_deployment, worker_argv
+from tests.engine_helpers import real_router  # noqa: F401  (fixture)
 from tests.sshd import ssh_home, sshd, sshd_factory, trust  # noqa: F401  (fixtures)
-
-pytest.importorskip("sglang_router")
 
 
 @pytest.fixture
@@ -26,23 +25,23 @@ def ssh_host(sandbox, port: int) -> dict:
                          "journalctl": str(sandbox.bin_dir / "journalctl")}}
 
 
-def reference_over(sandbox, hosts: dict[str, dict], placement: dict[str, str]):
+def reference_over(sandbox, hosts: dict[str, dict], placement: dict[str, str], router: str | None = None):
     p, d, r, boot = (free_port() for _ in range(4))
     services = {
         "prefill": (worker_argv("prefill", p, bootstrap=boot),
                     {"host": placement["prefill"], "role": "prefill", "port": p, "timeout": "30s"}),
         "decode": (worker_argv("decode", d, bootstrap=boot),
                    {"host": placement["decode"], "role": "decode", "port": d, "timeout": "30s"}),
-        "router": (router_argv(r, [(p, boot)], [d]),
+        "router": (router_argv(r, [(p, boot)], [d], package=router),
                    {"host": placement["router"], "role": "router", "port": r, "timeout": "30s"}),
     }
     return sim_deployment(sandbox, services, hosts=hosts)
 
 
-async def test_full_bring_up_over_one_ssh_connection(sandbox, sshd, ssh_home):
+async def test_full_bring_up_over_one_ssh_connection(sandbox, sshd, ssh_home, real_router):
     trust(ssh_home, sshd)
     deployment = reference_over(sandbox, {"gpu0": ssh_host(sandbox, sshd.port)},
-                                {"prefill": "gpu0", "decode": "gpu0", "router": "gpu0"})
+                                {"prefill": "gpu0", "decode": "gpu0", "router": "gpu0"}, real_router)
     done, rec, _ = await bring_up(deployment)
     assert done.ok, done
     smoke = [e for e in rec.events if getattr(e, "check", None) == "smoke"]
@@ -51,12 +50,12 @@ async def test_full_bring_up_over_one_ssh_connection(sandbox, sshd, ssh_home):
     assert sshd.accepted_connections() == 1
 
 
-async def test_three_hosts_three_connections_one_each(sandbox, sshd_factory, ssh_home):
+async def test_three_hosts_three_connections_one_each(sandbox, sshd_factory, ssh_home, real_router):
     servers = [sshd_factory.start() for _ in range(3)]
     for server in servers:
         trust(ssh_home, server)
     hosts = {f"h{i}": ssh_host(sandbox, s.port) for i, s in enumerate(servers)}
-    deployment = reference_over(sandbox, hosts, {"prefill": "h0", "decode": "h1", "router": "h2"})
+    deployment = reference_over(sandbox, hosts, {"prefill": "h0", "decode": "h1", "router": "h2"}, real_router)
     done, rec, _ = await bring_up(deployment)
     assert done.ok, done
     assert [s.accepted_connections() for s in servers] == [1, 1, 1]

@@ -4,7 +4,12 @@ Each check returns a :class:`Check` (ok, detail, latency). The router probe is
 a sequence that stops at the first step that does not hold: port accepting,
 ``/readiness`` (``/health`` on routers that have no ``/readiness``), every
 configured backend healthy in ``/workers``, a model in ``/v1/models``, and one
-tiny chat completion through the prefill -> decode path.
+tiny chat completion, for the model listed, through the prefill -> decode
+path (smg routes by the model; another name is 503). sglang-router 0.3 and
+smg 1.x answer all of these alike but for extra fields (smg's workers carry
+``status`` and ``labels`` beside ``is_healthy``), so the answers are read by
+the fields both have. A router whose ``/workers`` wants an API key fails the
+probe for good: pdtui has no key to send.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ from pdtui.hosts.base import Host, HostError
 LOOPBACK = {"127.0.0.1", "localhost", "0.0.0.0", "::1", "[::1]"}
 SMOKE_PROMPT = "Say OK."
 SMOKE_MAX_TOKENS = 4
+WORKERS_NEED_KEY = ("HTTP 401 from /workers: the router requires an API key (its --api-key or "
+                    "--control-plane-api-keys); pdtui cannot list its workers")
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +165,9 @@ class RouterProbe:
 
     async def _workers(self) -> Check:
         result = await self.prober.get(self.port, "/workers")
+        if result.status == 401:
+            # An API key (--api-key, or control-plane keys) guards /workers; waiting will not change that.
+            return Check("workers", False, WORKERS_NEED_KEY, result.latency, final=True)
         if not result.ok:
             return Check("workers", False, result.describe(), result.latency)
         check = check_workers(result.json(), self.backends)

@@ -2,6 +2,7 @@
 
 It stands in for what a GPU box has: systemd (``systemctl``, ``journalctl`` and
 a journal in the real JSON shape), SGLang prefill/decode workers and, when
-``sglang-router`` is not installed, the router.  Everything lives under one
-sandbox directory; nothing here touches the machine's own systemd.
+neither ``smg`` nor ``sglang-router`` is installed (or when asked to), the
+router.  Everything lives under one sandbox directory; nothing here touches the
+machine's own systemd.
 """

@@ -24,8 +24,33 @@ def sim_python(module: str) -> list[str]:
     return [sys.executable, "-S", "-m", module]
 
 
-def real_router_available() -> bool:
-    return importlib.util.find_spec("sglang_router") is not None
+# The real PD routers, pip package -> Python package, in order of preference: smg (the Shepherd Model
+# Gateway) is sglang-router's maintained successor, with the same launcher and PD flags; sglang-router
+# (last release 0.3.2) is still what many deployments run.
+REAL_ROUTERS = {"smg": "smg", "sglang-router": "sglang_router"}
+SIM_ROUTER = "sim"
+ROUTERS = (*REAL_ROUTERS, SIM_ROUTER)
+
+
+def installed_routers() -> list[str]:
+    """The real router packages this Python can run, preferred first."""
+    return [name for name, module in REAL_ROUTERS.items() if importlib.util.find_spec(module) is not None]
+
+
+def default_router() -> str:
+    """The preferred installed router, else pdtui's stand-in, so the sim runs with or without one."""
+    return next(iter(installed_routers()), SIM_ROUTER)
+
+
+def router_label(package: str) -> str:
+    """The router as the user should hear of it: ``smg 1.13.0``, or the stand-in."""
+    import importlib.metadata   # 20-30 ms to import: only when asked
+    if package == SIM_ROUTER:
+        return "pdtui's simulated router"
+    try:
+        return f"{package} {importlib.metadata.version(package)}"
+    except importlib.metadata.PackageNotFoundError:
+        return package
 
 
 def worker_argv(role: str, port: int, *, bootstrap: int, startup: float = 3.0, gpus: str | None = None,
@@ -45,17 +70,20 @@ def worker_argv(role: str, port: int, *, bootstrap: int, startup: float = 3.0, g
     return argv + (["--fail", fail] if fail else [])
 
 
-def router_argv(port: int, prefill: list[tuple[int, int]], decode: list[int], *, real: bool | None = None,
+def router_argv(port: int, prefill: list[tuple[int, int]], decode: list[int], *, package: str | None = None,
                 metrics_port: int | None = None) -> list[str]:
     """The PD router in front of the given worker ports on 127.0.0.1.
 
-    ``real``: the real ``sglang-router`` (default: when it is installed), else
-    pdtui's small stand-in, which takes the same flags. The real router also
-    serves Prometheus metrics (on 29000 by default) and dies if that port is
-    taken, so it always gets a port of its own.
+    ``package``: one of :data:`ROUTERS` (default: :func:`default_router`); all
+    three take the same flags. A real router also serves Prometheus metrics
+    (on 29000 by default) and dies if that port is taken, so it always gets a
+    port of its own.
     """
-    use_real = real_router_available() if real is None else real
-    program = [sys.executable, "-m", "sglang_router.launch_router"] if use_real else sim_python("pdtui.sim.router")
+    package = package or default_router()
+    if package not in ROUTERS:
+        raise ValueError(f"unknown router {package!r}; one of {', '.join(ROUTERS)}")
+    program = (sim_python("pdtui.sim.router") if package == SIM_ROUTER
+               else [sys.executable, "-m", f"{REAL_ROUTERS[package]}.launch_router"])
     argv = [*program, "--pd-disaggregation", "--host", "127.0.0.1", "--port", str(port),
             "--prometheus-host", "127.0.0.1", "--prometheus-port", str(metrics_port or free_port())]
     for worker_port, bootstrap in prefill:

@@ -1,16 +1,19 @@
 """``python -m pdtui.sim.router --pd-disaggregation --prefill URL [BOOTSTRAP] --decode URL ...``.
 
 A stand-in for ``sglang_router.launch_router`` in PD mode, used by the demo
-only when ``sglang-router`` is not installed.  It behaves as the real one does
-where pdtui looks (checked against sglang-router 0.3.2): it binds at once and
-registers workers in the background once their ``/health`` answers 200;
-``/health`` is always 200 ``OK``; ``/readiness`` is 200 only with a healthy
-prefill and decode; ``/workers`` has the real shape; a generation request goes
-to a prefill and a decode with ``bootstrap_host``/``bootstrap_port``/
-``bootstrap_room`` added and the decode's answer comes back; ``/get_model_info``
-is the first prefill's, ``/get_server_info`` the router's own.  Its log lines
-copy the router's format, ANSI colours included.  Other router flags are
-accepted and ignored.
+when no real router (``smg``, ``sglang-router``) is installed, or when asked
+to.  It behaves as the real one does where pdtui looks (checked against
+sglang-router 0.3.2; tests/test_sim_router.py holds for smg 1.13 as well): it
+binds at once and registers workers in the background once their ``/health``
+answers 200; ``/health`` is always 200 ``OK``; ``/readiness`` is 200 only with
+a healthy prefill and decode; ``/workers`` has the real shape; a generation
+request goes to a prefill and a decode with ``bootstrap_host``/
+``bootstrap_port``/``bootstrap_room`` added and the decode's answer comes
+back; ``/get_model_info`` is the first prefill's, ``/get_server_info`` the
+router's own.  With ``--api-key KEY``, ``/workers`` and the generation routes
+answer 401 (empty body) without ``Authorization: Bearer KEY``, as the real
+router's do.  Its log lines copy the router's format, ANSI colours included.
+Other router flags are accepted and ignored.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ FAILURE_THRESHOLD = 3
 PROXY_TIMEOUT = 60.0
 PROXIED_GETS = ("/get_model_info",)
 GENERATE_PATHS = ("/generate", "/v1/completions", "/v1/chat/completions")
+KEYED_PATHS = ("/workers", *GENERATE_PATHS)   # what the real router's --api-key guards; /health and the like stay open
 DIM, GREEN, YELLOW, RED, BOLD, ITALIC, RESET = (f"\x1b[{c}m" for c in ("2", "32", "33", "31", "1", "3", "0"))
 LEVELS = {"INFO": GREEN, "WARN": YELLOW, "ERROR": RED}
 
@@ -205,8 +209,18 @@ class RouterHandler(JsonHandler):
             self.server.log.request(self.command, self.path, self.request_id, None)
         return ok
 
+    def _refused(self, route: str) -> bool:
+        """Answer 401 when the route needs the router's API key and the request lacks it."""
+        key = self.server.api_key
+        if not key or route not in KEYED_PATHS or self.headers.get("Authorization") == f"Bearer {key}":
+            return False
+        self.reply(401)
+        return True
+
     def do_GET(self) -> None:
         route, pool = self.path.split("?", 1)[0], self.server.pool
+        if self._refused(route):
+            return
         if route in ("/health", "/liveness"):
             self.reply_text(200, "OK")
         elif route == "/readiness":
@@ -261,6 +275,8 @@ class RouterHandler(JsonHandler):
         except ValueError:
             self.reply_text(400, "Failed to parse the request body as JSON")
             return
+        if self._refused(route):
+            return
         if route not in GENERATE_PATHS:
             self.reply(404)
         elif not isinstance(request, dict):
@@ -301,9 +317,10 @@ def _send(url: str, body: bytes, results: dict, kind: str) -> None:
 
 
 class RouterServer(Server):
-    def __init__(self, host: str, port: int, pool: Pool, log: RouterLog) -> None:
+    def __init__(self, host: str, port: int, pool: Pool, log: RouterLog, api_key: str | None = None) -> None:
         self.pool = pool
         self.log = log
+        self.api_key = api_key
         super().__init__((host, port), RouterHandler)
 
 
@@ -315,6 +332,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--decode", nargs=1, action="append", default=[], metavar="URL")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=30000)
+    parser.add_argument("--api-key", default=None)
     args, _ignored = parser.parse_known_args(argv)
     if not args.pd_disaggregation:
         parser.error("only --pd-disaggregation mode is simulated")
@@ -350,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
     log.info("smg::server", "server.rs:794", f"Starting router on {args.host}:{args.port} | mode: "
              f"{_mode(pool.workers)} | policy: RoundRobin | max_payload: 512MB")
     try:
-        server = RouterServer(args.host, args.port, pool, log)
+        server = RouterServer(args.host, args.port, pool, log, args.api_key)
     except OSError as exc:
         log.line("ERROR", "smg::server", "server.rs:1020", f"Failed to bind to {args.host}:{args.port}: {exc}")
         return 1

@@ -114,8 +114,8 @@ class Worker:
         steps = [
             *([(0.10, log.tp, "Init torch distributed ends. mem usage=1.96 GB")] if self.words.torch_distributed else []),
             (0.12, log.tp, "Load weight begin. avail mem=137.34 GB"),
-            (0.40, log.tp, f"Load weight end. type=DeepseekV4ForCausalLM, dtype=torch.bfloat16, "
-                           f"avail mem=71.08 GB, mem usage=66.26 GB."),
+            (0.40, log.tp, "Load weight end. type=DeepseekV4ForCausalLM, dtype=torch.bfloat16, "
+                           "avail mem=71.08 GB, mem usage=66.26 GB."),
             (0.45, log.tp, "KV Cache is allocated. #tokens: 834615, K size: 24.12 GB, V size: 24.12 GB"),
             (0.46, log.tp, "Memory pool end. avail mem=14.61 GB"),
         ]
