@@ -20,7 +20,7 @@ def sandbox(tmp_path):
 
 
 def pd(sandbox, package, *, decode_fail=None, extra_decode=False, router_decodes=None, router_timeout="20s",
-       router_flags=()):
+       router_flags=(), router_after=None):
     """prefill + decode (+ a second decode) and the router; the router is told about ``router_decodes``."""
     p, d, d2, r, boot = (free_port() for _ in range(5))
     services = {
@@ -32,7 +32,8 @@ def pd(sandbox, package, *, decode_fail=None, extra_decode=False, router_decodes
         services["decode2"] = (worker_argv("decode", d2, bootstrap=boot), {"role": "decode", "port": d2})
     told = router_decodes(d, d2) if router_decodes else [d]
     services["router"] = ([*router_argv(r, [(p, boot)], told, package=package), *router_flags],
-                          {"role": "router", "port": r, "timeout": router_timeout})
+                          {"role": "router", "port": r, "timeout": router_timeout,
+                           **({"after": router_after} if router_after else {})})
     return sim_deployment(sandbox, services)
 
 
@@ -74,17 +75,25 @@ async def test_smoke_answer_through_the_pd_path(sandbox, real_router):
     assert probes(rec, "workers")[-1].detail == "2 of 2 backends healthy"
 
 
-async def test_a_configured_worker_missing_from_the_router_is_named(sandbox, real_router):
+async def test_a_router_unit_that_does_not_send_to_a_configured_backend_is_refused_before_start(sandbox, real_router):
     done, rec, _ = await bring_up(pd(sandbox, real_router, extra_decode=True, router_timeout="10s"))
-    assert rec.states("router")[-1] == "timed_out"
-    workers = probes(rec, "workers")[-1]
-    assert not workers.ok and workers.detail == "missing: decode2"
-    assert "workers (missing: decode2)" in rec.change("router", "timed_out").reason
+    assert rec.states("router") == ["failed"]          # by the preflight's drift check: never started
+    assert done.failures["router"].startswith("its unit does not send to decode2 (its --decode URLs: http://127.0.0.1:")
+
+
+def test_a_configured_backend_the_router_does_not_list_is_named_missing():
+    from pdtui.engine.probes import Backend, check_workers
+    loopback = frozenset({"127.0.0.1"})
+    backends = [Backend("prefill", "prefill", 30000, loopback), Backend("decode2", "decode", 30012, loopback)]
+    check = check_workers(SMG_WORKERS, backends)
+    assert not check.ok and check.detail == "missing: decode2"
 
 
 async def test_no_healthy_pair_keeps_readiness_503(sandbox, real_router):
     nowhere = free_port()
-    deployment = pd(sandbox, real_router, router_decodes=lambda d, d2: [nowhere], router_timeout="10s")
+    # The config knows no decode for it (so no drift to refuse), the router's unit one that is not there.
+    deployment = pd(sandbox, real_router, router_decodes=lambda d, d2: [nowhere], router_timeout="10s",
+                    router_after=["prefill"])
     done, rec, _ = await bring_up(deployment, smoke=False)
     assert rec.states("router")[-1] == "timed_out"
     readiness = probes(rec, "readiness")[-1]
