@@ -4,22 +4,27 @@ A sandbox holds the three reference units (prefill GPUs 0-3 NUMA 0, decode
 GPUs 4-7 NUMA 1, router) run by pdtui's systemd stand-in: SGLang-like sim
 workers and a real router, ``smg`` or ``sglang-router``, when one is installed
 (a small simulated router otherwise, or when asked for). The deployment config
-is generated as YAML and loaded like any user's, so the demo exercises exactly
-the path ``pdtui up`` takes.
+is generated as YAML with a ``launch:`` block per service and loaded like any
+user's; its units are the ones ``pdtui units`` makes of it. So the demo
+exercises exactly the path ``pdtui units --install`` and ``pdtui up`` take.
 """
 
 from __future__ import annotations
 
 import socket
+import sys
 from dataclasses import dataclass, field
 
 import yaml
 
+from pdtui.commands.units import write_units
 from pdtui.config import Deployment, parse_config
-from pdtui.sim.commands import default_router, router_argv, worker_argv
+from pdtui.sim.commands import REAL_ROUTERS, SIM_ROUTER, default_router, sim_python
+from pdtui.sim.knobs import DEFAULT_GENERATION, DEFAULT_MODEL, FAIL_MODES
 from pdtui.sim.ports import free_port
 from pdtui.sim.sandbox import Sandbox
-from pdtui.sim.knobs import DEFAULT_GENERATION, FAIL_MODES
+from pdtui.unit_files import render_units
+
 BACKENDS = ("prefill", "decode")
 REFERENCE_PORTS = {"prefill": 30000, "router": 30001, "decode": 30002, "bootstrap": 8998, "metrics": 29000}
 
@@ -69,36 +74,40 @@ def _ports(reference: bool) -> dict[str, int]:
 
 
 def build(sandbox: Sandbox, options: DemoOptions) -> Deployment:
-    """Install the demo's units in ``sandbox`` and return its deployment."""
+    """Write the demo's config with a ``launch:`` per service, install the units ``pdtui units`` makes of
+    it in ``sandbox``, and return its deployment (loaded like any user's)."""
     ports = _ports(options.reference_ports)
-    fail = options.failures.get
-    boot = ports["bootstrap"]
-    sandbox.add_unit("sglang-dsv4-prefill",
-                     worker_argv("prefill", ports["prefill"], bootstrap=boot, startup=options.startup * 0.8,
-                                 gpus="0,1,2,3", fail=fail("prefill"), generation=options.generation),
-                     description="SGLang DeepSeek-V4-Flash prefill (simulated)")
-    sandbox.add_unit("sglang-dsv4-decode",
-                     worker_argv("decode", ports["decode"], bootstrap=boot, startup=options.startup,
-                                 gpus="4,5,6,7", fail=fail("decode"), generation=options.generation),
-                     description="SGLang DeepSeek-V4-Flash decode (simulated)")
-    sandbox.add_unit("sglang-dsv4-router",
-                     router_argv(ports["router"], [(ports["prefill"], boot)], [ports["decode"]],
-                                 package=options.router, metrics_port=ports["metrics"]),
-                     description="SGLang PD router")
-    config = {
-        "name": "dsv4-flash-pd (demo)",
-        "hosts": {"gpu0": {"local": True, "commands": sandbox.commands}},
-        "services": {
-            "prefill": {"host": "gpu0", "unit": "sglang-dsv4-prefill", "role": "prefill",
-                        "gpus": [0, 1, 2, 3], "numa": 0, "port": ports["prefill"], "bootstrap_port": boot,
-                        "timeout": options.timeout},
-            "decode": {"host": "gpu0", "unit": "sglang-dsv4-decode", "role": "decode",
-                       "gpus": [4, 5, 6, 7], "numa": 1, "port": ports["decode"], "timeout": options.timeout},
-            "router": {"host": "gpu0", "unit": "sglang-dsv4-router", "role": "router",
-                       "port": ports["router"], "timeout": options.timeout},
-        },
-    }
-    text = yaml.safe_dump(config, sort_keys=False)
+    text = yaml.safe_dump(_config(sandbox, options, ports), sort_keys=False)
     path = sandbox.root / "demo.yaml"
     path.write_text(text)
-    return parse_config(text, str(path))
+    deployment = parse_config(text, str(path))
+    write_units(render_units(deployment), sandbox.root / "units")
+    return deployment
+
+
+def _config(sandbox: Sandbox, options: DemoOptions, ports: dict[str, int]) -> dict:
+    def worker(service: str, startup: float) -> dict:
+        args = ["--startup", f"{startup:g}", "--generation", options.generation]
+        if service in options.failures:
+            args += ["--fail", options.failures[service]]
+        return {"command": sim_python("pdtui.sim.worker"), "model": DEFAULT_MODEL, "tp": 4, "host": "127.0.0.1",
+                "args": args}
+
+    router = (sim_python("pdtui.sim.router") if options.router == SIM_ROUTER
+              else [sys.executable, "-m", f"{REAL_ROUTERS[options.router]}.launch_router"])
+    return {
+        "name": "dsv4-flash-pd (demo)",
+        "hosts": {"gpu0": {"local": True, "commands": sandbox.commands, "unit_dir": str(sandbox.root / "units")}},
+        "services": {
+            "prefill": {"host": "gpu0", "unit": "sglang-dsv4-prefill", "role": "prefill",
+                        "gpus": [0, 1, 2, 3], "numa": 0, "port": ports["prefill"], "bootstrap_port": ports["bootstrap"],
+                        "timeout": options.timeout, "launch": worker("prefill", options.startup * 0.8)},
+            "decode": {"host": "gpu0", "unit": "sglang-dsv4-decode", "role": "decode",
+                       "gpus": [4, 5, 6, 7], "numa": 1, "port": ports["decode"], "timeout": options.timeout,
+                       "launch": worker("decode", options.startup)},
+            "router": {"host": "gpu0", "unit": "sglang-dsv4-router", "role": "router",
+                       "port": ports["router"], "timeout": options.timeout,
+                       "launch": {"command": router, "host": "127.0.0.1", "prometheus_port": ports["metrics"],
+                                  **({"package": options.router} if options.router in REAL_ROUTERS else {})}},
+        },
+    }

@@ -13,14 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pdtui.config import DEFAULT_BOOTSTRAP_PORT, Deployment, ServiceConfig
-from pdtui.config.launch import LaunchSpec
+from pdtui.config.launch import ROUTER_PYTHON_PACKAGES, LaunchSpec
 
 # systemd 248 added CPUAffinity=numa (NUMAPolicy= and NUMAMask= came in 243): before it, numactl binds.
 SYSTEMD_NUMA = 248
 DEFAULT_PROMETHEUS_PORT = 29000       # the routers' own default, taken by the first router on a host
 START_LIMIT_INTERVAL, START_LIMIT_BURST, RESTART_SEC = 600, 3, 10
 SERVER_MODULE = "sglang.launch_server"
-ROUTER_MODULES = {"sglang-router": "sglang_router.launch_router", "smg": "smg.launch_router"}
 
 
 @dataclass(frozen=True)
@@ -135,7 +134,7 @@ def backend_url(deployment: Deployment, router: ServiceConfig, backend: ServiceC
 
 def _router_argv(deployment: Deployment, svc: ServiceConfig, launch: LaunchSpec,
                  prometheus_port: int | None) -> list[str]:
-    argv = [*_program(launch, ROUTER_MODULES[launch.package]), "--pd-disaggregation"]
+    argv = [*_program(launch, f"{ROUTER_PYTHON_PACKAGES[launch.package]}.launch_router"), "--pd-disaggregation"]
     for name in svc.after:
         backend = deployment.services[name]
         if backend.role == "prefill" and backend.port is not None:

@@ -94,3 +94,30 @@ async def test_install_over_ssh_then_up(sandbox, sshd, ssh_home, capsys):
     assert await units.diff(deployment, make_host) == 0
     done, _, _ = await bring_up(deployment)
     assert done.ok, done
+
+
+DRIFTS = {   # an edit of the installed unit, and what the preflight says of it
+    "gpus": ("d.service", "CUDA_VISIBLE_DEVICES=2,3", "CUDA_VISIBLE_DEVICES=0,1",
+             "decode", "its unit runs on GPUs 0,1 (CUDA_VISIBLE_DEVICES), the config says 2, 3"),
+    "numa": ("d.service", "NUMAMask=1", "NUMAMask=0", "decode",
+             "its unit binds NUMA node 0 (NUMAPolicy=bind NUMAMask=), the config says 1"),
+    "port": ("p.service", "--port {p}", "--port 1", "prefill", "its unit listens on port 1 (--port), the config says {p}"),
+    "router-url": ("r.service", "--decode http://127.0.0.1:{d}", "--decode http://127.0.0.1:1", "router",
+                   "its unit does not send to decode (its --decode URLs: http://127.0.0.1:1;"),
+}
+
+
+@pytest.mark.parametrize("kind", DRIFTS)
+async def test_drift_of_an_installed_unit_is_refused_before_anything_starts(sandbox, capsys, kind):
+    config = launched(sandbox)
+    ports = {"p": config["services"]["prefill"]["port"], "d": config["services"]["decode"]["port"]}
+    deployment = deployment_of(config, sandbox)
+    assert await units.install(deployment, make_host, yes=False) == 0
+    unit, old, new, service, said = (part.format(**ports) for part in DRIFTS[kind])
+    path = sandbox.root / "units" / unit
+    assert old in path.read_text()
+    path.write_text(path.read_text().replace(old, new))
+    done, rec, _ = await bring_up(deployment)
+    assert done.exit_code == 1
+    assert rec.states(service) == ["failed"] and done.failures[service].startswith(said)
+    assert sandbox.store.started_names() == []      # nothing was started

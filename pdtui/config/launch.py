@@ -21,6 +21,8 @@ RouterPackage = Literal["sglang-router", "smg"]
 TRANSFER_BACKENDS: tuple[str, ...] = get_args(TransferBackend)
 ROUTER_PACKAGES: tuple[str, ...] = get_args(RouterPackage)
 DEFAULT_ROUTER_PACKAGE = "sglang-router"
+# Each router package's Python package (its launcher is PACKAGE.launch_router, taking the same PD flags).
+ROUTER_PYTHON_PACKAGES = {"sglang-router": "sglang_router", "smg": "smg"}
 
 SERVER_KEYS = frozenset({"model", "tp", "transfer_backend", "bootstrap_port", "ib_device", "host", "python", "command",
                          "args", "env"})

@@ -9,25 +9,18 @@ from __future__ import annotations
 import importlib.util
 import sys
 
+from pdtui.config.launch import ROUTER_PYTHON_PACKAGES
 from pdtui.sim.ports import free_port
+from pdtui.sim.python import sim_python
 
-
-def sim_python(module: str) -> list[str]:
-    """argv running a sim program (stdlib and pdtui only) without ``site``.
-
-    ``-S`` skips site-packages and every ``.pth`` file in it (one that imports
-    certifi costs ~30 ms per start): the sim's systemctl and journalctl run once
-    per command pdtui sends, and a deployment starts a supervisor per unit.
-    pdtui is found through PYTHONPATH, which the sim sets for everything it
-    starts (:func:`pdtui.sim.systemctl.package_env`).
-    """
-    return [sys.executable, "-S", "-m", module]
+__all__ = ["REAL_ROUTERS", "ROUTERS", "SIM_ROUTER", "default_router", "installed_routers", "router_argv",
+           "router_label", "sim_python", "worker_argv"]
 
 
 # The real PD routers, pip package -> Python package, in order of preference: smg (the Shepherd Model
 # Gateway) is sglang-router's maintained successor, with the same launcher and PD flags; sglang-router
 # (last release 0.3.2) is still what many deployments run.
-REAL_ROUTERS = {"smg": "smg", "sglang-router": "sglang_router"}
+REAL_ROUTERS = {name: ROUTER_PYTHON_PACKAGES[name] for name in ("smg", "sglang-router")}
 SIM_ROUTER = "sim"
 ROUTERS = (*REAL_ROUTERS, SIM_ROUTER)
 

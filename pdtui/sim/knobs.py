@@ -19,3 +19,4 @@ FAIL_MODES: dict[str, str] = {
 
 GENERATIONS = ("older", "2025", "current")
 DEFAULT_GENERATION = "current"
+DEFAULT_MODEL = "deepseek-ai/DeepSeek-V4-Flash"   # the reference deployment's model, which the sim plays

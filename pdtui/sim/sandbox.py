@@ -16,7 +16,7 @@ from pathlib import Path
 from types import TracebackType
 
 from pdtui.sim import nvidia_smi
-from pdtui.sim.commands import sim_python
+from pdtui.sim.python import sim_python
 from pdtui.sim.procs import terminate
 from pdtui.sim.systemctl import ROOT_ENV, package_env
 from pdtui.sim.units import UnitStore, render_unit, unit_name

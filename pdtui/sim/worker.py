@@ -26,11 +26,10 @@ from typing import TextIO
 
 from pdtui.sim.bootstrap import BootstrapServer
 from pdtui.sim.httpserve import set_on_signal
-from pdtui.sim.knobs import FAIL_MODES
+from pdtui.sim.knobs import DEFAULT_MODEL, FAIL_MODES
 from pdtui.sim.wording import DEFAULT_GENERATION, GENERATIONS, WORDINGS
 from pdtui.sim.worker_http import WorkerServer, WorkerState
 
-DEFAULT_MODEL = "deepseek-ai/DeepSeek-V4-Flash"
 SGLANG = "/usr/local/lib/python3.12/dist-packages/sglang/srt"
 
 
