@@ -214,7 +214,7 @@ def test_a_host_whose_looks_are_slow_is_looked_at_on_a_later_beat(sandbox):
     orchestrator = Orchestrator(reference(sandbox), make_host, clock=lambda: 0.0, timing=Timing(unit_poll=2.0))
     orchestrator._begin()
     run = orchestrator._runs["decode"]
-    looker = orchestrator._lookers[run.cfg.host]
+    looker = orchestrator._sessions[run.cfg.host].looker
     assert orchestrator._beat(run, 0.1) == 2.0
     looker.last_took = 1.0          # a loaded host: the next look no sooner than 4 s after this one
     assert orchestrator._beat(run, 0.1) == 6.0

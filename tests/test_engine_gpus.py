@@ -5,11 +5,14 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import yaml
 
+from pdtui.commands.units import write_units
 from pdtui.config import parse_config
+from pdtui.unit_files import render_units
 from pdtui.engine.events import GpuSample, Notice
 from pdtui.engine.orchestrator import Orchestrator
 from pdtui.hosts import make_host
@@ -24,9 +27,13 @@ def sandbox(tmp_path):
 
 
 def edited(deployment, edit):
+    """The demo deployment with ``edit`` made to its config, and its units made again from it (as
+    ``pdtui units --install`` would)."""
     config = yaml.safe_load(open(deployment.source))
     edit(config)
-    return parse_config(yaml.safe_dump(config), deployment.source)
+    changed = parse_config(yaml.safe_dump(config), deployment.source)
+    write_units(render_units(changed), Path(deployment.source).parent / "units")
+    return changed
 
 
 async def test_busy_gpu_is_a_warning_and_the_bring_up_goes_on(sandbox):

@@ -24,18 +24,16 @@ from pdtui.engine.events import (
     ServiceInfo, StateChanged, Step, StepChanged, StepStatus,
 )
 from pdtui.engine.gpus import GpuSampler, Inventory, host_inventories, preflight_findings
-from pdtui.engine.journal import JournalTail
+from pdtui.engine.host_session import HostSession
 from pdtui.engine.probes import LOOPBACK, Backend, Check, RouterProbe, bootstrap_port, http_check, tcp_check
 from pdtui.engine.readiness import FailureCandidate, LineJudge
 from pdtui.engine.signatures import BOOTSTRAP, Severity, Signature, signatures_for
 from pdtui.engine.states import FINAL_STATES, ServiceState, check_transition
 from pdtui.engine.steps import step_statuses
-from pdtui.engine.units import InvocationHistory, UnitLooker, UnitStarter
-from pdtui.engine.http import HttpProber
 from pdtui.hosts.base import Host, HostDisconnected, HostError, HostUnreachable
 from pdtui.gpu import sampler_argv
 from pdtui.plan import format_duration
-from pdtui.systemd import Commands, JournalEntry, parse_cat, sudo_needs_password
+from pdtui.systemd import JournalEntry, parse_cat
 from pdtui.unit_drift import parse_installed, service_drift
 
 S = ServiceState
@@ -131,19 +129,13 @@ class Orchestrator:
         self.timing = timing
         self._subscribers: list[Callable[[Event], None]] = []
         self._t0 = clock()
-        self._hosts: dict[str, Host] = {}
-        self._commands = {name: Commands.for_host(h) for name, h in deployment.hosts.items()}
-        self._probers: dict[str, HttpProber] = {}
-        self._lookers: dict[str, UnitLooker] = {}
-        self._starters: dict[str, UnitStarter] = {}
-        self._histories: dict[str, InvocationHistory] = {}
+        self._sessions: dict[str, HostSession] = {}
         self._reaching: dict[str, float] = {}       # host -> until when the preflight tries to reach it
         self._retried: set[str] = set()             # hosts the preflight reached only after retries
         self._runs = {name: ServiceRun(cfg, LineJudge(cfg.ready.log, signatures_for(cfg.role, cfg.fail)))
                       for name, cfg in deployment.services.items()}
         self._by_unit = {(r.cfg.host, r.cfg.unit): r for r in self._runs.values()}
         self._tails: list[asyncio.Task] = []
-        self._journals: dict[str, JournalTail] = {}
         self._steps: dict[Step, StepStatus] = {}
         self._preflight = StepStatus.PENDING
         self._watchers: set[asyncio.Event] = set()
@@ -198,13 +190,8 @@ class Orchestrator:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         self._flush_logs()
-        for prober in self._probers.values():
-            await prober.close()
-        for host in self._hosts.values():
-            try:
-                await host.close()
-            except Exception:   # closing a broken connection must not hide the real outcome
-                pass
+        for session in self._sessions.values():
+            await session.close()
 
     # -- events ------------------------------------------------------------
     def elapsed(self) -> float:
@@ -258,20 +245,15 @@ class Orchestrator:
         self._update_steps()
         for name, cfg in self.deployment.hosts.items():
             if any(r.cfg.host == name for r in self._runs.values()):
-                host = self._hosts[name] = self.host_factory(cfg, on_status=self._host_status)
-                self._probers[name] = HttpProber(host)
-                run_there = partial(self._command_on, name)
-                self._lookers[name] = UnitLooker(run_there, self._commands[name])
-                self._starters[name] = UnitStarter(run_there, self._commands[name])
-                self._histories[name] = InvocationHistory(run_there, self._commands[name])
+                host = self.host_factory(cfg, on_status=self._host_status)
+                self._sessions[name] = HostSession(cfg, host, command_timeout=self.timing.command_timeout,
+                                                   clock=self.clock)
 
     def _follow_journals(self) -> None:
-        for name, host in self._hosts.items():
+        for name, session in self._sessions.items():
             units = [r.cfg.unit for r in self._runs.values() if r.cfg.host == name]
-            tail = JournalTail(host, self._commands[name], units,
-                               on_entry=lambda entry, h=name: self._on_entry(h, entry),
-                               on_problem=lambda msg: self._emit(Notice("warning", msg, None, self.elapsed())))
-            self._journals[name] = tail
+            tail = session.follow(units, on_entry=lambda entry, h=name: self._on_entry(h, entry),
+                                  on_problem=lambda msg: self._emit(Notice("warning", msg, None, self.elapsed())))
             self._tails.append(asyncio.create_task(tail.run(), name=f"journal {name}"))
 
     async def _preflight_hosts(self, *, sample_gpus: bool) -> None:
@@ -279,13 +261,13 @@ class Orchestrator:
         self._preflight = StepStatus.RUNNING
         self._update_steps()
         now = self.clock()
-        deadlines = {h: now + max(r.cfg.timeout for r in self._runs.values() if r.cfg.host == h) for h in self._hosts}
+        deadlines = {h: now + max(r.cfg.timeout for r in self._runs.values() if r.cfg.host == h) for h in self._sessions}
         self._reaching = dict(deadlines)
         # The GPU inventory is taken while the units are looked at: neither waits for the other.
         results, inventories = await asyncio.gather(
-            asyncio.gather(*(self._preflight_host(h, deadlines[h]) for h in self._hosts)),
-            host_inventories(self.deployment, self._hosts))
-        retried = {h: self._hosts[h] for h, found in inventories.items() if found is None and h in self._retried}
+            asyncio.gather(*(self._preflight_host(h, deadlines[h]) for h in self._sessions)),
+            host_inventories(self.deployment, self._hosts()))
+        retried = {h: self._sessions[h].host for h, found in inventories.items() if found is None and h in self._retried}
         if retried:   # reached only after retries: its first inventory found no connection
             inventories |= await host_inventories(self.deployment, retried)
         gpus_ok = self._preflight_gpus(inventories, sample=sample_gpus)
@@ -307,7 +289,7 @@ class Orchestrator:
         for name, inventory in inventories.items():
             if sample and inventory is not None:
                 argv = sampler_argv(self.deployment.hosts[name].commands["nvidia-smi"])
-                sampler = GpuSampler(self._hosts[name], name, argv, self._emit, self.elapsed, inventory=inventory)
+                sampler = GpuSampler(self._sessions[name].host, name, argv, self._emit, self.elapsed, inventory=inventory)
                 self._tails.append(asyncio.create_task(sampler.run(), name=f"gpus {name}"))
         return ok
 
@@ -335,7 +317,8 @@ class Orchestrator:
         if not runs:
             return True
         try:
-            result = await self._command_on(host_name, self._commands[host_name].cat([r.cfg.unit for r in runs]))
+            session = self._sessions[host_name]
+            result = await session.command(session.commands.cat([r.cfg.unit for r in runs]))
         except HostError:
             return True     # the unit looks just passed: a host lost now is the bring-up's to tell
         installed = parse_cat(result.stdout)
@@ -470,24 +453,15 @@ class Orchestrator:
             if run.state in (S.STARTING, S.WAITING, S.READY):
                 self._transition(run, S.FAILED, str(exc))
 
-    async def _command(self, run: ServiceRun, argv: list[str], deadline: float | None = None):
-        return await self._command_on(run.cfg.host, argv, deadline)
-
-    async def _command_on(self, host: str, argv: list[str], deadline: float | None = None):
-        timeout = self.timing.command_timeout
-        if deadline is not None:
-            timeout = max(0.1, min(timeout, deadline - self.clock()))
-        result = await self._hosts[host].run(argv, timeout=timeout)
-        if not result.ok and sudo_needs_password(result.stderr):
-            raise HostError(f"{host}: sudo asks for a password; pdtui needs passwordless sudo "
-                            f"(sudo -n) for systemctl and journalctl")
-        return result
+    def _hosts(self) -> dict[str, Host]:
+        return {name: session.host for name, session in self._sessions.items()}
 
     async def _show(self, run: ServiceRun) -> dict[str, str]:
-        return await self._lookers[run.cfg.host].show(run.cfg.unit)
+        return await self._sessions[run.cfg.host].looker.show(run.cfg.unit)
 
     async def _start(self, run: ServiceRun, deadline: float) -> None:
-        commands = self._commands[run.cfg.host]
+        session = self._sessions[run.cfg.host]
+        commands = session.commands
         if run.cfg.role == "router":
             argv, verb = commands.enable_now(run.cfg.unit), "systemctl enable --now"
         elif run.attempt > 1:
@@ -496,16 +470,16 @@ class Orchestrator:
             argv, verb = None, "systemctl start"    # shared with the host's other backends
         self._transition(run, S.STARTING, f"{verb} {run.cfg.unit}")
         for old in run.cfg.replaces:
-            result = await self._command(run, commands.disable_now(old), deadline)
+            result = await session.command(commands.disable_now(old), deadline)
             self._emit(Notice("info" if result.ok else "warning",
                               f"stopped and disabled {old}" if result.ok else f"could not stop {old}: {_last_line(result.stderr)}",
                               run.name, self.elapsed()))
         run.collecting = True
-        tail_live = self._tail_live(run.cfg.host)
+        tail_live = session.tail_live
         if argv is None:
-            result = await self._starters[run.cfg.host].start(run.cfg.unit, deadline)
+            result = await session.starter.start(run.cfg.unit, deadline)
         else:
-            result = await self._command(run, argv, deadline)
+            result = await session.command(argv, deadline)
         if not result.ok:
             run.collecting = False
             self._transition(run, S.FAILED, f"{verb} failed: {_last_line(result.stderr) or f'exit status {result.exit_status}'}")
@@ -516,21 +490,11 @@ class Orchestrator:
         self._note_unit(run, props)
         await self._backfill(run, history=not tail_live)
 
-    def _tail_live(self, host: str) -> bool:
-        """Whether the host's tail surely sees every line written from now on.
-
-        Once it has delivered a line, its journalctl follows, and a broken tail
-        resumes after the last cursor it delivered: a unit started after that
-        needs no look at its history.
-        """
-        tail = self._journals.get(host)
-        return tail is not None and tail.cursor is not None
-
     async def _backfill(self, run: ServiceRun, *, history: bool = True) -> None:
         """Judge the lines the invocation wrote before the tail saw them, then what the tail buffered."""
         lines: Iterable[JournalEntry] = ()
         if run.invocation and history:
-            result, lines = await self._histories[run.cfg.host].lines(run.invocation)
+            result, lines = await self._sessions[run.cfg.host].history.lines(run.invocation)
             if not result.ok:
                 raise HostError(f"{run.cfg.host}: journalctl failed, so readiness cannot be judged: "
                                 f"{_last_line(result.stderr) or f'exit status {result.exit_status}'}")
@@ -599,7 +563,7 @@ class Orchestrator:
         units' ends still wake their services at once, through systemd's lines.
         """
         poll = self.timing.unit_poll
-        rest = LOOK_REST * self._lookers[run.cfg.host].last_took
+        rest = LOOK_REST * self._sessions[run.cfg.host].looker.last_took
         return self._t0 + (math.floor((now + rest - self._t0) / poll) + 1) * poll
 
     def _next_look(self, run: ServiceRun) -> float:
@@ -636,14 +600,14 @@ class Orchestrator:
 
     async def _probe(self, run: ServiceRun) -> bool | Check | None:
         """Run the active checks: True when all hold, a Check when one failed for good, else None."""
-        host = self._hosts[run.cfg.host]
+        host = self._sessions[run.cfg.host].host
         if run.cfg.role == "router":
             return await self._probe_router(run, host)
         checks = []
         if run.cfg.ready.tcp and run.cfg.port:
             checks.append(await tcp_check(host, run.cfg.port))
         if run.cfg.ready.http and run.cfg.port and all(c.ok for c in checks):
-            checks.append(await http_check(self._probers[run.cfg.host], run.cfg.port, run.cfg.ready.http))
+            checks.append(await http_check(self._sessions[run.cfg.host].prober, run.cfg.port, run.cfg.ready.http))
         if run.cfg.role == "prefill" and run.cfg.port and all(c.ok for c in checks):
             checks.append(await self._bootstrap_check(run, host))
         for check in checks:
@@ -654,14 +618,14 @@ class Orchestrator:
         """A PD prefill's bootstrap server: its port accepting (a Server error: line fails it as it comes)."""
         if run.bootstrap is None:
             assert run.cfg.port is not None
-            run.bootstrap = run.cfg.bootstrap_port or await bootstrap_port(self._probers[run.cfg.host], run.cfg.port)
+            run.bootstrap = run.cfg.bootstrap_port or await bootstrap_port(self._sessions[run.cfg.host].prober, run.cfg.port)
         check = await tcp_check(host, run.bootstrap)
         return Check(BOOTSTRAP, check.ok, f"bootstrap server {check.detail}", check.latency)
 
     async def _probe_router(self, run: ServiceRun, host: Host) -> bool | Check | None:
         probe = run.router_probe
         if probe is None:
-            probe = run.router_probe = RouterProbe(self._probers[run.cfg.host], run.cfg.port,
+            probe = run.router_probe = RouterProbe(self._sessions[run.cfg.host].prober, run.cfg.port,
                                                    self._backends(run), smoke=self.smoke,
                                                    transfer_error=partial(self._transfer_error_since, run),
                                                    clock=self.clock)
@@ -733,7 +697,7 @@ class Orchestrator:
     async def _health_lost(self, run: ServiceRun) -> tuple[str, str | None] | None:
         """One health check of a ready service; a failure once it has failed long enough in a row."""
         assert run.cfg.port is not None and run.cfg.ready.http is not None
-        check = await http_check(self._probers[run.cfg.host], run.cfg.port, run.cfg.ready.http)
+        check = await http_check(self._sessions[run.cfg.host].prober, run.cfg.port, run.cfg.ready.http)
         self._probe_result(run, check)
         now = self.clock()
         if check.ok:

@@ -1,0 +1,71 @@
+"""One host of a deployment, as the engine uses it: its connection and everything that runs over it.
+
+A session owns the Host (one connection), how its systemctl and journalctl
+are invoked, the HTTP prober whose requests travel through the connection,
+the batched unit looks, starts and invocation-history reads, and the one
+journal tail that follows all of its units. The orchestrator keeps one per
+host instead of a dict per tool.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from pdtui.config import HostConfig
+from pdtui.engine.http import HttpProber
+from pdtui.engine.journal import JournalTail
+from pdtui.engine.units import InvocationHistory, UnitLooker, UnitStarter
+from pdtui.hosts.base import Host, HostError, Result
+from pdtui.systemd import Commands, JournalEntry, sudo_needs_password
+
+
+class HostSession:
+    def __init__(self, config: HostConfig, host: Host, *, command_timeout: float,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.name = config.name
+        self.config = config
+        self.host = host
+        self.commands = Commands.for_host(config)
+        self.prober = HttpProber(host)
+        self.looker = UnitLooker(self.command, self.commands)
+        self.starter = UnitStarter(self.command, self.commands)
+        self.history = InvocationHistory(self.command, self.commands)
+        self.tail: JournalTail | None = None
+        self._command_timeout = command_timeout
+        self._clock = clock
+
+    async def command(self, argv: list[str], deadline: float | None = None) -> Result:
+        """Run ``argv`` there, within the command timeout and ``deadline``; sudo asking for a password
+        is the host's failure, said once in words the user can act on."""
+        timeout = self._command_timeout
+        if deadline is not None:
+            timeout = max(0.1, min(timeout, deadline - self._clock()))
+        result = await self.host.run(argv, timeout=timeout)
+        if not result.ok and sudo_needs_password(result.stderr):
+            raise HostError(f"{self.name}: sudo asks for a password; pdtui needs passwordless sudo "
+                            f"(sudo -n) for systemctl and journalctl")
+        return result
+
+    def follow(self, units: list[str], on_entry: Callable[[JournalEntry], None],
+               on_problem: Callable[[str], None]) -> JournalTail:
+        """The host's one journal tail, for all of ``units``."""
+        self.tail = JournalTail(self.host, self.commands, units, on_entry=on_entry, on_problem=on_problem)
+        return self.tail
+
+    @property
+    def tail_live(self) -> bool:
+        """Whether the tail surely sees every line written from now on.
+
+        Once it has delivered a line, its journalctl follows, and a broken tail
+        resumes after the last cursor it delivered: a unit started after that
+        needs no look at its history.
+        """
+        return self.tail is not None and self.tail.cursor is not None
+
+    async def close(self) -> None:
+        await self.prober.close()
+        try:
+            await self.host.close()
+        except Exception:   # closing a broken connection must not hide the real outcome
+            pass
