@@ -260,3 +260,15 @@ def test_follow_after_a_cursor_as_pdtui_does(both, procs):
     real, stand_in = outputs
     assert project(real[:3]) == project(real_all[k + 1:k + 4])
     assert_same(real[:3], stand_in[:3])
+
+
+def test_stop_all_leaves_no_writer_behind(tmp_path):
+    sandbox = Sandbox.create(tmp_path / "sim", real_journal=True)
+    sandbox.add_unit("long", [sys.executable, "-c", "import time; print('up', flush=True); time.sleep(60)"])
+    subprocess.run([*sandbox.commands["systemctl"], "start", "long"], check=True, timeout=30)
+    forgotten = Journal(sandbox.root)          # never closed: its writer would run on
+    forgotten.append([unit_entry("x.service", "a" * 32, 1, "w", b"left open", 6)])
+    writers = realjournal.leftover_writers(sandbox.root)
+    assert len(writers) == 2                   # the unit's supervisor's and this one's
+    sandbox.cleanup()
+    assert not any(w.alive() for w in writers)
