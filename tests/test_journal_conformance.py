@@ -272,3 +272,17 @@ def test_stop_all_leaves_no_writer_behind(tmp_path):
     assert len(writers) == 2                   # the unit's supervisor's and this one's
     sandbox.cleanup()
     assert not any(w.alive() for w in writers)
+
+
+def test_a_dead_writer_loses_entries_but_not_the_writer(tmp_path):
+    sandbox = Sandbox.create(tmp_path / "sim", real_journal=True)
+    journal = Journal(sandbox.root)
+    try:
+        journal.append([unit_entry("x.service", "a" * 32, 1, "w", b"before", 6)])
+        writer = journal.real_writer()
+        writer.proc.kill()
+        writer.proc.wait(5)
+        journal.append([unit_entry("x.service", "a" * 32, 1, "w", b"after", 6)])   # no BrokenPipeError
+    finally:
+        journal.close()
+        sandbox.cleanup()

@@ -121,12 +121,22 @@ class Writer:
         self._pid_file = directory / "writers" / str(self.proc.pid)
         self._pid_file.write_text(f"{self.proc.pid} {ident.start if ident else 0}\n")
         self.sent = 0
+        self.broken = False
 
     def write(self, data: bytes, count: int, wait: bool = False) -> None:
-        """Send ``count`` encoded entries; with ``wait``, return once they are in the file."""
+        """Send ``count`` encoded entries; with ``wait``, return once they are in the file.
+
+        A writer that died (see ``writers.log``) loses what it is sent: the unit runs on.
+        """
+        if self.broken:
+            return
         view = memoryview(data)
-        while view:
-            view = view[os.write(self._fd, view):]
+        try:
+            while view:
+                view = view[os.write(self._fd, view):]
+        except OSError:
+            self.broken = True
+            return
         self.sent += count
         if wait:
             self.wait_written()
@@ -153,7 +163,10 @@ class Writer:
     def close(self, timeout: float = WRITE_TIMEOUT) -> None:
         """End of input: journal-remote writes what it has and exits."""
         if self.proc.stdin is not None and not self.proc.stdin.closed:
-            self.proc.stdin.close()
+            try:
+                self.proc.stdin.close()
+            except OSError:
+                pass
         try:
             self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
