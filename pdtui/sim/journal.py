@@ -254,11 +254,27 @@ BOOT_ID = _boot_id()
 """This machine's boot: ``journalctl -f`` shows entries of the current boot only."""
 
 
+_last = [0, 0]
+
+
+def stamps() -> tuple[int, int]:
+    """(realtime, monotonic) in µs for a new entry, each larger than this process's last.
+
+    The real journalctl orders entries of different files by their monotonic time, and
+    one ``--after-cursor`` seek among entries with the same one shows some twice and
+    loses others: a busy writer must not give two entries the same microsecond.
+    """
+    real = max(time.time_ns() // 1000, _last[0] + 1)
+    mono = max(time.monotonic_ns() // 1000, _last[1] + 1)
+    _last[0], _last[1] = real, mono
+    return real, mono
+
+
 def _common(priority: int, pid: int, comm: str, transport: str) -> dict[str, FieldValue]:
-    now = time.time_ns() // 1000
+    now, mono = stamps()
     return {
         "__REALTIME_TIMESTAMP": str(now),
-        "__MONOTONIC_TIMESTAMP": str(time.monotonic_ns() // 1000),
+        "__MONOTONIC_TIMESTAMP": str(mono),
         "_BOOT_ID": BOOT_ID,
         "PRIORITY": str(priority),
         "_PID": str(pid),
@@ -300,7 +316,8 @@ class LineEncoder:
 
     def encode(self, raw: bytes, priority: int) -> bytes:
         """One line's entry: a JSON object without its opening brace (see :meth:`Journal.append_encoded`)."""
-        now, mono = b"%d" % (time.time_ns() // 1000), b"%d" % (time.monotonic_ns() // 1000)
+        real_us, mono_us = stamps()
+        now, mono = b"%d" % real_us, b"%d" % mono_us
         prio = b"%d" % priority
         if self.exported is not None:
             self.exported.append(b"".join((b"__REALTIME_TIMESTAMP=", now, b"\n__MONOTONIC_TIMESTAMP=", mono,

@@ -40,6 +40,10 @@ class Supervisor:
         self.unit = unit
         self.invocation = uuid.uuid4().hex
         self.journal = Journal(store.root, writer_name=f"{unit.name}-{self.invocation}")
+        if self.journal.mirrored:
+            # Started before the first entry is stamped: an entry that reaches the real journal after
+            # later-stamped ones of other writers is never shown by a journalctl -f already past them.
+            self.journal.real_writer()
         self.state = UnitState(
             active="activating", sub="start", invocation=self.invocation,
             n_restarts=store.read_state(unit.name).n_restarts,
