@@ -11,7 +11,10 @@ both and compares the fields pdtui reads.
 from __future__ import annotations
 
 import json
+import os
 import select
+import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -120,9 +123,9 @@ def both(tmp_path_factory) -> Both:
         sandbox.cleanup()
 
 
-def test_the_writers_are_gone_once_their_units_ended(both):
-    assert realjournal.leftover_writers(both.sandbox.root) == []
-    assert len(list(realjournal.real_dir(both.sandbox.root).glob("*.journal"))) == 5   # boot, a, b, c, the test
+def test_one_journal_remote_writes_one_file_for_all_writers(both):
+    assert realjournal.remote_running(both.sandbox.root) is not None
+    assert [p.name for p in realjournal.real_dir(both.sandbox.root).glob("*.journal")] == [realjournal.FILE]
 
 
 @pytest.mark.parametrize("args", [
@@ -262,27 +265,88 @@ def test_follow_after_a_cursor_as_pdtui_does(both, procs):
     assert_same(real[:3], stand_in[:3])
 
 
-def test_stop_all_leaves_no_writer_behind(tmp_path):
+def test_stop_all_leaves_no_journal_remote_behind_and_a_later_writer_starts_it_again(tmp_path):
     sandbox = Sandbox.create(tmp_path / "sim", real_journal=True)
     sandbox.add_unit("long", [sys.executable, "-c", "import time; print('up', flush=True); time.sleep(60)"])
     subprocess.run([*sandbox.commands["systemctl"], "start", "long"], check=True, timeout=30)
-    forgotten = Journal(sandbox.root)          # never closed: its writer would run on
+    forgotten = Journal(sandbox.root)          # never closed: its connection stays open
     forgotten.append([unit_entry("x.service", "a" * 32, 1, "w", b"left open", 6)])
-    writers = realjournal.leftover_writers(sandbox.root)
-    assert len(writers) == 2                   # the unit's supervisor's and this one's
+    remote = realjournal.remote_running(sandbox.root)
+    assert remote is not None
+    sandbox.stop_all()
+    assert not remote.alive() and realjournal.remote_running(sandbox.root) is None
+    again = Journal(sandbox.root)              # the sandbox is used again after stop_all
+    again.append([unit_entry("x.service", "a" * 32, 1, "w", b"again", 6)])
+    again.close()
+    out = subprocess.run([*sandbox.commands["journalctl"], "-o", "cat", "-u", "x"], capture_output=True,
+                         text=True, timeout=30).stdout.splitlines()
+    assert out == ["left open", "again"]
     sandbox.cleanup()
-    assert not any(w.alive() for w in writers)
+    assert realjournal.remote_running(sandbox.root) is None
 
 
-def test_a_dead_writer_loses_entries_but_not_the_writer(tmp_path):
+def test_a_dead_journal_remote_loses_entries_but_not_the_writer(tmp_path, capfd):
     sandbox = Sandbox.create(tmp_path / "sim", real_journal=True)
     journal = Journal(sandbox.root)
     try:
         journal.append([unit_entry("x.service", "a" * 32, 1, "w", b"before", 6)])
-        writer = journal.real_writer()
-        writer.proc.kill()
-        writer.proc.wait(5)
-        journal.append([unit_entry("x.service", "a" * 32, 1, "w", b"after", 6)])   # no BrokenPipeError
+        remote = realjournal.remote_running(sandbox.root)
+        os.kill(remote.pid, signal.SIGKILL)
+        for i in range(3):     # no BrokenPipeError, one message
+            journal.append([unit_entry("x.service", "a" * 32, 1, "w", b"after %d" % i, 6)])
+        assert capfd.readouterr().err.count("journal-remote is gone") == 1
     finally:
         journal.close()
         sandbox.cleanup()
+
+
+def test_a_broken_connection_loses_only_its_own_entries(tmp_path):
+    sandbox = Sandbox.create(tmp_path / "sim", real_journal=True)
+    try:
+        broken, other = Journal(sandbox.root), Journal(sandbox.root)
+        broken.append([unit_entry("x.service", "a" * 32, 1, "w", b"one", 6)])
+        broken.real_writer()._sock.shutdown(socket.SHUT_RDWR)
+        broken.append([unit_entry("x.service", "a" * 32, 1, "w", b"lost", 6)])
+        other.append([unit_entry("x.service", "a" * 32, 1, "w", b"two", 6)])
+        out = subprocess.run([*sandbox.commands["journalctl"], "-o", "cat", "-u", "x"], capture_output=True,
+                             text=True, timeout=30).stdout.splitlines()
+        assert out == ["one", "two"]
+        broken.close()
+        other.close()
+    finally:
+        sandbox.cleanup()
+
+
+def test_concurrent_writers_land_in_one_file_stamped_in_file_order(tmp_path, procs):
+    sandbox = Sandbox.create(tmp_path / "sim", real_journal=True)
+    try:
+        begin = Journal(sandbox.root)
+        begin.append([unit_entry("x.service", "a" * 32, 1, "w", b"begin", 6)])
+        begin.close()
+        # From a matching entry on (-f on a unit with none yet shows only the last 10 of its first lines).
+        follower = procs.start([*sandbox.commands["journalctl"], "-f", "-o", "json", "--lines=1", "-u", "x"])
+        read_until(follower, '"begin"')
+        script = ("import sys\nfrom pdtui.sim.journal import Journal, unit_entry\n"
+                  "j = Journal(sys.argv[1])\n"
+                  "for i in range(150):\n"
+                  "    j.append([unit_entry('x.service', 'a' * 32, 1, 'w', f'{sys.argv[2]} {i}'.encode(), 6)])\n"
+                  "j.close()\n")
+        writers = [subprocess.Popen([sys.executable, "-c", script, str(sandbox.root), f"w{n}"]) for n in range(4)]
+        assert [w.wait(60) for w in writers] == [0] * 4
+        end = Journal(sandbox.root)
+        end.append([unit_entry("x.service", "a" * 32, 1, "w", b"end", 6)])
+        end.close()
+        seen = [json.loads(line) for line in read_until(follower, '"end"')]
+        assert sorted(e["MESSAGE"] for e in seen[:-1]) == sorted(f"w{n} {i}" for n in range(4) for i in range(150))
+        entries = both_json(sandbox)
+        for key in ("__MONOTONIC_TIMESTAMP", "__REALTIME_TIMESTAMP"):
+            stamps = [int(e[key]) for e in entries]
+            assert stamps == sorted(set(stamps)), key     # in file order, none twice
+    finally:
+        sandbox.cleanup()
+
+
+def both_json(sandbox: Sandbox) -> list[dict]:
+    out = subprocess.run([*sandbox.commands["journalctl"], "-o", "json", "--no-pager"], capture_output=True,
+                         timeout=30, check=True).stdout
+    return [json.loads(line) for line in out.splitlines()]

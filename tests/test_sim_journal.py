@@ -28,6 +28,7 @@ def journal(tmp_path):
     j = Journal(tmp_path)
     yield j
     j.close()
+    realjournal.stop_remote(tmp_path)
 
 
 def jctl(journal: Journal, *args: str) -> subprocess.CompletedProcess[bytes]:

@@ -11,10 +11,13 @@ string for printable UTF-8, else an array of byte values; the ``null`` for long
 values without ``--all`` is decided at output.
 
 Several supervisors append at once, so a writer appends whole batches under an
-exclusive ``flock``; a batch is one ``write``.
+exclusive ``flock``; a batch is one ``write``. Entries are stamped under that
+lock, so the file's stamps never go backwards.
 
 When the sandbox has a real journal (:mod:`pdtui.sim.realjournal`), every entry
-also goes, with the same timestamps, to a journal-remote writer of this object's own.
+also goes, with the same timestamps, to the sandbox's journal-remote, over a
+connection of this object's own; then stamping, appending and sending happen
+under the sandbox-wide lock of :class:`pdtui.sim.realjournal.Order`.
 """
 
 from __future__ import annotations
@@ -83,11 +86,11 @@ class Journal:
     """The journal file of one sandbox ROOT: ``ROOT/journal/journal.jsonl``."""
 
     def __init__(self, root: Path, writer_name: str | None = None) -> None:
+        """``writer_name``: who writes (kept for callers; one journal-remote serves all)."""
         self.dir = Path(root) / "journal"
         self.path = self.dir / "journal.jsonl"
         self._id: str | None = None
         self._fd: int | None = None
-        self._writer_name = writer_name
         self._real: "Writer | None" = None
         self.mirrored = (self.dir / "real").is_dir()
         """Whether entries also go to the real journal (see :mod:`pdtui.sim.realjournal`)."""
@@ -126,42 +129,54 @@ class Journal:
             return False
 
     def append(self, entries: Sequence[Mapping[str, FieldValue]]) -> None:
-        """Append ``entries`` (fields without ``__CURSOR``) as one locked write.
+        """Append ``entries`` (fields without ``__CURSOR``) as one locked write, stamped as they are written.
 
         With a real journal, return once they are in it too (a reader started next sees them).
         """
-        exported = b""
+        entries = [{k: v for k, v in e.items() if k not in _STAMPS} for e in entries]
+        exported: list[bytes] = []
         if self.mirrored:
             from pdtui.sim.realjournal import export_entry
-            exported = b"".join(map(export_entry, entries))
+            exported = [export_entry(e) for e in entries]
         self.append_encoded([json.dumps(e, ensure_ascii=False, separators=(",", ":"))[1:].encode("utf-8")
                              for e in entries], exported, wait=True)
 
-    def append_encoded(self, bodies: Sequence[bytes], exported: bytes = b"", wait: bool = False) -> None:
-        """Append entries already encoded (each a JSON object without its opening brace) as one locked write.
+    def append_encoded(self, bodies: Sequence[bytes], exported: Sequence[bytes] = (), wait: bool = False) -> None:
+        """Append entries already encoded, without their stamps, as one locked write.
 
+        A body is a JSON object without its opening brace and stamps (see :meth:`LineEncoder.encode`).
         ``exported``: the same entries in export format, for the real journal (``wait``: until written).
         """
         if not bodies:
             return
-        self._append_jsonl(bodies)
-        if exported:
-            self.real_writer().write(exported, len(bodies), wait)
+        if not exported or not self.mirrored:
+            self._append_jsonl(bodies, None)
+            return
+        writer = self.real_writer()
+        with writer.order.held() as order:
+            stamped = order.stamps(len(bodies))
+            self._append_jsonl(bodies, stamped)
+            writer.send(order, stamped, exported)
+        if wait:
+            writer.wait_written()
 
     def real_writer(self) -> "Writer":
+        """This object's connection to the sandbox's journal-remote, made on first use."""
         if self._real is None:
             from pdtui.sim.realjournal import Writer
-            self._real = Writer(self.dir.parent, self._writer_name or f"w-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+            self._real = Writer(self.dir.parent)
         return self._real
 
-    def _append_jsonl(self, bodies: Sequence[bytes]) -> None:
+    def _append_jsonl(self, bodies: Sequence[bytes], stamped: Sequence[tuple[int, int]] | None) -> None:
         fd = self._writer_fd()
         fcntl.flock(fd, fcntl.LOCK_EX)
         try:
             offset = os.fstat(fd).st_size
             chunks = []
-            for body in bodies:
-                line = b'{"__CURSOR":"' + self.cursor(offset).encode("ascii") + b'",' + body + b"\n"
+            for n, body in enumerate(bodies):
+                real, mono = stamps() if stamped is None else stamped[n]
+                line = b'{"__CURSOR":"%s","__REALTIME_TIMESTAMP":"%d","__MONOTONIC_TIMESTAMP":"%d"%s%s\n' % (
+                    self.cursor(offset).encode("ascii"), real, mono, b"" if body == b"}" else b",", body)
                 chunks.append(line)
                 offset += len(line)
             _write_all(fd, b"".join(chunks))
@@ -255,6 +270,7 @@ BOOT_ID = _boot_id()
 
 
 _last = [0, 0]
+_STAMPS = ("__REALTIME_TIMESTAMP", "__MONOTONIC_TIMESTAMP")
 
 
 def stamps() -> tuple[int, int]:
@@ -286,15 +302,18 @@ def _common(priority: int, pid: int, comm: str, transport: str) -> dict[str, Fie
 
 
 def unit_entry(unit: str, invocation: str, pid: int, comm: str, raw: bytes, priority: int) -> dict[str, FieldValue]:
-    """An entry for one line a unit's process wrote to stdout or stderr."""
-    return json.loads(b"{" + LineEncoder(unit, invocation, pid, comm).encode(raw, priority))
+    """An entry for one line a unit's process wrote to stdout or stderr (stamped now; restamped when appended)."""
+    real, mono = stamps()
+    return json.loads(b'{"__REALTIME_TIMESTAMP":"%d","__MONOTONIC_TIMESTAMP":"%d",%s' % (
+        real, mono, LineEncoder(unit, invocation, pid, comm).encode(raw, priority)))
 
 
 class LineEncoder:
     """Encodes the journal entry of each line a unit's process writes to stdout or stderr.
 
     A busy backend writes tens of thousands of lines a second; the fields that never
-    change are encoded once, so a line costs its message and two timestamps.
+    change are encoded once, so a line costs its message. The stamps are added when
+    the entry is appended (:meth:`Journal.append_encoded`).
     """
 
     def __init__(self, unit: str, invocation: str, pid: int, comm: str, export: bool = False) -> None:
@@ -306,7 +325,7 @@ class LineEncoder:
         self._middle = b'",' + fields(middle) + b',"MESSAGE":'
         self._tail = b"," + fields(tail) + b"}"
         self.exported: list[bytes] | None = None
-        """With ``export``: each encoded entry in Journal Export Format too, until taken."""
+        """With ``export``: each encoded entry in Journal Export Format (without stamps) too, until taken."""
         if export:
             from pdtui.sim.realjournal import export_field
             self._export_field = export_field
@@ -315,22 +334,18 @@ class LineEncoder:
             self.exported = []
 
     def encode(self, raw: bytes, priority: int) -> bytes:
-        """One line's entry: a JSON object without its opening brace (see :meth:`Journal.append_encoded`)."""
-        real_us, mono_us = stamps()
-        now, mono = b"%d" % real_us, b"%d" % mono_us
+        """One line's entry: a JSON object without its opening brace and stamps (see :meth:`Journal.append_encoded`)."""
         prio = b"%d" % priority
         if self.exported is not None:
-            self.exported.append(b"".join((b"__REALTIME_TIMESTAMP=", now, b"\n__MONOTONIC_TIMESTAMP=", mono,
-                                           b"\nPRIORITY=", prio, b"\n", self._x_middle,
+            self.exported.append(b"".join((b"PRIORITY=", prio, b"\n", self._x_middle,
                                            self._export_field(b"MESSAGE", raw), self._x_tail)))
-        return b"".join((b'"__REALTIME_TIMESTAMP":"', now, b'","__MONOTONIC_TIMESTAMP":"', mono,
-                         b'","PRIORITY":"', prio, self._middle, _encode_message(raw), self._tail))
+        return b"".join((b'"PRIORITY":"', prio, self._middle, _encode_message(raw), self._tail))
 
-    def take_exported(self) -> bytes:
+    def take_exported(self) -> list[bytes]:
         if not self.exported:
-            return b""
+            return []
         exported, self.exported = self.exported, []
-        return b"".join(exported)
+        return exported
 
 
 def _encode_message(raw: bytes) -> bytes:

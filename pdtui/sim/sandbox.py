@@ -7,8 +7,9 @@ exit every process the sandbox's units started is stopped, by PID, even after
 a crash left state files behind.
 
 With a real journal (``real_journal``, see :mod:`pdtui.sim.realjournal`) the
-sim's entries also go to real journal files and the sandbox's ``journalctl`` is
-the machine's own, reading only those files (``--directory``).
+sandbox runs one systemd-journal-remote, the sim's entries also go to its journal
+file and the sandbox's ``journalctl`` is the machine's own, reading only that
+directory (``--directory``). :meth:`Sandbox.stop_all` stops it too, last.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ class Sandbox:
         sandbox = cls(root.resolve())
         if realjournal.wanted(real_journal) and realjournal.available():
             realjournal.real_dir(sandbox.root).mkdir(exist_ok=True)
+            realjournal.ensure_remote(sandbox.root)
         sandbox._write_wrappers()
         sandbox._first_entry()
         return sandbox
@@ -124,7 +126,7 @@ class Sandbox:
         nvidia_smi.set_busy(self.root, index, used_mib, pids or (), utilization)
 
     def stop_all(self) -> None:
-        """Stop every unit's supervisor and child by PID and wait until they are gone."""
+        """Stop every unit's supervisor and child by PID and wait until they are gone, then journal-remote."""
         for name in self.store.started_names():
             state = self.store.read_state(name)
             supervisor, child = state.supervisor_proc(), state.child_proc()
@@ -134,8 +136,7 @@ class Sandbox:
                 terminate(supervisor, grace)
             if child is not None and child.alive():
                 terminate(child, grace, group=True)
-        for writer in realjournal.leftover_writers(self.root):   # of a killed supervisor: its stdin is closed
-            terminate(writer, STOP_GRACE)
+        realjournal.stop_remote(self.root)   # last: once the supervisors' last lines are in
 
     def cleanup(self) -> None:
         """Stop everything and remove the sandbox directory."""

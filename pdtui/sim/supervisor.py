@@ -41,9 +41,7 @@ class Supervisor:
         self.invocation = uuid.uuid4().hex
         self.journal = Journal(store.root, writer_name=f"{unit.name}-{self.invocation}")
         if self.journal.mirrored:
-            # Started before the first entry is stamped: an entry that reaches the real journal after
-            # later-stamped ones of other writers is never shown by a journalctl -f already past them.
-            self.journal.real_writer()
+            self.journal.real_writer()     # connected (journal-remote started if none runs) before the child
         self.state = UnitState(
             active="activating", sub="start", invocation=self.invocation,
             n_restarts=store.read_state(unit.name).n_restarts,
@@ -224,12 +222,12 @@ class _Pump:
         if rest:
             self.batch.append(self.encoder.encode(rest, self.priority[fd]))
 
-    def take(self) -> tuple[list[bytes], bytes]:
+    def take(self) -> tuple[list[bytes], list[bytes]]:
         """The entries made since last taken: JSON bodies, and in export format if exporting."""
         batch, self.batch = self.batch, []
         return batch, self.encoder.take_exported()
 
-    def flush(self) -> tuple[list[bytes], bytes]:
+    def flush(self) -> tuple[list[bytes], list[bytes]]:
         """Everything still held, unfinished last lines included."""
         for fd in list(self.partial):
             self._emit_partial(fd)
@@ -278,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
         if started:
             supervisor.run(wake_fd)
     finally:
-        supervisor.journal.close()   # with a real journal: its writer has written all and exited
+        supervisor.journal.close()   # with a real journal: its connection to journal-remote ends
     return 0
 
 
