@@ -152,6 +152,8 @@ def _demo(args: argparse.Namespace) -> int:
     except ValueError as exc:
         return _error(str(exc))
     sandbox = Sandbox.create(args.sandbox)
+    if not args.json:
+        print(f"pdtui demo: the journal is {sandbox.journal_kind}", file=sys.stderr)
     try:
         deployment = demo.build(sandbox, demo.DemoOptions(failures, args.startup, args.timeout, args.generation))
         code = _bring_up(deployment, make_host, args, follow_up="the demo stops its simulated deployment on exit")

@@ -63,6 +63,13 @@ class Sandbox:
     def real_journal(self) -> bool:
         return realjournal.enabled(self.root)
 
+    @property
+    def journal_kind(self) -> str:
+        """Which journal the sandbox's journalctl reads, in words."""
+        if self.real_journal:
+            return "the real one (systemd-journal-remote writes it, the machine's journalctl reads it)"
+        return "the sim's stand-in journalctl (systemd-journal-remote is not installed, or PDTUI_SIM_REAL_JOURNAL=0)"
+
     def _first_entry(self) -> None:
         """systemd's first line: ``journalctl -f`` exits at once on a journal with no entry of this boot."""
         journal = Journal(self.root, writer_name="boot")
