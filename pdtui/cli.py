@@ -187,6 +187,8 @@ def _demo(args: argparse.Namespace) -> int:
     if not args.json:
         print(f"pdtui demo: the router is {router_label(router)}", file=sys.stderr)
     sandbox = Sandbox.create(args.sandbox)
+    if not args.json:
+        print(f"pdtui demo: the journal is {sandbox.journal_kind}", file=sys.stderr)
     try:
         deployment = demo.build(sandbox, demo.DemoOptions(failures, args.startup, args.timeout, router=router,
                                                           generation=args.generation))

@@ -65,8 +65,12 @@ class Commands:
 
     # -- journalctl --------------------------------------------------------
     def follow(self, units: Sequence[str], after_cursor: str | None = None) -> list[str]:
-        """One tail for several units: new lines only, or everything after a cursor (resume)."""
-        position = [f"--after-cursor={after_cursor}"] if after_cursor else ["--lines=0"]
+        """One tail for several units: new lines only, or everything after a cursor (resume).
+
+        ``--no-tail`` with the cursor: journalctl 252 ``-f --after-cursor`` on its
+        last entry shows only 10 of the lines that arrive while it starts up.
+        """
+        position = [f"--after-cursor={after_cursor}", "--no-tail"] if after_cursor else ["--lines=0"]
         return self.journalctl("--follow", "--output=json", "--all", "--no-pager", "--quiet",
                                *position, *(f"--unit={u}" for u in units))
 

@@ -8,6 +8,7 @@ router on a lie. See docs/reliability.md for the table these tests back.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import os
@@ -260,7 +261,12 @@ async def _tail_lines(sandbox: Sandbox, upset) -> list[str]:
     got: list[str] = []
     enough = {20: asyncio.Event(), 40: asyncio.Event()}
 
+    following = asyncio.Event()
+
     def on_entry(entry) -> None:
+        if entry.message == "ping":
+            following.set()
+            return
         got.append(entry.message)
         if len(got) in enough:
             enough[len(got)].set()
@@ -271,8 +277,11 @@ async def _tail_lines(sandbox: Sandbox, upset) -> list[str]:
     tail = JournalTail(LocalHost("sim"), Commands.for_host(_HostCommands(sandbox)), ["u.service"], on_entry)
     follow = asyncio.create_task(tail.run())
     try:
-        await asyncio.wait_for(tail.started.wait(), 10)
-        await asyncio.sleep(0.2)    # journalctl has read the (empty) journal: it follows from here
+        async with asyncio.timeout(10):
+            while not following.is_set():    # until journalctl follows (it shows only what comes after)
+                journal.append([unit_entry("u.service", "inv", 7, "w", b"ping", 6)])
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(following.wait(), 0.05)
         log("before")
         await asyncio.wait_for(enough[20].wait(), 10)
         upset(journal)
@@ -341,6 +350,8 @@ def test_skewed_journalctl_shifts_only_the_timestamp():
 
 
 async def test_tail_whose_cursor_was_vacuumed_away_follows_from_now_and_says_so(sandbox):
+    if sandbox.real_journal:
+        pytest.skip("the real journalctl seeks a cursor that names no entry to the nearest entry and never fails")
     journal = Journal(sandbox.root)
     journal.append([unit_entry("u.service", "inv", 7, "w", b"old", 6)])
     got: list[str] = []

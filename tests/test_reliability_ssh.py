@@ -13,6 +13,7 @@ import asyncio
 import io
 import json
 import re
+import subprocess
 
 import pytest
 
@@ -53,12 +54,9 @@ def deployment_over(sandbox: Sandbox, port: int, *, startup: float = 0.4, timeou
 
 def journal_cursors(sandbox: Sandbox, unit: str) -> list[str]:
     """Cursors of every journal entry about ``unit``, in journal order (what a tail must deliver)."""
-    cursors = []
-    for line in (sandbox.root / "journal" / "journal.jsonl").read_bytes().splitlines():
-        entry = json.loads(line)
-        if unit in (entry.get("_SYSTEMD_UNIT"), entry.get("UNIT")):
-            cursors.append(entry["__CURSOR"])
-    return cursors
+    out = subprocess.run([*sandbox.commands["journalctl"], "--output=json", "--all", "--no-pager", "--quiet",
+                          f"--unit={unit}"], capture_output=True, check=True, timeout=30).stdout
+    return [json.loads(line)["__CURSOR"] for line in out.splitlines()]
 
 
 def assert_each_line_once(rec: Recorder, sandbox: Sandbox, service: str, unit: str) -> None:
@@ -67,13 +65,11 @@ def assert_each_line_once(rec: Recorder, sandbox: Sandbox, service: str, unit: s
     assert len(delivered) == len(set(delivered)), f"{service}: a line was delivered twice"
     # Every entry up to the newest one delivered was delivered. (Not in strict journal order: a start's
     # own history is judged first, then systemd's lines about it that the tail held meanwhile.)
-    newest = max(map(_offset, delivered))
-    journal = [c for c in journal_cursors(sandbox, unit) if _offset(c) <= newest]
-    assert sorted(delivered, key=_offset) == journal, f"{service}: a line was lost"
-
-
-def _offset(cursor: str) -> int:
-    return int(cursor.rsplit("i=", 1)[1], 16)
+    journal = journal_cursors(sandbox, unit)
+    position = {cursor: n for n, cursor in enumerate(journal)}
+    assert all(c in position for c in delivered), f"{service}: a line not in the journal"
+    newest = max(map(position.__getitem__, delivered))
+    assert sorted(delivered, key=position.__getitem__) == journal[:newest + 1], f"{service}: a line was lost"
 
 
 async def until(condition, timeout: float = 30) -> None:

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pdtui.sim import realjournal
 from pdtui.sim.journal import Journal, message_value, pid1_entry, unit_entry
 from pdtui.sim.journalctl import renderer
 from tests.conftest_sim import Procs, procs, read_until  # noqa: F401 - procs is a fixture
@@ -21,9 +22,13 @@ INV_A, INV_B = "a" * 32, "b" * 32
 
 @pytest.fixture
 def journal(tmp_path):
+    """The sim's journal; with PDTUI_SIM_REAL_JOURNAL=1 written to real journal files too and read by journalctl."""
+    if realjournal.wanted() and realjournal.available():
+        realjournal.real_dir(tmp_path).mkdir(parents=True)
     j = Journal(tmp_path)
     yield j
     j.close()
+    realjournal.stop_remote(tmp_path)
 
 
 def jctl(journal: Journal, *args: str) -> subprocess.CompletedProcess[bytes]:
@@ -80,9 +85,10 @@ def test_escape_sequences_come_back_as_byte_arrays(journal):
 def test_long_message_is_null_unless_all(journal):
     long = b"x" * 5000
     line(journal, long)
-    line(journal, b"y" * 4096)
+    line(journal, b"y" * 4087)     # "MESSAGE=" and the value: 4095 bytes, shown
+    line(journal, b"z" * 4088)     # 4096 bytes: null, as journalctl does
     default = entries(jctl(journal, "-o", "json"))
-    assert default[0]["MESSAGE"] is None and default[1]["MESSAGE"] == "y" * 4096
+    assert default[0]["MESSAGE"] is None and default[1]["MESSAGE"] == "y" * 4087 and default[2]["MESSAGE"] is None
     assert entries(jctl(journal, "-o", "json", "--all"))[0]["MESSAGE"] == long.decode()
     assert entries(jctl(journal, "-o", "json", "-a"))[0]["__CURSOR"] == default[0]["__CURSOR"]
 
@@ -174,7 +180,7 @@ def test_follow_delivers_lines_written_after_it_started(journal, procs: Procs):
     line(journal, b"other unit", unit="y.service")
     line(journal, b"after 2")
     assert read_until(follower, "after 2") == ["after 1", "after 2"]
-    assert procs.stop(follower, signal.SIGTERM) == 0
+    assert procs.stop(follower, signal.SIGTERM) == -signal.SIGTERM    # journalctl has no handler for it
 
 
 def test_follow_exits_when_its_reader_goes_away(journal, procs: Procs):
@@ -183,12 +189,12 @@ def test_follow_exits_when_its_reader_goes_away(journal, procs: Procs):
     follower = procs.start([*Sandbox(journal.dir.parent).commands["journalctl"], "-f", "-o", "json"])
     read_until(follower, "x")
     follower.stdout.close()
-    assert follower.wait(10) == 0
+    assert follower.wait(10) == 1
 
 
 def test_unknown_output_format_is_one_line(journal):
     result = jctl(journal, "-o", "yaml")
-    assert result.returncode == 1 and result.stderr.decode().strip() == "journalctl: Unknown output format 'yaml'."
+    assert result.returncode == 1 and result.stderr.decode().strip() == "Unknown output format 'yaml'."
 
 
 def test_follow_with_pdtui_argv_starts_at_the_end_and_streams_json(journal, procs: Procs):

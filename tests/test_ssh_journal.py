@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import subprocess
 
 from pdtui.engine.journal import JournalTail
 from pdtui.sim.journal import Journal, unit_entry
@@ -34,7 +36,10 @@ async def test_tail_resumes_after_a_drop_with_every_line_exactly_once(sshd, ssh_
             enough[len(got)].set()
 
     tail = JournalTail(host, Commands(journalctl_prefix=(str(sandbox.bin_dir / "journalctl"),)), [UNIT], on_entry)
-    tail.cursor = journal.cursor(0)          # follow from the first entry on: no start-up race
+    # Follow from the first line on (no start-up race), with the cursor this journalctl gave for it.
+    first = subprocess.run([*sandbox.commands["journalctl"], "-o", "json", "-n", "1", f"--unit={UNIT}"],
+                           capture_output=True, check=True).stdout
+    tail.cursor = json.loads(first)["__CURSOR"]
     follow = asyncio.create_task(tail.run())
     try:
         before = [f"before the drop {i}" for i in range(50)]
@@ -48,5 +53,7 @@ async def test_tail_resumes_after_a_drop_with_every_line_exactly_once(sshd, ssh_
         follow.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await follow
+        journal.close()
+        sandbox.cleanup()
     assert got == before + after
     assert relay.accepted == 2

@@ -11,7 +11,13 @@ string for printable UTF-8, else an array of byte values; the ``null`` for long
 values without ``--all`` is decided at output.
 
 Several supervisors append at once, so a writer appends whole batches under an
-exclusive ``flock``; a batch is one ``write``.
+exclusive ``flock``; a batch is one ``write``. Entries are stamped under that
+lock, so the file's stamps never go backwards.
+
+When the sandbox has a real journal (:mod:`pdtui.sim.realjournal`), every entry
+also goes, with the same timestamps, to the sandbox's journal-remote, over a
+connection of this object's own; then stamping, appending and sending happen
+under the sandbox-wide lock of :class:`pdtui.sim.realjournal.Order`.
 """
 
 from __future__ import annotations
@@ -26,10 +32,14 @@ import uuid
 from collections.abc import Mapping, Sequence
 from json.encoder import encode_basestring  # type: ignore[attr-defined]  # json.dumps(str, ensure_ascii=False)
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pdtui.sim.realjournal import Writer
 
 FieldValue = str | list[int]
 THRESHOLD = 4096
-"""Bytes above which journalctl shows a field as ``null`` unless ``--all`` is given."""
+"""journalctl shows a field as ``null`` unless ``--all`` when ``FIELD=value`` is this many bytes or more."""
 
 _NON_PRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 """Characters journald deems unprintable: C0/C1 controls and DEL, but not TAB or newline."""
@@ -46,6 +56,11 @@ def message_value(raw: bytes) -> FieldValue:
     except UnicodeDecodeError:
         return list(raw)
     return list(raw) if _NON_PRINTABLE.search(text) else text
+
+
+def too_long(field: str, value: FieldValue | None) -> bool:
+    """Whether ``journalctl -o json`` without ``--all`` shows this field as ``null``."""
+    return len(field) + 1 + value_size(value) >= THRESHOLD
 
 
 def value_size(value: FieldValue | None) -> int:
@@ -70,11 +85,15 @@ def encode_value(value: str) -> bytes:
 class Journal:
     """The journal file of one sandbox ROOT: ``ROOT/journal/journal.jsonl``."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, writer_name: str | None = None) -> None:
+        """``writer_name``: who writes (kept for callers; one journal-remote serves all)."""
         self.dir = Path(root) / "journal"
         self.path = self.dir / "journal.jsonl"
         self._id: str | None = None
         self._fd: int | None = None
+        self._real: "Writer | None" = None
+        self.mirrored = (self.dir / "real").is_dir()
+        """Whether entries also go to the real journal (see :mod:`pdtui.sim.realjournal`)."""
 
     @property
     def id(self) -> str:
@@ -92,7 +111,7 @@ class Journal:
         try:
             offset = int(parts["i"], 16)
         except (KeyError, ValueError):
-            raise CursorError("Failed to parse cursor: Invalid argument") from None
+            raise CursorError("Failed to seek to cursor: Invalid argument") from None
         if parts.get("s") != self.id or not self._starts_line(offset):
             raise CursorError("Failed to seek to cursor: Invalid argument")
         return offset
@@ -110,21 +129,54 @@ class Journal:
             return False
 
     def append(self, entries: Sequence[Mapping[str, FieldValue]]) -> None:
-        """Append ``entries`` (fields without ``__CURSOR``) as one locked write."""
-        self.append_encoded([json.dumps(e, ensure_ascii=False, separators=(",", ":"))[1:].encode("utf-8")
-                             for e in entries])
+        """Append ``entries`` (fields without ``__CURSOR``) as one locked write, stamped as they are written.
 
-    def append_encoded(self, bodies: Sequence[bytes]) -> None:
-        """Append entries already encoded (each a JSON object without its opening brace) as one locked write."""
+        With a real journal, return once they are in it too (a reader started next sees them).
+        """
+        entries = [{k: v for k, v in e.items() if k not in _STAMPS} for e in entries]
+        exported: list[bytes] = []
+        if self.mirrored:
+            from pdtui.sim.realjournal import export_entry
+            exported = [export_entry(e) for e in entries]
+        self.append_encoded([json.dumps(e, ensure_ascii=False, separators=(",", ":"))[1:].encode("utf-8")
+                             for e in entries], exported, wait=True)
+
+    def append_encoded(self, bodies: Sequence[bytes], exported: Sequence[bytes] = (), wait: bool = False) -> None:
+        """Append entries already encoded, without their stamps, as one locked write.
+
+        A body is a JSON object without its opening brace and stamps (see :meth:`LineEncoder.encode`).
+        ``exported``: the same entries in export format, for the real journal (``wait``: until written).
+        """
         if not bodies:
             return
+        if not exported or not self.mirrored:
+            self._append_jsonl(bodies, None)
+            return
+        writer = self.real_writer()
+        with writer.order.held() as order:
+            stamped = order.stamps(len(bodies))
+            self._append_jsonl(bodies, stamped)
+            writer.send(order, stamped, exported)
+        if wait:
+            writer.wait_written()
+
+    def real_writer(self) -> "Writer":
+        """This object's connection to the sandbox's journal-remote, made on first use."""
+        if self._real is None:
+            from pdtui.sim.realjournal import Writer
+            self._real = Writer(self.dir.parent)
+        return self._real
+
+    def _append_jsonl(self, bodies: Sequence[bytes], stamped: Sequence[tuple[int, int]] | None) -> None:
         fd = self._writer_fd()
         fcntl.flock(fd, fcntl.LOCK_EX)
         try:
             offset = os.fstat(fd).st_size
             chunks = []
-            for body in bodies:
-                line = b'{"__CURSOR":"' + self.cursor(offset).encode("ascii") + b'",' + body + b"\n"
+            for n, body in enumerate(bodies):
+                real, mono = stamps() if stamped is None else stamped[n]
+                line = b'{"__CURSOR":"%s","__REALTIME_TIMESTAMP":"%d","__MONOTONIC_TIMESTAMP":"%d"%s%s\n' % (
+                    self.cursor(offset).encode("ascii"), real, mono, b"" if body == b"}" else b",", body)
                 chunks.append(line)
                 offset += len(line)
             _write_all(fd, b"".join(chunks))
@@ -135,7 +187,7 @@ class Journal:
         """The append fd, opened again when the file was rotated away (renamed or removed) since."""
         if self._fd is not None and self.file_state() is not None and self.file_state()[0] == os.fstat(self._fd).st_ino:
             return self._fd
-        self.close()
+        self._close_fd()
         self.dir.mkdir(parents=True, exist_ok=True)
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         return self._fd
@@ -165,10 +217,17 @@ class Journal:
             return [], start
         return data[:end - 1].split(b"\n"), start + end
 
-    def close(self) -> None:
+    def _close_fd(self) -> None:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+    def close(self) -> None:
+        """Close the file, and stop the real journal's writer once it has written everything."""
+        self._close_fd()
+        if self._real is not None:
+            self._real.close()
+            self._real = None
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -198,11 +257,41 @@ def _read_or_create_id(path: Path) -> str:
 _HOSTNAME = socket.gethostname()
 
 
+def _boot_id() -> str:
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read().strip().replace("-", "")
+    except OSError:
+        return "0" * 32
+
+
+BOOT_ID = _boot_id()
+"""This machine's boot: ``journalctl -f`` shows entries of the current boot only."""
+
+
+_last = [0, 0]
+_STAMPS = ("__REALTIME_TIMESTAMP", "__MONOTONIC_TIMESTAMP")
+
+
+def stamps() -> tuple[int, int]:
+    """(realtime, monotonic) in µs for a new entry, each larger than this process's last.
+
+    The real journalctl orders entries of different files by their monotonic time, and
+    one ``--after-cursor`` seek among entries with the same one shows some twice and
+    loses others: a busy writer must not give two entries the same microsecond.
+    """
+    real = max(time.time_ns() // 1000, _last[0] + 1)
+    mono = max(time.monotonic_ns() // 1000, _last[1] + 1)
+    _last[0], _last[1] = real, mono
+    return real, mono
+
+
 def _common(priority: int, pid: int, comm: str, transport: str) -> dict[str, FieldValue]:
-    now = time.time_ns() // 1000
+    now, mono = stamps()
     return {
         "__REALTIME_TIMESTAMP": str(now),
-        "__MONOTONIC_TIMESTAMP": str(time.monotonic_ns() // 1000),
+        "__MONOTONIC_TIMESTAMP": str(mono),
+        "_BOOT_ID": BOOT_ID,
         "PRIORITY": str(priority),
         "_PID": str(pid),
         "_COMM": comm,
@@ -213,30 +302,50 @@ def _common(priority: int, pid: int, comm: str, transport: str) -> dict[str, Fie
 
 
 def unit_entry(unit: str, invocation: str, pid: int, comm: str, raw: bytes, priority: int) -> dict[str, FieldValue]:
-    """An entry for one line a unit's process wrote to stdout or stderr."""
-    return json.loads(b"{" + LineEncoder(unit, invocation, pid, comm).encode(raw, priority))
+    """An entry for one line a unit's process wrote to stdout or stderr (stamped now; restamped when appended)."""
+    real, mono = stamps()
+    return json.loads(b'{"__REALTIME_TIMESTAMP":"%d","__MONOTONIC_TIMESTAMP":"%d",%s' % (
+        real, mono, LineEncoder(unit, invocation, pid, comm).encode(raw, priority)))
 
 
 class LineEncoder:
     """Encodes the journal entry of each line a unit's process writes to stdout or stderr.
 
     A busy backend writes tens of thousands of lines a second; the fields that never
-    change are encoded once, so a line costs its message and two timestamps.
+    change are encoded once, so a line costs its message. The stamps are added when
+    the entry is appended (:meth:`Journal.append_encoded`).
     """
 
-    def __init__(self, unit: str, invocation: str, pid: int, comm: str) -> None:
+    def __init__(self, unit: str, invocation: str, pid: int, comm: str, export: bool = False) -> None:
         def fields(entry: dict[str, FieldValue]) -> bytes:
             return json.dumps(entry, ensure_ascii=False, separators=(",", ":"))[1:-1].encode("utf-8")
-        self._middle = b'",' + fields({"_PID": str(pid), "_COMM": comm, "SYSLOG_IDENTIFIER": comm,
-                                       "_TRANSPORT": "stdout", "_HOSTNAME": _HOSTNAME}) + b',"MESSAGE":'
-        self._tail = b"," + fields({"_SYSTEMD_UNIT": unit, "_SYSTEMD_INVOCATION_ID": invocation}) + b"}"
+        middle = {"_BOOT_ID": BOOT_ID, "_PID": str(pid), "_COMM": comm, "SYSLOG_IDENTIFIER": comm,
+                  "_TRANSPORT": "stdout", "_HOSTNAME": _HOSTNAME}
+        tail = {"_SYSTEMD_UNIT": unit, "_SYSTEMD_INVOCATION_ID": invocation}
+        self._middle = b'",' + fields(middle) + b',"MESSAGE":'
+        self._tail = b"," + fields(tail) + b"}"
+        self.exported: list[bytes] | None = None
+        """With ``export``: each encoded entry in Journal Export Format (without stamps) too, until taken."""
+        if export:
+            from pdtui.sim.realjournal import export_field
+            self._export_field = export_field
+            self._x_middle = b"".join(export_field(k.encode(), v.encode()) for k, v in middle.items())
+            self._x_tail = b"".join(export_field(k.encode(), v.encode()) for k, v in tail.items()) + b"\n"
+            self.exported = []
 
     def encode(self, raw: bytes, priority: int) -> bytes:
-        """One line's entry: a JSON object without its opening brace (see :meth:`Journal.append_encoded`)."""
-        return b"".join((b'"__REALTIME_TIMESTAMP":"', b"%d" % (time.time_ns() // 1000),
-                         b'","__MONOTONIC_TIMESTAMP":"', b"%d" % (time.monotonic_ns() // 1000),
-                         b'","PRIORITY":"', b"%d" % priority, self._middle,
-                         _encode_message(raw), self._tail))
+        """One line's entry: a JSON object without its opening brace and stamps (see :meth:`Journal.append_encoded`)."""
+        prio = b"%d" % priority
+        if self.exported is not None:
+            self.exported.append(b"".join((b"PRIORITY=", prio, b"\n", self._x_middle,
+                                           self._export_field(b"MESSAGE", raw), self._x_tail)))
+        return b"".join((b'"PRIORITY":"', prio, self._middle, _encode_message(raw), self._tail))
+
+    def take_exported(self) -> list[bytes]:
+        if not self.exported:
+            return []
+        exported, self.exported = self.exported, []
+        return exported
 
 
 def _encode_message(raw: bytes) -> bytes:
@@ -251,4 +360,11 @@ def pid1_entry(unit: str, invocation: str, message: str, priority: int = 6) -> d
     """An entry systemd (PID 1) writes about ``unit``: it carries UNIT, not _SYSTEMD_UNIT."""
     entry = _common(priority, 1, "systemd", "journal")
     entry.update(MESSAGE=message, _SYSTEMD_UNIT="init.scope", UNIT=unit, INVOCATION_ID=invocation)
+    return entry
+
+
+def pid1_boot_entry() -> dict[str, FieldValue]:
+    """The first line systemd writes at boot: about no unit."""
+    entry = _common(6, 1, "systemd", "journal")
+    entry.update(MESSAGE="Sandbox journal started.", _SYSTEMD_UNIT="init.scope")
     return entry

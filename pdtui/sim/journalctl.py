@@ -4,8 +4,9 @@ Speed matters (a backend may log 10,000 lines a second and pdtui follows it
 live), so matching is a substring search on the stored lines (see
 :mod:`pdtui.sim.journal` for why that is exact) and ``-o json`` passes stored
 lines through untouched unless a field must become ``null``.  With ``-f`` it
-polls the file every 20 ms, writes each batch with one ``write``, and exits 0
-on SIGTERM, SIGINT, a broken pipe or a closed stdout.
+polls the file every 20 ms and writes each batch with one ``write``. Like
+journalctl it dies of SIGTERM and SIGINT (no handler), and exits 1 on a broken
+pipe or a closed stdout.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from pdtui.sim.journal import THRESHOLD, CursorError, Journal, encode_value, value_bytes, value_size
+from pdtui.sim.journal import THRESHOLD, CursorError, Journal, encode_value, too_long, value_bytes
 from pdtui.sim.units import unit_name
 
 ROOT_ENV = "PDTUI_SIM_ROOT"
@@ -32,8 +33,16 @@ class Usage(Exception):
     """Bad command line: one line for stderr, exit 1 like journalctl."""
 
 
-class _Stop(Exception):
-    """SIGTERM/SIGINT arrived: finish quietly."""
+NO_BOOT = "Data from the specified boot (+0) is not available: No such boot ID in journal"
+"""What ``journalctl -f`` (which implies ``--boot``) says on a journal without entries, exiting 1."""
+
+
+class Failure(Exception):
+    """An error journalctl states as it is (no ``journalctl:`` prefix) and exits 1."""
+
+
+class NoEntries(Failure):
+    """``-f`` on a journal without entries: journalctl exits 1 at once."""
 
 
 class Matcher:
@@ -77,11 +86,11 @@ def renderer(output: str, show_all: bool) -> Callable[[bytes], bytes]:
 
 
 def _render_json(line: bytes, show_all: bool) -> bytes:
-    if show_all or len(line) <= THRESHOLD:
+    if show_all or len(line) < THRESHOLD:   # a field that long makes a longer line
         return line + b"\n"
     entry = json.loads(line)
     for key, value in entry.items():
-        if value_size(value) > THRESHOLD:
+        if too_long(key, value):
             entry[key] = None
     return json.dumps(entry, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
 
@@ -131,7 +140,7 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("matches", nargs="*")
     args = parser.parse_intermixed_args(argv)
     if args.output not in OUTPUTS:
-        raise Usage(f"Unknown output format '{args.output}'.")
+        raise Failure(f"Unknown output format '{args.output}'.")
     args.lines = _lines(args)
     return args
 
@@ -156,8 +165,8 @@ def _lines(args: argparse.Namespace) -> int | None:
     return count
 
 
-def run(journal: Journal, args: argparse.Namespace, out: Output) -> None:
-    """Print the selected entries, then (``-f``) keep printing new ones until stopped."""
+def run(journal: Journal, args: argparse.Namespace, out: Output) -> int:
+    """Print the selected entries, then (``-f``) keep printing new ones until stopped; the exit status."""
     match = Matcher(args.unit, args.matches)
     render = renderer(args.output, args.all)
     start = 0
@@ -165,6 +174,8 @@ def run(journal: Journal, args: argparse.Namespace, out: Output) -> None:
     if args.after_cursor is not None:
         start, skip_first = journal.offset_of(args.after_cursor), True
     file_state = journal.file_state()
+    if args.follow and (file_state is None or file_state[1] == 0):
+        raise NoEntries(NO_BOOT)
     lines, offset = journal.read_lines(start)
     if skip_first:
         lines = lines[1:]
@@ -181,7 +192,8 @@ def run(journal: Journal, args: argparse.Namespace, out: Output) -> None:
         if selected:
             _emit(out, render, selected)
         elif out.wait_closed(FOLLOW_POLL):
-            return
+            return 1
+    return 0
 
 
 def _after_rotation(journal: Journal, offset: int, seen: tuple[int, int] | None) -> tuple[int, tuple[int, int] | None]:
@@ -199,28 +211,23 @@ def _emit(out: Output, render: Callable[[bytes], bytes], lines: list[bytes]) -> 
         out.write(b"".join(map(render, lines)))
 
 
-def _raise_stop(*_: object) -> None:
-    raise _Stop
-
-
 def main(argv: list[str] | None = None) -> int:
-    signal.signal(signal.SIGTERM, _raise_stop)
-    signal.signal(signal.SIGINT, _raise_stop)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
     try:
         args = _parse(sys.argv[1:] if argv is None else argv)
         root = args.root or (Path(os.environ[ROOT_ENV]) if os.environ.get(ROOT_ENV) else None)
         if root is None:
             raise Usage(f"no sandbox: pass --root ROOT or set {ROOT_ENV}")
-        run(Journal(root), args, Output())
+        return run(Journal(root), args, Output())
     except Usage as exc:
         print(f"journalctl: {exc}", file=sys.stderr)
         return 1
-    except CursorError as exc:
+    except (CursorError, Failure) as exc:
         print(str(exc), file=sys.stderr)
         return 1
-    except (_Stop, BrokenPipeError):
-        pass
-    return 0
+    except BrokenPipeError:
+        return 1
 
 
 if __name__ == "__main__":

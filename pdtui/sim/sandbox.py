@@ -5,6 +5,11 @@ workers), and point a host config's ``commands:`` at :attr:`Sandbox.commands`
 (or put :attr:`Sandbox.bin_dir` first on a PATH, e.g. for a test sshd).  On
 exit every process the sandbox's units started is stopped, by PID, even after
 a crash left state files behind.
+
+With a real journal (``real_journal``, see :mod:`pdtui.sim.realjournal`) the
+sandbox runs one systemd-journal-remote, the sim's entries also go to its journal
+file and the sandbox's ``journalctl`` is the machine's own, reading only that
+directory (``--directory``). :meth:`Sandbox.stop_all` stops it too, last.
 """
 
 from __future__ import annotations
@@ -15,7 +20,8 @@ import tempfile
 from pathlib import Path
 from types import TracebackType
 
-from pdtui.sim import nvidia_smi
+from pdtui.sim import nvidia_smi, realjournal
+from pdtui.sim.journal import Journal, pid1_boot_entry
 from pdtui.sim.python import sim_python
 from pdtui.sim.procs import terminate
 from pdtui.sim.systemctl import ROOT_ENV, package_env
@@ -34,14 +40,43 @@ class Sandbox:
         self.store = UnitStore(self.root)
 
     @classmethod
-    def create(cls, path: str | Path | None = None) -> "Sandbox":
-        """Make the directory layout under ``path`` (a new temporary directory if None)."""
+    def create(cls, path: str | Path | None = None, real_journal: bool | None = None) -> "Sandbox":
+        """Make the directory layout under ``path`` (a new temporary directory if None).
+
+        ``real_journal``: also log into real journal files, read with the real
+        journalctl (None: as :func:`pdtui.sim.realjournal.wanted` decides).
+        """
+        if real_journal and not realjournal.available():
+            raise RuntimeError(f"no real journal: {realjournal.missing_reason()}")
         root = Path(path) if path is not None else Path(tempfile.mkdtemp(prefix="pdtui-sim-"))
         for sub in ("units", "state", "journal", "enabled"):
             (root / sub).mkdir(parents=True, exist_ok=True)
         sandbox = cls(root.resolve())
+        if realjournal.wanted(real_journal) and realjournal.available():
+            realjournal.real_dir(sandbox.root).mkdir(exist_ok=True)
+            realjournal.ensure_remote(sandbox.root)
         sandbox._write_wrappers()
+        sandbox._first_entry()
         return sandbox
+
+    @property
+    def real_journal(self) -> bool:
+        return realjournal.enabled(self.root)
+
+    @property
+    def journal_kind(self) -> str:
+        """Which journal the sandbox's journalctl reads, in words."""
+        if self.real_journal:
+            return "the real one (systemd-journal-remote writes it, the machine's journalctl reads it)"
+        return "the sim's stand-in journalctl (systemd-journal-remote is not installed, or PDTUI_SIM_REAL_JOURNAL=0)"
+
+    def _first_entry(self) -> None:
+        """systemd's first line: ``journalctl -f`` exits at once on a journal with no entry of this boot."""
+        journal = Journal(self.root, writer_name="boot")
+        try:
+            journal.append([pid1_boot_entry()])
+        finally:
+            journal.close()
 
     @property
     def bin_dir(self) -> Path:
@@ -53,9 +88,19 @@ class Sandbox:
 
         ``env`` gives them the PYTHONPATH that ``python -S`` needs to find pdtui.
         """
+        commands = {tool: self.sim_command(tool) for tool in TOOLS}
+        if self.real_journal:
+            commands["journalctl"] = self.real_journalctl()
+        return commands
+
+    def sim_command(self, tool: str) -> list[str]:
+        """argv of the sim's own ``tool`` (its journalctl stand-in even when the real journal is on)."""
         pythonpath = f"PYTHONPATH={package_env()['PYTHONPATH']}"
-        return {tool: ["env", pythonpath, *sim_python(module), "--root", str(self.root)]
-                for tool, module in TOOLS.items()}
+        return ["env", pythonpath, *sim_python(TOOLS[tool]), "--root", str(self.root)]
+
+    def real_journalctl(self) -> list[str]:
+        """The machine's journalctl, reading this sandbox's real journal files only."""
+        return [realjournal.journalctl() or "journalctl", f"--directory={realjournal.real_dir(self.root)}"]
 
     def _write_wrappers(self) -> None:
         """Shell wrappers in ROOT/bin, usable from any cwd and any login (pdtui importable)."""
@@ -63,12 +108,15 @@ class Sandbox:
         pythonpath = package_env()["PYTHONPATH"]
         for tool, module in TOOLS.items():
             path = self.bin_dir / tool
-            path.write_text(
-                "#!/bin/sh\n"
-                f"PYTHONPATH={shlex.quote(pythonpath)}${{PYTHONPATH:+:$PYTHONPATH}} "
-                f"{ROOT_ENV}={shlex.quote(str(self.root))} "
-                f"exec {shlex.join(sim_python(module))} \"$@\"\n"
-            )
+            if tool == "journalctl" and self.real_journal:
+                path.write_text(f"#!/bin/sh\nexec {shlex.join(self.real_journalctl())} \"$@\"\n")
+            else:
+                path.write_text(
+                    "#!/bin/sh\n"
+                    f"PYTHONPATH={shlex.quote(pythonpath)}${{PYTHONPATH:+:$PYTHONPATH}} "
+                    f"{ROOT_ENV}={shlex.quote(str(self.root))} "
+                    f"exec {shlex.join(sim_python(module))} \"$@\"\n"
+                )
             path.chmod(0o755)
 
     def add_unit(self, name: str, argv: list[str], description: str = "", env: dict[str, str] | None = None,
@@ -85,7 +133,7 @@ class Sandbox:
         nvidia_smi.set_busy(self.root, index, used_mib, pids or (), utilization)
 
     def stop_all(self) -> None:
-        """Stop every unit's supervisor and child by PID and wait until they are gone."""
+        """Stop every unit's supervisor and child by PID and wait until they are gone, then journal-remote."""
         for name in self.store.started_names():
             state = self.store.read_state(name)
             supervisor, child = state.supervisor_proc(), state.child_proc()
@@ -95,6 +143,7 @@ class Sandbox:
                 terminate(supervisor, grace)
             if child is not None and child.alive():
                 terminate(child, grace, group=True)
+        realjournal.stop_remote(self.root)   # last: once the supervisors' last lines are in
 
     def cleanup(self) -> None:
         """Stop everything and remove the sandbox directory."""

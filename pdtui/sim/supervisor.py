@@ -38,8 +38,10 @@ class Supervisor:
     def __init__(self, store: UnitStore, unit: UnitFile) -> None:
         self.store = store
         self.unit = unit
-        self.journal = Journal(store.root)
         self.invocation = uuid.uuid4().hex
+        self.journal = Journal(store.root, writer_name=f"{unit.name}-{self.invocation}")
+        if self.journal.mirrored:
+            self.journal.real_writer()     # connected (journal-remote started if none runs) before the child
         self.state = UnitState(
             active="activating", sub="start", invocation=self.invocation,
             n_restarts=store.read_state(unit.name).n_restarts,
@@ -92,7 +94,7 @@ class Supervisor:
         arrives there as the signal number, so the loop sees it as an event.
         """
         assert self.child is not None and self.child.stdout and self.child.stderr
-        pump = _Pump(self.unit.name, self.invocation, self.child.pid, _comm(self.unit.argv))
+        pump = _Pump(self.unit.name, self.invocation, self.child.pid, _comm(self.unit.argv), self.journal.mirrored)
         sel = selectors.DefaultSelector()
         for stream, priority in ((self.child.stdout, 6), (self.child.stderr, 3)):
             os.set_blocking(stream.fileno(), False)
@@ -119,13 +121,13 @@ class Supervisor:
                 elif not pump.read(key.fd, key.data):
                     sel.unregister(key.fd)
                     open_pipes -= 1
-            self.journal.append_encoded(pump.take())
+            self.journal.append_encoded(*pump.take())
             if poll_exit and not exited and self.child.poll() is not None:
                 exited = self._child_exited()
             if exited and not events:
                 break   # the child is gone; only a leftover of its group holds the pipes
             self._check_kill_deadline()
-        self.journal.append_encoded(pump.flush())
+        self.journal.append_encoded(*pump.flush())
 
     def _timeout(self, exited: bool, poll_exit: bool) -> float | None:
         if exited:
@@ -193,8 +195,8 @@ class Supervisor:
 class _Pump:
     """Splits the child's output into lines and makes encoded journal entries of them."""
 
-    def __init__(self, unit: str, invocation: str, pid: int, comm: str) -> None:
-        self.encoder = LineEncoder(unit, invocation, pid, comm)
+    def __init__(self, unit: str, invocation: str, pid: int, comm: str, export: bool = False) -> None:
+        self.encoder = LineEncoder(unit, invocation, pid, comm, export)
         self.partial: dict[int, bytes] = {}
         self.priority: dict[int, int] = {}
         self.batch: list[bytes] = []
@@ -220,11 +222,12 @@ class _Pump:
         if rest:
             self.batch.append(self.encoder.encode(rest, self.priority[fd]))
 
-    def take(self) -> list[bytes]:
+    def take(self) -> tuple[list[bytes], list[bytes]]:
+        """The entries made since last taken: JSON bodies, and in export format if exporting."""
         batch, self.batch = self.batch, []
-        return batch
+        return batch, self.encoder.take_exported()
 
-    def flush(self) -> list[bytes]:
+    def flush(self) -> tuple[list[bytes], list[bytes]]:
         """Everything still held, unfinished last lines included."""
         for fd in list(self.partial):
             self._emit_partial(fd)
@@ -267,10 +270,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"Unit {args.unit} not found.", file=sys.stderr)
         return 1
     supervisor = Supervisor(store, unit)
-    started = supervisor.spawn()
-    _notify(args.notify_fd)
-    if started:
-        supervisor.run(wake_fd)
+    try:
+        started = supervisor.spawn()
+        _notify(args.notify_fd)
+        if started:
+            supervisor.run(wake_fd)
+    finally:
+        supervisor.journal.close()   # with a real journal: its connection to journal-remote ends
     return 0
 
 
