@@ -39,11 +39,18 @@ class _HostStream(httpcore.AsyncNetworkStream):
             raise httpcore.WriteTimeout("write timed out") from None
 
     async def aclose(self) -> None:
+        """Close the stream. Its close waiter is shielded: a probe cancelled while closing must not cancel
+        it for whoever closes the same connection later (the pool, at the end)."""
         self._writer.close()
         try:
-            await self._writer.wait_closed()
+            await asyncio.shield(self._writer.wait_closed())
         except (OSError, EOFError):
             pass
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise       # this task is being cancelled: let it
+            # else the waiter was cancelled with an earlier probe: the stream is closed all the same
 
 
 class _HostBackend(httpcore.AsyncNetworkBackend):

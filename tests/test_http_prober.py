@@ -1,0 +1,37 @@
+"""The HTTP probes' streams over a host connection."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from pdtui.engine.http import _HostStream
+
+
+class _Writer:
+    """A stream writer whose close waiter is one future, as asyncio's is per connection."""
+
+    def __init__(self) -> None:
+        self.closed = asyncio.get_running_loop().create_future()
+
+    def close(self) -> None:
+        pass
+
+    def wait_closed(self):
+        return self.closed
+
+
+async def test_a_probe_cancelled_while_closing_leaves_the_close_to_the_next_closer():
+    writer = _Writer()
+    stream = _HostStream(None, writer)
+    cancelled_probe = asyncio.create_task(stream.aclose())
+    await asyncio.sleep(0)
+    cancelled_probe.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await cancelled_probe
+    assert not writer.closed.cancelled()
+    later = asyncio.create_task(stream.aclose())      # the pool closing the connection at the end
+    await asyncio.sleep(0)
+    writer.closed.set_result(None)
+    await asyncio.wait_for(later, 1)
