@@ -1,7 +1,7 @@
 """A real SSH server for the tests, and a TCP relay between client and server that a test can cut.
 
-Import the fixtures into a test module (``from tests.sshd import ssh_home, sshd, sshd_factory,
-forwarder``). ``sshd_factory`` starts OpenSSH's ``sshd`` on 127.0.0.1 with throw-away keys in the
+Its fixtures (``ssh_home``, ``sshd``, ``sshd_factory``, ``forwarder``, ...) are registered for every
+test by tests/conftest.py. ``sshd_factory`` starts OpenSSH's ``sshd`` on 127.0.0.1 with throw-away keys in the
 test's tmp dir; where ``sshd`` is not installed (or ``PDTUI_TEST_SSHD=asyncssh``) it starts this
 file as a script instead, which serves the same contract with asyncssh's own server. Either way the
 server is a child process stopped by its PID at teardown, logs one ``Accepted publickey`` line per

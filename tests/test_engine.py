@@ -5,20 +5,14 @@ from __future__ import annotations
 import asyncio
 import subprocess
 
-import pytest
 
 from pdtui.engine.events import Done, LineKind, LogLines, Notice, ProbeResult, Step, StepChanged, StepStatus
 from pdtui.sim.ports import free_port
-from pdtui.sim.sandbox import Sandbox
 from pdtui.engine.orchestrator import Orchestrator, Timing
 from pdtui.hosts import make_host
 from tests.engine_helpers import FAST, Recorder, bring_up, reference, sim_deployment, worker_argv
 
 
-@pytest.fixture
-def sandbox(tmp_path):
-    with Sandbox.create(tmp_path / "sim") as sb:
-        yield sb
 
 
 def unit_show(sandbox, unit: str) -> dict[str, str]:

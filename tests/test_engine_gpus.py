@@ -7,7 +7,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 import yaml
 
 from pdtui.commands.units import write_units
@@ -16,14 +15,9 @@ from pdtui.unit_files import render_units
 from pdtui.engine.events import GpuSample, Notice
 from pdtui.engine.orchestrator import Orchestrator
 from pdtui.hosts import make_host
-from pdtui.sim.sandbox import Sandbox
 from tests.engine_helpers import FAST, Recorder, bring_up, reference
 
 
-@pytest.fixture
-def sandbox(tmp_path):
-    with Sandbox.create(tmp_path / "sim") as sb:
-        yield sb
 
 
 def edited(deployment, edit):

@@ -26,10 +26,6 @@ WARMUP_FAILED = {
 }
 
 
-@pytest.fixture
-def sandbox(tmp_path):
-    with Sandbox.create(tmp_path / "sim") as sb:
-        yield sb
 
 
 def router_never_started(sandbox: Sandbox, recorder: Recorder) -> bool:

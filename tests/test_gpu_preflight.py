@@ -13,13 +13,8 @@ from pdtui.gpu import Gpu
 from pdtui.hosts.base import Result
 from pdtui.hosts.local import LocalHost
 from pdtui.sim.nvidia_smi import SimGpu
-from pdtui.sim.sandbox import Sandbox
 
 
-@pytest.fixture
-def sandbox(tmp_path):
-    with Sandbox.create(tmp_path / "sim") as box:
-        yield box
 
 
 def deployment(sandbox, prefill=(0, 1, 2, 3), decode=(4, 5, 6, 7), *, prefill_numa=0, decode_numa=1,

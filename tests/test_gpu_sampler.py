@@ -4,23 +4,17 @@ import asyncio
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-import pytest
 
 from pdtui.engine.events import GpuInfo, GpuSample
 from pdtui.engine.gpus import GpuSampler, inventory
 from pdtui.gpu import sampler_argv
 from pdtui.hosts.base import HostError
 from pdtui.hosts.local import LocalHost
-from pdtui.sim.sandbox import Sandbox
 from pdtui.sim.systemctl import ROOT_ENV
 
 WAIT = 20.0
 
 
-@pytest.fixture
-def sandbox(tmp_path):
-    with Sandbox.create(tmp_path / "sim") as box:
-        yield box
 
 
 class Samples:

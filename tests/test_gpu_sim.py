@@ -3,22 +3,16 @@
 import os
 import signal
 import subprocess
-import sys
 
 import pytest
 
 from pdtui.gpu import parse_compute_apps, parse_query_gpu, parse_topo
 from pdtui.sim import nvidia_smi
-from pdtui.sim.sandbox import Sandbox
 from pdtui.sim.commands import sim_python
 from pdtui.sim.systemctl import package_env
-from tests.conftest_sim import Procs, procs, read_until  # noqa: F401 - procs is a fixture
+from tests.conftest_sim import Procs, read_until  # noqa: F401 - procs is a fixture
 
 
-@pytest.fixture
-def sandbox(tmp_path):
-    with Sandbox.create(tmp_path / "sim") as box:
-        yield box
 
 
 def smi(sandbox, *args: str) -> subprocess.CompletedProcess[str]:

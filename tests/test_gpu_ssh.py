@@ -2,20 +2,14 @@
 
 import asyncio
 
-import pytest
 
 from pdtui.engine.gpus import GpuSampler, inventory
 from pdtui.gpu import sampler_argv
-from pdtui.sim.sandbox import Sandbox
 from tests.conftest_sim import wait_until
-from tests.sshd import make_host, ssh_home, sshd, sshd_factory, trust  # noqa: F401  (fixtures)
+from tests.sshd import trust
 from tests.test_gpu_sampler import Samples, stand_ins, stop
 
 
-@pytest.fixture
-def sandbox(tmp_path):
-    with Sandbox.create(tmp_path / "sim") as box:
-        yield box
 
 
 async def test_inventory_and_sampler_over_one_connection(sandbox, sshd, ssh_home, make_host):

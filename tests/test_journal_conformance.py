@@ -26,7 +26,7 @@ from pdtui.sim import realjournal
 from pdtui.sim.journal import Journal, pid1_entry, unit_entry
 from pdtui.sim.sandbox import Sandbox
 from pdtui.systemd import Commands, parse_entry
-from tests.conftest_sim import Procs, procs, read_until  # noqa: F401 - procs is a fixture
+from tests.conftest_sim import Procs, read_until  # noqa: F401 - procs is a fixture
 
 pytestmark = pytest.mark.skipif(not realjournal.available(),
                                 reason=f"no real journal to compare with: {realjournal.missing_reason()}")

@@ -37,10 +37,6 @@ PY = sys.executable
 SUDO_MESSAGE = "sudo: a password is required"
 
 
-@pytest.fixture
-def sandbox(tmp_path):
-    with Sandbox.create(tmp_path / "sim") as sb:
-        yield sb
 
 
 def program(sandbox: Sandbox, name: str, code: str) -> list[str]:

@@ -22,7 +22,7 @@ import yaml
 from pdtui.engine.events import LogLines
 from pdtui.headless import JsonPrinter, LinePrinter
 from pdtui.sim.sandbox import Sandbox
-from tests.engine_helpers import bring_up, sim_deployment
+from tests.engine_helpers import sim_deployment
 
 BURST = 100_000
 BIG = 1 << 20
@@ -63,10 +63,6 @@ def hostile_argv(sandbox: Sandbox, burst: int = BURST, big: int = BIG) -> list[s
 SERVICE = {"role": "other", "ready": {"log": "HOSTILE-END"}, "timeout": "50s"}
 
 
-@pytest.fixture
-def sandbox(tmp_path):
-    with Sandbox.create(tmp_path / "sim") as sb:
-        yield sb
 
 
 class Sink(io.TextIOBase):

@@ -15,7 +15,6 @@ import json
 import re
 import subprocess
 
-import pytest
 
 from pdtui.engine.events import Done, HostStatus, LogLines, Notice, StateChanged
 from pdtui.engine.orchestrator import Orchestrator
@@ -24,14 +23,9 @@ from pdtui.hosts import make_host
 from pdtui.sim.ports import free_port
 from pdtui.sim.sandbox import Sandbox
 from tests.engine_helpers import FAST, Recorder, bring_up, router_argv, sim_deployment, worker_argv
-from tests.engine_helpers import real_router  # noqa: F401  (fixture)
-from tests.sshd import connect_attempts, forwarder, ssh_home, sshd, sshd_factory, trust  # noqa: F401  (fixtures)
+from tests.sshd import trust
 
 
-@pytest.fixture
-def sandbox(tmp_path):
-    with Sandbox.create(tmp_path / "sim") as sb:
-        yield sb
 
 
 def deployment_over(sandbox: Sandbox, port: int, *, startup: float = 0.4, timeout: str = "30s",

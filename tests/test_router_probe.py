@@ -8,15 +8,9 @@ import pytest
 from pdtui.engine.events import ProbeResult
 from pdtui.engine.probes import LOOPBACK, WORKERS_NEED_KEY, Backend, check_workers
 from pdtui.sim.ports import free_port
-from pdtui.sim.sandbox import Sandbox
 from tests.engine_helpers import bring_up, real_router_params, router_argv, sim_deployment, worker_argv
-from tests.engine_helpers import real_router  # noqa: F401  (fixture)
 
 
-@pytest.fixture
-def sandbox(tmp_path):
-    with Sandbox.create(tmp_path / "sim") as sb:
-        yield sb
 
 
 def pd(sandbox, package, *, decode_fail=None, extra_decode=False, router_decodes=None, router_timeout="20s",

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from pdtui.sim import realjournal
 from pdtui.sim.journal import Journal, message_value, pid1_entry, unit_entry
 from pdtui.sim.journalctl import renderer
-from tests.conftest_sim import Procs, procs, read_until  # noqa: F401 - procs is a fixture
+from tests.conftest_sim import Procs, read_until  # noqa: F401 - procs is a fixture
 
 INV_A, INV_B = "a" * 32, "b" * 32
 

@@ -9,7 +9,7 @@ import pytest
 
 from pdtui.sim.commands import router_argv
 from pdtui.sim.knobs import DEFAULT_MODEL
-from tests.conftest_sim import Procs, fetch, free_port, procs, read_until, status, wait_until, worker_argv  # noqa: F401
+from tests.conftest_sim import Procs, fetch, free_port, read_until, status, wait_until, worker_argv  # noqa: F401
 from tests.engine_helpers import real_router_params
 
 # The workers' own model: smg routes by it (another name is 503 "No prefill workers available");

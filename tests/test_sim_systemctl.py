@@ -16,10 +16,6 @@ from tests.conftest_sim import gone, wait_until
 SLEEPER = [sys.executable, "-c", "import time; print('up', flush=True); time.sleep(60)"]
 
 
-@pytest.fixture
-def sandbox(tmp_path):
-    with Sandbox.create(tmp_path / "sim") as sb:
-        yield sb
 
 
 def ctl(sandbox: Sandbox, *args: str) -> subprocess.CompletedProcess[str]:

@@ -8,7 +8,7 @@ import signal
 
 import pytest
 
-from tests.conftest_sim import Procs, fetch, free_port, procs, read_until, status, worker_argv  # noqa: F401
+from tests.conftest_sim import Procs, fetch, free_port, read_until, status, worker_argv  # noqa: F401
 
 SERVING = ["max_total_num_tokens=", "Started server process", "Waiting for application startup",
            "Application startup complete", "Uvicorn running on http://127.0.0.1:", '"GET /get_model_info HTTP/1.1" 200']

@@ -16,17 +16,7 @@ from pdtui.hosts import ssh
 from pdtui.hosts.base import (
     Host, HostDisconnected, HostError, HostKeyChanged, HostKeyUnknown, HostNotFound, HostUnreachable,
 )
-from tests.sshd import (  # noqa: F401  (fixtures)
-    connect_attempts,
-    forwarder,
-    free_port,
-    make_host,
-    ssh_home,
-    sshd,
-    sshd_factory,
-    trust,
-    write_command,
-)
+from tests.sshd import free_port, trust, write_command
 
 
 class Statuses(list):

@@ -2,20 +2,12 @@
 
 from __future__ import annotations
 
-import pytest
 
-from pdtui.engine.events import HostStatus
 from pdtui.sim.ports import free_port
-from pdtui.sim.sandbox import Sandbox
 from tests.engine_helpers import bring_up, router_argv, sim_deployment, worker_argv
-from tests.engine_helpers import real_router  # noqa: F401  (fixture)
-from tests.sshd import ssh_home, sshd, sshd_factory, trust  # noqa: F401  (fixtures)
+from tests.sshd import trust
 
 
-@pytest.fixture
-def sandbox(tmp_path):
-    with Sandbox.create(tmp_path / "sim") as sb:
-        yield sb
 
 
 def ssh_host(sandbox, port: int) -> dict:

@@ -11,7 +11,7 @@ from pdtui.engine.journal import JournalTail
 from pdtui.sim.journal import Journal, unit_entry
 from pdtui.sim.sandbox import Sandbox
 from pdtui.systemd import Commands
-from tests.sshd import forwarder, make_host, ssh_home, sshd, sshd_factory, trust  # noqa: F401  (fixtures)
+from tests.sshd import trust
 
 UNIT = "sglang-test.service"
 

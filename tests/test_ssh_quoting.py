@@ -7,7 +7,7 @@ import asyncio
 from hypothesis import given, settings, strategies as st
 
 from pdtui.hosts.ssh import SshHost
-from tests.sshd import host_config, ssh_home, sshd, sshd_factory  # noqa: F401  (fixtures)
+from tests.sshd import host_config
 
 SHELL_SOUP = ["'", '"', "\\", "`id`", "$(touch /tmp/pdtui-pwned)", "${HOME}", "$0", "$@", ";", "&&", "|",
               ">", "<", "*", "?", "~", "#", "!", "\n", "\r", "\t", " ", "-n", "--", "%s", "\\0", "\x1b[31m",

@@ -13,15 +13,11 @@ from pdtui.hosts import make_host
 from pdtui.sim.ports import free_port
 from pdtui.sim.sandbox import Sandbox
 from tests.engine_helpers import bring_up
-from tests.sshd import ssh_home, sshd, sshd_factory, trust  # noqa: F401  (fixtures)
+from tests.sshd import trust
 
 SIM = [sys.executable, "-S", "-m"]
 
 
-@pytest.fixture
-def sandbox(tmp_path):
-    with Sandbox.create(tmp_path / "sim") as sb:
-        yield sb
 
 
 def launched(sandbox: Sandbox) -> dict:
