@@ -30,7 +30,21 @@ def parse_args(description: str) -> argparse.Namespace:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--quick", action="store_true", help="tiny sizes: checks the bench runs, not the figures")
+    parser.add_argument("--journal", choices=("real", "stand-in", "both"), default=None,
+                        help="the sandbox's journal: the real one (systemd-journal-remote + journalctl), pdtui's "
+                             "stand-in, or both side by side in one run (default: both where the real one is "
+                             "installed, else the stand-in)")
     return parser.parse_args()
+
+
+def journals(args: argparse.Namespace) -> list[tuple[str, bool]]:
+    """The journals to measure on, as (name, real_journal) in the order they run."""
+    from pdtui.sim import realjournal
+    asked = args.journal or ("both" if realjournal.available() else "stand-in")
+    if asked != "stand-in" and not realjournal.available():
+        sys.exit("bench: the real journal needs systemd-journal-remote and journalctl (apt install systemd-journal-remote)")
+    return {"real": [("real", True)], "stand-in": [("stand-in", False)],
+            "both": [("real", True), ("stand-in", False)]}[asked]
 
 
 def machine() -> dict:

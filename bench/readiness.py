@@ -29,7 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import (  # noqa: E402
-    READY_LINE, Stamps, deployment, emit, local_host, machine, parse_args, ratio, summary, worker_argv,
+    READY_LINE, Stamps, deployment, emit, journals, local_host, machine, parse_args, ratio, summary, worker_argv,
 )
 from bench._sshd import SshdPool  # noqa: E402
 from pdtui.engine.events import LineKind, LogLines, StateChanged  # noqa: E402
@@ -104,19 +104,27 @@ def main() -> None:
     samples, checks = (2, 3) if args.quick else (30, 40)
     info = machine()
     pool = SshdPool()
-    sandbox = Sandbox.create(Path(tempfile.mkdtemp(prefix="pdtui-bench-sim-")))
+    by_journal: dict[str, dict] = {}
+    costs: list[float] = []
     try:
         server = pool.start()
-        local = asyncio.run(pdtui_latencies(sandbox, local_host(sandbox), samples, 0))
-        ssh = asyncio.run(pdtui_latencies(sandbox, pool.host(server, sandbox), samples, samples))
-        costs = check_costs(pool, server, sandbox, "bench-r0", checks)
+        for name, real in journals(args):    # side by side, in one run
+            sandbox = Sandbox.create(Path(tempfile.mkdtemp(prefix="pdtui-bench-sim-")), real_journal=real)
+            try:
+                local = asyncio.run(pdtui_latencies(sandbox, local_host(sandbox), samples, 0))
+                ssh = asyncio.run(pdtui_latencies(sandbox, pool.host(server, sandbox), samples, samples))
+                if not costs:
+                    costs = check_costs(pool, server, sandbox, "bench-r0", checks)
+            finally:
+                sandbox.cleanup()
+            by_journal[name] = {"pdtui_local": summary(local, 1000), "pdtui_ssh": summary(ssh, 1000)}
     finally:
-        sandbox.cleanup()
         pool.close()
     rng = random.Random(8)
     draws = 500 if args.quick else MODEL_DRAWS
-    figures = {"machine": info, "quick": args.quick, "unit": "ms",
-               "pdtui_local": summary(local, 1000), "pdtui_ssh": summary(ssh, 1000),
+    first = next(iter(by_journal.values()))
+    figures = {"machine": info, "quick": args.quick, "unit": "ms", "journal": next(iter(by_journal)),
+               "pdtui_local": first["pdtui_local"], "pdtui_ssh": first["pdtui_ssh"], "by_journal": by_journal,
                "loop_check_cost": summary(costs, 1000),
                "loop_20s": summary(loop_latencies(20, costs, draws, rng), 1000, 0),
                "loop_5s": summary(loop_latencies(5, costs, draws, rng), 1000, 0)}

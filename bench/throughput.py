@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._common import deployment, emit, machine, parse_args, router_argv, summary, worker_argv  # noqa: E402
+from bench._common import deployment, emit, journals, machine, parse_args, router_argv, summary, worker_argv  # noqa: E402
 from bench._procs import PDTUI_STAGE, StageCpu  # noqa: E402
 from bench._sshd import SshdPool  # noqa: E402
 from pdtui.engine.events import LogLines, LogRecord, PlanReady, ServiceInfo, Step  # noqa: E402
@@ -106,9 +106,10 @@ class Rig:
     next bring-up (a real journal is indexed).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, real_journal: bool) -> None:
+        self.real_journal = real_journal
         self.pool = SshdPool()
-        self.sandbox = _fresh_sandbox()
+        self.sandbox = _fresh_sandbox(real_journal)
         self.server = self.pool.start()
         self.runs = 0
 
@@ -116,7 +117,7 @@ class Rig:
         self.runs += 1
         if self.runs > 1:
             self.sandbox.cleanup()
-            self.sandbox = _fresh_sandbox()
+            self.sandbox = _fresh_sandbox(self.real_journal)
         p, d, r, boot = (free_port() for _ in range(4))
         add, n = self.sandbox.add_unit, self.runs
         units = {"prefill": add(f"tp-p{n}", worker_argv("prefill", p, bootstrap=boot, startup=0.3, log_rate=rate / 2)),
@@ -176,8 +177,8 @@ class Rig:
         self.pool.close()
 
 
-def _fresh_sandbox() -> Sandbox:
-    return Sandbox.create(Path(tempfile.mkdtemp(prefix="pdtui-bench-sim-")))
+def _fresh_sandbox(real_journal: bool) -> Sandbox:
+    return Sandbox.create(Path(tempfile.mkdtemp(prefix="pdtui-bench-sim-")), real_journal=real_journal)
 
 
 async def drained(watch: Watch, limit: float = DRAIN_MAX) -> None:
@@ -278,6 +279,17 @@ async def textual_log(total: int, batch: int) -> float:
         return total / (time.perf_counter() - t0)
 
 
+def _sweep(rig: Rig, rates: list[int], window: float) -> list[dict]:
+    """Each rate in turn until one fails its targets."""
+    sweep = []
+    for rate in rates:
+        result = asyncio.run(rig.run(rate, window))
+        sweep.append(result)
+        if not result["ok"]:
+            break
+    return sweep
+
+
 def main() -> None:
     args = parse_args(__doc__.splitlines()[0])
     quick = args.quick
@@ -289,14 +301,11 @@ def main() -> None:
     ui = {"lines": ui_total, "batch": 1000,
           "pdtui_panels_per_s": round(asyncio.run(panels_alone(ui_total, 1000))),
           "textual_log_per_s": round(asyncio.run(textual_log(ui_total, 1000)))}
-    rig = Rig()
+    (first, real), *others = journals(args)
+    rig = Rig(real)
     sweep, profile_at, profile = [], None, cProfile.Profile()
     try:
-        for rate in rates:
-            result = asyncio.run(rig.run(rate, window))
-            sweep.append(result)
-            if not result["ok"]:
-                break
+        sweep = _sweep(rig, rates, window)
         passed = [r["rate"] for r in sweep if r["ok"]]
         profile_at = sweep[-1]["rate"]
         profiled = asyncio.run(rig.run(profile_at, min(window, 5.0), profile=profile))
@@ -305,7 +314,15 @@ def main() -> None:
         memory = asyncio.run(rig.run(steady, 0, until_lines=million))
     finally:
         rig.close()
-    figures = {"machine": info, "quick": quick, "window_s": window, "ui_alone": ui,
+    highest = {first: max(passed) if passed else None}
+    for name, other_real in others:      # the other journal side by side: its sweep only
+        other = Rig(other_real)
+        try:
+            highest[name] = max((r["rate"] for r in _sweep(other, rates, window) if r["ok"]), default=None)
+        finally:
+            other.close()
+    figures = {"machine": info, "quick": quick, "window_s": window, "ui_alone": ui, "journal": first,
+               "highest_ok_lines_per_s_by_journal": highest,
                "ui_ratio_pdtui_over_textual_log": round(ui["pdtui_panels_per_s"] / ui["textual_log_per_s"], 2),
                "sweep": sweep, "highest_ok_lines_per_s": max(passed) if passed else None,
                "profile": {"rate": profile_at, "delivered_per_s": profiled["delivered_per_s"],

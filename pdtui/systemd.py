@@ -74,6 +74,10 @@ class Commands:
         return self.journalctl("--follow", "--output=json", "--all", "--no-pager", "--quiet",
                                *position, *(f"--unit={u}" for u in units))
 
+    def last_entry(self) -> list[str]:
+        """The journal's newest entry, whatever it is about: where a first tail starts after."""
+        return self.journalctl("--output=json", "--no-pager", "--quiet", "--lines=1")
+
     def invocation_history(self, unit: str, invocation_id: str) -> list[str]:
         """Every line so far of one invocation of a unit."""
         return self.journalctl("--output=json", "--all", "--no-pager", "--quiet",

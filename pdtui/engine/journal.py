@@ -19,6 +19,7 @@ BACKOFF_START = 0.2
 BACKOFF_MAX = 5.0
 # Lines handled between two yields to the event loop during a burst (about 2 ms of work).
 YIELD_EVERY = 200
+LAST_ENTRY_TIMEOUT = 30.0
 
 
 class JournalTail:
@@ -68,7 +69,7 @@ class JournalTail:
 
     async def _follow_once(self) -> bool:
         """One journalctl run; True if it delivered anything."""
-        argv = self.commands.follow(self.units, self.cursor)
+        argv = self.commands.follow(self.units, self.cursor or await self._journal_end())
         before = self.delivered
         async with self.host.stream(argv) as lines:
             self.started.set()
@@ -84,6 +85,21 @@ class JournalTail:
             if self.cursor and "cursor" in detail.lower():
                 self._lost_cursor()
         return self.delivered > before
+
+    async def _journal_end(self) -> str | None:
+        """The cursor of the journal's newest entry, to follow the units from just after it.
+
+        journalctl 252's ``-f --lines=0 -u A`` started before A has any entry
+        shows only the last 10 lines of A's first burst; ``--after-cursor`` at
+        the journal's end loses none. None (an empty journal, a journalctl that
+        cannot say): ``--lines=0`` after all.
+        """
+        try:
+            result = await self.host.run(self.commands.last_entry(), timeout=LAST_ENTRY_TIMEOUT)
+        except HostError:
+            return None
+        entries = [parse_entry(line) for line in result.stdout.splitlines()] if result.ok else []
+        return next((e.cursor for e in reversed(entries) if e is not None and e.cursor), None)
 
     def _deliver(self, raw_lines: list[bytes]) -> None:
         on_entry = self.on_entry
