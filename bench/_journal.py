@@ -5,10 +5,9 @@ from __future__ import annotations
 import json
 import re
 
+from bench._common import READY_LINE
 from pdtui.sim.journal import Journal
 from pdtui.systemd import decode_field
-
-from bench._common import READY_LINE
 
 
 def entries(sandbox) -> list[dict]:

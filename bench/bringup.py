@@ -26,7 +26,16 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import (  # noqa: E402
-    READY_LINE, Stamps, deployment, emit, local_host, machine, parse_args, router_argv, summary, worker_argv,
+    READY_LINE,
+    Stamps,
+    deployment,
+    emit,
+    local_host,
+    machine,
+    parse_args,
+    router_argv,
+    summary,
+    worker_argv,
 )
 from bench._journal import entries, own_startup, router_own_startup  # noqa: E402
 from bench._sshd import SshdPool  # noqa: E402
@@ -155,7 +164,7 @@ def main() -> None:
         ssh, ssh_conns = [], []
         for _ in range(runs):
             ref = fresh()
-            count, result = connections(server, lambda: asyncio.run(pdtui_run(sandbox, ref, pool.host(server, sandbox))))
+            count, result = connections(server, lambda ref=ref: asyncio.run(pdtui_run(sandbox, ref, pool.host(server, sandbox))))
             ssh.append(result)
             ssh_conns.append(count)
             sandbox.stop_all()
@@ -164,7 +173,9 @@ def main() -> None:
             results, conns = [], []
             for _ in range(loop_runs):
                 ref = fresh()
-                count, result = connections(server, lambda: loop_run(pool, server, sandbox, ref, sleep, settle))
+                def one(ref=ref, sleep=sleep, settle=settle):
+                    return loop_run(pool, server, sandbox, ref, sleep, settle)
+                count, result = connections(server, one)
                 results.append(result)
                 conns.append(count)
                 sandbox.stop_all()

@@ -29,7 +29,17 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import (  # noqa: E402
-    READY_LINE, Stamps, deployment, emit, journals, local_host, machine, parse_args, ratio, summary, worker_argv,
+    READY_LINE,
+    Stamps,
+    deployment,
+    emit,
+    journals,
+    local_host,
+    machine,
+    parse_args,
+    ratio,
+    summary,
+    worker_argv,
 )
 from bench._sshd import SshdPool  # noqa: E402
 from pdtui.engine.events import LineKind, LogLines, StateChanged  # noqa: E402

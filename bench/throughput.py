@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import asyncio
 import cProfile
-from array import array
 import pstats
 import resource
 import sys
 import tempfile
 import time
+from array import array
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -65,7 +65,7 @@ class Watch:
     def hook(self, app: PdtuiApp) -> None:
         self.app = app
 
-    def __enter__(self) -> "Watch":
+    def __enter__(self) -> Watch:
         watch, paint = self, LogView._paint
 
         def painted(view: LogView) -> None:

@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from pdtui import __version__
-from pdtui.sim.knobs import DEFAULT_GENERATION, FAIL_MODES, GENERATIONS
 from pdtui.sim.commands import ROUTERS
+from pdtui.sim.knobs import DEFAULT_GENERATION, FAIL_MODES, GENERATIONS
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 

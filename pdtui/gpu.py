@@ -114,7 +114,7 @@ def _cells(line: str) -> list[str]:
 def parse_gpu_line(line: str, fields: Sequence[str] = QUERY_GPU_FIELDS) -> Gpu | None:
     """One ``--query-gpu`` CSV line for ``fields`` (which must include index); None if it is not one."""
     values: dict[str, object] = {}
-    for field, cell in zip(fields, _cells(line)):
+    for field, cell in zip(fields, _cells(line), strict=False):
         attr, numeric = _GPU_ATTRS.get(field, ("", False))
         if attr:
             values[attr] = _int(cell) if numeric else (_text(cell) or "")

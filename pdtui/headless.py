@@ -14,7 +14,17 @@ from enum import Enum
 from typing import TextIO
 
 from pdtui.engine.events import (
-    Done, Event, GpuSample, HostStatus, LogLines, Notice, PlanReady, ProbeResult, StateChanged, StepChanged, StepStatus,
+    Done,
+    Event,
+    GpuSample,
+    HostStatus,
+    LogLines,
+    Notice,
+    PlanReady,
+    ProbeResult,
+    StateChanged,
+    StepChanged,
+    StepStatus,
 )
 from pdtui.engine.states import ServiceState
 from pdtui.text import inert

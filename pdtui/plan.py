@@ -62,7 +62,7 @@ def _level_actions(dep: Deployment, level: list[str]) -> str:
 
 
 def _service_lines(svc: ServiceConfig) -> list[str]:
-    rows = [("role", svc.role)]
+    rows: list[tuple[str, str]] = [("role", svc.role)]
     if svc.gpus:
         rows.append(("GPUs", gpu_ranges(svc.gpus)))
     if svc.numa is not None:

@@ -6,9 +6,10 @@ wrappers and ``sudo`` are applied here, in one place.
 
 from __future__ import annotations
 
-import orjson
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+
+import orjson
 
 SHOW_PROPERTIES = ("Id", "LoadState", "ActiveState", "SubState", "MainPID", "NRestarts", "InvocationID",
                    "ExecMainStatus")
@@ -23,7 +24,7 @@ class Commands:
     sudo: bool = False
 
     @classmethod
-    def for_host(cls, host) -> "Commands":
+    def for_host(cls, host) -> Commands:
         """From a HostConfig (its ``commands`` mapping and ``sudo`` flag)."""
         return cls(tuple(host.commands["systemctl"]), tuple(host.commands["journalctl"]), host.sudo)
 

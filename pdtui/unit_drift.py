@@ -205,7 +205,7 @@ def _server_flags_drift(svc: ServiceConfig, unit: InstalledUnit) -> list[Drift]:
 def _runs_sglang(words: list[str]) -> bool:
     """Whether the command is SGLang's server itself (not a wrapper script that may set its flags)."""
     return any("launch_server" in word for word in words) or any(
-        word.rpartition("/")[2] == "sglang" and nxt == "serve" for word, nxt in zip(words, words[1:]))
+        word.rpartition("/")[2] == "sglang" and nxt == "serve" for word, nxt in zip(words, words[1:], strict=False))
 
 
 def _router_drift(deployment: Deployment, svc: ServiceConfig, unit: InstalledUnit) -> list[Drift]:

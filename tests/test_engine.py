@@ -5,14 +5,11 @@ from __future__ import annotations
 import asyncio
 import subprocess
 
-
 from pdtui.engine.events import Done, LineKind, LogLines, Notice, ProbeResult, Step, StepChanged, StepStatus
-from pdtui.sim.ports import free_port
 from pdtui.engine.orchestrator import Orchestrator, Timing
 from pdtui.hosts import make_host
+from pdtui.sim.ports import free_port
 from tests.engine_helpers import FAST, Recorder, bring_up, reference, sim_deployment, worker_argv
-
-
 
 
 def unit_show(sandbox, unit: str) -> dict[str, str]:
@@ -144,6 +141,7 @@ def _unit_argv(sandbox, name: str) -> list[str]:
 
 async def test_replaced_units_are_stopped_and_disabled_first(sandbox):
     import yaml
+
     from pdtui.config import parse_config
     old = sandbox.add_unit("sglang-dsv4", ["sleep", "600"])
     subprocess.run([*sandbox.commands["systemctl"], "enable", "--now", old], check=True)

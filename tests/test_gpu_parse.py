@@ -3,8 +3,20 @@
 import pytest
 
 from pdtui.gpu import (
-    ComputeApp, Gpu, compute_apps_argv, numa_nodes_argv, parse_compute_apps, parse_gpu_line, parse_numa_node,
-    parse_numa_nodes, parse_query_gpu, parse_topo, query_gpu_argv, sampler_argv, sysfs_bus_id, topo_argv,
+    ComputeApp,
+    Gpu,
+    compute_apps_argv,
+    numa_nodes_argv,
+    parse_compute_apps,
+    parse_gpu_line,
+    parse_numa_node,
+    parse_numa_nodes,
+    parse_query_gpu,
+    parse_topo,
+    query_gpu_argv,
+    sampler_argv,
+    sysfs_bus_id,
+    topo_argv,
 )
 
 H100_BOX = """\

@@ -15,8 +15,6 @@ from pdtui.hosts.local import LocalHost
 from pdtui.sim.nvidia_smi import SimGpu
 
 
-
-
 def deployment(sandbox, prefill=(0, 1, 2, 3), decode=(4, 5, 6, 7), *, prefill_numa=0, decode_numa=1,
                strict=False, nvidia_smi=None):
     commands = {**sandbox.commands, **({"nvidia-smi": nvidia_smi} if nvidia_smi else {})}

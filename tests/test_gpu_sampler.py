@@ -4,7 +4,6 @@ import asyncio
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-
 from pdtui.engine.events import GpuInfo, GpuSample
 from pdtui.engine.gpus import GpuSampler, inventory
 from pdtui.gpu import sampler_argv

@@ -13,8 +13,6 @@ from pdtui.sim.systemctl import package_env
 from tests.conftest_sim import Procs, read_until  # noqa: F401 - procs is a fixture
 
 
-
-
 def smi(sandbox, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*sandbox.commands["nvidia-smi"], *args], capture_output=True, text=True,
                           env=package_env(), timeout=30)

@@ -85,11 +85,11 @@ def project(entries: list[dict]) -> list[dict]:
 
 def assert_same(real: list[dict], stand_in: list[dict]) -> None:
     assert project(stand_in) == project(real)
-    for r, s in zip(real, stand_in):    # the same fields, whatever their values
+    for r, s in zip(real, stand_in, strict=False):    # the same fields, whatever their values
         assert set(s) == set(r), (set(s) ^ set(r))
     parsed_real = [parse_entry(json.dumps(e)) for e in real]
     parsed_stand_in = [parse_entry(json.dumps(e)) for e in stand_in]
-    for r, s in zip(parsed_real, parsed_stand_in):
+    for r, s in zip(parsed_real, parsed_stand_in, strict=False):
         r.cursor = s.cursor = None
     assert parsed_stand_in == parsed_real
 
@@ -250,7 +250,7 @@ def test_follow_after_a_cursor_as_pdtui_does(both, procs):
                       commands.follow(["a.service", "b.service"], stand_in_all[k]["__CURSOR"]))
     # Each journalctl resumes from a cursor it gave: the backlog first, then the new entries.
     outputs = []
-    for argv, args in zip((both.real, both.stand_in), followers_args):
+    for argv, args in zip((both.real, both.stand_in), followers_args, strict=False):
         follower = procs.start([*argv, *args])
         journal = Journal(both.sandbox.root)
         try:

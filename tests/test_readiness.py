@@ -2,7 +2,8 @@ import pytest
 
 from pdtui.engine.events import LineKind
 from pdtui.engine.readiness import FailureCandidate, LineJudge
-from pdtui.engine.signatures import Severity, signatures_for as failure_signatures
+from pdtui.engine.signatures import Severity
+from pdtui.engine.signatures import signatures_for as failure_signatures
 
 SGLANG = LineJudge("fired up and ready", failure_signatures("decode"))
 
@@ -60,6 +61,7 @@ def test_other_role_has_no_default_failures():
 
 def test_prefilter_reads_literal_alternations_and_keeps_real_regexes():
     import re
+
     from pdtui.engine.readiness import Prefilter, _literals
     assert _literals(r"Traceback \(most recent call last\)") == ["Traceback (most recent call last)"]
     assert _literals("CUDA out of memory|OutOfMemoryError") == ["CUDA out of memory", "OutOfMemoryError"]
@@ -166,6 +168,7 @@ def test_a_fatal_line_outranks_any_warning_on_the_same_line():
 
 def test_docs_table_is_made_from_the_signatures():
     from pathlib import Path
+
     from pdtui.engine.signatures import markdown_table
     doc = (Path(__file__).parents[1] / "docs" / "signatures.md").read_text()
     assert markdown_table() in doc, "docs/signatures.md is stale: python -m pdtui.engine.signatures"

@@ -117,9 +117,9 @@ async def test_hostile_burst_through_engine_and_headless_printers_stays_inert_an
             counted["lines"] += len(event.lines)
             counted["batches"] += 1
 
-    from tests.engine_helpers import FAST
     from pdtui.engine.orchestrator import Orchestrator
     from pdtui.hosts import make_host
+    from tests.engine_helpers import FAST
     orchestrator = Orchestrator(deployment, make_host, timing=FAST)
     for subscriber in (LinePrinter(human, logs=True), JsonPrinter(machine, logs=True), count):
         orchestrator.subscribe(subscriber)

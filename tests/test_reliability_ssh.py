@@ -15,7 +15,6 @@ import json
 import re
 import subprocess
 
-
 from pdtui.engine.events import Done, HostStatus, LogLines, Notice, StateChanged
 from pdtui.engine.orchestrator import Orchestrator
 from pdtui.headless import LinePrinter
@@ -24,8 +23,6 @@ from pdtui.sim.ports import free_port
 from pdtui.sim.sandbox import Sandbox
 from tests.engine_helpers import FAST, Recorder, bring_up, router_argv, sim_deployment, worker_argv
 from tests.sshd import trust
-
-
 
 
 def deployment_over(sandbox: Sandbox, port: int, *, startup: float = 0.4, timeout: str = "30s",

@@ -11,8 +11,6 @@ from pdtui.sim.ports import free_port
 from tests.engine_helpers import bring_up, real_router_params, router_argv, sim_deployment, worker_argv
 
 
-
-
 def pd(sandbox, package, *, decode_fail=None, extra_decode=False, router_decodes=None, router_timeout="20s",
        router_flags=(), router_after=None):
     """prefill + decode (+ a second decode) and the router; the router is told about ``router_decodes``."""

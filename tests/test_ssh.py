@@ -14,7 +14,13 @@ import pytest
 
 from pdtui.hosts import ssh
 from pdtui.hosts.base import (
-    Host, HostDisconnected, HostError, HostKeyChanged, HostKeyUnknown, HostNotFound, HostUnreachable,
+    Host,
+    HostDisconnected,
+    HostError,
+    HostKeyChanged,
+    HostKeyUnknown,
+    HostNotFound,
+    HostUnreachable,
 )
 from tests.sshd import free_port, trust, write_command
 

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-
 from pdtui.sim.ports import free_port
 from tests.engine_helpers import bring_up, router_argv, sim_deployment, worker_argv
 from tests.sshd import trust
-
-
 
 
 def ssh_host(sandbox, port: int) -> dict:

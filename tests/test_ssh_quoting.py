@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pdtui.hosts.ssh import SshHost
 from tests.sshd import host_config

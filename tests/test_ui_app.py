@@ -7,12 +7,6 @@ from pathlib import Path
 import pytest
 from textual.pilot import Pilot
 from textual.widgets import Input
-
-from pdtui.engine.events import Done, LineKind, LogLines, LogRecord, StateChanged, Step, StepChanged, StepStatus
-from pdtui.engine.states import ServiceState as S
-from pdtui.ui.app import PdtuiApp
-from pdtui.ui.logview import FLOOD_PAINT_INTERVAL, PAINT_INTERVAL, LogView
-from pdtui.ui.screens import HelpScreen, QuitScreen
 from ui_fakes import (
     HOSTILE_LINES,
     OOM_LINE,
@@ -24,6 +18,12 @@ from ui_fakes import (
     ready_script,
     starting_script,
 )
+
+from pdtui.engine.events import Done, LineKind, LogLines, LogRecord, StateChanged, Step, StepChanged, StepStatus
+from pdtui.engine.states import ServiceState as S
+from pdtui.ui.app import PdtuiApp
+from pdtui.ui.logview import FLOOD_PAINT_INTERVAL, PAINT_INTERVAL, LogView
+from pdtui.ui.screens import HelpScreen, QuitScreen
 
 
 def make_app(script: list, **kwargs: object) -> tuple[PdtuiApp, FakeSource]:

@@ -1,7 +1,8 @@
+from ui_fakes import PREFILL
+
 from pdtui.engine.events import ProbeResult
 from pdtui.ui.format import check_summary
 from pdtui.ui.model import ServiceView
-from ui_fakes import PREFILL
 
 
 def probe(check, ok, detail="", latency=None):

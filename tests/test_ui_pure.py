@@ -5,18 +5,18 @@ from __future__ import annotations
 import gc
 
 import pytest
+from ui_fakes import PREFILL
 
 from pdtui.engine.events import GpuInfo, LineKind, LogRecord, StateChanged
 from pdtui.engine.states import ServiceState as S
-from pdtui.ui.format import duration, gpu_gauges
 from pdtui.text import MAX_LINE_CHARS, inert
+from pdtui.ui.format import duration, gpu_gauges
 from pdtui.ui.heap import YOUNG_THRESHOLD, QuietCollector
 from pdtui.ui.logview import Lines, Row
 from pdtui.ui.merged import merge_by_time
 from pdtui.ui.model import ElapsedClock, ServiceView
 from pdtui.ui.notify import desktop_notification
 from pdtui.ui.themes import available_themes, load_theme
-from ui_fakes import PREFILL
 
 
 def test_inert_replaces_every_control_character_with_a_visible_one() -> None:

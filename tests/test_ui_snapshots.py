@@ -10,9 +10,9 @@ from collections.abc import Callable
 
 import pytest
 from textual.pilot import Pilot
+from ui_fakes import FakeSource, decode_failed_script, hostile_script, ready_script, starting_script
 
 from pdtui.ui.app import PdtuiApp
-from ui_fakes import FakeSource, decode_failed_script, hostile_script, ready_script, starting_script
 
 SIZES = {"wide": (160, 50), "medium": (100, 40), "narrow": (60, 24)}
 SCRIPTS: dict[str, Callable[[], list]] = {

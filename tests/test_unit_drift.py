@@ -67,7 +67,8 @@ def test_a_router_not_sending_to_a_backend_is_an_error_naming_it():
 
 
 def test_a_unit_that_does_not_say_is_a_note_not_an_error():
-    text = "[Service]\nExecStart=/bin/bash -c 'cd /srv && exec python -m sglang.launch_server --disaggregation-mode decode --port 30002'\n"
+    text = ("[Service]\nExecStart=/bin/bash -c 'cd /srv && exec python -m sglang.launch_server "
+            "--disaggregation-mode decode --port 30002'\n")
     found = drift("decode", text)
     assert {d.level for d in found} == {"note"} and len(found) == 2     # GPUs and NUMA unsaid
 

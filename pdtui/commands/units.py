@@ -147,7 +147,7 @@ async def install(deployment: Deployment, factory: HostFactory, *, yes: bool) ->
                       f"{deployment.source} --diff shows how); not replaced: --yes replaces it", file=sys.stderr)
             print("nothing written", file=sys.stderr)
             return 1
-        results = await asyncio.gather(*(_write_host(deployment, t, pairs) for t, pairs in zip(targets, plans)))
+        results = await asyncio.gather(*(_write_host(deployment, t, pairs) for t, pairs in zip(targets, plans, strict=False)))
     return 0 if all(code == 0 for code in results) else 1
 
 

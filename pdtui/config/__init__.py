@@ -14,7 +14,13 @@ pointing at the key (an unknown key) or the value (a wrong value) to blame. The 
 from __future__ import annotations
 
 from pdtui.config.defaults import (
-    BACKEND_ROLES, COMMANDS, DEFAULT_BOOTSTRAP_PORT, DEFAULT_TIMEOUT, DEFAULT_UNHEALTHY_AFTER, ROLES, Role,
+    BACKEND_ROLES,
+    COMMANDS,
+    DEFAULT_BOOTSTRAP_PORT,
+    DEFAULT_TIMEOUT,
+    DEFAULT_UNHEALTHY_AFTER,
+    ROLES,
+    Role,
 )
 from pdtui.config.errors import ConfigError
 from pdtui.config.fields import parse_duration

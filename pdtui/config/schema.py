@@ -11,14 +11,37 @@ from pydantic_core import PydanticCustomError
 
 from pdtui.config import graph
 from pdtui.config.defaults import (
-    BACKEND_ROLES, COMMANDS, DEFAULT_TIMEOUT, DEFAULT_UNHEALTHY_AFTER, ROLES, SGLANG_READY_LINE, Role,
+    BACKEND_ROLES,
+    COMMANDS,
+    DEFAULT_TIMEOUT,
+    DEFAULT_UNHEALTHY_AFTER,
+    ROLES,
+    SGLANG_READY_LINE,
+    Role,
 )
 from pdtui.config.errors import did_you_mean, fail, show, unknown_key
-from pdtui.config.launch import LaunchSpec, check_launch_keys
 from pdtui.config.fields import (
-    Address, Bool, DeploymentName, FilePath, HostName, LogRegex, NumaNode, Port, Unit, UnitDir, UserName, check_duration,
-    check_name, check_regex, check_role, gpu_index, list_of, normalize_unit,
+    Address,
+    Bool,
+    DeploymentName,
+    FilePath,
+    HostName,
+    LogRegex,
+    NumaNode,
+    Port,
+    Unit,
+    UnitDir,
+    UserName,
+    check_duration,
+    check_name,
+    check_regex,
+    check_role,
+    gpu_index,
+    list_of,
+    normalize_unit,
 )
+from pdtui.config.launch import LaunchSpec, check_launch_keys
+
 
 class _Model(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -52,7 +75,7 @@ class HostConfig(_Model):
     known_hosts: FilePath | None = None
     sudo: Bool = False
     unit_dir: UnitDir = "/etc/systemd/system"    # where `pdtui units --install` writes units
-    commands: dict[str, tuple[str, ...]] = Field(default_factory=lambda: {name: (name,) for name in COMMANDS})
+    commands: dict[str, tuple[str, ...]] = Field(default_factory=lambda: _default_commands())
 
     @field_validator("commands", mode="before")
     @classmethod
@@ -60,7 +83,7 @@ class HostConfig(_Model):
         """Fill every command; a string is split like a shell would, a list is taken as argv."""
         if not isinstance(value, Mapping):
             raise fail(f"expected a mapping of {', '.join(COMMANDS)} to commands, got {show(value)}")
-        commands = {name: (name,) for name in COMMANDS}
+        commands = _default_commands()
         for key, argv in value.items():
             if key not in COMMANDS:
                 raise fail(
@@ -78,6 +101,11 @@ class HostConfig(_Model):
         if not self.local and self.address is None:
             raise fail(f"host '{self.name}' needs an address (or local: true)", on="key")
         return self
+
+
+def _default_commands() -> dict[str, tuple[str, ...]]:
+    """Each command as itself (found on the host's PATH)."""
+    return {name: (name,) for name in COMMANDS}
 
 
 def _argv(command: str, value: Any) -> tuple[str, ...]:

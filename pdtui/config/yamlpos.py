@@ -104,10 +104,12 @@ class Walker:
 
     def _merge_sources(self, node: yaml.Node) -> list[yaml.MappingNode]:
         sources = node.value if isinstance(node, yaml.SequenceNode) else [node]
+        mappings = []
         for source in sources:
             if not isinstance(source, yaml.MappingNode):
                 raise self.error(source.start_mark, "expected a mapping (or a list of mappings) to merge with '<<'")
-        return sources
+            mappings.append(source)
+        return mappings
 
 
 def error_at(source: str, mark: yaml.Mark | None, message: str) -> ConfigError:

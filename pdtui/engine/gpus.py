@@ -21,9 +21,20 @@ from typing import Literal
 from pdtui.config import BACKEND_ROLES
 from pdtui.engine.events import GpuInfo, GpuSample
 from pdtui.gpu import (
+    SAMPLE_FIELDS,
+    ComputeApp,
+    Gpu,
+    compute_apps_argv,
     gpu_ranges,
-    SAMPLE_FIELDS, ComputeApp, Gpu, compute_apps_argv, numa_nodes_argv, parse_compute_apps, parse_gpu_line,
-    parse_numa_nodes, parse_query_gpu, parse_topo, query_gpu_argv, sysfs_bus_id, topo_argv,
+    numa_nodes_argv,
+    parse_compute_apps,
+    parse_gpu_line,
+    parse_numa_nodes,
+    parse_query_gpu,
+    parse_topo,
+    query_gpu_argv,
+    sysfs_bus_id,
+    topo_argv,
 )
 from pdtui.hosts.base import Host, HostError
 from pdtui.text import inert
@@ -97,7 +108,7 @@ async def host_inventories(deployment, hosts: Mapping[str, Host]) -> dict[str, I
     names = [name for name in gpu_hosts(deployment) if name in hosts]
     found = await asyncio.gather(*(inventory(hosts[name], deployment.hosts[name].commands["nvidia-smi"])
                                    for name in names))
-    return dict(zip(names, found))
+    return dict(zip(names, found, strict=False))
 
 
 async def _stdout(host: Host, argv: list[str], timeout: float) -> str | None:
@@ -114,7 +125,7 @@ async def _numa_nodes(host: Host, nvidia_smi: Sequence[str], gpus: list[Gpu], ti
     sysfs_ids = [sysfs_bus_id(gpu.bus_id) for gpu in gpus]
     if all(sysfs_ids):
         text = await _stdout(host, numa_nodes_argv(sysfs_ids), timeout)   # type: ignore[arg-type]
-        nodes.update(zip(nodes, parse_numa_nodes(text or "", len(gpus)) or [None] * len(gpus)))
+        nodes.update(zip(nodes, parse_numa_nodes(text or "", len(gpus)) or [None] * len(gpus), strict=False))
     if None in nodes.values():
         topo = parse_topo(await _stdout(host, topo_argv(nvidia_smi), timeout) or "")
         nodes = {index: node if node is not None else topo.get(index) for index, node in nodes.items()}

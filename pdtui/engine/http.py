@@ -28,14 +28,14 @@ class _HostStream(httpcore.AsyncNetworkStream):
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         try:
             return await asyncio.wait_for(self._reader.read(max_bytes), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise httpcore.ReadTimeout("read timed out") from None
 
     async def write(self, buffer: bytes, timeout: float | None = None) -> None:
         self._writer.write(buffer)
         try:
             await asyncio.wait_for(self._writer.drain(), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise httpcore.WriteTimeout("write timed out") from None
 
     async def aclose(self) -> None:
@@ -116,7 +116,8 @@ class HttpProber:
         except httpcore.TimeoutException:
             return HttpResult(None, b"", time.perf_counter() - started, f"no answer within {timeout:g}s")
         except (httpcore.NetworkError, httpcore.ProtocolError) as exc:
-            return HttpResult(None, b"", time.perf_counter() - started, f"cannot connect: {exc}" if isinstance(exc, httpcore.ConnectError) else f"connection error: {exc}")
+            what = "cannot connect" if isinstance(exc, httpcore.ConnectError) else "connection error"
+            return HttpResult(None, b"", time.perf_counter() - started, f"{what}: {exc}")
         return HttpResult(response.status, response.content, time.perf_counter() - started)
 
     async def get(self, port: int, path: str, *, timeout: float = DEFAULT_TIMEOUT) -> HttpResult:

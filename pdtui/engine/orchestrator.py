@@ -20,8 +20,20 @@ from functools import partial
 
 from pdtui.config import Deployment, ServiceConfig
 from pdtui.engine.events import (
-    Done, Event, HostStatus, LineKind, LogLines, LogRecord, Notice, PlanReady, ProbeResult,
-    ServiceInfo, StateChanged, Step, StepChanged, StepStatus,
+    Done,
+    Event,
+    HostStatus,
+    LineKind,
+    LogLines,
+    LogRecord,
+    Notice,
+    PlanReady,
+    ProbeResult,
+    ServiceInfo,
+    StateChanged,
+    Step,
+    StepChanged,
+    StepStatus,
 )
 from pdtui.engine.gpus import GpuSampler, Inventory, host_inventories, preflight_findings
 from pdtui.engine.host_session import HostSession
@@ -30,8 +42,8 @@ from pdtui.engine.readiness import FailureCandidate, LineJudge
 from pdtui.engine.signatures import BOOTSTRAP, Severity, Signature, signatures_for
 from pdtui.engine.states import FINAL_STATES, ServiceState, check_transition
 from pdtui.engine.steps import step_statuses
-from pdtui.hosts.base import Host, HostDisconnected, HostError, HostUnreachable
 from pdtui.gpu import sampler_argv
+from pdtui.hosts.base import Host, HostDisconnected, HostError, HostUnreachable
 from pdtui.plan import format_duration
 from pdtui.systemd import JournalEntry, parse_cat
 from pdtui.unit_drift import parse_installed, service_drift
@@ -252,8 +264,7 @@ class Orchestrator:
     def _follow_journals(self) -> None:
         for name, session in self._sessions.items():
             units = [r.cfg.unit for r in self._runs.values() if r.cfg.host == name]
-            tail = session.follow(units, on_entry=lambda entry, h=name: self._on_entry(h, entry),
-                                  on_problem=lambda msg: self._emit(Notice("warning", msg, None, self.elapsed())))
+            tail = session.follow(units, on_entry=partial(self._on_entry, name), on_problem=self._tail_problem)
             self._tails.append(asyncio.create_task(tail.run(), name=f"journal {name}"))
 
     async def _preflight_hosts(self, *, sample_gpus: bool) -> None:
@@ -298,7 +309,7 @@ class Orchestrator:
         runs = [r for r in self._runs.values() if r.cfg.host == host_name]
         looks = await asyncio.gather(*(self._reach(run, deadline) for run in runs), return_exceptions=True)
         self._reaching.pop(host_name, None)
-        for run, props in zip(runs, looks):
+        for run, props in zip(runs, looks, strict=False):
             if isinstance(props, HostError):
                 self._transition(run, S.FAILED, str(props))
                 ok = False
@@ -351,8 +362,11 @@ class Orchestrator:
                 await asyncio.sleep(min(delay, left))
                 delay = min(delay * 2, PREFLIGHT_RETRY_MAX)
 
+    def _tail_problem(self, message: str) -> None:
+        self._emit(Notice("warning", message, None, self.elapsed()))
+
     def _on_entry(self, host: str, entry: JournalEntry) -> None:
-        run = self._by_unit.get((host, entry.unit))
+        run = self._by_unit.get((host, entry.unit)) if entry.unit else None
         if run is None:
             return
         if run.collecting:
@@ -545,7 +559,7 @@ class Orchestrator:
     async def _failure(self, run: ServiceRun) -> tuple[str, str | None] | None:
         """A settled failure line or a dead unit, as (reason, line); looks at the unit when that is due."""
         now = self.clock()
-        if run.failure and now - run.failure_at >= self.timing.settle:
+        if run.failure and run.failure_at is not None and now - run.failure_at >= self.timing.settle:
             return run.failure.signature.reason, run.failure.line
         if run.unit_dirty or now >= run.next_unit_check:
             run.unit_dirty = False
@@ -568,7 +582,7 @@ class Orchestrator:
 
     def _next_look(self, run: ServiceRun) -> float:
         """When :meth:`_failure` has something new to look at, at the latest."""
-        if run.failure:
+        if run.failure and run.failure_at is not None:
             return min(run.next_unit_check, run.failure_at + self.timing.settle)
         return run.next_unit_check
 
@@ -576,7 +590,7 @@ class Orchestrator:
         run.wake.clear()
         try:
             await asyncio.wait_for(run.wake.wait(), max(0.0, seconds))
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
 
     async def _check_unit(self, run: ServiceRun) -> None:
@@ -625,6 +639,7 @@ class Orchestrator:
     async def _probe_router(self, run: ServiceRun, host: Host) -> bool | Check | None:
         probe = run.router_probe
         if probe is None:
+            assert run.cfg.port is not None      # the config requires a router's port
             probe = run.router_probe = RouterProbe(self._sessions[run.cfg.host].prober, run.cfg.port,
                                                    self._backends(run), smoke=self.smoke,
                                                    transfer_error=partial(self._transfer_error_since, run),

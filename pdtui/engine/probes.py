@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
 
 from pdtui.config import DEFAULT_BOOTSTRAP_PORT
@@ -149,7 +150,7 @@ class RouterProbe:
             yield check
             if not check.ok:
                 return
-        if self.smoke:
+        if self.smoke and self._model:
             yield await self._smoke(self._model)
 
     async def _tcp(self, host: Host) -> Check:
@@ -202,7 +203,7 @@ class RouterProbe:
         return Check("smoke", True, f"answer {answer!r} in {result.latency * 1000:.0f} ms", result.latency)
 
 
-def _answer(payload: object) -> str | None:
+def _answer(payload: Any) -> str | None:
     try:
         choice = payload["choices"][0]
         text = choice.get("message", {}).get("content") if "message" in choice else choice.get("text")

@@ -17,12 +17,22 @@ from pdtui.engine.states import ServiceState
 S = ServiceState
 
 
-class ServiceProgress(Protocol):
-    """What the steps need to know of a service."""
+class _Config(Protocol):
+    @property
+    def after(self) -> tuple[str, ...]: ...
 
-    state: ServiceState
-    started_by_us: bool
-    cfg: object      # has ``after``
+
+class ServiceProgress(Protocol):
+    """What the steps need to know of a service (read-only)."""
+
+    @property
+    def state(self) -> ServiceState: ...
+
+    @property
+    def started_by_us(self) -> bool: ...
+
+    @property
+    def cfg(self) -> _Config: ...
 
 
 def step_statuses(preflight: StepStatus, runs: Sequence[ServiceProgress]) -> dict[Step, StepStatus]:

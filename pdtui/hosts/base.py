@@ -8,7 +8,6 @@ SSH host with channels on one connection. The engine only sees this protocol.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
@@ -71,6 +70,24 @@ class HostKeyChanged(HostError):
 
 
 @runtime_checkable
+class TcpReader(Protocol):
+    """The reading end of a TCP connection a host opened (asyncio's or asyncssh's)."""
+
+    async def read(self, n: int = -1) -> bytes: ...
+
+
+class TcpWriter(Protocol):
+    """The writing end of a TCP connection a host opened (asyncio's or asyncssh's)."""
+
+    def write(self, data: bytes) -> None: ...
+
+    async def drain(self) -> None: ...
+
+    def close(self) -> None: ...
+
+    async def wait_closed(self) -> None: ...
+
+
 class Host(Protocol):
     name: str
 
@@ -78,7 +95,7 @@ class Host(Protocol):
         """Run ``argv`` to completion. Raises HostError if it cannot be run or times out."""
         ...
 
-    def stream(self, argv: Sequence[str]) -> AbstractAsyncContextManager["Lines"]:
+    def stream(self, argv: Sequence[str]) -> AbstractAsyncContextManager[Lines]:
         """Run ``argv`` and yield its stdout lines (bytes, without the newline).
 
         Use as ``async with host.stream(argv) as lines: async for line in lines``, or
@@ -87,7 +104,7 @@ class Host(Protocol):
         """
         ...
 
-    async def open_tcp(self, port: int, *, timeout: float | None = None) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    async def open_tcp(self, port: int, *, timeout: float | None = None) -> tuple[TcpReader, TcpWriter]:
         """Connect to ``port`` on this host (127.0.0.1 as the host sees it)."""
         ...
 

@@ -24,7 +24,7 @@ class LocalHost:
         proc = await self._spawn(argv, stdout=asyncio.subprocess.PIPE)
         try:
             out, err = await asyncio.wait_for(proc.communicate(), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             _kill_group(proc)
             await proc.wait()
             raise HostError(f"{self.name}: {argv[0]} did not finish within {timeout:g}s") from None
@@ -51,7 +51,7 @@ class LocalHost:
         try:
             return await asyncio.wait_for(
                 asyncio.open_connection("127.0.0.1", port, limit=STREAM_LIMIT), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise ConnectionError(f"connecting to 127.0.0.1:{port} timed out") from None
 
     async def close(self) -> None:
@@ -73,6 +73,7 @@ class StreamLines:
 
     def __init__(self, proc: asyncio.subprocess.Process) -> None:
         self._proc = proc
+        assert proc.stdout is not None and proc.stderr is not None   # started with both piped
         self._stderr = asyncio.ensure_future(last_bytes(proc.stderr.read))
         self.exit_status: int | None = None
         self.stderr = ""
@@ -81,6 +82,7 @@ class StreamLines:
         return each_line(self.batches())
 
     def batches(self) -> AsyncIterator[list[bytes]]:
+        assert self._proc.stdout is not None
         return line_batches(self._proc.stdout.read)
 
     async def finish(self) -> None:

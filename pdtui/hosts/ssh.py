@@ -99,7 +99,7 @@ class SshHost:
             process = await self._start(conn, command, argv)
             try:
                 out, err = await asyncio.wait_for(process.communicate(), timeout)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 process.close()   # the watchdog stops the command
                 raise HostError(f"{self.name}: {argv[0]} did not finish within {timeout:g}s") from None
             except asyncio.CancelledError:
@@ -134,7 +134,7 @@ class SshHost:
         conn = await self._connection()
         try:
             return await asyncio.wait_for(conn.open_connection("127.0.0.1", port), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise ConnectionError(f"{self.name}: connecting to 127.0.0.1:{port} timed out") from None
         except asyncssh.ChannelOpenError as exc:
             if exc.code == asyncssh.OPEN_CONNECT_FAILED:
@@ -380,7 +380,7 @@ class SshLines:
             self.exit_status = process.returncode
         try:
             await asyncio.wait_for(process.wait_closed(), CLOSE_WAIT)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return   # no confirmation from the server: the stderr reader ends with the connection
         self.stderr = (await self._stderr).decode(errors="replace").strip()
 

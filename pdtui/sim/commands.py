@@ -37,7 +37,7 @@ def default_router() -> str:
 
 def router_label(package: str) -> str:
     """The router as the user should hear of it: ``smg 1.13.0``, or the stand-in."""
-    import importlib.metadata   # 20-30 ms to import: only when asked
+    import importlib.metadata  # 20-30 ms to import: only when asked
     if package == SIM_ROUTER:
         return "pdtui's simulated router"
     try:

@@ -30,7 +30,7 @@ import socket
 import time
 import uuid
 from collections.abc import Mapping, Sequence
-from json.encoder import encode_basestring  # type: ignore[attr-defined]  # json.dumps(str, ensure_ascii=False)
+from json.encoder import encode_basestring  # json.dumps(str, ensure_ascii=False)
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -91,7 +91,7 @@ class Journal:
         self.path = self.dir / "journal.jsonl"
         self._id: str | None = None
         self._fd: int | None = None
-        self._real: "Writer | None" = None
+        self._real: Writer | None = None
         self.mirrored = (self.dir / "real").is_dir()
         """Whether entries also go to the real journal (see :mod:`pdtui.sim.realjournal`)."""
 
@@ -160,7 +160,7 @@ class Journal:
         if wait:
             writer.wait_written()
 
-    def real_writer(self) -> "Writer":
+    def real_writer(self) -> Writer:
         """This object's connection to the sandbox's journal-remote, made on first use."""
         if self._real is None:
             from pdtui.sim.realjournal import Writer
@@ -185,7 +185,8 @@ class Journal:
 
     def _writer_fd(self) -> int:
         """The append fd, opened again when the file was rotated away (renamed or removed) since."""
-        if self._fd is not None and self.file_state() is not None and self.file_state()[0] == os.fstat(self._fd).st_ino:
+        state = self.file_state() if self._fd is not None else None
+        if self._fd is not None and state is not None and state[0] == os.fstat(self._fd).st_ino:
             return self._fd
         self._close_fd()
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -317,7 +318,7 @@ class LineEncoder:
     """
 
     def __init__(self, unit: str, invocation: str, pid: int, comm: str, export: bool = False) -> None:
-        def fields(entry: dict[str, FieldValue]) -> bytes:
+        def fields(entry: Mapping[str, FieldValue]) -> bytes:
             return json.dumps(entry, ensure_ascii=False, separators=(",", ":"))[1:-1].encode("utf-8")
         middle = {"_BOOT_ID": BOOT_ID, "_PID": str(pid), "_COMM": comm, "SYSLOG_IDENTIFIER": comm,
                   "_TRANSPORT": "stdout", "_HOSTNAME": _HOSTNAME}

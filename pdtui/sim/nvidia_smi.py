@@ -90,10 +90,11 @@ class SimGpu:
         return f"00000000:{BUS_NUMBERS[self.index]}:00.0"
 
     def value(self, query: str) -> str | int:
-        return {"index": self.index, "uuid": self.uuid, "name": MODEL, "gpu_name": MODEL,
+        values: dict[str, str | int] = {"index": self.index, "uuid": self.uuid, "name": MODEL, "gpu_name": MODEL,
                 "pci.bus_id": self.bus_id, "gpu_bus_id": self.bus_id, "memory.used": self.used_mib,
                 "memory.total": TOTAL_MIB, "memory.free": TOTAL_MIB - self.used_mib,
-                "utilization.gpu": self.utilization}[query]
+                "utilization.gpu": self.utilization}
+        return values[query]
 
 
 # --------------------------------------------------------------------------- state
@@ -206,8 +207,9 @@ def render(query: Query, gpus: list[SimGpu]) -> list[str]:
 
 
 def _app_value(gpu: SimGpu, app: App, query: str) -> str | int:
-    return {"gpu_uuid": gpu.uuid, "gpu_bus_id": gpu.bus_id, "gpu_name": MODEL, "pid": app.pid,
-            "process_name": app.name, "used_memory": app.used_mib, "used_gpu_memory": app.used_mib}[query]
+    values: dict[str, str | int] = {"gpu_uuid": gpu.uuid, "gpu_bus_id": gpu.bus_id, "gpu_name": MODEL, "pid": app.pid,
+            "process_name": app.name, "used_memory": app.used_mib, "used_gpu_memory": app.used_mib}
+    return values[query]
 
 
 def topology() -> list[str]:

@@ -27,7 +27,7 @@ class ProcId(namedtuple("ProcId", "pid start")):
     start: int
 
     @classmethod
-    def of(cls, pid: int) -> "ProcId | None":
+    def of(cls, pid: int) -> ProcId | None:
         """The identity of a live process, or None when it is gone (or a zombie)."""
         fields = _stat_fields(pid)
         if fields is None or fields[0] in ("Z", "X"):

@@ -167,7 +167,7 @@ class Order:
         self.real = self.mono = self.sent = self.sender = 0
 
     @contextmanager
-    def held(self) -> Iterator["Order"]:
+    def held(self) -> Iterator[Order]:
         fcntl.flock(self._fd, fcntl.LOCK_EX)
         try:
             raw = os.pread(self._fd, _STATE.size, 0)
@@ -192,7 +192,7 @@ class Order:
 
 def _stamped(stamps: Sequence[tuple[int, int]], exported: Sequence[bytes]) -> bytes:
     return b"".join(b"__REALTIME_TIMESTAMP=%d\n__MONOTONIC_TIMESTAMP=%d\n%s" % (r, m, x)
-                    for (r, m), x in zip(stamps, exported))
+                    for (r, m), x in zip(stamps, exported, strict=False))
 
 
 class Writer:

@@ -190,7 +190,7 @@ def _json_or_empty(url: str) -> dict[str, Any]:
 
 
 class RouterHandler(JsonHandler):
-    server: "RouterServer"
+    server: RouterServer
 
     def handle_one_request(self) -> None:
         self.started = time.monotonic()

@@ -22,8 +22,8 @@ from types import TracebackType
 
 from pdtui.sim import nvidia_smi, realjournal
 from pdtui.sim.journal import Journal, pid1_boot_entry
-from pdtui.sim.python import sim_python
 from pdtui.sim.procs import terminate
+from pdtui.sim.python import sim_python
 from pdtui.sim.systemctl import ROOT_ENV, package_env
 from pdtui.sim.units import UnitStore, render_unit, unit_name
 
@@ -40,7 +40,7 @@ class Sandbox:
         self.store = UnitStore(self.root)
 
     @classmethod
-    def create(cls, path: str | Path | None = None, real_journal: bool | None = None) -> "Sandbox":
+    def create(cls, path: str | Path | None = None, real_journal: bool | None = None) -> Sandbox:
         """Make the directory layout under ``path`` (a new temporary directory if None).
 
         ``real_journal``: also log into real journal files, read with the real
@@ -150,7 +150,7 @@ class Sandbox:
         self.stop_all()
         shutil.rmtree(self.root, ignore_errors=True)
 
-    def __enter__(self) -> "Sandbox":
+    def __enter__(self) -> Sandbox:
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,

@@ -107,7 +107,7 @@ class Supervisor:
         self.child.wait()
         self._finish(self.child.returncode)
 
-    def _loop(self, sel: selectors.BaseSelector, pump: "_Pump", poll_exit: bool) -> None:
+    def _loop(self, sel: selectors.BaseSelector, pump: _Pump, poll_exit: bool) -> None:
         assert self.child is not None
         open_pipes, exited = 2, False
         while open_pipes:

@@ -94,6 +94,7 @@ def _spawn_supervisor(store: UnitStore, unit: UnitFile) -> int:
     """Start the unit's supervisor; the read end of the pipe it tells on once the unit is up."""
     # Imported here: most runs (show, is-active) start nothing.
     import subprocess
+
     from pdtui.sim.python import sim_python
 
     ready_r, ready_w = os.pipe()

@@ -14,9 +14,9 @@ import fcntl
 import json
 import os
 import shlex
+from collections import namedtuple
 from collections.abc import Iterator
 from contextlib import contextmanager
-from collections import namedtuple
 from pathlib import Path
 
 from pdtui.sim.procs import ProcId

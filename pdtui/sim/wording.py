@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-
 from pdtui.sim.knobs import DEFAULT_GENERATION, GENERATIONS
 
 __all__ = ["DEFAULT_GENERATION", "GENERATIONS", "WORDINGS", "Wording"]

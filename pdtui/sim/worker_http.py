@@ -12,8 +12,9 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from pdtui.sim.httpserve import JsonHandler, Server
 
@@ -74,7 +75,7 @@ class WorkerState:
 
 
 class WorkerHandler(JsonHandler):
-    server: "WorkerServer"
+    server: WorkerServer
     server_version = "uvicorn"
     sys_version = ""
     invalid = False

@@ -16,6 +16,7 @@ from pathlib import Path
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Container, Vertical
+from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.widgets import Footer
 
@@ -59,6 +60,9 @@ def _safe_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "pdtui"
 
 
+HOST_SEVERITY: dict[str, SeverityLevel] = {"error": "error", "unreachable": "warning"}
+NOTICE_SEVERITY: dict[str, SeverityLevel] = {"warning": "warning", "error": "error"}
+
 class PdtuiApp(App[int]):
     """Shows a bring-up live; returns the exit code (``Done.exit_code``, 130 if quit before it)."""
 
@@ -90,7 +94,7 @@ class PdtuiApp(App[int]):
     ) -> None:
         chosen = load_theme(theme)
         super().__init__()
-        self.CSS = chosen.css
+        self.stylesheet.add_source(chosen.css, read_from=(f"themes/{chosen.name}.tcss", ""))
         self.theme = chosen.textual_theme
         self.source = source
         self.log_limit = log_limit
@@ -184,25 +188,32 @@ class PdtuiApp(App[int]):
         if self._quitting:
             return  # still in the queue when quit closed the source: the screens may be gone
         event = message.event
-        handler = self._handlers().get(type(event))
-        if handler is not None:
-            handler(event)
+        self._apply(event)
         if not isinstance(event, Done):
             self.elapsed.sync(event.elapsed)
         self._tick()
 
-    def _handlers(self) -> dict[type, Callable[[Event], None]]:
-        return {
-            PlanReady: self._on_plan,
-            StepChanged: self.plan.apply,
-            StateChanged: self._on_state,
-            LogLines: self._on_lines,
-            ProbeResult: self._on_probe,
-            HostStatus: self._on_host,
-            GpuSample: self._on_gpus,
-            Notice: self._on_notice,
-            Done: self._on_done,
-        }
+    def _apply(self, event: Event) -> None:
+        """Each kind of event to its own handler."""
+        match event:
+            case PlanReady():
+                self._on_plan(event)
+            case StepChanged():
+                self.plan.apply(event)
+            case StateChanged():
+                self._on_state(event)
+            case LogLines():
+                self._on_lines(event)
+            case ProbeResult():
+                self._on_probe(event)
+            case HostStatus():
+                self._on_host(event)
+            case GpuSample():
+                self._on_gpus(event)
+            case Notice():
+                self._on_notice(event)
+            case Done():
+                self._on_done(event)
 
     def _on_plan(self, plan: PlanReady) -> None:
         self._deployment = plan.deployment
@@ -255,7 +266,7 @@ class PdtuiApp(App[int]):
 
     def _on_host(self, event: HostStatus) -> None:
         self.title_bar.show_host(event.host, event.status)
-        severity = {"error": "error", "unreachable": "warning"}.get(event.status)
+        severity = HOST_SEVERITY.get(event.status)
         if severity:
             self.notify(f"{event.host}: {event.detail or event.status}", severity=severity, markup=False)
 
@@ -266,7 +277,7 @@ class PdtuiApp(App[int]):
                 panel.placement.show_gpus([gpu for gpu in event.gpus if gpu.index in info.gpus])
 
     def _on_notice(self, event: Notice) -> None:
-        severity = {"warning": "warning", "error": "error"}.get(event.level, "information")
+        severity = NOTICE_SEVERITY.get(event.level, "information")
         self.notify(event.text, severity=severity, markup=False)
         kind = LineKind.WARN if event.level in ("warning", "error") else LineKind.SYSTEM
         self._system_line(event.service, f"· {event.text}", kind)

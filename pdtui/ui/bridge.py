@@ -22,4 +22,7 @@ class EngineEvent(Message):
 
 def connect(source: EventSource, target: MessagePump) -> None:
     """Forward every event of ``source`` to ``target`` as an :class:`EngineEvent`."""
-    source.subscribe(lambda event: target.post_message(EngineEvent(event)))
+    def forward(event: Event) -> None:
+        target.post_message(EngineEvent(event))
+
+    source.subscribe(forward)

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from pdtui.engine.events import GpuInfo, ProbeResult, ServiceInfo
-from pdtui.text import inert
 from pdtui.engine.states import ServiceState
+from pdtui.text import inert
 
 BADGE_LABELS: dict[ServiceState, str] = {
     ServiceState.PENDING: "○ pending",

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 
 from pdtui.engine.events import ProbeResult, ServiceInfo, StateChanged
 from pdtui.engine.states import ServiceState
-from pdtui.ui.format import BADGE_LABELS, duration
 from pdtui.text import inert
+from pdtui.ui.format import BADGE_LABELS, duration
 
 
 class ElapsedClock:

@@ -111,7 +111,7 @@ class ServicePanel(Vertical):
         for state, css_class in STATE_CLASSES.items():
             self.set_class(state is view.state, css_class)
         checks = check_summary(list(view.checks.values())) if view.checks else None
-        self._show(self._checks, checks and Text(checks, no_wrap=True, overflow="ellipsis"))
+        self._show(self._checks, Text(checks, no_wrap=True, overflow="ellipsis") if checks else None)
         if view.pinned is None:
             self._show(self._pinned, None)
         else:

@@ -7,8 +7,8 @@ from rich.text import Text
 from textual.widget import Widget
 
 from pdtui.engine.events import Done, Step, StepChanged, StepStatus
-from pdtui.ui.format import duration
 from pdtui.text import inert
+from pdtui.ui.format import duration
 
 STEP_ICONS: dict[StepStatus, str] = {
     StepStatus.PENDING: "○",

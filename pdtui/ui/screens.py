@@ -50,7 +50,7 @@ class HelpScreen(ModalScreen[None]):
             yield Static(Text("pdtui keys", "bold"), classes="modal-title")
             yield Static(help_text())
 
-    def action_dismiss(self) -> None:
+    async def action_dismiss(self, result: None = None) -> None:
         self.dismiss(None)
 
 
