@@ -22,7 +22,7 @@ from pdtui.engine.events import LogRecord  # noqa: E402
 from pdtui.engine.journal import JournalTail  # noqa: E402
 from pdtui.engine.readiness import LineJudge  # noqa: E402
 from pdtui.engine.signatures import signatures_for  # noqa: E402
-from pdtui.hosts.base import line_batches  # noqa: E402
+from pdtui.hosts.base import Result, line_batches  # noqa: E402
 from pdtui.systemd import Commands  # noqa: E402
 
 UNIT = "sglang-dsv4-decode.service"
@@ -47,6 +47,10 @@ class FakeHost:
 
     def __init__(self, lines: list[bytes]) -> None:
         self.lines = lines
+
+    async def run(self, argv, *, timeout=None) -> Result:
+        """A command run to its end: here only the tail's look for the journal's end, which finds none."""
+        return Result(tuple(argv), 0, "", "")
 
     @asynccontextmanager
     async def stream(self, argv):

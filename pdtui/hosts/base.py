@@ -88,6 +88,7 @@ class TcpWriter(Protocol):
     async def wait_closed(self) -> None: ...
 
 
+@runtime_checkable
 class Host(Protocol):
     name: str
 
