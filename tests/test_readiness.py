@@ -1,4 +1,8 @@
+import re
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pdtui.engine.events import LineKind
 from pdtui.engine.readiness import FailureCandidate, LineJudge
@@ -186,3 +190,13 @@ def test_the_sims_wording_is_judged_as_sglangs_own(generation):
         assert SGLANG.signature(words.bootstrap_started.format(host="0.0.0.0", port=8998)).check == "bootstrap"
     for line in (words.graph_begin, words.graph_end, words.warmup_start):
         assert SGLANG.signature(line) is None
+
+
+_WORDS = st.text(alphabet="ab.|()*\\ x", min_size=1, max_size=6)
+
+
+@given(literals=st.lists(_WORDS, min_size=1, max_size=4), text=st.text(alphabet="ab.|()*\\ x", max_size=30))
+def test_the_literal_prefilter_answers_as_the_regexes_do(literals, text):
+    from pdtui.engine.readiness import Prefilter
+    patterns = [re.compile(re.escape(word)) for word in literals]
+    assert Prefilter(patterns).may_match(text) == any(p.search(text) for p in patterns)
