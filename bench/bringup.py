@@ -2,7 +2,7 @@
 
 The reference deployment (sim prefill + sim decode + the default real router) is
 brought up by pdtui (the engine as ``pdtui up --headless`` drives it) over the
-local host and over loopback SSH, and by the DESIGN.md loop (a fresh ``ssh`` per
+local host and over loopback SSH, and by the 20 s polling loop pdtui replaces (a fresh ``ssh`` per
 command, real ``sleep``s: 20 s polls and its ``sleep 8``) over the same sshd.
 
 overhead = wall time of the bring-up - the backends' own startup, where the

@@ -5,7 +5,7 @@ loopback SSH (production Timing, default readiness: the log line AND ``/health``
 Latency is the wall time of the READY StateChanged minus the ``__REALTIME_TIMESTAMP``
 the journal gave the ready line (same machine, same clock).
 
-The reference loop (DESIGN.md) is not run with its real 20 s sleeps N times: its
+The reference loop (the 20 s polling loop pdtui replaces) is not run with its real 20 s sleeps N times: its
 detection latency is modelled from real command costs. Each of its checks is a
 fresh ``ssh`` + ``journalctl -u UNIT --no-pager | grep -c`` against the same
 sim host; those are run and timed M times, then the loop's timeline (sleep,

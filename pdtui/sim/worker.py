@@ -273,9 +273,8 @@ class Worker:
         return 1
 
     def _shutdown(self) -> None:
-        for server in (self.bootstrap,):
-            if server is not None:
-                server.stop()
+        if self.bootstrap is not None:
+            self.bootstrap.stop()
         if self.squatter is not None:
             self.squatter.close()
         if self.server is None:
