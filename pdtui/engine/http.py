@@ -19,6 +19,7 @@ import httpcore
 from pdtui.hosts.base import Host, HostError
 
 DEFAULT_TIMEOUT = 5.0
+CLOSE_TIMEOUT = 2.0      # a stream's close, after which it is aborted
 
 
 class _HostStream(httpcore.AsyncNetworkStream):
@@ -43,7 +44,12 @@ class _HostStream(httpcore.AsyncNetworkStream):
         it for whoever closes the same connection later (the pool, at the end)."""
         self._writer.close()
         try:
-            await asyncio.shield(self._writer.wait_closed())
+            await asyncio.wait_for(asyncio.shield(self._writer.wait_closed()), CLOSE_TIMEOUT)
+        except TimeoutError:
+            # A peer that stopped reading keeps the write buffer, and so the close, pending for ever.
+            transport = getattr(self._writer, "transport", None)
+            if transport is not None:
+                transport.abort()
         except (OSError, EOFError):
             pass
         except asyncio.CancelledError:
