@@ -11,12 +11,14 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pdtui.sim.ports import free_port
 from pdtui.sim.systemctl import package_env
+from pdtui.sim.units import UnitStore
 
 WAIT = 20.0
 
@@ -29,6 +31,23 @@ def gone(pid: int) -> bool:
     except (FileNotFoundError, ProcessLookupError):
         return True
     return state in ("Z", "X")
+
+
+def assert_nothing_left(sandbox: Path) -> None:
+    """Every supervisor and unit process of the sandbox is gone; no command still runs on it."""
+    store = UnitStore(sandbox)
+    for name in store.started_names():
+        state = store.read_state(name)
+        for proc in (state.supervisor_proc(), state.child_proc()):
+            assert proc is None or not proc.alive(), f"{name}: PID {proc.pid} still runs"
+    needle = str(sandbox).encode()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                cmdline = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            assert needle not in cmdline, f"PID {entry.name} still runs: {cmdline!r}"
 
 
 def wait_until(check: Callable[[], Any], timeout: float = WAIT, interval: float = 0.02) -> Any:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from pdtui.sim.units import UnitStore
+from tests.conftest_sim import assert_nothing_left
 
 STEPS = ["preflight", "start backends", "wait for readiness", "start router", "probe router"]
 WAIT = 60
@@ -44,23 +44,6 @@ def run_demo_until(sandbox: Path, marker: str, *extra: str, sig: int = signal.SI
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
     return proc.returncode, "".join(seen) + out, err
-
-
-def assert_nothing_left(sandbox: Path) -> None:
-    """Every supervisor and unit process of the sandbox is gone; no command still runs on it."""
-    store = UnitStore(sandbox)
-    for name in store.started_names():
-        state = store.read_state(name)
-        for proc in (state.supervisor_proc(), state.child_proc()):
-            assert proc is None or not proc.alive(), f"{name}: PID {proc.pid} still runs"
-    needle = str(sandbox).encode()
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and int(entry.name) != os.getpid():
-            try:
-                cmdline = (entry / "cmdline").read_bytes()
-            except OSError:
-                continue
-            assert needle not in cmdline, f"PID {entry.name} still runs: {cmdline!r}"
 
 
 def assert_files_whole(sandbox: Path) -> None:

@@ -7,11 +7,12 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
 from pdtui.sim.sandbox import Sandbox
-from tests.conftest_sim import gone, wait_until
+from tests.conftest_sim import assert_nothing_left, gone, wait_until
 
 SLEEPER = [sys.executable, "-c", "import time; print('up', flush=True); time.sleep(60)"]
 
@@ -219,6 +220,18 @@ def test_concurrent_starts_spawn_one_run(sandbox):
     out = subprocess.run([*sandbox.commands["journalctl"], "-u", unit, "-o", "cat", "_PID=1"],
                          capture_output=True, text=True, timeout=30).stdout
     assert out.count("Started sleeper.service.") == 1
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.03, 0.06, 0.1, 0.15, 0.25])
+def test_stop_all_right_after_an_interrupted_start_leaves_nothing(sandbox, delay):
+    """Ctrl-C reaches a ``systemctl start`` mid-spawn while its caller stops the sandbox at once."""
+    unit = sandbox.add_unit("sleeper", SLEEPER)
+    start = subprocess.Popen([*sandbox.commands["systemctl"], "start", unit], start_new_session=True)
+    time.sleep(delay)
+    os.killpg(start.pid, signal.SIGINT)
+    sandbox.stop_all()
+    start.wait(60)
+    assert_nothing_left(sandbox.root)
 
 
 def test_stop_all_works_from_a_fresh_sandbox_object_after_a_crash(sandbox):

@@ -40,6 +40,15 @@ class ProcId(namedtuple("ProcId", "pid start")):
         return current is not None and current.start == self.start
 
 
+STOP_SIGNALS = frozenset({signal.SIGTERM, signal.SIGINT})   # what asks a supervisor or systemctl to stop
+
+
+def ident(pid: int) -> list[int] | None:
+    """``[pid, start]`` of a live process, as state files keep it (None when it is gone)."""
+    proc = ProcId.of(pid)
+    return [proc.pid, proc.start] if proc else None
+
+
 def _stat_fields(pid: int) -> list[str] | None:
     """Fields of /proc/PID/stat after the command name (state first), or None if there is none."""
     try:

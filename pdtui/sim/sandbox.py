@@ -133,17 +133,27 @@ class Sandbox:
         nvidia_smi.set_busy(self.root, index, used_mib, pids or (), utilization)
 
     def stop_all(self) -> None:
-        """Stop every unit's supervisor and child by PID and wait until they are gone, then journal-remote."""
-        for name in self.store.started_names():
-            state = self.store.read_state(name)
-            supervisor, child = state.supervisor_proc(), state.child_proc()
-            unit = self.store.load(name)
-            grace = (unit.stop_timeout if unit else 0.0) + STOP_GRACE
-            if supervisor is not None and supervisor.alive():
-                terminate(supervisor, grace)
-            if child is not None and child.alive():
-                terminate(child, grace, group=True)
+        """Stop every unit's supervisor and child by PID and wait until they are gone, then journal-remote.
+
+        Each unit's start/stop lock is taken first: a ``systemctl start`` still
+        spawning (its caller interrupted a moment ago) finishes recording its
+        supervisor before this reads the record.
+        """
+        for name in sorted({*self.store.names(), *self.store.started_names()}):
+            with self.store.lock(name):
+                self._stop_unit(name)
         realjournal.stop_remote(self.root)   # last: once the supervisors' last lines are in
+
+    def _stop_unit(self, name: str) -> None:
+        state = self.store.read_state(name)
+        supervisor, child = state.supervisor_proc(), state.child_proc()
+        unit = self.store.load(name)
+        grace = (unit.stop_timeout if unit else 0.0) + STOP_GRACE
+        if supervisor is not None and supervisor.alive():
+            terminate(supervisor, grace)
+            child = self.store.read_state(name).child_proc() or child   # one it spawned meanwhile
+        if child is not None and child.alive():
+            terminate(child, grace, group=True)
 
     def cleanup(self) -> None:
         """Stop everything and remove the sandbox directory."""

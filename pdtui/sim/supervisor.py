@@ -21,7 +21,7 @@ import uuid
 from pathlib import Path
 
 from pdtui.sim.journal import Journal, LineEncoder, pid1_entry
-from pdtui.sim.procs import ProcId
+from pdtui.sim.procs import STOP_SIGNALS, ident
 from pdtui.sim.units import UnitFile, UnitState, UnitStore
 
 CLEAN_SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGPIPE}
@@ -35,17 +35,17 @@ READ_SIZE = 1 << 16
 class Supervisor:
     """One run of one unit, from spawn to the final state."""
 
-    def __init__(self, store: UnitStore, unit: UnitFile) -> None:
+    def __init__(self, store: UnitStore, unit: UnitFile, invocation: str | None = None) -> None:
         self.store = store
         self.unit = unit
-        self.invocation = uuid.uuid4().hex
+        self.invocation = invocation or uuid.uuid4().hex
         self.journal = Journal(store.root, writer_name=f"{unit.name}-{self.invocation}")
         if self.journal.mirrored:
             self.journal.real_writer()     # connected (journal-remote started if none runs) before the child
         self.state = UnitState(
             active="activating", sub="start", invocation=self.invocation,
             n_restarts=store.read_state(unit.name).n_restarts,
-            supervisor=_ident(os.getpid()),
+            supervisor=ident(os.getpid()),
         )
         self.stopping = False
         self.timed_out = False
@@ -73,7 +73,7 @@ class Supervisor:
             self._exec_failed(exc)
             return False
         now_us = time.time_ns() // 1000
-        self.save(active="active", sub="running", main_pid=self.child.pid, child=_ident(self.child.pid), since_us=now_us)
+        self.save(active="active", sub="running", main_pid=self.child.pid, child=ident(self.child.pid), since_us=now_us)
         self.log(f"Started {self.unit.title}.")
         return True
 
@@ -146,7 +146,7 @@ class Supervisor:
         return True
 
     def _on_signals(self, signums: bytes) -> None:
-        if any(s in (signal.SIGTERM, signal.SIGINT) for s in signums) and not self.stopping:
+        if any(s in STOP_SIGNALS for s in signums) and not self.stopping:
             self._begin_stop()
 
     def _begin_stop(self) -> None:
@@ -234,11 +234,6 @@ class _Pump:
         return self.take()
 
 
-def _ident(pid: int) -> list[int] | None:
-    proc = ProcId.of(pid)
-    return [proc.pid, proc.start] if proc else None
-
-
 def _comm(argv: list[str]) -> str:
     return Path(argv[0]).name[:15] if argv else ""
 
@@ -261,6 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="pdtui.sim.supervisor")
     parser.add_argument("--root", required=True, type=Path)
     parser.add_argument("--notify-fd", type=int, default=None, help="written to and closed once the unit is up")
+    parser.add_argument("--invocation", default=None, help="the invocation ID its starter assigned (else a new one)")
     parser.add_argument("unit")
     args = parser.parse_args(argv)
     wake_fd = _catch_stop_signals()
@@ -269,34 +265,47 @@ def main(argv: list[str] | None = None) -> int:
     if unit is None:
         print(f"Unit {args.unit} not found.", file=sys.stderr)
         return 1
-    supervisor = Supervisor(store, unit)
+    supervisor = Supervisor(store, unit, args.invocation)
     try:
         started = supervisor.spawn()
         _notify(args.notify_fd)
         if started:
             supervisor.run(wake_fd)
+    except BaseException:
+        if supervisor.child is not None:      # nobody would supervise it: it ends with its supervisor
+            _killpg(supervisor.child.pid, signal.SIGKILL)
+        raise
     finally:
         supervisor.journal.close()   # with a real journal: its connection to journal-remote ends
     return 0
 
 
 def _catch_stop_signals() -> int:
-    """Route SIGTERM/SIGINT to a pipe from the start, so a stop racing the spawn is not lost."""
+    """Route SIGTERM/SIGINT to a pipe from the start, so a stop racing the spawn is not lost.
+
+    The starting systemctl holds these signals back while it spawns and records
+    this process, and the mask is inherited: one that came meanwhile is pending,
+    and is delivered to the pipe once the mask is lifted here.
+    """
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_r, False)
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
-    for sig in (signal.SIGTERM, signal.SIGINT):
+    for sig in STOP_SIGNALS:
         signal.signal(sig, lambda *_: None)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
     return wake_r
 
 
 def _notify(fd: int | None) -> None:
+    """Tell the starting systemctl the unit is up; one that gave up waiting (Ctrl-C) changes nothing."""
     if fd is None:
         return
     try:
         os.write(fd, b"1")
+    except BrokenPipeError:
+        pass
     finally:
         os.close(fd)
 

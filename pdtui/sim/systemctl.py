@@ -12,13 +12,14 @@ from __future__ import annotations
 import argparse
 import os
 import select
+import signal
 import sys
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
 
-from pdtui.sim.procs import terminate, wait_gone
+from pdtui.sim.procs import STOP_SIGNALS, ident, terminate, wait_gone
 from pdtui.sim.units import UnitFile, UnitState, UnitStore, unit_name
 
 ROOT_ENV = "PDTUI_SIM_ROOT"
@@ -91,27 +92,41 @@ def _wait_up(ready_fds: list[int]) -> None:
 
 
 def _spawn_supervisor(store: UnitStore, unit: UnitFile) -> int:
-    """Start the unit's supervisor; the read end of the pipe it tells on once the unit is up."""
+    """Start the unit's supervisor and record it; the read end of the pipe it tells on once the unit is up.
+
+    The record is written here, under the unit's lock, with stop signals held
+    back from spawn to record: a Ctrl-C that ends this systemctl, or a
+    :meth:`Sandbox.stop_all` waiting for the lock, can never leave a supervisor
+    that no state file names.  As PID 1 does, the invocation ID is assigned by
+    whoever starts the job, so the record carries it from the first moment.
+    """
     # Imported here: most runs (show, is-active) start nothing.
     import subprocess
+    import uuid
 
     from pdtui.sim.python import sim_python
 
+    invocation = uuid.uuid4().hex
     ready_r, ready_w = os.pipe()
     log = open(store.state_dir / f"{unit.name}.supervisor.log", "ab")
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     try:
-        subprocess.Popen(
+        proc = subprocess.Popen(
             [*sim_python("pdtui.sim.supervisor"), "--root", str(store.root),
-             "--notify-fd", str(ready_w), unit.name],
+             "--notify-fd", str(ready_w), "--invocation", invocation, unit.name],
             pass_fds=(ready_w,), start_new_session=True, env=package_env(),
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
         )
+        previous = store.read_state(unit.name)
+        store.write_state(unit.name, UnitState(active="activating", sub="start", invocation=invocation,
+                                               n_restarts=previous.n_restarts, supervisor=ident(proc.pid)))
     except BaseException:
         os.close(ready_r)
         raise
     finally:
         os.close(ready_w)
         log.close()
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
     return ready_r
 
 
@@ -362,7 +377,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.verb in NEEDS_UNIT and not args.units:
         print("Too few arguments.", file=sys.stderr)
         return 1
-    return action(Systemctl(UnitStore(root), args))
+    try:
+        return action(Systemctl(UnitStore(root), args))
+    except KeyboardInterrupt:      # Ctrl-C: the start job goes on without its waiter, as under systemd
+        return 130
 
 
 if __name__ == "__main__":
