@@ -65,13 +65,17 @@ class Commands:
         return self.systemctl("cat", "--no-pager", *units)
 
     # -- journalctl --------------------------------------------------------
-    def follow(self, units: Sequence[str], after_cursor: str | None = None) -> list[str]:
-        """One tail for several units: new lines only, or everything after a cursor (resume).
+    def follow(self, units: Sequence[str], cursor: str | None = None) -> list[str]:
+        """One tail for several units: new lines only, or everything from a cursor on (resume).
 
-        ``--no-tail`` with the cursor: journalctl 252 ``-f --after-cursor`` on its
-        last entry shows only 10 of the lines that arrive while it starts up.
+        ``--cursor``, not ``--after-cursor``: when the cursor's entry is gone (the
+        journal was vacuumed), journalctl seeks to the nearest entry after it, and
+        ``--after-cursor`` would then skip that one, a line never seen. The entry
+        the cursor names, if it is still there, comes first: :class:`JournalTail`
+        drops it. ``--no-tail``: journalctl 252 ``-f`` from a cursor on its last
+        entry shows only 10 of the lines that arrive while it starts up.
         """
-        position = [f"--after-cursor={after_cursor}", "--no-tail"] if after_cursor else ["--lines=0"]
+        position = [f"--cursor={cursor}", "--no-tail"] if cursor else ["--lines=0"]
         return self.journalctl("--follow", "--output=json", "--all", "--no-pager", "--quiet",
                                *position, *(f"--unit={u}" for u in units))
 

@@ -2,6 +2,7 @@
 
 - ``sandbox``: a simulated machine in the test's own folder, every process it
   started stopped (by PID) when the test ends, pass or fail.
+- ``each_journal``: the same, once on the real journal and once on the stand-in.
 - The real-SSH fixtures of tests/sshd.py (``sshd``, ``sshd_factory``,
   ``ssh_home``, ...), registered for every test module.
 
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from pdtui.sim import realjournal
 from pdtui.sim.sandbox import Sandbox
 
 pytest_plugins = ["tests.sshd", "tests.conftest_sim", "tests.engine_helpers"]
@@ -26,4 +28,13 @@ pytest_plugins = ["tests.sshd", "tests.conftest_sim", "tests.engine_helpers"]
 @pytest.fixture
 def sandbox(tmp_path: Path) -> Iterator[Sandbox]:
     with Sandbox.create(tmp_path / "sim") as box:
+        yield box
+
+
+@pytest.fixture(params=["real", "stand-in"])
+def each_journal(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Sandbox]:
+    real = request.param == "real"
+    if real and not realjournal.available():
+        pytest.skip(f"no real journal: {realjournal.missing_reason()}")
+    with Sandbox.create(tmp_path / "sim", real_journal=real) as box:
         yield box

@@ -248,7 +248,7 @@ def test_follow_after_a_cursor_as_pdtui_does(both, procs):
     commands = Commands(journalctl_prefix=())
     followers_args = (commands.follow(["a.service", "b.service"], real_all[k]["__CURSOR"]),
                       commands.follow(["a.service", "b.service"], stand_in_all[k]["__CURSOR"]))
-    # Each journalctl resumes from a cursor it gave: the backlog first, then the new entries.
+    # Each journalctl resumes from a cursor it gave: that entry and the backlog first, then the new entries.
     outputs = []
     for argv, args in zip((both.real, both.stand_in), followers_args, strict=False):
         follower = procs.start([*argv, *args])
@@ -261,8 +261,8 @@ def test_follow_after_a_cursor_as_pdtui_does(both, procs):
         procs.stop(follower)
         outputs.append([json.loads(line) for line in lines])
     real, stand_in = outputs
-    assert project(real[:3]) == project(real_all[k + 1:k + 4])
-    assert_same(real[:3], stand_in[:3])
+    assert project(real[:4]) == project(real_all[k:k + 4])
+    assert_same(real[:4], stand_in[:4])
 
 
 def test_stop_all_leaves_no_journal_remote_behind_and_a_later_writer_starts_it_again(tmp_path):
@@ -350,3 +350,25 @@ def both_json(sandbox: Sandbox) -> list[dict]:
     out = subprocess.run([*sandbox.commands["journalctl"], "-o", "json", "--no-pager"], capture_output=True,
                          timeout=30, check=True).stdout
     return [json.loads(line) for line in out.splitlines()]
+
+
+def test_a_cursor_whose_entry_was_vacuumed_away_seeks_to_the_nearest_entry_in_both(tmp_path):
+    sandbox = Sandbox.create(tmp_path / "sim", real_journal=True)
+    pair = Both(sandbox)
+    try:
+        journal = Journal(sandbox.root)
+        try:
+            journal.append([unit_entry("a.service", "e" * 32, 5, "w", f"old {i}".encode(), 6) for i in range(5)])
+            real, stand_in = pair.entries(*OPTS, "-u", "a")
+            sandbox.rotate_journal(remove=True)
+            journal.append([unit_entry("a.service", "e" * 32, 5, "w", f"new {i}".encode(), 6) for i in range(3)])
+        finally:
+            journal.close()
+        for option, shown in (("--cursor", ["new 0", "new 1", "new 2"]), ("--after-cursor", ["new 1", "new 2"])):
+            # journalctl 252 takes the nearest entry for the cursor's: --after-cursor skips it
+            got_real = pair.json(pair.real, *OPTS, "-u", "a", f"{option}={real[2]['__CURSOR']}")
+            got_stand_in = pair.json(pair.stand_in, *OPTS, "-u", "a", f"{option}={stand_in[2]['__CURSOR']}")
+            assert [e["MESSAGE"] for e in got_real] == shown
+            assert_same(got_real, got_stand_in)
+    finally:
+        sandbox.cleanup()

@@ -296,17 +296,15 @@ class _HostCommands:
         self.sudo = False
 
 
-def _vacuum(journal: Journal) -> None:
-    os.truncate(journal.path, 0)
+@pytest.mark.parametrize("remove", [False, True], ids=["rotated", "vacuumed"])
+async def test_tail_follows_on_when_the_journal_is_rotated_or_vacuumed_under_it(each_journal, remove):
+    got = await _tail_lines(each_journal, lambda journal: each_journal.rotate_journal(remove=remove))
+    assert got == [f"before {i}" for i in range(20)] + [f"after {i}" for i in range(20)]
 
 
-def _rotate(journal: Journal) -> None:
-    os.rename(journal.path, journal.path.with_name("journal.jsonl.1"))
-
-
-@pytest.mark.parametrize("upset", [_vacuum, _rotate], ids=["vacuumed", "rotated"])
-async def test_tail_follows_on_when_the_journal_is_vacuumed_or_rotated_under_it(sandbox, upset):
-    got = await _tail_lines(sandbox, upset)
+async def test_stand_in_follows_on_when_its_file_is_cut_short_under_it(tmp_path):
+    with Sandbox.create(tmp_path / "sim", real_journal=False) as sandbox:
+        got = await _tail_lines(sandbox, lambda journal: os.truncate(journal.path, 0))
     assert got == [f"before {i}" for i in range(20)] + [f"after {i}" for i in range(20)]
 
 
@@ -345,34 +343,65 @@ def test_skewed_journalctl_shifts_only_the_timestamp():
     assert json.loads(out) == {"__REALTIME_TIMESTAMP": "1060000000", "MESSAGE": "x"}
 
 
-async def test_tail_whose_cursor_was_vacuumed_away_follows_from_now_and_says_so(sandbox):
-    if sandbox.real_journal:
-        pytest.skip("the real journalctl seeks a cursor that names no entry to the nearest entry and never fails")
-    journal = Journal(sandbox.root)
-    journal.append([unit_entry("u.service", "inv", 7, "w", b"old", 6)])
+def _last_cursor(sandbox: Sandbox, unit: str) -> str:
+    out = subprocess.run([*sandbox.commands["journalctl"], "-o", "json", "-u", unit], capture_output=True,
+                         check=True, timeout=30).stdout
+    return json.loads(out.splitlines()[-1])["__CURSOR"]
+
+
+async def _resume(sandbox: Sandbox, cursor: str, until) -> tuple[list[str], list[str]]:
+    """A tail resumed from ``cursor``, until ``await until(got)``; what it delivered and the problems it told."""
     got: list[str] = []
     problems: list[str] = []
-    arrived = asyncio.Event()
 
     def on_entry(entry) -> None:
         got.append(entry.message)
-        arrived.set()
 
     tail = JournalTail(LocalHost("sim"), Commands.for_host(_HostCommands(sandbox)), ["u.service"], on_entry,
                        problems.append)
-    tail.cursor = journal.cursor(1 << 20)     # an entry the vacuum removed
+    tail.cursor = cursor
     follow = asyncio.create_task(tail.run())
     try:
         async with asyncio.timeout(10):
-            while tail.cursor is not None:
-                await asyncio.sleep(0.02)
             await tail.started.wait()
-            while not arrived.is_set():       # log until the new journalctl has surely started
-                journal.append([unit_entry("u.service", "inv", 7, "w", b"new", 6)])
-                await asyncio.sleep(0.1)
+            await until(got)
     finally:
         follow.cancel()
         await asyncio.gather(follow, return_exceptions=True)
+    return got, problems
+
+
+async def test_tail_whose_place_was_vacuumed_away_resumes_at_the_nearest_entry_and_loses_none(each_journal):
+    journal = Journal(each_journal.root)
+    try:
+        journal.append([unit_entry("u.service", "inv", 7, "w", f"old {i}".encode(), 6) for i in range(5)])
+        place = _last_cursor(each_journal, "u.service")     # where a tail had read up to
+        each_journal.rotate_journal(remove=True)
+        journal.append([unit_entry("u.service", "inv", 7, "w", f"new {i}".encode(), 6) for i in range(3)])
+
+        async def three(got: list[str]) -> None:
+            while len(got) < 3:
+                await asyncio.sleep(0.02)
+            await asyncio.sleep(0.3)      # and nothing more comes
+
+        got, problems = await _resume(each_journal, place, three)
+    finally:
+        journal.close()
+    assert got == ["new 0", "new 1", "new 2"] and not problems
+
+
+async def test_tail_given_a_cursor_journalctl_cannot_parse_follows_from_now_and_says_so(each_journal):
+    journal = Journal(each_journal.root)
+    journal.append([unit_entry("u.service", "inv", 7, "w", b"old", 6)])
+
+    async def log_until_delivered(got: list[str]) -> None:
+        while not got:                    # log until the new journalctl has surely started
+            journal.append([unit_entry("u.service", "inv", 7, "w", b"new", 6)])
+            await asyncio.sleep(0.1)
+
+    try:
+        got, problems = await _resume(each_journal, "s=gone;i=2a", log_until_delivered)
+    finally:
         journal.close()
     assert got and set(got) == {"new"}
     assert any("lost our place" in p for p in problems), problems

@@ -165,7 +165,7 @@ def test_concurrent_writers_never_interleave_lines(tmp_path):
     raw = journal.path.read_bytes()
     offset = 0
     for stored in raw.splitlines(keepends=True):
-        assert journal.offset_of(json.loads(stored)["__CURSOR"]) == offset
+        assert journal.seek(json.loads(stored)["__CURSOR"]) == (offset, True)
         offset += len(stored)
     assert offset == len(raw) and raw.count(b"\n") == 2000
 

@@ -11,13 +11,13 @@ def test_commands_apply_wrappers_and_sudo():
                                                "is-active", "x.service"]
 
 
-def test_follow_starts_at_the_end_or_after_a_cursor():
+def test_follow_starts_at_the_end_or_from_a_cursor():
     commands = Commands()
     fresh = commands.follow(["a.service", "b.service"])
     assert fresh[:2] == ["journalctl", "--follow"]
     assert "--lines=0" in fresh and "--unit=a.service" in fresh and "--unit=b.service" in fresh
-    resumed = commands.follow(["a.service"], after_cursor="s=1;i=2a")
-    assert "--after-cursor=s=1;i=2a" in resumed and "--lines=0" not in resumed
+    resumed = commands.follow(["a.service"], cursor="s=1;i=2a")
+    assert "--cursor=s=1;i=2a" in resumed and "--lines=0" not in resumed and "--no-tail" in resumed
 
 
 def test_invocation_history_matches_the_invocation():

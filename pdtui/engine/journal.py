@@ -3,8 +3,9 @@
 ``journalctl -f -o json -u A -u B ...`` runs in one channel (sshd allows only
 ten per connection); each entry names its unit, so the tail is split by unit
 downstream. When the stream breaks (a dropped SSH connection, journalctl
-killed), the tail is opened again after the last cursor it delivered: no line
-is lost and none is delivered twice.
+killed), the tail is opened again from the last cursor it delivered: no line
+is lost and none is delivered twice, also when the journal was vacuumed or
+rotated meanwhile (journalctl then resumes at the nearest entry still there).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ class JournalTail:
         self._on_problem = on_problem
         self._told: str | None = None      # the problem last told, until a stream delivers again
         self.cursor: str | None = None
+        self._seen: str | None = None      # the entry a stream starts from, delivered already
         self.delivered = 0
         self.started = asyncio.Event()     # set once the first stream is open
 
@@ -69,7 +71,8 @@ class JournalTail:
 
     async def _follow_once(self) -> bool:
         """One journalctl run; True if it delivered anything."""
-        argv = self.commands.follow(self.units, self.cursor or await self._journal_end())
+        self._seen = self.cursor or await self._journal_end()
+        argv = self.commands.follow(self.units, self._seen)
         before = self.delivered
         async with self.host.stream(argv) as lines:
             self.started.set()
@@ -107,6 +110,10 @@ class JournalTail:
             entry = parse_entry(raw)
             if entry is None:
                 continue
+            if self._seen is not None:
+                seen, self._seen = self._seen, None
+                if entry.cursor == seen:
+                    continue
             if entry.cursor:
                 self.cursor = entry.cursor
             self.delivered += 1

@@ -102,19 +102,42 @@ class Journal:
             self._id = _read_or_create_id(self.dir / "id")
         return self._id
 
-    def cursor(self, offset: int) -> str:
-        return f"s={self.id};i={offset:x}"
+    def cursor(self, offset: int, realtime: int) -> str:
+        """The cursor of the entry at byte ``offset``: where it is, and when (to seek near it once it is gone)."""
+        return f"s={self.id};i={offset:x};t={realtime:x}"
 
-    def offset_of(self, cursor: str) -> int:
-        """The byte offset of the entry ``cursor`` names; CursorError if it names none."""
+    def seek(self, cursor: str) -> tuple[int, bool]:
+        """Where ``cursor`` points: (byte offset, whether that is the very entry it names).
+
+        As the real journalctl does, a well-formed cursor whose entry is gone (the
+        file was vacuumed or rotated) seeks to the nearest entry after its time;
+        CursorError for one that cannot be parsed.
+        """
         parts = dict(p.split("=", 1) for p in cursor.split(";") if "=" in p)
         try:
-            offset = int(parts["i"], 16)
+            offset, realtime = int(parts["i"], 16), int(parts.get("t", "0"), 16)
+            if len(parts["s"]) != 32:
+                raise ValueError(parts["s"])
+            int(parts["s"], 16)
         except (KeyError, ValueError):
             raise CursorError("Failed to seek to cursor: Invalid argument") from None
-        if parts.get("s") != self.id or not self._starts_line(offset):
-            raise CursorError("Failed to seek to cursor: Invalid argument")
-        return offset
+        if parts["s"] == self.id and self._starts_line(offset) and self._cursor_at(offset) == cursor:
+            return offset, True
+        return self._first_after(realtime), False
+
+    def _cursor_at(self, offset: int) -> str | None:
+        lines, _ = self.read_lines(offset)
+        return json.loads(lines[0]).get("__CURSOR") if lines else None
+
+    def _first_after(self, realtime: int) -> int:
+        """The offset of the first entry stamped at or after ``realtime`` (µs), or of the file's end."""
+        lines, end = self.read_lines(0)
+        offset = 0
+        for line in lines:
+            if int(json.loads(line).get("__REALTIME_TIMESTAMP", "0")) >= realtime:
+                return offset
+            offset += len(line) + 1
+        return end
 
     def _starts_line(self, offset: int) -> bool:
         try:
@@ -176,7 +199,7 @@ class Journal:
             for n, body in enumerate(bodies):
                 real, mono = stamps() if stamped is None else stamped[n]
                 line = b'{"__CURSOR":"%s","__REALTIME_TIMESTAMP":"%d","__MONOTONIC_TIMESTAMP":"%d"%s%s\n' % (
-                    self.cursor(offset).encode("ascii"), real, mono, b"" if body == b"}" else b",", body)
+                    self.cursor(offset, real).encode("ascii"), real, mono, b"" if body == b"}" else b",", body)
                 chunks.append(line)
                 offset += len(line)
             _write_all(fd, b"".join(chunks))

@@ -134,6 +134,7 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("-f", "--follow", action="store_true")
     parser.add_argument("-n", "--lines", nargs="?", const="10", default=None)
     parser.add_argument("--after-cursor", default=None)
+    parser.add_argument("--cursor", default=None)
     parser.add_argument("--no-pager", action="store_true")
     parser.add_argument("--no-tail", action="store_true")
     parser.add_argument("-q", "--quiet", action="store_true")
@@ -153,7 +154,7 @@ class _Parser(argparse.ArgumentParser):
 def _lines(args: argparse.Namespace) -> int | None:
     """How many of the last matching entries to show first; None for all."""
     if args.lines is None:
-        return 10 if args.follow and not args.no_tail and args.after_cursor is None else None
+        return 10 if args.follow and not args.no_tail and args.after_cursor is None and args.cursor is None else None
     if args.lines == "all":
         return None
     try:
@@ -171,8 +172,10 @@ def run(journal: Journal, args: argparse.Namespace, out: Output) -> int:
     render = renderer(args.output, args.all)
     start = 0
     skip_first = False
-    if args.after_cursor is not None:
-        start, skip_first = journal.offset_of(args.after_cursor), True
+    cursor = args.after_cursor if args.after_cursor is not None else args.cursor
+    if cursor is not None:
+        # journalctl 252 skips one entry after an --after-cursor seek, even when its entry was gone
+        start, skip_first = journal.seek(cursor)[0], args.after_cursor is not None
     file_state = journal.file_state()
     if args.follow and (file_state is None or file_state[1] == 0):
         raise NoEntries(NO_BOOT)
@@ -180,7 +183,7 @@ def run(journal: Journal, args: argparse.Namespace, out: Output) -> int:
     if skip_first:
         lines = lines[1:]
     selected = [line for line in lines if line and match(line)]
-    if args.lines is not None and args.after_cursor is None:
+    if args.lines is not None and cursor is None:
         selected = selected[-args.lines:] if args.lines else []
     _emit(out, render, selected)
     if not selected and not args.follow and not args.quiet and args.output == "short":

@@ -20,7 +20,10 @@ connection on its own), so the file's stamps never go backwards.
 A writer whose connection breaks loses its own unsent entries and says so on
 stderr once; its unit runs on. ``Sandbox.stop_all`` stops journal-remote by PID
 once it has written all it was sent; a writer that finds none running starts it
-again (a sandbox is used again after ``stop_all``).
+again (a sandbox is used again after ``stop_all``). Each start is a new
+generation in ``real/order``: a writer connected to an older one connects again
+before it sends, which is how a rotation (:func:`rotated`: the file closed,
+archived or removed, a new one begun) reaches units that are running.
 
 ``journalctl -f`` follows the current boot only and exits 1 at once on a journal
 without entries of it, so the sandbox writes one entry when it is created.
@@ -154,8 +157,9 @@ def wait_written(root: Path, count: int, timeout: float = WRITE_TIMEOUT) -> bool
     return True
 
 
-_STATE = struct.Struct("<QQQQ")
-"""``real/order``: the last (realtime, monotonic) stamps, entries sent, and the last sender's id."""
+_STATE = struct.Struct("<QQQQQ")
+"""``real/order``: the last (realtime, monotonic) stamps, entries sent, the last sender's id, and the
+generation of the running journal-remote (one more each time one is started)."""
 
 
 class Order:
@@ -164,17 +168,18 @@ class Order:
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
         self._fd = os.open(real_dir(root) / "order", os.O_RDWR | os.O_CREAT, 0o644)
-        self.real = self.mono = self.sent = self.sender = 0
+        self.real = self.mono = self.sent = self.sender = self.generation = 0
 
     @contextmanager
     def held(self) -> Iterator[Order]:
+        """The lock every writer holds to stamp and send; always taken before the journal-remote lock."""
         fcntl.flock(self._fd, fcntl.LOCK_EX)
         try:
             raw = os.pread(self._fd, _STATE.size, 0)
-            self.real, self.mono, self.sent, self.sender = (_STATE.unpack(raw) if len(raw) == _STATE.size
-                                                            else (0, 0, 0, 0))
+            self.real, self.mono, self.sent, self.sender, self.generation = (
+                _STATE.unpack(raw) if len(raw) == _STATE.size else (0, 0, 0, 0, 0))
             yield self
-            os.pwrite(self._fd, _STATE.pack(self.real, self.mono, self.sent, self.sender), 0)
+            os.pwrite(self._fd, _STATE.pack(self.real, self.mono, self.sent, self.sender, self.generation), 0)
         finally:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
 
@@ -196,7 +201,7 @@ def _stamped(stamps: Sequence[tuple[int, int]], exported: Sequence[bytes]) -> by
 
 
 class Writer:
-    """One connection to the sandbox's journal-remote."""
+    """One process's connection to the sandbox's journal-remote, made again when another one runs."""
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
@@ -205,25 +210,30 @@ class Writer:
         self.broken = False
         self.target = 0
         """Entries in the file once this writer's last batch is written."""
+        self.generation = -1
         self._sock: socket.socket | None = None
-        try:
-            self._sock = self._connect()
-        except OSError as exc:
-            self._break(f"cannot reach the sandbox's journal-remote at {socket_path(root)} ({exc})")
+        with self.order.held() as order:    # connected (journal-remote started if none runs) from the start
+            self._connect(order)
 
-    def _connect(self) -> socket.socket:
+    def _connect(self, order: Order) -> None:
+        """Connect to the journal-remote running now (``order`` held), starting one if none does."""
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
         for attempt in range(2):
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             sock.settimeout(WRITE_TIMEOUT)
             try:
                 sock.connect(str(socket_path(self.root)))
-                return sock
-            except OSError:
+            except OSError as exc:
                 sock.close()
                 if attempt:
-                    raise
-                ensure_remote(self.root)     # none runs (stop_all stopped it): start it again
-        raise AssertionError("unreachable")
+                    self._break(f"cannot reach the sandbox's journal-remote at {socket_path(self.root)} ({exc})")
+                    return
+                ensure_remote(self.root, order)     # none runs (stop_all stopped it): start it again
+                continue
+            self._sock, self.generation = sock, order.generation
+            return
 
     def _break(self, reason: str) -> None:
         self.broken = True
@@ -235,8 +245,12 @@ class Writer:
 
     def send(self, order: Order, stamps: Sequence[tuple[int, int]], exported: Sequence[bytes]) -> None:
         """Send a stamped batch, within ``order.held()``, after journal-remote wrote the last sender's."""
-        if self.broken or self._sock is None:
+        if self.broken:
             return
+        if self._sock is None or self.generation != order.generation:
+            self._connect(order)        # the journal was rotated, or journal-remote stopped: the one running now
+            if self._sock is None:
+                return
         if order.sender != self.id and not wait_written(self.root, order.sent, 2.0):
             order.sent = written(self.root)   # journal-remote lost some (restarted, say): count from its file
         try:
@@ -282,40 +296,48 @@ _started: list[subprocess.Popen[bytes]] = []
 """journal-remotes this process started, reaped once stopped."""
 
 
-def ensure_remote(root: Path) -> ProcId:
-    """The sandbox's journal-remote, started if none runs; RuntimeError if it does not come up."""
+def ensure_remote(root: Path, order: Order | None = None) -> ProcId:
+    """The sandbox's journal-remote, started if none runs; RuntimeError if it does not come up.
+
+    ``order``: the sandbox's order, when the caller holds it already (locks are
+    always taken in one order: the writers' order, then journal-remote's).
+    """
+    if order is None:
+        own = Order(root)
+        try:
+            with own.held():
+                return ensure_remote(root, own)
+        finally:
+            own.close()
+    with _remote_lock(root):
+        return _remote_pid(root) or _start_remote(root, order)
+
+
+def _start_remote(root: Path, order: Order) -> ProcId:
+    """Start journal-remote on the sandbox's file (both locks held); a new generation of the order."""
     program = journal_remote()
     if program is None:
         raise RuntimeError(missing_reason())
     directory = real_dir(root)
-    with _remote_lock(root):
-        running = _remote_pid(root)
-        if running is not None:
-            return running
-        sock = socket_path(root)
-        sock.unlink(missing_ok=True)
-        with open(directory / "remote.log", "ab") as log:
-            proc = subprocess.Popen([program, "--split-mode=none", f"--listen-raw={sock}",
-                                     f"--output={journal_file(root)}"],
-                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
-                                    start_new_session=True, close_fds=True)
-        _started.append(proc)
-        ident = ProcId.of(proc.pid)
-        (directory / "remote.pid").write_text(f"{proc.pid} {ident.start if ident else 0}\n")
-        deadline = time.monotonic() + START_TIMEOUT
-        while not _accepts(sock):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                log_text = (directory / "remote.log").read_text(errors="replace")[-2000:]
-                raise RuntimeError(f"systemd-journal-remote did not start: {log_text.strip()}")
-            time.sleep(0.002)
-        order = Order(root)
-        try:
-            with order.held():
-                order.sent, order.sender = written(root), 0
-        finally:
-            order.close()
-        return ident or ProcId(proc.pid, 0)
+    sock = socket_path(root)
+    sock.unlink(missing_ok=True)
+    with open(directory / "remote.log", "ab") as log:
+        proc = subprocess.Popen([program, "--split-mode=none", f"--listen-raw={sock}",
+                                 f"--output={journal_file(root)}"],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
+                                start_new_session=True, close_fds=True)
+    _started.append(proc)
+    ident = ProcId.of(proc.pid)
+    (directory / "remote.pid").write_text(f"{proc.pid} {ident.start if ident else 0}\n")
+    deadline = time.monotonic() + START_TIMEOUT
+    while not _accepts(sock):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            log_text = (directory / "remote.log").read_text(errors="replace")[-2000:]
+            raise RuntimeError(f"systemd-journal-remote did not start: {log_text.strip()}")
+        time.sleep(0.002)
+    order.sent, order.sender, order.generation = written(root), 0, order.generation + 1
+    return ident or ProcId(proc.pid, 0)
 
 
 def _accepts(path: Path) -> bool:
@@ -333,21 +355,43 @@ def stop_remote(root: Path, timeout: float = WRITE_TIMEOUT) -> None:
     """Stop the sandbox's journal-remote by PID once it has written everything it was sent."""
     if not real_dir(root).is_dir():
         return
-    with _remote_lock(root):
-        proc = _remote_pid(root)
-        if proc is not None:
-            order = Order(root)
-            try:
-                with order.held():
-                    wait_written(root, order.sent, timeout)
-            finally:
-                order.close()
-            terminate(proc, STOP_GRACE)
-        (real_dir(root) / "remote.pid").unlink(missing_ok=True)
-        socket_path(root).unlink(missing_ok=True)
+    order = Order(root)
+    try:
+        with order.held(), _remote_lock(root):
+            _stop_remote(root, order, timeout)
+    finally:
+        order.close()
     for popen in list(_started):
         if popen.poll() is not None:
             _started.remove(popen)
+
+
+def _stop_remote(root: Path, order: Order, timeout: float) -> None:
+    """Stop it (both locks held); a writer that sends later connects again, to one it starts if need be."""
+    proc = _remote_pid(root)
+    if proc is not None:
+        wait_written(root, order.sent, timeout)
+        terminate(proc, STOP_GRACE)
+        order.generation += 1
+    (real_dir(root) / "remote.pid").unlink(missing_ok=True)
+    socket_path(root).unlink(missing_ok=True)
+
+
+@contextmanager
+def rotated(root: Path) -> Iterator[Path]:
+    """Rotate the real journal as journald does: the active file is closed and a new one started.
+
+    Yields the closed file (its caller archives or removes it) while no writer
+    can send; every writer sends to the new journal-remote after.
+    """
+    order = Order(root)
+    try:
+        with order.held(), _remote_lock(root):
+            _stop_remote(root, order, WRITE_TIMEOUT)
+            yield journal_file(root)
+            _start_remote(root, order)
+    finally:
+        order.close()
 
 
 def remote_running(root: Path) -> ProcId | None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import shlex
 import shutil
 import tempfile
+import uuid
 from pathlib import Path
 from types import TracebackType
 
@@ -131,6 +132,28 @@ class Sandbox:
                      utilization: int = 0) -> None:
         """Make GPU ``index`` show as held, by ``pids`` (pid, process name, MiB) if given."""
         nvidia_smi.set_busy(self.root, index, used_mib, pids or (), utilization)
+
+    def rotate_journal(self, remove: bool = False) -> None:
+        """Rotate the journal under its readers, as ``journalctl --rotate`` does: a new active file.
+
+        ``remove``: and vacuum the archived file away at once (``--vacuum-files``).
+        The stand-in reads its active file only; the real journalctl merges the
+        archived one in, as on a host.
+        """
+        standin = Journal(self.root).path
+        if not self.real_journal:
+            self._archive(standin, standin.with_name(f"{standin.name}.1"), remove)
+            return
+        with realjournal.rotated(self.root) as closed:
+            self._archive(standin, standin.with_name(f"{standin.name}.1"), remove)
+            self._archive(closed, closed.with_name(f"{closed.stem}@{uuid.uuid4().hex}.journal"), remove)
+
+    @staticmethod
+    def _archive(path: Path, archived: Path, remove: bool) -> None:
+        if remove:
+            path.unlink(missing_ok=True)
+        elif path.exists():
+            path.rename(archived)
 
     def stop_all(self) -> None:
         """Stop every unit's supervisor and child by PID and wait until they are gone, then journal-remote.
