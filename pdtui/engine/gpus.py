@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from pdtui.backoff import Backoff
 from pdtui.config import BACKEND_ROLES
 from pdtui.engine.events import GpuInfo, GpuSample
 from pdtui.gpu import (
@@ -276,12 +277,13 @@ class GpuSampler:
         self.samples = 0          # samples emitted so far
 
     async def run(self) -> None:
-        delay = self.restart_delay
+        backoff = Backoff(self.restart_delay, MAX_RESTART_DELAY)
         while True:
             before = self.samples
             await self._stream_once()
-            delay = self.restart_delay if self.samples > before else min(delay * 2, MAX_RESTART_DELAY)
-            await asyncio.sleep(delay)
+            if self.samples > before:
+                backoff.reset()
+            await asyncio.sleep(backoff.next())
 
     async def _stream_once(self) -> None:
         """Follow one nvidia-smi process until it ends."""

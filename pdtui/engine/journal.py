@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 
+from pdtui.backoff import Backoff
 from pdtui.hosts.base import Host, HostError, HostNotFound, HostUnreachable
 from pdtui.systemd import Commands, JournalEntry, parse_entry
 
@@ -46,7 +47,7 @@ class JournalTail:
         A host that cannot be reached tells so itself (its status), once; one whose
         name does not resolve has no journal to follow.
         """
-        backoff = BACKOFF_START
+        backoff = Backoff(BACKOFF_START, BACKOFF_MAX)
         while True:
             try:
                 got_lines = await self._follow_once()
@@ -58,10 +59,9 @@ class JournalTail:
                 self.on_problem(str(exc))
                 got_lines = False
             if got_lines:
-                backoff = BACKOFF_START
+                backoff.reset()
                 self._told = None
-            await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, BACKOFF_MAX)
+            await asyncio.sleep(backoff.next())
 
     def on_problem(self, message: str) -> None:
         """Tell a problem once: a tail retrying every few seconds must not repeat it each time."""

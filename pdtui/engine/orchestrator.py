@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import partial
 
+from pdtui.backoff import Backoff
 from pdtui.config import Deployment, ServiceConfig
 from pdtui.engine.events import (
     Done,
@@ -150,7 +151,8 @@ class Orchestrator:
         self._tails: list[asyncio.Task] = []
         self._steps: dict[Step, StepStatus] = {}
         self._preflight = StepStatus.PENDING
-        self._watchers: set[asyncio.Event] = set()
+        self._changed = asyncio.Condition()         # notified after every state change
+        self._notifier: asyncio.Task | None = None
         self._flush_handle: asyncio.TimerHandle | None = None
         self._done_task: asyncio.Task | None = None
         self._last_done: Done | None = None
@@ -196,8 +198,7 @@ class Orchestrator:
     async def close(self) -> None:
         """Stop watching: end tails, probes and connections. Never stops a unit."""
         tasks = [*self._tails, *(r.task for r in self._runs.values() if r.task)]
-        if self._done_task:
-            tasks.append(self._done_task)
+        tasks += [t for t in (self._done_task, self._notifier) if t is not None]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -221,8 +222,7 @@ class Orchestrator:
         if new is S.READY and run.started_at is not None:
             ttr = run.time_to_ready = round(self.clock() - run.started_at, 3)
         self._emit(StateChanged(run.name, old, new, reason, line, self.elapsed(), ttr))
-        for watcher in self._watchers:
-            watcher.set()
+        self._notify_changed()
         self._update_steps()
 
     def _probe_result(self, run: ServiceRun, check: Check) -> None:
@@ -350,7 +350,7 @@ class Orchestrator:
 
         The host's status tells so, once (see :meth:`_host_status`). The last try is at the deadline.
         """
-        delay = PREFLIGHT_RETRY
+        backoff = Backoff(PREFLIGHT_RETRY, PREFLIGHT_RETRY_MAX)
         while True:
             try:
                 return await self._show(run)
@@ -359,8 +359,7 @@ class Orchestrator:
                 if left <= 0:
                     raise
                 self._retried.add(run.cfg.host)
-                await asyncio.sleep(min(delay, left))
-                delay = min(delay * 2, PREFLIGHT_RETRY_MAX)
+                await asyncio.sleep(min(backoff.next(), left))
 
     def _tail_problem(self, message: str) -> None:
         self._emit(Notice("warning", message, None, self.elapsed()))
@@ -737,13 +736,20 @@ class Orchestrator:
     # -- the whole ---------------------------------------------------------------
     async def _until(self, condition: Callable[[], bool]) -> None:
         """Wait until ``condition`` holds; it is looked at after every state change."""
-        while not condition():
-            watcher = asyncio.Event()
-            self._watchers.add(watcher)
-            try:
-                await watcher.wait()
-            finally:
-                self._watchers.discard(watcher)
+        async with self._changed:
+            await self._changed.wait_for(condition)
+
+    def _notify_changed(self) -> None:
+        """Wake the waiters of :meth:`_until`: ``notify_all`` needs the condition's lock, taken in a task.
+
+        Changes that come before it runs share it: each waiter looks at its condition anew.
+        """
+        if self._notifier is None or self._notifier.done():
+            self._notifier = asyncio.create_task(self._notify_all())
+
+    async def _notify_all(self) -> None:
+        async with self._changed:
+            self._changed.notify_all()
 
     def _decided(self) -> bool:
         """Every service settled, or one failed and all it blocks is marked blocked already."""

@@ -21,6 +21,7 @@ from typing import Any
 
 import asyncssh
 
+from pdtui.backoff import Backoff
 from pdtui.hosts.base import (
     HostDisconnected,
     HostError,
@@ -194,19 +195,18 @@ class SshHost:
         reconnecting = self._ever_connected
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._reconnect_for
-        delay = BACKOFF_START
+        backoff = Backoff(BACKOFF_START, BACKOFF_MAX)
         if self._told_failure is None:
             self._status("reconnecting" if reconnecting else "connecting", self.target)
         while True:
             try:
                 conn = await self._open()
             except HostError as exc:
-                retrying = reconnecting and isinstance(exc, HostUnreachable) and loop.time() + delay < deadline
+                retrying = reconnecting and isinstance(exc, HostUnreachable) and loop.time() + backoff.delay < deadline
                 self._tell_failure(exc, deadline - loop.time() if retrying else None)
                 if not retrying:
                     raise
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, BACKOFF_MAX)
+                await asyncio.sleep(backoff.next())
             else:
                 self._ever_connected = True
                 self._told_failure = None
