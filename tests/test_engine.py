@@ -6,7 +6,10 @@ import asyncio
 import subprocess
 
 from pdtui.engine.events import Done, LineKind, LogLines, Notice, ProbeResult, Step, StepChanged, StepStatus
+from pdtui.engine.host_session import HostSession
 from pdtui.engine.orchestrator import Orchestrator, Timing
+from pdtui.engine.readiness import LineJudge
+from pdtui.engine.service_run import ServiceRun, Wiring
 from pdtui.hosts import make_host
 from pdtui.sim.ports import free_port
 from tests.engine_helpers import FAST, Recorder, bring_up, reference, sim_deployment, worker_argv
@@ -203,13 +206,16 @@ async def test_a_service_logging_while_probed_is_probed_again_without_waiting_fo
 
 
 def test_a_host_whose_looks_are_slow_is_looked_at_on_a_later_beat(sandbox):
-    orchestrator = Orchestrator(reference(sandbox), make_host, clock=lambda: 0.0, timing=Timing(unit_poll=2.0))
-    orchestrator._begin()
-    run = orchestrator._runs["decode"]
-    looker = orchestrator._sessions[run.cfg.host].looker
-    assert orchestrator._beat(run, 0.1) == 2.0
-    looker.last_took = 1.0          # a loaded host: the next look no sooner than 4 s after this one
-    assert orchestrator._beat(run, 0.1) == 6.0
+    deployment = reference(sandbox)
+    cfg = deployment.services["decode"]
+    session = HostSession(deployment.hosts[cfg.host], make_host(deployment.hosts[cfg.host]), command_timeout=30.0)
+    run = ServiceRun(cfg, LineJudge(cfg.ready.log, ()))
+    run.wire(Wiring(deployment, session, Timing(unit_poll=2.0), clock=lambda: 0.0, elapsed=lambda: 0.0,
+                    emit=lambda event: None, changed=lambda: None, schedule_flush=lambda: None, peers={"decode": run},
+                    beat_origin=lambda: 0.0))
+    assert run.beat(0.1) == 2.0
+    session.looker.last_took = 1.0          # a loaded host: the next look no sooner than 4 s after this one
+    assert run.beat(0.1) == 6.0
 
 
 async def test_the_gpu_inventory_is_taken_while_the_units_are_looked_at(sandbox):

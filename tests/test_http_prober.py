@@ -35,3 +35,15 @@ async def test_a_probe_cancelled_while_closing_leaves_the_close_to_the_next_clos
     await asyncio.sleep(0)
     writer.closed.set_result(None)
     await asyncio.wait_for(later, 1)
+
+
+async def test_a_read_cancelled_as_its_data_arrives_is_cancelled():
+    """Python 3.11's wait_for returned the data and dropped the cancellation: a cancelled probe ran on for ever."""
+    reader = asyncio.StreamReader()
+    task = asyncio.create_task(_HostStream(reader, None).read(10, timeout=5))
+    for _ in range(3):
+        await asyncio.sleep(0)       # the read waits for data
+    reader.feed_data(b"x")
+    assert task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task

@@ -23,19 +23,24 @@ CLOSE_TIMEOUT = 2.0      # a stream's close, after which it is aborted
 
 
 class _HostStream(httpcore.AsyncNetworkStream):
+    """A connection through the host. Timeouts are ``asyncio.timeout`` blocks: Python 3.11's ``wait_for``
+    loses a cancellation that comes as the read completes, and a probe cancelled then ran on for ever."""
+
     def __init__(self, reader: Any, writer: Any) -> None:
         self._reader, self._writer = reader, writer
 
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         try:
-            return await asyncio.wait_for(self._reader.read(max_bytes), timeout)
+            async with asyncio.timeout(timeout):
+                return await self._reader.read(max_bytes)
         except TimeoutError:
             raise httpcore.ReadTimeout("read timed out") from None
 
     async def write(self, buffer: bytes, timeout: float | None = None) -> None:
         self._writer.write(buffer)
         try:
-            await asyncio.wait_for(self._writer.drain(), timeout)
+            async with asyncio.timeout(timeout):
+                await self._writer.drain()
         except TimeoutError:
             raise httpcore.WriteTimeout("write timed out") from None
 
@@ -44,7 +49,8 @@ class _HostStream(httpcore.AsyncNetworkStream):
         it for whoever closes the same connection later (the pool, at the end)."""
         self._writer.close()
         try:
-            await asyncio.wait_for(asyncio.shield(self._writer.wait_closed()), CLOSE_TIMEOUT)
+            async with asyncio.timeout(CLOSE_TIMEOUT):
+                await asyncio.shield(self._writer.wait_closed())
         except TimeoutError:
             # A peer that stopped reading keeps the write buffer, and so the close, pending for ever.
             transport = getattr(self._writer, "transport", None)

@@ -23,7 +23,8 @@ class LocalHost:
     async def run(self, argv: Sequence[str], *, timeout: float | None = None) -> Result:
         proc = await self._spawn(argv, stdout=asyncio.subprocess.PIPE)
         try:
-            out, err = await asyncio.wait_for(proc.communicate(), timeout)
+            async with asyncio.timeout(timeout):
+                out, err = await proc.communicate()
         except TimeoutError:
             _kill_group(proc)
             await proc.wait()
@@ -49,8 +50,8 @@ class LocalHost:
 
     async def open_tcp(self, port: int, *, timeout: float | None = None):
         try:
-            return await asyncio.wait_for(
-                asyncio.open_connection("127.0.0.1", port, limit=STREAM_LIMIT), timeout)
+            async with asyncio.timeout(timeout):
+                return await asyncio.open_connection("127.0.0.1", port, limit=STREAM_LIMIT)
         except TimeoutError:
             raise ConnectionError(f"connecting to 127.0.0.1:{port} timed out") from None
 

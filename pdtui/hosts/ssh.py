@@ -99,7 +99,8 @@ class SshHost:
             conn = await self._connection()
             process = await self._start(conn, command, argv)
             try:
-                out, err = await asyncio.wait_for(process.communicate(), timeout)
+                async with asyncio.timeout(timeout):
+                    out, err = await process.communicate()
             except TimeoutError:
                 process.close()   # the watchdog stops the command
                 raise HostError(f"{self.name}: {argv[0]} did not finish within {timeout:g}s") from None
@@ -134,7 +135,8 @@ class SshHost:
         """
         conn = await self._connection()
         try:
-            return await asyncio.wait_for(conn.open_connection("127.0.0.1", port), timeout)
+            async with asyncio.timeout(timeout):
+                return await conn.open_connection("127.0.0.1", port)
         except TimeoutError:
             raise ConnectionError(f"{self.name}: connecting to 127.0.0.1:{port} timed out") from None
         except asyncssh.ChannelOpenError as exc:
@@ -379,7 +381,8 @@ class SshLines:
         else:
             self.exit_status = process.returncode
         try:
-            await asyncio.wait_for(process.wait_closed(), CLOSE_WAIT)
+            async with asyncio.timeout(CLOSE_WAIT):
+                await process.wait_closed()
         except TimeoutError:
             return   # no confirmation from the server: the stderr reader ends with the connection
         self.stderr = (await self._stderr).decode(errors="replace").strip()

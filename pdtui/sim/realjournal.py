@@ -367,12 +367,11 @@ def stop_remote(root: Path, timeout: float = WRITE_TIMEOUT) -> None:
 
 
 def _stop_remote(root: Path, order: Order, timeout: float) -> None:
-    """Stop it (both locks held); a writer that sends later connects again, to one it starts if need be."""
+    """Stop it (both locks held); a writer still connected to it breaks, one made later starts another."""
     proc = _remote_pid(root)
     if proc is not None:
         wait_written(root, order.sent, timeout)
         terminate(proc, STOP_GRACE)
-        order.generation += 1
     (real_dir(root) / "remote.pid").unlink(missing_ok=True)
     socket_path(root).unlink(missing_ok=True)
 

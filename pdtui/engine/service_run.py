@@ -1,0 +1,525 @@
+"""One service's run: its state machine, its lines judged, and its life from start to watch.
+
+A :class:`ServiceRun` owns its state (an enum moved only through the checked
+transition table of states.py) and goes through start -> backfill -> wait ->
+watch for one :class:`Attempt`. A retry begins a fresh Attempt: nothing an
+earlier start saw (its invocation, its failure line, its checks) can leak into
+the next. What a run needs of the rest of the bring-up comes in one
+:class:`Wiring`: its host's session, the clock, the event sink, its peers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from pdtui.config import Deployment, ServiceConfig
+from pdtui.engine.events import Event, LineKind, LogLines, LogRecord, Notice, ProbeResult, StateChanged
+from pdtui.engine.host_session import HostSession
+from pdtui.engine.probes import LOOPBACK, Backend, Check, RouterProbe, bootstrap_port, http_check, tcp_check
+from pdtui.engine.readiness import FailureCandidate, LineJudge
+from pdtui.engine.signatures import BOOTSTRAP, Severity, Signature
+from pdtui.engine.states import ServiceState, check_transition
+from pdtui.engine.timing import Timing
+from pdtui.hosts.base import Host, HostDisconnected, HostError, HostUnreachable
+from pdtui.systemd import JournalEntry
+
+S = ServiceState
+
+# systemd's own lines that mean the unit's process ended or the unit changed state.
+UNIT_END_MARKERS = ("Main process exited", "Failed with result", "Deactivated successfully", "Stopped ")
+# A host's unit looks take at most about 1/(1 + LOOK_REST) of its time (see ServiceRun.beat).
+LOOK_REST = 4.0
+# After ready, health must fail this many checks in a row (over the service's unhealthy_after) to fail it.
+HEALTH_FAILS_IN_A_ROW = 3
+# A Python exception's own line, the last of a traceback: what a warning quotes.
+_EXCEPTION_LINE = re.compile(r"^(?:\[[^\]]*\] )?[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b")
+RUNNING_STATES = ("active", "activating", "reloading")
+
+
+@dataclass(slots=True)
+class Attempt:
+    """What one start of the unit has shown so far: everything judged belongs to its invocation."""
+
+    number: int = 0
+    started_at: float | None = None
+    invocation: str | None = None
+    collecting: bool = False                      # start issued, invocation not yet known
+    buffered: list[JournalEntry] = field(default_factory=list)
+    backfilled: set[str] = field(default_factory=set)
+    log_ok: bool = False
+    failure: FailureCandidate | None = None
+    failure_at: float | None = None
+    unit_problem: str | None = None
+    unit_dirty: bool = False
+    last_checks: dict[str, tuple[bool, str]] = field(default_factory=dict)
+    router_probe: RouterProbe | None = None
+    next_unit_check: float = 0.0
+    fresh_line: bool = False                      # a line came while probing: probe again soon
+    warning: str | None = None                    # the latest warning line (a traceback's exception): evidence
+    in_traceback: bool = False                    # a traceback began: its exception line is the warning to keep
+    transfer_errors: int = 0                      # per-request KV transfer errors in this invocation
+    last_transfer: tuple[float, str] | None = None
+    bootstrap: int | None = None                  # the prefill's bootstrap port, once known
+    unhealthy_since: float | None = None          # after ready: when health began failing, and how often since
+    unhealthy_count: int = 0
+
+
+@dataclass(frozen=True)
+class Wiring:
+    """What a run uses of the bring-up around it."""
+
+    deployment: Deployment
+    session: HostSession
+    timing: Timing
+    clock: Callable[[], float]
+    elapsed: Callable[[], float]
+    emit: Callable[[Event], None]
+    changed: Callable[[], None]                   # after every transition: steps, waiters
+    schedule_flush: Callable[[], None]            # lines are pending: hand them out with the next batch
+    peers: Mapping[str, ServiceRun]
+    beat_origin: Callable[[], float]              # the moment the bring-up began: every host's beat counts from it
+    smoke: bool = True
+
+
+class ServiceRun:
+    """One service during a bring-up and after it."""
+
+    def __init__(self, cfg: ServiceConfig, judge: LineJudge) -> None:
+        self.cfg = cfg
+        self.judge = judge
+        self.state = S.PENDING
+        self.reason = ""
+        self.attempt = Attempt()
+        self.started_by_us = False
+        self.active_state = ""
+        self.time_to_ready: float | None = None
+        self.pending_lines: list[LogRecord] = []
+        self.wake = asyncio.Event()
+        self.task: asyncio.Task | None = None
+        self.wiring: Wiring | None = None
+
+    @property
+    def name(self) -> str:
+        return self.cfg.name
+
+    @property
+    def running(self) -> bool:
+        """Whether the unit was running when last looked at."""
+        return self.active_state in RUNNING_STATES
+
+    def wire(self, wiring: Wiring) -> None:
+        self.wiring = wiring
+
+    @property
+    def w(self) -> Wiring:
+        assert self.wiring is not None, f"{self.name}: not wired to a bring-up"
+        return self.wiring
+
+    # -- the state machine ---------------------------------------------------
+    def transition(self, new: ServiceState, reason: str = "", line: str | None = None) -> None:
+        check_transition(self.name, self.state, new)
+        self.flush_logs()
+        old, self.state, self.reason = self.state, new, reason
+        ttr = None
+        if new is S.READY and self.attempt.started_at is not None:
+            ttr = self.time_to_ready = round(self.w.clock() - self.attempt.started_at, 3)
+        self.w.emit(StateChanged(self.name, old, new, reason, line, self.w.elapsed(), ttr))
+        self.w.changed()
+
+    def probe_result(self, check: Check) -> None:
+        """Tell a check's result when it differs from the last one told."""
+        told = self.attempt.last_checks
+        if told.get(check.name) != (check.ok, check.detail):
+            told[check.name] = (check.ok, check.detail)
+            self.w.emit(ProbeResult(self.name, check.name, check.ok, check.detail, check.latency, self.w.elapsed()))
+
+    def flush_logs(self) -> None:
+        if self.pending_lines:
+            lines, self.pending_lines = tuple(self.pending_lines), []
+            self.w.emit(LogLines(self.name, lines, self.w.elapsed()))
+
+    # -- lines ------------------------------------------------------------------
+    def on_entry(self, entry: JournalEntry) -> None:
+        """A line of this unit from the host's tail: held back while a start's history is read."""
+        if self.attempt.collecting:
+            self.attempt.buffered.append(entry)
+        else:
+            self.consume(entry)
+
+    def consume(self, entry: JournalEntry) -> None:
+        """Judge one line (when it belongs to the current invocation) and queue it for display."""
+        attempt = self.attempt
+        if entry.cursor in attempt.backfilled:
+            attempt.backfilled.discard(entry.cursor)   # seen in the backfilled history already
+            return
+        current = attempt.invocation is not None and entry.invocation == attempt.invocation
+        message = entry.message
+        if entry.system:
+            kind = LineKind.SYSTEM
+            if current and any(m in message for m in UNIT_END_MARKERS):
+                attempt.unit_dirty = True
+                self.wake.set()
+        elif current and self.state in (S.STARTING, S.WAITING, S.READY):
+            kind, signature = self.judge.judge(message, entry.priority)
+            if attempt.in_traceback and _EXCEPTION_LINE.match(message):
+                attempt.warning, attempt.in_traceback = message, False
+            if signature is not None:
+                self._note_signature(signature, message)
+            if kind is LineKind.READY:
+                attempt.log_ok = True
+                self.wake.set()
+            elif self.state is S.WAITING and not attempt.fresh_line and (attempt.log_ok or not self.cfg.ready.log):
+                attempt.fresh_line = True   # a service that logs while it is probed is often becoming ready
+                self.wake.set()
+        else:
+            kind = LineKind.NORMAL
+        self.pending_lines.append(LogRecord(message, kind, entry.realtime, entry.cursor))
+        self.w.schedule_flush()
+
+    def _note_signature(self, signature: Signature, message: str) -> None:
+        """What a line that matched a signature tells, by its kind (see signatures.py)."""
+        if signature.severity is Severity.FATAL:
+            self._note_failure(signature, message)
+        elif signature.severity is Severity.EVIDENCE and signature.check:
+            self.probe_result(Check(signature.check, True, signature.reason))
+        elif signature.severity is Severity.TRANSFER:
+            self._note_transfer_error(message)
+        else:
+            self.attempt.warning = message
+            self.attempt.in_traceback = "Traceback (most recent call last)" in message
+
+    def _note_transfer_error(self, message: str) -> None:
+        """A per-request KV transfer error: a warning naming the service, told at the 1st, 10th, 100th..."""
+        attempt = self.attempt
+        attempt.transfer_errors += 1
+        attempt.last_transfer = (self.w.clock(), message)
+        count = attempt.transfer_errors
+        if str(count).rstrip("0") == "1":
+            nth = "" if count == 1 else f" (the {count}th)"
+            self.w.emit(Notice("warning", f"{self.name}: KV transfer error{nth}: {message}", self.name, self.w.elapsed()))
+
+    def _note_failure(self, signature: Signature, message: str) -> None:
+        attempt = self.attempt
+        if attempt.failure is None:
+            attempt.failure = FailureCandidate(signature, message)
+            attempt.failure_at = self.w.clock()
+        else:
+            attempt.failure.consider(signature, message)
+        self.wake.set()
+
+    # -- a life: start, backfill, wait, watch ------------------------------------
+    async def bring_up(self) -> bool:
+        """Start a fresh attempt and see it through; True if it was ready (and its watch has ended)."""
+        self.attempt = Attempt(self.attempt.number + 1, started_at=self.w.clock())
+        assert self.attempt.started_at is not None
+        deadline = self.attempt.started_at + self.cfg.timeout
+        try:
+            await self._start(deadline)
+            if self.state is S.STARTING:
+                self.transition(S.WAITING)
+                await self._wait_ready(deadline)
+            if self.state is S.READY:
+                await self._watch()
+                return True
+        except HostError as exc:
+            self.attempt.collecting = False      # nothing will judge what the tail would buffer
+            self.attempt.buffered.clear()
+            if self.state in (S.STARTING, S.WAITING, S.READY):
+                self.transition(S.FAILED, str(exc))
+        return False
+
+    async def show(self) -> dict[str, str]:
+        """The unit's properties (one batched ``systemctl show`` for the host's looks)."""
+        return await self.w.session.looker.show(self.cfg.unit)
+
+    async def _start(self, deadline: float) -> None:
+        session = self.w.session
+        commands = session.commands
+        if self.cfg.role == "router":
+            argv, verb = commands.enable_now(self.cfg.unit), "systemctl enable --now"
+        elif self.attempt.number > 1:
+            argv, verb = commands.restart(self.cfg.unit), "systemctl restart"
+        else:
+            argv, verb = None, "systemctl start"    # shared with the host's other backends
+        self.transition(S.STARTING, f"{verb} {self.cfg.unit}")
+        for old in self.cfg.replaces:
+            result = await session.command(commands.disable_now(old), deadline)
+            text = f"stopped and disabled {old}" if result.ok else f"could not stop {old}: {last_line(result.stderr)}"
+            self.w.emit(Notice("info" if result.ok else "warning", text, self.name, self.w.elapsed()))
+        self.attempt.collecting = True
+        tail_live = session.tail_live
+        if argv is None:
+            result = await session.starter.start(self.cfg.unit, deadline)
+        else:
+            result = await session.command(argv, deadline)
+        if not result.ok:
+            self.attempt.collecting = False
+            self.transition(S.FAILED, f"{verb} failed: {last_line(result.stderr) or f'exit status {result.exit_status}'}")
+            return
+        self.started_by_us = True
+        props = await self.show()
+        self.attempt.invocation = props.get("InvocationID") or None
+        self.note_unit(props)
+        await self._backfill(history=not tail_live)
+
+    async def _backfill(self, *, history: bool = True) -> None:
+        """Judge the lines the invocation wrote before the tail saw them, then what the tail buffered."""
+        attempt = self.attempt
+        lines: Iterable[JournalEntry] = ()
+        if attempt.invocation and history:
+            result, lines = await self.w.session.history.lines(attempt.invocation)
+            if not result.ok:
+                raise HostError(f"{self.cfg.host}: journalctl failed, so readiness cannot be judged: "
+                                f"{last_line(result.stderr) or f'exit status {result.exit_status}'}")
+        # The tail keeps buffering while this yields now and then (a burst of history must not hold the loop).
+        cursors: set[str] = set()
+        for count, entry in enumerate(lines, 1):
+            self.consume(entry)
+            if entry.cursor:
+                cursors.add(entry.cursor)
+            await yield_every(count)
+        attempt.backfilled = cursors
+        while attempt.buffered:
+            buffered, attempt.buffered = attempt.buffered, []
+            for count, entry in enumerate(buffered, 1):
+                self.consume(entry)
+                await yield_every(count)
+        attempt.collecting = False
+
+    async def _wait_ready(self, deadline: float) -> None:
+        attempt, timing, clock = self.attempt, self.w.timing, self.w.clock
+        next_probe = clock()
+        attempt.next_unit_check = self.beat(next_probe)   # _start has just looked at the unit
+        last_probe = -math.inf
+        while True:
+            failure = await self._failure()
+            if failure:
+                self.transition(S.FAILED, *failure)
+                return
+            probing = attempt.log_ok or not self.cfg.ready.log
+            now = clock()
+            if attempt.fresh_line:
+                attempt.fresh_line = False
+                next_probe = min(next_probe, last_probe + timing.line_probe_gap)
+            if not attempt.failure and probing and now >= next_probe:
+                last_probe, next_probe = now, now + timing.poll
+                outcome = await self._probe()
+                if outcome is True:
+                    self.transition(S.READY, "all checks hold")
+                    return
+                if isinstance(outcome, Check):
+                    self.transition(S.FAILED, f"{outcome.name}: {outcome.detail}")
+                    return
+            now = clock()
+            if now >= deadline:
+                self.transition(S.TIMED_OUT, self._waiting_for())
+                return
+            await self._sleep(min(deadline, self._next_look(), next_probe if probing else deadline) - now)
+
+    async def _failure(self) -> tuple[str, str | None] | None:
+        """A settled failure line or a dead unit, as (reason, line); looks at the unit when that is due."""
+        attempt = self.attempt
+        now = self.w.clock()
+        if attempt.failure and attempt.failure_at is not None and now - attempt.failure_at >= self.w.timing.settle:
+            return attempt.failure.signature.reason, attempt.failure.line
+        if attempt.unit_dirty or now >= attempt.next_unit_check:
+            attempt.unit_dirty = False
+            attempt.next_unit_check = self.beat(now)
+            await self._check_unit()
+        if attempt.unit_problem and not attempt.failure:
+            return attempt.unit_problem, attempt.warning
+        return None
+
+    def beat(self, now: float) -> float:
+        """The next moment the unit is looked at: every service on the same beat, so a host's looks share a command.
+
+        A host whose looks are slow (a loaded machine) is looked at on a later
+        beat: after a look that took d seconds, none before LOOK_REST * d. Its
+        units' ends still wake their services at once, through systemd's lines.
+        """
+        poll = self.w.timing.unit_poll
+        rest = LOOK_REST * self.w.session.looker.last_took
+        origin = self.w.beat_origin()
+        return origin + (math.floor((now + rest - origin) / poll) + 1) * poll
+
+    def _next_look(self) -> float:
+        """When :meth:`_failure` has something new to look at, at the latest."""
+        attempt = self.attempt
+        if attempt.failure and attempt.failure_at is not None:
+            return min(attempt.next_unit_check, attempt.failure_at + self.w.timing.settle)
+        return attempt.next_unit_check
+
+    async def _sleep(self, seconds: float) -> None:
+        """Until woken (a line, the unit's end) or ``seconds`` passed.
+
+        ``asyncio.timeout``, not ``wait_for``: Python 3.11's ``wait_for`` loses a
+        cancellation that comes as its timeout fires, and the run then never ends.
+        """
+        self.wake.clear()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(max(0.0, seconds)):
+                await self.wake.wait()
+
+    async def _check_unit(self) -> None:
+        """Look at the unit; a host that cannot be reached right now tells nothing about it (look again later)."""
+        try:
+            props = await self.show()
+        except (HostDisconnected, HostUnreachable):
+            return
+        self.note_unit(props)
+
+    def note_unit(self, props: dict[str, str]) -> None:
+        """What a look at the unit tells: its state, and a problem when it died or restarted."""
+        attempt = self.attempt
+        self.active_state = props.get("ActiveState", "")
+        invocation = props.get("InvocationID") or None
+        if self.active_state == "failed":
+            attempt.unit_problem = f"unit {self.cfg.unit} failed (exit status {props.get('ExecMainStatus', '?')})"
+        elif self.active_state in ("inactive", "deactivating"):
+            attempt.unit_problem = f"unit {self.cfg.unit} stopped ({self.active_state})"
+        elif attempt.invocation and invocation and invocation != attempt.invocation:
+            attempt.unit_problem = f"unit {self.cfg.unit} restarted (NRestarts={props.get('NRestarts', '?')})"
+
+    # -- checks ---------------------------------------------------------------------
+    async def _probe(self) -> bool | Check | None:
+        """Run the active checks: True when all hold, a Check when one failed for good, else None."""
+        host = self.w.session.host
+        if self.cfg.role == "router":
+            return await self._probe_router(host)
+        checks = []
+        if self.cfg.ready.tcp and self.cfg.port:
+            checks.append(await tcp_check(host, self.cfg.port))
+        if self.cfg.ready.http and self.cfg.port and all(c.ok for c in checks):
+            checks.append(await http_check(self.w.session.prober, self.cfg.port, self.cfg.ready.http))
+        if self.cfg.role == "prefill" and self.cfg.port and all(c.ok for c in checks):
+            checks.append(await self._bootstrap_check(host))
+        for check in checks:
+            self.probe_result(check)
+        return all(c.ok for c in checks) or None
+
+    async def _bootstrap_check(self, host: Host) -> Check:
+        """A PD prefill's bootstrap server: its port accepting (a Server error: line fails it as it comes)."""
+        attempt = self.attempt
+        if attempt.bootstrap is None:
+            assert self.cfg.port is not None
+            attempt.bootstrap = self.cfg.bootstrap_port or await bootstrap_port(self.w.session.prober, self.cfg.port)
+        check = await tcp_check(host, attempt.bootstrap)
+        return Check(BOOTSTRAP, check.ok, f"bootstrap server {check.detail}", check.latency)
+
+    async def _probe_router(self, host: Host) -> bool | Check | None:
+        probe = self.attempt.router_probe
+        if probe is None:
+            assert self.cfg.port is not None      # the config requires a router's port
+            probe = self.attempt.router_probe = RouterProbe(
+                self.w.session.prober, self.cfg.port, self._backends(), smoke=self.w.smoke,
+                transfer_error=self._transfer_error_since, clock=self.w.clock)
+        last = None
+        async for check in probe.steps(host):
+            self.probe_result(check)
+            last = check
+        if last is not None and last.ok:
+            return True
+        return last if last is not None and last.final else None
+
+    async def _transfer_error_since(self, since: float, wait: bool) -> str | None:
+        """A KV transfer error a backend of this router logged since ``since``, quoted with its service.
+
+        ``wait``: the request failed, and its backend's line may still be on its
+        way through the journal: give it the settle time to arrive.
+        """
+        clock = self.w.clock
+        deadline = clock() + (self.w.timing.settle if wait else 0.0)
+        while True:
+            for name in self.cfg.after:
+                last = self.w.peers[name].attempt.last_transfer
+                if last is not None and last[0] >= since:
+                    return f"{name}: {last[1]}"
+            if clock() >= deadline:
+                return None
+            await asyncio.sleep(0.02)
+
+    def _backends(self) -> list[Backend]:
+        backends = []
+        for name in self.cfg.after:
+            cfg = self.w.peers[name].cfg
+            if cfg.role not in ("prefill", "decode") or not cfg.port:
+                continue
+            host = self.w.deployment.hosts[cfg.host]
+            names = {n for n in (host.address, cfg.host) if n}
+            if cfg.host == self.cfg.host or host.local:
+                names |= LOOPBACK
+            backends.append(Backend(name, cfg.role, cfg.port, frozenset(names)))
+        return backends
+
+    def _waiting_for(self) -> str:
+        told = self.attempt.last_checks
+        pending = [name for name, (ok, _) in told.items() if not ok]
+        if self.cfg.ready.log and not self.attempt.log_ok:
+            pending.insert(0, f"log line /{self.cfg.ready.log}/")
+        details = [f"{n} ({told[n][1]})" if n in told else n for n in pending]
+        return f"not ready after {self.cfg.timeout:g}s: waiting for " + (", ".join(details) or "readiness")
+
+    # -- after ready --------------------------------------------------------------------
+    async def _watch(self) -> None:
+        """After READY: a fatal line, a dead unit or health that keeps failing fails the service.
+
+        One request's error (a traceback, a transfer error) never does: the
+        server goes on serving the next one.
+        """
+        clock, timing = self.w.clock, self.w.timing
+        self.attempt.next_unit_check = self.beat(clock())
+        next_health = clock() + timing.watch_poll
+        while self.state is S.READY:
+            failure = await self._failure()
+            if failure is None and self.cfg.ready.http and clock() >= next_health:
+                next_health = clock() + timing.watch_poll
+                failure = await self._health_lost()
+            if failure:
+                reason, line = failure
+                self.transition(S.FAILED, f"after ready: {reason}", line)
+                break
+            wake = min(self._next_look(), next_health if self.cfg.ready.http else math.inf)
+            await self._sleep(wake - clock())
+        self._tell_degraded()
+
+    async def _health_lost(self) -> tuple[str, str | None] | None:
+        """One health check of a ready service; a failure once it has failed long enough in a row."""
+        assert self.cfg.port is not None and self.cfg.ready.http is not None
+        attempt = self.attempt
+        check = await http_check(self.w.session.prober, self.cfg.port, self.cfg.ready.http)
+        self.probe_result(check)
+        now = self.w.clock()
+        if check.ok:
+            attempt.unhealthy_since, attempt.unhealthy_count = None, 0
+            return None
+        if attempt.unhealthy_since is None:
+            attempt.unhealthy_since = now
+        attempt.unhealthy_count += 1
+        failing = now - attempt.unhealthy_since
+        if attempt.unhealthy_count >= HEALTH_FAILS_IN_A_ROW and failing >= self.cfg.unhealthy_after:
+            return (f"{check.name} failing for {failing:.0f}s ({attempt.unhealthy_count} checks in a row): "
+                    f"{check.detail}", attempt.warning)
+        return None
+
+    def _tell_degraded(self) -> None:
+        """It failed after it was ready: what was ready on top of it (the router) now runs without it."""
+        for name in self.w.deployment.dependents(self.name):
+            if self.w.peers[name].state is S.READY:
+                self.w.emit(Notice("warning", f"{name} degraded: {self.name} failed after it was ready ({self.reason})",
+                                   name, self.w.elapsed()))
+
+
+async def yield_every(count: int, every: int = 200) -> None:
+    """Let the event loop run every ``every`` items of a long synchronous batch."""
+    if count % every == 0:
+        await asyncio.sleep(0)
+
+
+def last_line(text: str) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1].strip() if lines else ""

@@ -1,0 +1,21 @@
+"""How often a bring-up looks at things: one set of intervals, shortened by tests."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    """How often things are looked at. Tests shorten these."""
+
+    poll: float = 0.5          # HTTP/TCP/router probes while waiting
+    watch_poll: float = 10.0   # the health check of a ready service
+    line_probe_gap: float = 0.05   # a new line of a service being probed brings its next probe this close
+    unit_poll: float = 2.0     # `systemctl show` while waiting (systemd's own lines wake it sooner)
+    settle: float = 0.3        # after a first failure line, wait this long for a more telling one
+    log_batch: float = 0.05    # log lines are handed to subscribers in batches this often
+    command_timeout: float = 30.0
+
+
+DEFAULT_TIMING = Timing()
