@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 from rich.cells import cell_len
+from textual.app import App
+from textual.drivers.headless_driver import HeadlessDriver
 from textual.pilot import Pilot
 from textual.widgets import Input
 from ui_fakes import (
@@ -24,7 +26,7 @@ from ui_fakes import (
 
 from pdtui.engine.events import Done, LineKind, LogLines, LogRecord, StateChanged, Step, StepChanged, StepStatus
 from pdtui.engine.states import ServiceState as S
-from pdtui.ui.app import PdtuiApp
+from pdtui.ui.app import PdtuiApp, terminal_driver
 from pdtui.ui.logview import FLOOD_PAINT_INTERVAL, PAINT_INTERVAL, LogView
 from pdtui.ui.screens import HelpScreen, QuitScreen
 
@@ -462,6 +464,17 @@ async def test_done_rings_the_bell_toasts_and_sends_osc9_through_tmux(monkeypatc
         assert bells == [True]
         assert written == ["\x1bPtmux;\x1b\x1b]9;pdtui: dsv4-flash-pd is ready (0:59) — router on :30001\x07\x1b\\"]
         assert any("dsv4-flash-pd is ready" in notice for notice in app.notices)
+
+
+async def test_escapes_are_written_by_the_driver_that_handed_itself_to_the_app() -> None:
+    app, _ = make_app([])
+    assert issubclass(app.driver_class, App.get_driver_class(app))   # the platform's driver, which tells the app
+    driver = terminal_driver(HeadlessDriver)(app)
+    assert app.terminal is driver
+    written: list[str] = []
+    driver.write = written.append  # type: ignore[method-assign]
+    app.write_escape("\x1b]9;pdtui: ready\x07")
+    assert written == ["\x1b]9;pdtui: ready\x07"]
 
 
 async def test_help_key_lists_the_keys() -> None:

@@ -11,11 +11,14 @@ import os
 import re
 import time
 from collections.abc import Callable, Iterable
+from functools import cache
 from pathlib import Path
+from typing import Any
 
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Container, Vertical
+from textual.driver import Driver
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.widgets import Footer
@@ -62,6 +65,24 @@ def _safe_name(name: str) -> str:
 
 HOST_SEVERITY: dict[str, SeverityLevel] = {"error": "error", "unreachable": "warning"}
 NOTICE_SEVERITY: dict[str, SeverityLevel] = {"warning": "warning", "error": "error"}
+
+
+@cache
+def terminal_driver(base: type[Driver]) -> type[Driver]:
+    """``base`` made to hand itself to the :class:`PdtuiApp` it drives, as the app's :attr:`~PdtuiApp.terminal`.
+
+    Textual has no public call that writes a raw sequence (its bell writes through the
+    app's private driver); a driver is handed its app when created, and ``write`` is public.
+    """
+
+    class TerminalDriver(base):  # type: ignore[valid-type, misc]
+        def __init__(self, app: App[Any], **kwargs: Any) -> None:
+            super().__init__(app, **kwargs)
+            if isinstance(app, PdtuiApp):
+                app.terminal = self
+
+    return TerminalDriver
+
 
 class PdtuiApp(App[int]):
     """Shows a bring-up live; returns the exit code (``Done.exit_code``, 130 if quit before it)."""
@@ -112,6 +133,10 @@ class PdtuiApp(App[int]):
         self.plan = PlanStrip()
         self.filter_bar = FilterBar()
         self.collector = QuietCollector()
+        self.terminal: Driver | None = None   # the driver writing to the terminal; none when headless
+
+    def get_driver_class(self) -> type[Driver]:
+        return terminal_driver(super().get_driver_class())
 
     # -- building the screen ---------------------------------------------------------
 
@@ -306,9 +331,9 @@ class PdtuiApp(App[int]):
         self.write_escape(desktop_notification(f"pdtui: {message}", in_tmux="TMUX" in os.environ))
 
     def write_escape(self, sequence: str) -> None:
-        """Send a raw sequence to the terminal (Textual has no public call for this; the bell uses the same)."""
-        if not self.is_headless and self._driver is not None:
-            self._driver.write(sequence)
+        """Send a raw sequence to the terminal (nothing when headless: there is none)."""
+        if not self.is_headless and self.terminal is not None:
+            self.terminal.write(sequence)
 
     # -- time -----------------------------------------------------------------------------
 
