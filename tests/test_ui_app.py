@@ -11,7 +11,8 @@ from rich.cells import cell_len
 from textual.app import App
 from textual.drivers.headless_driver import HeadlessDriver
 from textual.pilot import Pilot
-from textual.widgets import Input
+from textual.widget import Widget
+from textual.widgets import Footer, Input
 from ui_fakes import (
     HOSTILE_LINES,
     OOM_LINE,
@@ -547,9 +548,27 @@ async def test_command_palette_offers_every_key_action() -> None:
     assert {"Follow / pause", "Filter", "Zoom", "Retry", "All logs", "Save log", "Help", "Quit"} <= titles
 
 
+def background(widget: Widget) -> str:
+    return widget.rich_style.bgcolor.triplet.hex  # type: ignore[union-attr]
+
+
 async def test_light_theme_switches_textual_widgets_too() -> None:
     app, _ = make_app(ready_script(), theme="light")
     async with app.run_test(size=(100, 40)) as pilot:
         await settle(pilot)
-        assert app.theme == "textual-light"
-        assert str(app.panels["prefill"].log_view.rich_style.bgcolor.triplet.hex) == "#ffffff"
+        assert app.theme == "pdtui-light" and not app.current_theme.dark
+        assert background(app.panels["prefill"].log_view) == "#ffffff"
+        assert background(app.query_one(Footer)) == "#d0d0d0"   # the light theme's panel colour
+
+
+async def test_a_textual_theme_from_the_palette_keeps_the_chosen_pd_colours() -> None:
+    app, _ = make_app(ready_script(), theme="light")
+    async with app.run_test(size=(100, 40)) as pilot:
+        await settle(pilot)
+        assert {"pdtui-dark", "pdtui-light", "nord"} <= set(app.available_themes)
+        app.theme = "nord"
+        await settle(pilot)
+        assert background(app.panels["prefill"].log_view) == "#ffffff"
+        app.theme = "pdtui-dark"
+        await settle(pilot)
+        assert background(app.panels["prefill"].log_view) == "#0f1117"

@@ -21,6 +21,7 @@ from textual.containers import Container, Vertical
 from textual.driver import Driver
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
+from textual.theme import Theme
 from textual.widgets import Footer
 
 from pdtui.engine.events import (
@@ -49,7 +50,7 @@ from pdtui.ui.notify import desktop_notification
 from pdtui.ui.panel import ServicePanel
 from pdtui.ui.plan import PlanStrip, TitleBar
 from pdtui.ui.screens import HelpScreen, QuitScreen
-from pdtui.ui.themes import DEFAULT_THEME, available_themes, load_theme
+from pdtui.ui.themes import DEFAULT_THEME, ThemeFile, available_themes, read_theme
 
 __all__ = ["PdtuiApp", "available_themes", "run_app"]
 
@@ -65,6 +66,11 @@ def _safe_name(name: str) -> str:
 
 HOST_SEVERITY: dict[str, SeverityLevel] = {"error": "error", "unreachable": "warning"}
 NOTICE_SEVERITY: dict[str, SeverityLevel] = {"warning": "warning", "error": "error"}
+
+
+def textual_theme(theme: ThemeFile) -> Theme:
+    """A pdtui theme as the Textual theme it is written as."""
+    return Theme(name=theme.textual_name, **theme.settings)
 
 
 @cache
@@ -88,6 +94,7 @@ class PdtuiApp(App[int]):
     """Shows a bring-up live; returns the exit code (``Done.exit_code``, 130 if quit before it)."""
 
     TITLE = "pdtui"
+    CSS_PATH = Path(__file__).with_name("layout.tcss")   # absolute: a relative one is found beside a subclass's module
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (81, "-medium"), (120, "-wide")]
     ALLOW_IN_MAXIMIZED_VIEW = "#top, Footer, #filter-bar"
     ESCAPE_TO_MINIMIZE = True
@@ -113,10 +120,12 @@ class PdtuiApp(App[int]):
         clock: Callable[[], float] | None = None,
         follow_up_text: str = "",
     ) -> None:
-        chosen = load_theme(theme)
+        chosen = read_theme(theme)
+        self._pd_variables = chosen.variables   # asked for by App.__init__ itself
         super().__init__()
-        self.stylesheet.add_source(chosen.css, read_from=(f"themes/{chosen.name}.tcss", ""))
-        self.theme = chosen.textual_theme
+        for name in available_themes():
+            self.register_theme(textual_theme(chosen if name == theme else read_theme(name)))
+        self.theme = chosen.textual_name
         self.source = source
         self.log_limit = log_limit
         self.follow_up_text = follow_up_text
@@ -134,6 +143,10 @@ class PdtuiApp(App[int]):
         self.filter_bar = FilterBar()
         self.collector = QuietCollector()
         self.terminal: Driver | None = None   # the driver writing to the terminal; none when headless
+
+    def get_theme_variable_defaults(self) -> dict[str, str]:
+        """The chosen theme's ``pd-*`` colours: what pdtui's widgets keep under a Textual theme picked from the palette."""
+        return self._pd_variables
 
     def get_driver_class(self) -> type[Driver]:
         return terminal_driver(super().get_driver_class())
