@@ -11,7 +11,7 @@ import os
 import re
 import time
 from collections.abc import Callable, Iterable
-from functools import cache
+from functools import cache, singledispatchmethod
 from pathlib import Path
 from typing import Any
 
@@ -231,34 +231,22 @@ class PdtuiApp(App[int]):
             self.elapsed.sync(event.elapsed)
         self._tick()
 
+    @singledispatchmethod
     def _apply(self, event: Event) -> None:
-        """Each kind of event to its own handler."""
-        match event:
-            case PlanReady():
-                self._on_plan(event)
-            case StepChanged():
-                self.plan.apply(event)
-            case StateChanged():
-                self._on_state(event)
-            case LogLines():
-                self._on_lines(event)
-            case ProbeResult():
-                self._on_probe(event)
-            case HostStatus():
-                self._on_host(event)
-            case GpuSample():
-                self._on_gpus(event)
-            case Notice():
-                self._on_notice(event)
-            case Done():
-                self._on_done(event)
+        """Each kind of event to its own handler, registered below by the type it takes."""
 
+    @_apply.register
     def _on_plan(self, plan: PlanReady) -> None:
         self._deployment = plan.deployment
         self.title_bar.show_deployment(plan.deployment)
         self.plan.set_steps(plan.steps)
         self._mount_panels(plan)
 
+    @_apply.register
+    def _on_step(self, event: StepChanged) -> None:
+        self.plan.apply(event)
+
+    @_apply.register
     def _on_state(self, event: StateChanged) -> None:
         panel = self.panels.get(event.service)
         if panel is None:
@@ -274,6 +262,7 @@ class PdtuiApp(App[int]):
         self.elapsed.resume()
         self.ticker.resume()
 
+    @_apply.register
     def _on_lines(self, event: LogLines) -> None:
         panel = self.panels.get(event.service)
         if panel is None or not event.lines:
@@ -287,6 +276,7 @@ class PdtuiApp(App[int]):
         if service is not None and service in self.panels:
             self._on_lines(LogLines(service, (LogRecord(text, kind),)))
 
+    @_apply.register
     def _on_probe(self, event: ProbeResult) -> None:
         """Show a check's latest result under the header; log it only when its outcome changes."""
         panel = self.panels.get(event.service)
@@ -302,24 +292,28 @@ class PdtuiApp(App[int]):
         detail = f": {event.detail}" if event.detail else ""
         self._system_line(event.service, f"· check {event.check} {outcome}{latency}{detail}")
 
+    @_apply.register
     def _on_host(self, event: HostStatus) -> None:
         self.title_bar.show_host(event.host, event.status)
         severity = HOST_SEVERITY.get(event.status)
         if severity:
             self.notify(f"{event.host}: {event.detail or event.status}", severity=severity, markup=False)
 
+    @_apply.register
     def _on_gpus(self, event: GpuSample) -> None:
         for panel in self.panels.values():
             info = panel.view.info
             if info.host == event.host and info.gpus:
                 panel.placement.show_gpus([gpu for gpu in event.gpus if gpu.index in info.gpus])
 
+    @_apply.register
     def _on_notice(self, event: Notice) -> None:
         severity = NOTICE_SEVERITY.get(event.level, "information")
         self.notify(event.text, severity=severity, markup=False)
         kind = LineKind.WARN if event.level in ("warning", "error") else LineKind.SYSTEM
         self._system_line(event.service, f"· {event.text}", kind)
 
+    @_apply.register
     def _on_done(self, done: Done) -> None:
         self.done = done
         self.in_progress = False
