@@ -79,9 +79,16 @@ def main(argv: list[str] | None = None) -> int:
     handlers: dict[str, Callable[[argparse.Namespace], int]] = {"up": _up, "demo": _demo, "check": _check,
                                                                 "units": _units}
     if getattr(args, "theme", None):
-        from pdtui.ui.themes import available_themes
+        from pdtui.config import ConfigError
+        from pdtui.ui.themes import available_themes, read_theme
         if args.theme not in available_themes():
             return _error(f"unknown theme {args.theme!r}; available: {', '.join(available_themes())}")
+        try:
+            if not (args.headless or args.json):   # the TUI will draw it: a broken theme file is one line now
+                read_theme(args.theme)
+        except ConfigError as exc:
+            print(exc, file=sys.stderr)
+            return EXIT_USAGE
     # A closed terminal or tmux pane (SIGHUP) and a kill (SIGTERM) unwind like Ctrl-C: the demo stops what it started.
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _raise_interrupt)

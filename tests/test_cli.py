@@ -156,6 +156,17 @@ def test_unknown_theme_is_refused_before_anything_starts():
     assert result.stderr == "pdtui: unknown theme 'nope'; available: dark, light\n"
 
 
+def test_a_broken_theme_file_is_one_line_before_anything_starts(tmp_path, monkeypatch, capsys):
+    from pdtui.cli import main
+    from pdtui.ui import themes
+    (tmp_path / "neon.yaml").write_text("primary: #0178d4\n", encoding="utf-8")
+    monkeypatch.setattr(themes, "_theme_dir", lambda: tmp_path)
+    assert main(["demo", "--theme", "neon", "--sandbox", str(tmp_path / "never")]) == 2
+    assert capsys.readouterr().err == (f"{tmp_path / 'neon.yaml'}:1:9: expected a colour such as \"#0178d4\" for 'primary', "
+                                       "got nothing (quote it: an unquoted # starts a YAML comment)\n")
+    assert not (tmp_path / "never").exists()
+
+
 def test_units_prints_the_reference_units_and_yes_needs_install():
     from pdtui.data import data_dir
     reference = str(data_dir("sample_configs") / "reference.yaml")

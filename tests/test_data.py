@@ -7,7 +7,7 @@ from pdtui import data
 
 def test_a_checkout_finds_them_at_the_top_of_the_repository():
     top = Path(data.__file__).resolve().parents[1]
-    assert data.data_dir("themes") == top / "themes" and (top / "themes" / "dark.tcss").is_file()
+    assert data.data_dir("themes") == top / "themes" and (top / "themes" / "dark.yaml").is_file()
     assert (data.data_dir("sample_configs") / "reference.yaml").is_file()
 
 

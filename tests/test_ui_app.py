@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import html
+import re
 from pathlib import Path
 
 import pytest
+from rich.cells import cell_len
+from textual.app import App
+from textual.drivers.headless_driver import HeadlessDriver
 from textual.pilot import Pilot
-from textual.widgets import Input
+from textual.widget import Widget
+from textual.widgets import Footer, Input
 from ui_fakes import (
     HOSTILE_LINES,
     OOM_LINE,
@@ -21,15 +27,27 @@ from ui_fakes import (
 
 from pdtui.engine.events import Done, LineKind, LogLines, LogRecord, StateChanged, Step, StepChanged, StepStatus
 from pdtui.engine.states import ServiceState as S
-from pdtui.ui.app import PdtuiApp
+from pdtui.ui.app import PdtuiApp, terminal_driver
 from pdtui.ui.logview import FLOOD_PAINT_INTERVAL, PAINT_INTERVAL, LogView
 from pdtui.ui.screens import HelpScreen, QuitScreen
 
 
-def make_app(script: list, **kwargs: object) -> tuple[PdtuiApp, FakeSource]:
+class RecordingApp(PdtuiApp):
+    """The app, keeping the message of every notification it shows."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.notices: list[str] = []
+
+    def notify(self, message: str, **kwargs: object) -> None:  # type: ignore[override]
+        self.notices.append(message)
+        super().notify(message, **kwargs)  # type: ignore[arg-type]
+
+
+def make_app(script: list, **kwargs: object) -> tuple[RecordingApp, FakeSource]:
     source = FakeSource(script)
     kwargs.setdefault("clock", lambda: 0.0)
-    return PdtuiApp(source, **kwargs), source  # type: ignore[arg-type]
+    return RecordingApp(source, **kwargs), source
 
 
 async def settle(pilot: Pilot) -> None:
@@ -45,8 +63,25 @@ def log_lines(view: LogView) -> list[str]:
     return [view.render_line(y).text for y in range(view.scrollable_content_region.height)]
 
 
+SVG_TEXT = re.compile(r'<text [^>]*\bx="([\d.]+)"[^>]*-line-(\d+)\)">([^<]*)</text>')
+SVG_CELL = 20 * 0.61
+"""The width of one cell in Rich's SVG export (its font size times its aspect ratio)."""
+
+
 def screen_text(app: PdtuiApp) -> str:
-    return "\n".join(strip.text for strip in app.screen._compositor.render_strips())
+    """The screen as drawn, one string per row, read back from Textual's own SVG screenshot.
+
+    The SVG leaves out runs of blank cells, so each run of text is placed at its column;
+    the line breaks it keeps as text are dropped.
+    """
+    rows: dict[int, str] = {}
+    for x, row, text in SVG_TEXT.findall(app.export_screenshot()):
+        if text == "\n":
+            continue
+        line = rows.get(int(row), "")
+        gap = round(float(x) / SVG_CELL) - cell_len(line)
+        rows[int(row)] = line + " " * gap + html.unescape(text).replace("\xa0", " ")
+    return "\n".join(rows.get(y, "") for y in range(max(rows, default=-1) + 1))
 
 
 def badge(app: PdtuiApp, service: str) -> str:
@@ -386,7 +421,7 @@ async def test_save_writes_the_focused_log_and_names_the_file(tmp_path: Path, mo
         await settle(pilot)
         saved = tmp_path / "pdtui-dsv4-flash-pd-prefill.log"
         assert saved.exists()
-        assert any(str(saved) in n.message for n in app._notifications)
+        assert any(str(saved) in notice for notice in app.notices)
     content = saved.read_text(encoding="utf-8")
     assert "\x1b" not in content and "␛]52;c;cm0gLXJmIH4=␇ clipboard write (OSC 52)" in content
     assert content.count("\n") == app.panels["prefill"].log_view.total
@@ -429,7 +464,18 @@ async def test_done_rings_the_bell_toasts_and_sends_osc9_through_tmux(monkeypatc
         await settle(pilot)
         assert bells == [True]
         assert written == ["\x1bPtmux;\x1b\x1b]9;pdtui: dsv4-flash-pd is ready (0:59) — router on :30001\x07\x1b\\"]
-        assert any("dsv4-flash-pd is ready" in n.message for n in app._notifications)
+        assert any("dsv4-flash-pd is ready" in notice for notice in app.notices)
+
+
+async def test_escapes_are_written_by_the_driver_that_handed_itself_to_the_app() -> None:
+    app, _ = make_app([])
+    assert issubclass(app.driver_class, App.get_driver_class(app))   # the platform's driver, which tells the app
+    driver = terminal_driver(HeadlessDriver)(app)
+    assert app.terminal is driver
+    written: list[str] = []
+    driver.write = written.append  # type: ignore[method-assign]
+    app.write_escape("\x1b]9;pdtui: ready\x07")
+    assert written == ["\x1b]9;pdtui: ready\x07"]
 
 
 async def test_help_key_lists_the_keys() -> None:
@@ -472,10 +518,10 @@ async def test_an_engine_crash_is_one_notice_and_a_failed_exit() -> None:
         async def run(self) -> Done:
             raise RuntimeError("host gpu0 unreachable")
 
-    app = PdtuiApp(Crashing(), clock=lambda: 0.0)
+    app = RecordingApp(Crashing(), clock=lambda: 0.0)
     async with app.run_test(size=(100, 40)) as pilot:
         await settle(pilot)
-        assert [n.message for n in app._notifications] == ["bring-up stopped: host gpu0 unreachable"]
+        assert app.notices == ["bring-up stopped: host gpu0 unreachable"]
         await pilot.press("q")
         await settle(pilot)
     assert app.return_value == 1
@@ -502,9 +548,27 @@ async def test_command_palette_offers_every_key_action() -> None:
     assert {"Follow / pause", "Filter", "Zoom", "Retry", "All logs", "Save log", "Help", "Quit"} <= titles
 
 
+def background(widget: Widget) -> str:
+    return widget.rich_style.bgcolor.triplet.hex  # type: ignore[union-attr]
+
+
 async def test_light_theme_switches_textual_widgets_too() -> None:
     app, _ = make_app(ready_script(), theme="light")
     async with app.run_test(size=(100, 40)) as pilot:
         await settle(pilot)
-        assert app.theme == "textual-light"
-        assert str(app.panels["prefill"].log_view.rich_style.bgcolor.triplet.hex) == "#ffffff"
+        assert app.theme == "pdtui-light" and not app.current_theme.dark
+        assert background(app.panels["prefill"].log_view) == "#ffffff"
+        assert background(app.query_one(Footer)) == "#d0d0d0"   # the light theme's panel colour
+
+
+async def test_a_textual_theme_from_the_palette_keeps_the_chosen_pd_colours() -> None:
+    app, _ = make_app(ready_script(), theme="light")
+    async with app.run_test(size=(100, 40)) as pilot:
+        await settle(pilot)
+        assert {"pdtui-dark", "pdtui-light", "nord"} <= set(app.available_themes)
+        app.theme = "nord"
+        await settle(pilot)
+        assert background(app.panels["prefill"].log_view) == "#ffffff"
+        app.theme = "pdtui-dark"
+        await settle(pilot)
+        assert background(app.panels["prefill"].log_view) == "#0f1117"

@@ -3,20 +3,25 @@
 from __future__ import annotations
 
 import gc
+from dataclasses import fields
+from pathlib import Path
 
 import pytest
+from textual.theme import Theme
 from ui_fakes import PREFILL
 
+from pdtui.config import ConfigError
 from pdtui.engine.events import GpuInfo, LineKind, LogRecord, StateChanged
 from pdtui.engine.states import ServiceState as S
 from pdtui.text import MAX_LINE_CHARS, inert
+from pdtui.ui import themes
 from pdtui.ui.format import duration, gpu_gauges
 from pdtui.ui.heap import YOUNG_THRESHOLD, QuietCollector
 from pdtui.ui.logview import Lines, Row
 from pdtui.ui.merged import merge_by_time
 from pdtui.ui.model import ElapsedClock, ServiceView
 from pdtui.ui.notify import desktop_notification
-from pdtui.ui.themes import available_themes, load_theme
+from pdtui.ui.themes import KEYS, available_themes, read_theme
 
 
 def test_inert_replaces_every_control_character_with_a_visible_one() -> None:
@@ -110,10 +115,38 @@ def test_osc9_is_inert_and_wrapped_for_tmux() -> None:
 
 def test_themes_ship_dark_and_light_and_a_bad_name_lists_them() -> None:
     assert {"dark", "light"} <= set(available_themes())
-    assert load_theme("light").textual_theme == "textual-light"
+    light = read_theme("light")
+    assert light.textual_name == "pdtui-light" and light.settings["dark"] is False
+    assert light.variables["pd-background"] == "#ffffff"
     with pytest.raises(ValueError, match="available themes: dark, light") as info:
-        load_theme("solarised")
+        read_theme("solarised")
     assert "\n" not in str(info.value)
+
+
+def test_a_theme_file_takes_exactly_the_settings_of_a_textual_theme() -> None:
+    assert set(KEYS) == {field.name for field in fields(Theme)} - {"name"}
+
+
+def test_every_theme_defines_the_same_pd_variables() -> None:
+    shipped = [read_theme(name).variables for name in available_themes()]
+    assert all({k for k in v if k.startswith("pd-")} == {k for k in shipped[0] if k.startswith("pd-")} for v in shipped)
+
+
+@pytest.mark.parametrize(("text", "error"), [
+    ("primary: #0178d4\n", "2:9: expected a colour such as \"#0178d4\" for 'primary', got nothing (quote it"),
+    ("dark: true\nprimry: \"#0178d4\"\n", "3:1: unknown key 'primry' in the top level (did you mean 'primary'?)"),
+    ("dark: yes please\n", "2:7: expected true or false for 'dark', got 'yes please'"),
+    ("variables:\n  pd-text: [1]\n", "3:12: expected a CSS value such as \"#0178d4\" for variable 'pd-text', got a list"),
+    ("primary: [\n", "3:1: YAML syntax error"),
+    ("- primary\n", "2:1: expected a mapping of Textual theme settings, got a list"),
+])
+def test_a_bad_theme_file_is_one_line_naming_the_place(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      text: str, error: str) -> None:
+    (tmp_path / "neon.yaml").write_text(f"# neon\n{text}", encoding="utf-8")
+    monkeypatch.setattr(themes, "_theme_dir", lambda: tmp_path)
+    with pytest.raises(ConfigError) as info:
+        read_theme("neon")
+    assert str(info.value).startswith(f"{tmp_path / 'neon.yaml'}:{error}")
 
 
 def test_quiet_collector_raises_the_young_threshold_freezes_the_screen_and_puts_both_back() -> None:

@@ -1,18 +1,21 @@
-"""SVG snapshots of the TUI at a wide, a medium and a tmux-side-pane size.
+"""SVG snapshots of the TUI at a wide, a medium and a tmux-side-pane size, and of the screens keys open.
 
 Deterministic by construction: the scripted events carry fixed host names, ports
-and elapsed times, and the app gets a fixed clock.
+and elapsed times, the app gets a fixed clock, and a text cursor on screen does not blink.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import pytest
+from textual.command import CommandList, CommandPalette
 from textual.pilot import Pilot
+from textual.widgets import Input
 from ui_fakes import FakeSource, decode_failed_script, hostile_script, ready_script, starting_script
 
 from pdtui.ui.app import PdtuiApp
+from pdtui.ui.logview import PAINT_INTERVAL, LogView
 
 SIZES = {"wide": (160, 50), "medium": (100, 40), "narrow": (60, 24)}
 SCRIPTS: dict[str, Callable[[], list]] = {
@@ -33,3 +36,48 @@ async def settle(pilot: Pilot) -> None:
 def test_snapshot(snap_compare, scenario: str, size: str) -> None:
     app = PdtuiApp(FakeSource(SCRIPTS[scenario]()), clock=lambda: 0.0)
     assert snap_compare(app, terminal_size=SIZES[size], run_before=settle)
+
+
+async def settle_logs(pilot: Pilot) -> None:
+    """Let the events reach the widgets and every log its next paint."""
+    await settle(pilot)
+    while any(view.paint_pending for view in pilot.app.query(LogView)):
+        await pilot.pause(PAINT_INTERVAL / 5)
+
+
+async def steady_filter_bar(pilot: Pilot) -> None:
+    """As :func:`settle_logs`, with the filter prompt's cursor held still (it blinks on a timer)."""
+    await settle_logs(pilot)
+    assert isinstance(pilot.app, PdtuiApp)
+    pilot.app.filter_bar.input.cursor_blink = False
+
+
+async def open_command_palette(pilot: Pilot) -> None:
+    """Open the palette, wait until its commands are listed, and hold its cursor still."""
+    await settle_logs(pilot)
+    await pilot.press("ctrl+p")
+    palette = pilot.app.screen
+    assert isinstance(palette, CommandPalette)
+    palette.query_one(Input).cursor_blink = False
+    commands = palette.query_one(CommandList)
+    while not commands.option_count:
+        await pilot.pause(0.05)
+    await settle(pilot)
+
+
+# Screens reached by keys, at the medium size: (script, keys, what to do first).
+INTERACTIONS: dict[str, tuple[Callable[[], list], tuple[str, ...], Callable[[Pilot], Awaitable[None]]]] = {
+    "help_open": (starting_script, ("question_mark",), settle_logs),
+    "filter_typed": (decode_failed_script, ("tab", "slash", *"out of memory"), steady_filter_bar),
+    "filter_applied": (decode_failed_script, ("tab", "slash", *"out of memory", "enter"), steady_filter_bar),
+    "zoomed_panel": (starting_script, ("tab", "z"), settle_logs),
+    "failed_panel_focused": (decode_failed_script, ("tab",), settle_logs),
+    "command_palette": (starting_script, (), open_command_palette),
+}
+
+
+@pytest.mark.parametrize("interaction", INTERACTIONS)
+def test_interaction_snapshot(snap_compare, interaction: str) -> None:
+    script, keys, before = INTERACTIONS[interaction]
+    app = PdtuiApp(FakeSource(script()), clock=lambda: 0.0)
+    assert snap_compare(app, press=keys, terminal_size=SIZES["medium"], run_before=before)

@@ -11,13 +11,17 @@ import os
 import re
 import time
 from collections.abc import Callable, Iterable
+from functools import cache, singledispatchmethod
 from pathlib import Path
+from typing import Any
 
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Container, Vertical
+from textual.driver import Driver
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
+from textual.theme import Theme
 from textual.widgets import Footer
 
 from pdtui.engine.events import (
@@ -46,7 +50,7 @@ from pdtui.ui.notify import desktop_notification
 from pdtui.ui.panel import ServicePanel
 from pdtui.ui.plan import PlanStrip, TitleBar
 from pdtui.ui.screens import HelpScreen, QuitScreen
-from pdtui.ui.themes import DEFAULT_THEME, available_themes, load_theme
+from pdtui.ui.themes import DEFAULT_THEME, ThemeFile, available_themes, read_theme
 
 __all__ = ["PdtuiApp", "available_themes", "run_app"]
 
@@ -63,10 +67,34 @@ def _safe_name(name: str) -> str:
 HOST_SEVERITY: dict[str, SeverityLevel] = {"error": "error", "unreachable": "warning"}
 NOTICE_SEVERITY: dict[str, SeverityLevel] = {"warning": "warning", "error": "error"}
 
+
+def textual_theme(theme: ThemeFile) -> Theme:
+    """A pdtui theme as the Textual theme it is written as."""
+    return Theme(name=theme.textual_name, **theme.settings)
+
+
+@cache
+def terminal_driver(base: type[Driver]) -> type[Driver]:
+    """``base`` made to hand itself to the :class:`PdtuiApp` it drives, as the app's :attr:`~PdtuiApp.terminal`.
+
+    Textual has no public call that writes a raw sequence (its bell writes through the
+    app's private driver); a driver is handed its app when created, and ``write`` is public.
+    """
+
+    class TerminalDriver(base):  # type: ignore[valid-type, misc]
+        def __init__(self, app: App[Any], **kwargs: Any) -> None:
+            super().__init__(app, **kwargs)
+            if isinstance(app, PdtuiApp):
+                app.terminal = self
+
+    return TerminalDriver
+
+
 class PdtuiApp(App[int]):
     """Shows a bring-up live; returns the exit code (``Done.exit_code``, 130 if quit before it)."""
 
     TITLE = "pdtui"
+    CSS_PATH = Path(__file__).with_name("layout.tcss")   # absolute: a relative one is found beside a subclass's module
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (81, "-medium"), (120, "-wide")]
     ALLOW_IN_MAXIMIZED_VIEW = "#top, Footer, #filter-bar"
     ESCAPE_TO_MINIMIZE = True
@@ -92,10 +120,12 @@ class PdtuiApp(App[int]):
         clock: Callable[[], float] | None = None,
         follow_up_text: str = "",
     ) -> None:
-        chosen = load_theme(theme)
+        chosen = read_theme(theme)
+        self._pd_variables = chosen.variables   # asked for by App.__init__ itself
         super().__init__()
-        self.stylesheet.add_source(chosen.css, read_from=(f"themes/{chosen.name}.tcss", ""))
-        self.theme = chosen.textual_theme
+        for name in available_themes():
+            self.register_theme(textual_theme(chosen if name == theme else read_theme(name)))
+        self.theme = chosen.textual_name
         self.source = source
         self.log_limit = log_limit
         self.follow_up_text = follow_up_text
@@ -112,6 +142,14 @@ class PdtuiApp(App[int]):
         self.plan = PlanStrip()
         self.filter_bar = FilterBar()
         self.collector = QuietCollector()
+        self.terminal: Driver | None = None   # the driver writing to the terminal; none when headless
+
+    def get_theme_variable_defaults(self) -> dict[str, str]:
+        """The chosen theme's ``pd-*`` colours: what pdtui's widgets keep under a Textual theme picked from the palette."""
+        return self._pd_variables
+
+    def get_driver_class(self) -> type[Driver]:
+        return terminal_driver(super().get_driver_class())
 
     # -- building the screen ---------------------------------------------------------
 
@@ -193,34 +231,22 @@ class PdtuiApp(App[int]):
             self.elapsed.sync(event.elapsed)
         self._tick()
 
+    @singledispatchmethod
     def _apply(self, event: Event) -> None:
-        """Each kind of event to its own handler."""
-        match event:
-            case PlanReady():
-                self._on_plan(event)
-            case StepChanged():
-                self.plan.apply(event)
-            case StateChanged():
-                self._on_state(event)
-            case LogLines():
-                self._on_lines(event)
-            case ProbeResult():
-                self._on_probe(event)
-            case HostStatus():
-                self._on_host(event)
-            case GpuSample():
-                self._on_gpus(event)
-            case Notice():
-                self._on_notice(event)
-            case Done():
-                self._on_done(event)
+        """Each kind of event to its own handler, registered below by the type it takes."""
 
+    @_apply.register
     def _on_plan(self, plan: PlanReady) -> None:
         self._deployment = plan.deployment
         self.title_bar.show_deployment(plan.deployment)
         self.plan.set_steps(plan.steps)
         self._mount_panels(plan)
 
+    @_apply.register
+    def _on_step(self, event: StepChanged) -> None:
+        self.plan.apply(event)
+
+    @_apply.register
     def _on_state(self, event: StateChanged) -> None:
         panel = self.panels.get(event.service)
         if panel is None:
@@ -236,6 +262,7 @@ class PdtuiApp(App[int]):
         self.elapsed.resume()
         self.ticker.resume()
 
+    @_apply.register
     def _on_lines(self, event: LogLines) -> None:
         panel = self.panels.get(event.service)
         if panel is None or not event.lines:
@@ -249,6 +276,7 @@ class PdtuiApp(App[int]):
         if service is not None and service in self.panels:
             self._on_lines(LogLines(service, (LogRecord(text, kind),)))
 
+    @_apply.register
     def _on_probe(self, event: ProbeResult) -> None:
         """Show a check's latest result under the header; log it only when its outcome changes."""
         panel = self.panels.get(event.service)
@@ -264,24 +292,28 @@ class PdtuiApp(App[int]):
         detail = f": {event.detail}" if event.detail else ""
         self._system_line(event.service, f"· check {event.check} {outcome}{latency}{detail}")
 
+    @_apply.register
     def _on_host(self, event: HostStatus) -> None:
         self.title_bar.show_host(event.host, event.status)
         severity = HOST_SEVERITY.get(event.status)
         if severity:
             self.notify(f"{event.host}: {event.detail or event.status}", severity=severity, markup=False)
 
+    @_apply.register
     def _on_gpus(self, event: GpuSample) -> None:
         for panel in self.panels.values():
             info = panel.view.info
             if info.host == event.host and info.gpus:
                 panel.placement.show_gpus([gpu for gpu in event.gpus if gpu.index in info.gpus])
 
+    @_apply.register
     def _on_notice(self, event: Notice) -> None:
         severity = NOTICE_SEVERITY.get(event.level, "information")
         self.notify(event.text, severity=severity, markup=False)
         kind = LineKind.WARN if event.level in ("warning", "error") else LineKind.SYSTEM
         self._system_line(event.service, f"· {event.text}", kind)
 
+    @_apply.register
     def _on_done(self, done: Done) -> None:
         self.done = done
         self.in_progress = False
@@ -306,9 +338,9 @@ class PdtuiApp(App[int]):
         self.write_escape(desktop_notification(f"pdtui: {message}", in_tmux="TMUX" in os.environ))
 
     def write_escape(self, sequence: str) -> None:
-        """Send a raw sequence to the terminal (Textual has no public call for this; the bell uses the same)."""
-        if not self.is_headless and self._driver is not None:
-            self._driver.write(sequence)
+        """Send a raw sequence to the terminal (nothing when headless: there is none)."""
+        if not self.is_headless and self.terminal is not None:
+            self.terminal.write(sequence)
 
     # -- time -----------------------------------------------------------------------------
 

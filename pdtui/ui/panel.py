@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
+from textual.reactive import reactive, var
 from textual.widget import Widget
 from textual.widgets import Static
 
@@ -25,19 +26,17 @@ class PlacementLine(Widget):
 
     DEFAULT_CSS = "PlacementLine { height: auto; }"
 
+    gpus: reactive[tuple[GpuInfo, ...]] = reactive((), layout=True)
+    """The newest reading of each of the service's GPUs, in its order; the gauges' line comes with the first."""
+
     def __init__(self, info: ServiceInfo) -> None:
         super().__init__()
         self.info = info
-        self._latest: dict[int, GpuInfo] = {}
-
-    @property
-    def gpus(self) -> list[GpuInfo]:
-        return [self._latest[index] for index in self.info.gpus if index in self._latest]
 
     def show_gpus(self, gpus: list[GpuInfo]) -> None:
         """Take the newest reading of each GPU (a sample may carry only some of them)."""
-        self._latest.update((gpu.index, gpu) for gpu in gpus)
-        self.refresh(layout=True)
+        latest = {gpu.index: gpu for gpu in (*self.gpus, *gpus)}
+        self.gpus = tuple(latest[index] for index in self.info.gpus if index in latest)
 
     def render(self) -> Text:
         width = self.size.width or 80
@@ -45,14 +44,17 @@ class PlacementLine(Widget):
         if not self.gpus:
             return Text(where, no_wrap=True, overflow="ellipsis")
         if self.screen.has_class("-narrow"):
-            gauges = gpu_gauges(self.gpus, width - len(where) - 3)
+            gauges = gpu_gauges(list(self.gpus), width - len(where) - 3)
             line = f"{where} · {gauges}" if len(where) + 3 + len(gauges) <= width else where
             return Text(line, no_wrap=True, overflow="ellipsis")
-        return Text(f"{where}\n{gpu_gauges(self.gpus, width)}", no_wrap=True, overflow="ellipsis")
+        return Text(f"{where}\n{gpu_gauges(list(self.gpus), width)}", no_wrap=True, overflow="ellipsis")
 
 
 class LogStatus(Static):
     """One line above a log saying it is paused and/or filtered; hidden otherwise."""
+
+    shown: var[str] = var("")
+    """What the line says; set for every batch of lines, so it is drawn (and the screen laid out) only on a change."""
 
     def show_state(self, view: LogView) -> None:
         parts: list[str] = []
@@ -60,12 +62,11 @@ class LogStatus(Static):
             parts.append("⏸ paused (f follows)")
         if view.pattern is not None:
             parts.append(f"filter /{view.pattern.pattern}/ {view.row_count} of {view.total}")
-        text = " · ".join(parts)
-        if text == getattr(self, "_shown", None):
-            return   # called for every batch of lines: an update re-lays out the whole screen
-        self._shown = text
+        self.shown = " · ".join(parts)
+
+    def watch_shown(self, text: str) -> None:
         self.update(Text(text, no_wrap=True, overflow="ellipsis"))
-        self.display = bool(parts)
+        self.display = bool(text)
 
 
 class ServicePanel(Vertical):

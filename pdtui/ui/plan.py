@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rich.style import Style
 from rich.text import Text
+from textual.reactive import reactive
 from textual.widget import Widget
 
 from pdtui.engine.events import Done, Step, StepChanged, StepStatus
@@ -20,36 +21,38 @@ STEP_ICONS: dict[StepStatus, str] = {
 
 
 class TitleBar(Widget):
-    """``pdtui · DEPLOYMENT`` on the left, host trouble and ``bring-up m:ss`` on the right."""
+    """``pdtui · DEPLOYMENT`` on the left, host trouble and ``bring-up m:ss`` on the right.
+
+    It repaints when what it shows changes, and only then: the elapsed time is kept as
+    the whole seconds it draws, so a tick within the same second changes nothing.
+    """
 
     DEFAULT_CSS = "TitleBar { height: 1; }"
 
+    deployment: reactive[str] = reactive("")
+    trouble: reactive[str] = reactive("")
+    """The hosts that are not connected, with their status."""
+    shown_elapsed: reactive[str] = reactive(duration(0))
+
     def __init__(self) -> None:
         super().__init__()
-        self.deployment = ""
         self.elapsed = 0.0
         self.hosts: dict[str, str] = {}
 
     def show_deployment(self, name: str) -> None:
         self.deployment = name
-        self.refresh()
 
     def show_host(self, host: str, status: str) -> None:
-        if self.hosts.get(host) != status:
-            self.hosts[host] = status
-            self.refresh()
+        self.hosts[host] = status
+        self.trouble = "  ".join(f"{name}: {state}" for name, state in self.hosts.items() if state != "connected")
 
     def show_elapsed(self, seconds: float) -> None:
-        """Repaint only when the drawn time changes (it shows whole seconds)."""
-        changed = duration(seconds) != duration(self.elapsed)
         self.elapsed = seconds
-        if changed:
-            self.refresh()
+        self.shown_elapsed = duration(seconds)
 
     def render(self) -> Text:
         left = Text.assemble(("pdtui", "bold"), f" · {self.deployment}" if self.deployment else "")
-        troubled = [f"{host}: {status}" for host, status in self.hosts.items() if status != "connected"]
-        right = Text("  ".join([*troubled, f"bring-up {duration(self.elapsed)}"]))
+        right = Text("  ".join(part for part in (self.trouble, f"bring-up {self.shown_elapsed}") if part))
         gap = max(1, self.size.width - left.cell_len - right.cell_len)
         line = Text.assemble(left, " " * gap, right)
         line.truncate(self.size.width, overflow="ellipsis")
@@ -66,29 +69,22 @@ class PlanStrip(Widget):
     }
     DEFAULT_CSS = "PlanStrip { height: auto; }"
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.steps: list[Step] = []
-        self.status: dict[Step, StepStatus] = {}
-        self.detail = ""
-        self.done: Done | None = None
+    progress: reactive[dict[Step, StepStatus]] = reactive(dict, layout=True)
+    """Every step in plan order with its status; replaced, never changed in place, so that it redraws."""
+    detail: reactive[str] = reactive("", layout=True)
+    done: reactive[Done | None] = reactive(None, layout=True)
+    """The verdict once the bring-up ended; None while it runs (again, on a retry)."""
 
     def set_steps(self, steps: tuple[Step, ...]) -> None:
-        self.steps = list(steps)
-        self.status = {step: StepStatus.PENDING for step in steps}
-        self.refresh(layout=True)
+        self.progress = dict.fromkeys(steps, StepStatus.PENDING)
 
     def apply(self, event: StepChanged) -> None:
-        if event.step not in self.status:
-            self.steps.append(event.step)
-        self.status[event.step] = event.status
+        self.progress = {**self.progress, event.step: event.status}
         self.detail = inert(event.detail) if event.detail else ""
-        self.refresh(layout=True)
 
     def finish(self, done: Done | None) -> None:
         """Show ``done``'s verdict (None: a retry is running, hide the old verdict)."""
         self.done = done
-        self.refresh(layout=True)
 
     def render(self) -> Text:
         width = self.size.width or 120
@@ -107,8 +103,7 @@ class PlanStrip(Widget):
         """Every step with its icon; shorter separators, then icons only, when space runs out."""
         for separator in (" ── ", " ─ ", " "):
             line = Text(no_wrap=True)
-            for index, step in enumerate(self.steps):
-                status = self.status[step]
+            for index, (step, status) in enumerate(self.progress.items()):
                 if index:
                     line.append(separator, self._style("pending"))
                 line.append(f"{STEP_ICONS[status]} {step.value}", self._style(status.value))
@@ -119,15 +114,15 @@ class PlanStrip(Widget):
     def _compact_steps(self) -> Text:
         """Icons only, then the name of the step that matters now (running or failed)."""
         line = Text(no_wrap=True)
-        for step in self.steps:
-            status = self.status[step]
+        for status in self.progress.values():
             line.append(STEP_ICONS[status], self._style(status.value))
         current = next(
-            (s for s in self.steps if self.status[s] in (StepStatus.FAILED, StepStatus.RUNNING)),
+            ((step, status) for step, status in self.progress.items() if status in (StepStatus.FAILED, StepStatus.RUNNING)),
             None,
         )
         if current is not None:
-            line.append(f" {current.value}", self._style(self.status[current].value))
+            step, status = current
+            line.append(f" {step.value}", self._style(status.value))
         return line
 
     def _detail(self) -> Text:
