@@ -188,13 +188,14 @@ class PdtuiApp(App[int]):
         if self._quitting:
             return  # still in the queue when quit closed the source: the screens may be gone
         event = message.event
-        self._apply(event)
+        self.apply(event)
         if not isinstance(event, Done):
             self.elapsed.sync(event.elapsed)
         self._tick()
 
-    def _apply(self, event: Event) -> None:
-        """Each kind of event to its own handler."""
+    def apply(self, event: Event) -> None:
+        """Show one engine event, each kind by its own handler: what an EngineEvent message does once it is
+        taken from the queue (a caller measuring the panels alone hands events in here)."""
         match event:
             case PlanReady():
                 self._on_plan(event)
