@@ -36,38 +36,48 @@ class ServiceProgress(Protocol):
 
 
 def step_statuses(preflight: StepStatus, runs: Sequence[ServiceProgress]) -> dict[Step, StepStatus]:
-    """Each step's status, derived from the services' states."""
-    backends = [r for r in runs if not r.cfg.after]
-    routers = [r for r in runs if r.cfg.after]
+    """Each step's status, derived from the services' states.
+
+    One pass over the services gathers the (router?, state, started) combinations
+    present; every step is read off those few. The orchestrator asks after every
+    state change of any service, so a pass per step would cost a fleet of a
+    thousand services seconds over its bring-up.
+    """
+    seen = {(bool(r.cfg.after), r.state, r.started_by_us) for r in runs}
+    backends = {(state, started) for router, state, started in seen if not router}
+    routers = {(state, started) for router, state, started in seen if router}
     statuses = {Step.PREFLIGHT: preflight,
                 Step.START_BACKENDS: _start_status(backends), Step.WAIT_READY: _wait_status(backends),
                 Step.START_ROUTER: _start_status(routers), Step.PROBE_ROUTER: _wait_status(routers)}
-    states = [r.state for r in runs]
-    if all(s is S.READY for s in states):
+    states = {state for _, state, _ in seen}
+    if states <= {S.READY}:
         statuses[Step.DONE] = StepStatus.DONE
-    elif any(s in (S.FAILED, S.TIMED_OUT) for s in states):
+    elif states & {S.FAILED, S.TIMED_OUT}:
         statuses[Step.DONE] = StepStatus.FAILED
     else:
         statuses[Step.DONE] = StepStatus.PENDING
     return statuses
 
 
-def _start_status(runs: Sequence[ServiceProgress]) -> StepStatus:
-    states = {r.state for r in runs}
-    if not runs or states == {S.BLOCKED}:
+Seen = set[tuple[ServiceState, bool]]   # the (state, started_by_us) combinations a group of services has
+
+
+def _start_status(seen: Seen) -> StepStatus:
+    states = {state for state, _ in seen}
+    if not seen or states == {S.BLOCKED}:
         return StepStatus.SKIPPED
     if S.STARTING in states:
         return StepStatus.RUNNING
-    if any(r.state is S.FAILED and not r.started_by_us for r in runs):
+    if (S.FAILED, False) in seen:
         return StepStatus.FAILED
-    if all(r.started_by_us or r.state is S.BLOCKED for r in runs):
+    if all(started or state is S.BLOCKED for state, started in seen):
         return StepStatus.DONE
-    return StepStatus.RUNNING if any(r.started_by_us for r in runs) else StepStatus.PENDING
+    return StepStatus.RUNNING if any(started for _, started in seen) else StepStatus.PENDING
 
 
-def _wait_status(runs: Sequence[ServiceProgress]) -> StepStatus:
-    states = {r.state for r in runs}
-    if not runs or states == {S.BLOCKED}:
+def _wait_status(seen: Seen) -> StepStatus:
+    states = {state for state, _ in seen}
+    if not seen or states == {S.BLOCKED}:
         return StepStatus.SKIPPED
     if states & {S.FAILED, S.TIMED_OUT}:
         return StepStatus.FAILED
