@@ -10,7 +10,8 @@ one GPU each) and a router after them.
 
 bringup_overhead_s = wall time - the services' own start-up on the critical path
 (a backend's start-up, then its router's). cpu_s is the process's CPU time during
-the bring-up (the in-memory hosts' own work included), rss_mb its peak RSS.
+the bring-up, engine_cpu_s the same without the time the in-memory hosts spent answering
+(memory_hosts_s), gc_s the garbage collector's share; rss_mb is the peak RSS.
 ``--sweep`` runs 8, 16, ... up to ``--max-services`` services, each size in a fresh
 process, to show how the overhead grows.
 """
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import resource
 import statistics
@@ -82,6 +84,29 @@ def load(config: dict) -> Deployment:
     return parse_config(yaml.safe_dump(config, sort_keys=False), "fleet.yaml")
 
 
+class GcTime:
+    """Time the garbage collector took, and its full collections, while in use."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self.full = 0
+        self._t0 = 0.0
+
+    def __call__(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._t0 = time.perf_counter()
+            return
+        self.seconds += time.perf_counter() - self._t0
+        self.full += info["generation"] == 2
+
+    def __enter__(self) -> GcTime:
+        gc.callbacks.append(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self)
+
+
 class Moments:
     """When each service turned READY (time.perf_counter)."""
 
@@ -104,13 +129,16 @@ async def bring_up(deployment: Deployment, args: argparse.Namespace) -> dict:
     orchestrator.subscribe(moments)
     cpu0, t0 = time.process_time(), time.perf_counter()
     try:
-        done = await orchestrator.run()
+        with GcTime() as collector:
+            done = await orchestrator.run()
         wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     finally:
         await orchestrator.close()
         fleet.stop_all()
     return {"ok": done.ok, "failures": dict(list(done.failures.items())[:5]), "wall_s": wall, "cpu_s": cpu,
             "bringup_overhead_s": wall - args.startup - args.router_startup,
+            "memory_hosts_s": fleet.meter.seconds, "engine_cpu_s": cpu - fleet.meter.seconds,
+            "gc_s": collector.seconds, "gc_full_collections": collector.full,
             "phases": phases(fleet, moments, t0, args), "commands": dict(sorted(fleet.counts.items())),
             "events": dict(sorted(moments.events.items()))}
 
@@ -145,11 +173,13 @@ def one_size(args: argparse.Namespace) -> dict:
     parse_s = time.perf_counter() - t0
     runs = [asyncio.run(bring_up(deployment, args)) for _ in range(args.runs)]
     last = runs[-1]
-    median = {key: round(statistics.median(r[key] for r in runs), 3) for key in ("wall_s", "bringup_overhead_s", "cpu_s")}
+    keys = ("wall_s", "bringup_overhead_s", "cpu_s", "engine_cpu_s", "memory_hosts_s", "gc_s")
+    median = {key: round(statistics.median(r[key] for r in runs), 3) for key in keys}
     return {"services": len(deployment.services), "hosts": len(deployment.hosts),
             "services_per_host": args.services_per_host, "runs": args.runs, "ok": all(r["ok"] for r in runs),
             **median, "rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
             "overhead_each_run_s": [round(r["bringup_overhead_s"], 3) for r in runs],
+            "gc_full_collections": last["gc_full_collections"],
             "startup_s": args.startup, "router_startup_s": args.router_startup, "config_parse_s": round(parse_s, 3),
             "failures": last["failures"], "phases": last["phases"], "commands": last["commands"], "events": last["events"]}
 
@@ -164,7 +194,7 @@ def sweep(args: argparse.Namespace) -> list[dict]:
         out = subprocess.run(argv, check=True, capture_output=True, text=True).stdout
         figures = json.loads(out)
         results.append({k: figures[k] for k in ("services", "hosts", "ok", "wall_s", "bringup_overhead_s", "cpu_s",
-                                                "rss_mb", "overhead_each_run_s")})
+                                                "engine_cpu_s", "memory_hosts_s", "gc_s", "rss_mb", "overhead_each_run_s")})
         hosts *= 2
     return results
 

@@ -9,6 +9,7 @@ failed or timed out. Services that were blocked make their steps skipped.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import attrgetter, is_
 from typing import Protocol
 
 from pdtui.engine.events import Step, StepStatus
@@ -38,18 +39,18 @@ class ServiceProgress(Protocol):
 def step_statuses(preflight: StepStatus, runs: Sequence[ServiceProgress]) -> dict[Step, StepStatus]:
     """Each step's status, derived from the services' states.
 
-    One pass over the services gathers the (router?, state, started) combinations
-    present; every step is read off those few. The orchestrator asks after every
-    state change of any service, so a pass per step would cost a fleet of a
-    thousand services seconds over its bring-up.
+    The orchestrator asks after every state change of any service, with all of
+    them: a fleet of a thousand services asks thousands of times. So the split
+    into backends and routers is kept between asks (:class:`_Split`), and each
+    group's states are gathered in one C-level pass; only a rare case walks a
+    group in Python.
     """
-    seen = {(bool(r.cfg.after), r.state, r.started_by_us) for r in runs}
-    backends = {(state, started) for router, state, started in seen if not router}
-    routers = {(state, started) for router, state, started in seen if router}
+    backends, routers = _SPLIT.of(runs)
+    b_states, r_states = set(map(_STATE, backends)), set(map(_STATE, routers))
     statuses = {Step.PREFLIGHT: preflight,
-                Step.START_BACKENDS: _start_status(backends), Step.WAIT_READY: _wait_status(backends),
-                Step.START_ROUTER: _start_status(routers), Step.PROBE_ROUTER: _wait_status(routers)}
-    states = {state for _, state, _ in seen}
+                Step.START_BACKENDS: _start_status(backends, b_states), Step.WAIT_READY: _wait_status(b_states),
+                Step.START_ROUTER: _start_status(routers, r_states), Step.PROBE_ROUTER: _wait_status(r_states)}
+    states = b_states | r_states
     if states <= {S.READY}:
         statuses[Step.DONE] = StepStatus.DONE
     elif states & {S.FAILED, S.TIMED_OUT}:
@@ -59,25 +60,46 @@ def step_statuses(preflight: StepStatus, runs: Sequence[ServiceProgress]) -> dic
     return statuses
 
 
-Seen = set[tuple[ServiceState, bool]]   # the (state, started_by_us) combinations a group of services has
+_STATE, _STARTED = attrgetter("state"), attrgetter("started_by_us")
 
 
-def _start_status(seen: Seen) -> StepStatus:
-    states = {state for state, _ in seen}
-    if not seen or states == {S.BLOCKED}:
+class _Split:
+    """The services last asked about, split into backends (after nothing) and routers.
+
+    A service never changes group, and the orchestrator asks about the same
+    services every time: checking that they are the same objects costs a
+    fraction of looking at each one's config again.
+    """
+
+    def __init__(self) -> None:
+        self._runs: list[ServiceProgress] = []
+        self._groups: tuple[list[ServiceProgress], list[ServiceProgress]] = ([], [])
+
+    def of(self, runs: Sequence[ServiceProgress]) -> tuple[list[ServiceProgress], list[ServiceProgress]]:
+        if len(runs) != len(self._runs) or not all(map(is_, runs, self._runs)):
+            self._runs = list(runs)
+            self._groups = ([r for r in runs if not r.cfg.after], [r for r in runs if r.cfg.after])
+        return self._groups
+
+
+_SPLIT = _Split()
+
+
+def _start_status(runs: Sequence[ServiceProgress], states: set[ServiceState]) -> StepStatus:
+    if not runs or states == {S.BLOCKED}:
         return StepStatus.SKIPPED
     if S.STARTING in states:
         return StepStatus.RUNNING
-    if (S.FAILED, False) in seen:
+    if S.FAILED in states and any(r.state is S.FAILED and not r.started_by_us for r in runs):
         return StepStatus.FAILED
-    if all(started or state is S.BLOCKED for state, started in seen):
+    started = set(map(_STARTED, runs))
+    if False not in started or all(r.started_by_us or r.state is S.BLOCKED for r in runs):
         return StepStatus.DONE
-    return StepStatus.RUNNING if any(started for _, started in seen) else StepStatus.PENDING
+    return StepStatus.RUNNING if True in started else StepStatus.PENDING
 
 
-def _wait_status(seen: Seen) -> StepStatus:
-    states = {state for state, _ in seen}
-    if not seen or states == {S.BLOCKED}:
+def _wait_status(states: set[ServiceState]) -> StepStatus:
+    if not states or states == {S.BLOCKED}:
         return StepStatus.SKIPPED
     if states & {S.FAILED, S.TIMED_OUT}:
         return StepStatus.FAILED

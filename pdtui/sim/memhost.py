@@ -30,7 +30,7 @@ from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from functools import partial
+from functools import lru_cache, partial
 from pathlib import PurePosixPath
 
 import orjson
@@ -48,6 +48,21 @@ BOOT_ID = uuid.UUID(int=0xB007).hex
 GPU_NAME = "NVIDIA H200"
 GPU_MIB = 143771
 _pids = itertools.count(4000)
+
+
+class Meter:
+    """Time the memory hosts spend answering (a ``with`` block adds its duration): the bench takes it away
+    from the process's CPU time, leaving the engine's own."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self._t0 = 0.0
+
+    def __enter__(self) -> None:
+        self._t0 = time.perf_counter()
+
+    def __exit__(self, *exc: object) -> None:
+        self.seconds += time.perf_counter() - self._t0
 
 
 def _stamp(rank: str = "") -> str:
@@ -84,8 +99,9 @@ class MemoryService:
 class MemoryJournal:
     """One host's journal: entries encoded once as ``journalctl -o json`` prints them; a cursor is an index."""
 
-    def __init__(self, host: str) -> None:
+    def __init__(self, host: str, meter: Meter) -> None:
         self.host = host
+        self.meter = meter
         self.id = uuid.uuid4().hex
         self.lines: list[bytes] = []
         self.units: list[str] = []                 # the unit each entry is about (a tail's ``-u`` matches it)
@@ -157,7 +173,8 @@ class JournalStream:
         journal, units = self.journal, self.units
         while True:
             end = len(journal.lines)
-            batch = [journal.lines[i] for i in range(self.position, end) if journal.units[i] in units]
+            with journal.meter:
+                batch = [journal.lines[i] for i in range(self.position, end) if journal.units[i] in units]
             self.position = end
             if batch:
                 yield batch
@@ -180,15 +197,18 @@ class GpuStream:
 
     async def batches(self) -> AsyncIterator[list[bytes]]:
         while True:
-            yield [f"{i}, {used}, {GPU_MIB}, {util}".encode() for i, used, util in self.host.gpu_use()]
+            with self.host.fleet.meter:
+                lines = [f"{i}, {used}, {GPU_MIB}, {util}".encode() for i, used, util in self.host.gpu_use()]
+            yield lines
             await asyncio.sleep(self.interval)
 
 
 class MemoryConnection:
     """Both ends of one in-memory TCP connection to a service's HTTP port: requests in, responses out."""
 
-    def __init__(self, serve: Callable[[str, str, bytes], tuple[int, bytes]]) -> None:
+    def __init__(self, serve: Callable[[str, str, bytes], tuple[int, bytes]], meter: Meter) -> None:
         self._serve = serve
+        self._meter = meter
         self._in = bytearray()
         self._out = bytearray()
         self._closed = False
@@ -196,9 +216,10 @@ class MemoryConnection:
 
     # -- the client's writer
     def write(self, data: bytes) -> None:
-        self._in += data
-        while self._answer_one():
-            pass
+        with self._meter:
+            self._in += data
+            while self._answer_one():
+                pass
 
     async def drain(self) -> None:
         return None
@@ -245,6 +266,14 @@ class MemoryConnection:
         return True
 
 
+@lru_cache(maxsize=256)
+def _server_args(role: str, port: int, bootstrap: int, gpus: tuple[int, ...]) -> str:
+    """SGLang's first line (several KB): made once per shape, as every host of a fleet has the same services."""
+    args = argparse.Namespace(model=DEFAULT_MODEL, host="127.0.0.1", port=port, role=role, bootstrap_port=bootstrap,
+                              ib_device=None, transfer_backend="mooncake")
+    return f"server_args={server_args_repr(args, list(gpus) or [0])}"
+
+
 def _kind(program: str, args: list[str]) -> str:
     """A command as counted: its program and verb (``systemctl show``, ``journalctl history``)."""
     if program == "systemctl":
@@ -278,6 +307,7 @@ class MemoryFleet:
                          for name, cfg in deployment.services.items()}
         self.hosts: dict[str, MemoryHost] = {}
         self.counts: Counter[str] = Counter()     # commands by verb, HTTP requests by path, TCP connects
+        self.meter = Meter()
 
     def host(self, config: HostConfig, *, on_status: Callable[[str, str, str], None] | None = None,
              **_: object) -> MemoryHost:
@@ -301,7 +331,7 @@ class MemoryHost:
         self.fleet = fleet
         self.config = config
         self.units = {s.unit: s for s in services}
-        self.journal = MemoryJournal(config.name)
+        self.journal = MemoryJournal(config.name, fleet.meter)
         backends = [s for s in services if s.cfg.role in ("prefill", "decode")]
         self.gpu_count = max(8, 1 + max((g for s in backends for g in s.cfg.gpus), default=0))
         self._on_status = on_status
@@ -317,8 +347,9 @@ class MemoryHost:
                    "cat": self._cat}.get(program)
         if handler is None:
             return Result(tuple(argv), 127, "", f"sh: 1: {program}: not found")
-        self.fleet.counts[_kind(program, words[1:])] += 1
-        status, out, err = handler(words[1:])
+        with self.fleet.meter:
+            self.fleet.counts[_kind(program, words[1:])] += 1
+            status, out, err = handler(words[1:])
         return Result(tuple(argv), status, out, err)
 
     @asynccontextmanager
@@ -342,10 +373,10 @@ class MemoryHost:
         self.fleet.counts["tcp connect"] += 1
         for service in self.units.values():
             if service.cfg.port == port and service.listening:
-                connection = MemoryConnection(partial(self._http, service))
+                connection = MemoryConnection(partial(self._http, service), self.fleet.meter)
                 return connection, connection
             if service.cfg.role == "prefill" and service.bootstrap_up and port == self.bootstrap_of(service):
-                connection = MemoryConnection(lambda method, path, body: (404, b""))
+                connection = MemoryConnection(lambda method, path, body: (404, b""), self.fleet.meter)
                 return connection, connection
         raise ConnectionRefusedError(111, f"Connect call failed ('127.0.0.1', {port})")
 
@@ -406,7 +437,11 @@ class MemoryHost:
         self._system(service, f"Started {service.unit} - {service.cfg.role} {service.cfg.name}.")
         loop = asyncio.get_running_loop()
         script = self._router_script(service) if service.cfg.role == "router" else self._backend_script(service)
-        service.timers = [loop.call_later(fraction * service.startup, step) for fraction, step in script]
+        service.timers = [loop.call_later(fraction * service.startup, self._step, step) for fraction, step in script]
+
+    def _step(self, step: Callable[[], None]) -> None:
+        with self.fleet.meter:
+            step()
 
     def _stop(self, service: MemoryService) -> None:
         if service.active != "active":
@@ -436,9 +471,7 @@ class MemoryHost:
         """SGLang's start-up, as :mod:`pdtui.sim.worker` plays it, at fractions of the start-up time."""
         cfg, log, tp = s.cfg, self._log, " TP0"
         bootstrap = self.bootstrap_of(s)
-        args = argparse.Namespace(model=DEFAULT_MODEL, host="127.0.0.1", port=cfg.port, role=cfg.role,
-                                  bootstrap_port=bootstrap, ib_device=None, transfer_backend="mooncake")
-        steps = [(0.0, log(s, f"server_args={server_args_repr(args, list(cfg.gpus) or [0])}")),
+        steps = [(0.0, log(s, _server_args(cfg.role, cfg.port or 0, bootstrap, cfg.gpus))),
                  (0.12, log(s, "Load weight begin. avail mem=137.34 GB", tp)),
                  (0.40, log(s, "Load weight end. type=DeepseekV4ForCausalLM, dtype=torch.bfloat16, avail mem=71.08 GB, "
                                "mem usage=66.26 GB.", tp)),
