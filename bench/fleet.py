@@ -8,8 +8,8 @@ smoke generation on, the drift check against the units ``pdtui units`` renders).
 Each host has N services: N-1 backends (half prefill, rounded down, the rest decode,
 one GPU each) and a router after them.
 
-bringup_overhead_s = wall time - the services' own start-up on the critical path
-(a backend's start-up, then its router's). cpu_s is the process's CPU time during
+bringup_overhead_s = wall time (from making the Orchestrator to its Done) - the services' own
+start-up on the critical path (a backend's start-up, then its router's). cpu_s is the process's CPU time during
 the bring-up, engine_cpu_s the same without the time the in-memory hosts spent answering
 (memory_hosts_s), gc_s the garbage collector's share; rss_mb is the peak RSS.
 ``--sweep`` runs 8, 16, ... up to ``--max-services`` services, each size in a fresh
@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import emit, machine, parse_args, percentile  # noqa: E402
 from pdtui.config import Deployment, parse_config  # noqa: E402
-from pdtui.engine.events import StateChanged  # noqa: E402
+from pdtui.engine.events import StateChanged, Step, StepChanged, StepStatus  # noqa: E402
 from pdtui.engine.orchestrator import Orchestrator  # noqa: E402
 from pdtui.engine.states import ServiceState  # noqa: E402
 from pdtui.sim.knobs import DEFAULT_MODEL  # noqa: E402
@@ -113,9 +113,12 @@ class Moments:
     def __init__(self) -> None:
         self.ready: dict[str, float] = {}
         self.events: Counter[str] = Counter()
+        self.preflight_done: float | None = None
 
     def __call__(self, event: object) -> None:
         self.events[type(event).__name__] += 1
+        if isinstance(event, StepChanged) and event.step is Step.PREFLIGHT and event.status is StepStatus.DONE:
+            self.preflight_done = time.perf_counter()
         if isinstance(event, StateChanged) and event.new is ServiceState.READY:
             self.ready[event.service] = time.perf_counter()
 
@@ -124,10 +127,10 @@ async def bring_up(deployment: Deployment, args: argparse.Namespace) -> dict:
     """One bring-up of the whole fleet; its figures."""
     units = {(u.host, u.name): u.text for u in render_units(deployment)}
     fleet = MemoryFleet(deployment, startup=args.startup, router_startup=args.router_startup, unit_files=units)
-    orchestrator = Orchestrator(deployment, fleet.host)
     moments = Moments()
-    orchestrator.subscribe(moments)
     cpu0, t0 = time.process_time(), time.perf_counter()
+    orchestrator = Orchestrator(deployment, fleet.host)
+    orchestrator.subscribe(moments)
     try:
         with GcTime() as collector:
             done = await orchestrator.run()
@@ -156,6 +159,7 @@ def phases(fleet: MemoryFleet, moments: Moments, t0: float, args: argparse.Names
         return s.started_at if s.started_at is not None else float("nan")
 
     return {
+        "preflight_done_after_s": round(moments.preflight_done - t0, 4) if moments.preflight_done else None,
         "backend_started_after_s": spread([started(s) - t0 for s in backends]),
         "backend_ready_seen_after_s": spread([moments.ready[s.cfg.name] - s.ready_at for s in backends
                                               if s.cfg.name in moments.ready and s.ready_at]),

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from pdtui.engine.http import _HostStream
+from pdtui.engine.http import HttpProber, _HostStream
 
 
 class _Writer:
@@ -35,3 +35,40 @@ async def test_a_probe_cancelled_while_closing_leaves_the_close_to_the_next_clos
     await asyncio.sleep(0)
     writer.closed.set_result(None)
     await asyncio.wait_for(later, 1)
+
+
+class _Silent:
+    """A peer that accepts the connection and the request, and never answers."""
+
+    async def read(self, n: int = -1) -> bytes:
+        await asyncio.Event().wait()
+        return b""
+
+    def write(self, data: bytes) -> None:
+        pass
+
+    async def drain(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    async def wait_closed(self) -> None:
+        pass
+
+
+class _SilentHost:
+    name = "silent"
+
+    async def open_tcp(self, port: int, *, timeout: float | None = None):
+        peer = _Silent()
+        return peer, peer
+
+
+async def test_a_peer_that_never_answers_is_a_timeout_within_the_probe_timeout():
+    prober = HttpProber(_SilentHost())
+    started = asyncio.get_running_loop().time()
+    result = await prober.get(30000, "/health", timeout=0.1)
+    assert result.status is None and result.error == "no answer within 0.1s"
+    assert asyncio.get_running_loop().time() - started < 1.0
+    await prober.close()

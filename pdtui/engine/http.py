@@ -26,16 +26,19 @@ class _HostStream(httpcore.AsyncNetworkStream):
     def __init__(self, reader: Any, writer: Any) -> None:
         self._reader, self._writer = reader, writer
 
+    # asyncio.timeout, not wait_for: wait_for runs the read as a task of its own, a loop turn more per read.
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         try:
-            return await asyncio.wait_for(self._reader.read(max_bytes), timeout)
+            async with asyncio.timeout(timeout):
+                return await self._reader.read(max_bytes)
         except TimeoutError:
             raise httpcore.ReadTimeout("read timed out") from None
 
     async def write(self, buffer: bytes, timeout: float | None = None) -> None:
         self._writer.write(buffer)
         try:
-            await asyncio.wait_for(self._writer.drain(), timeout)
+            async with asyncio.timeout(timeout):
+                await self._writer.drain()
         except TimeoutError:
             raise httpcore.WriteTimeout("write timed out") from None
 
