@@ -41,6 +41,7 @@ from pdtui.engine.orchestrator import Orchestrator  # noqa: E402
 from pdtui.engine.states import ServiceState  # noqa: E402
 from pdtui.sim.knobs import DEFAULT_MODEL  # noqa: E402
 from pdtui.sim.memhost import MemoryFleet  # noqa: E402
+from pdtui.ui.heap import QuietCollector  # noqa: E402
 from pdtui.unit_files import render_units  # noqa: E402
 
 GPUS_PER_HOST = 8
@@ -54,6 +55,10 @@ def options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runs", type=int, default=1, help="bring-ups in this process; figures are their medians")
     parser.add_argument("--sweep", action="store_true", help="8, 16, ... services up to --max-services, a process each")
     parser.add_argument("--max-services", type=int, default=1024)
+    parser.add_argument("--collector", choices=("default", "app"), default="default",
+                        help="the garbage collector as Python sets it (headless, --json), or as the TUI tunes it "
+                             "(pdtui.ui.heap.QuietCollector: young collections after 10,000 allocations, what "
+                             "exists at the start frozen)")
 
 
 def fleet_config(hosts: int, per_host: int) -> dict:
@@ -175,11 +180,21 @@ def one_size(args: argparse.Namespace) -> dict:
     t0 = time.perf_counter()
     deployment = load(fleet_config(args.hosts, args.services_per_host))
     parse_s = time.perf_counter() - t0
-    runs = [asyncio.run(bring_up(deployment, args)) for _ in range(args.runs)]
+    collector = QuietCollector() if args.collector == "app" else None
+    runs = []
+    for _ in range(args.runs):
+        if collector is not None:
+            collector.start()
+            collector.settle()
+        try:
+            runs.append(asyncio.run(bring_up(deployment, args)))
+        finally:
+            if collector is not None:
+                collector.restore()
     last = runs[-1]
     keys = ("wall_s", "bringup_overhead_s", "cpu_s", "engine_cpu_s", "memory_hosts_s", "gc_s")
     median = {key: round(statistics.median(r[key] for r in runs), 3) for key in keys}
-    return {"services": len(deployment.services), "hosts": len(deployment.hosts),
+    return {"services": len(deployment.services), "hosts": len(deployment.hosts), "collector": args.collector,
             "services_per_host": args.services_per_host, "runs": args.runs, "ok": all(r["ok"] for r in runs),
             **median, "rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
             "overhead_each_run_s": [round(r["bringup_overhead_s"], 3) for r in runs],
@@ -194,7 +209,8 @@ def sweep(args: argparse.Namespace) -> list[dict]:
     hosts = 1
     while hosts * per_host <= args.max_services:
         argv = [sys.executable, __file__, "--hosts", str(hosts), "--services-per-host", str(per_host),
-                "--startup", str(args.startup), "--router-startup", str(args.router_startup), "--runs", str(args.runs)]
+                "--startup", str(args.startup), "--router-startup", str(args.router_startup), "--runs", str(args.runs),
+                "--collector", args.collector]
         out = subprocess.run(argv, check=True, capture_output=True, text=True).stdout
         figures = json.loads(out)
         results.append({k: figures[k] for k in ("services", "hosts", "ok", "wall_s", "bringup_overhead_s", "cpu_s",
@@ -216,7 +232,8 @@ def main() -> None:
     info = machine()
     if args.sweep:
         emit({"machine": info, "quick": args.quick, "sweep": sweep(args), "services_per_host": args.services_per_host,
-              "startup_s": args.startup, "router_startup_s": args.router_startup, "runs": args.runs})
+              "startup_s": args.startup, "router_startup_s": args.router_startup, "runs": args.runs,
+              "collector": args.collector})
         return
     figures = one_size(args)
     emit({"machine": info, "quick": args.quick, **figures,
