@@ -25,8 +25,8 @@ from pdtui.sim.commands import router_argv, worker_argv  # noqa: F401  (the benc
 READY_LINE = "fired up and ready"
 
 
-def parse_args(description: str) -> argparse.Namespace:
-    """The bench's options; also makes SIGTERM unwind like an exception, so every bench cleans up."""
+def parse_args(description: str, extra: Callable[[argparse.ArgumentParser], None] | None = None) -> argparse.Namespace:
+    """The bench's options (``extra`` adds its own); also makes SIGTERM unwind like an exception, so every bench cleans up."""
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--quick", action="store_true", help="tiny sizes: checks the bench runs, not the figures")
@@ -34,6 +34,8 @@ def parse_args(description: str) -> argparse.Namespace:
                         help="the sandbox's journal: the real one (systemd-journal-remote + journalctl), pdtui's "
                              "stand-in, or both side by side in one run (default: both where the real one is "
                              "installed, else the stand-in)")
+    if extra is not None:
+        extra(parser)
     return parser.parse_args()
 
 

@@ -1,4 +1,4 @@
-"""Loopback sshd for the benches: tests/sshd.py's servers, without pytest fixtures.
+"""Loopback sshd for the benches: pdtui.sim.sshd's servers, sharing one client key.
 
 Every server is OpenSSH's ``sshd`` on 127.0.0.1 with throw-away keys (LogLevel
 VERBOSE, so each connection logs one ``Accepted publickey`` line: that is how
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import asyncssh
 
-from tests.sshd import ServerFactory, SshServer, write_key
+from pdtui.sim.sshd import ServerFactory, SshServer, write_key
 
 
 class SshdPool:

@@ -66,26 +66,24 @@ class Watch:
         self.app = app
 
     def __enter__(self) -> Watch:
-        watch, paint = self, LogView._paint
-
-        def painted(view: LogView) -> None:
-            start = view._painted_next
-            paint(view)
-            if view in watch.panel_views():
-                now = time.time()
-                lags = [now - stamp for stamp in view.timestamps(start, view._painted_next)]
-                if lags:
-                    watch.latest_lag = lags[-1]
-                if watch.active:
-                    watch.lines += view._painted_next - start
-                    if watch.keep_lags:
-                        watch.lags.extend(lags)
-        LogView._paint = painted
-        self._restore = paint
+        LogView.paint_listeners.append(self.painted)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        LogView._paint = self._restore
+        LogView.paint_listeners.remove(self.painted)
+
+    def painted(self, view: LogView, start: int, stop: int) -> None:
+        """A paint of ``view`` put lines ``start`` to ``stop`` on screen: their lags, when it is a panel's."""
+        if view not in self.panel_views():
+            return
+        now = time.time()
+        lags = [now - stamp for stamp in view.timestamps(start, stop)]
+        if lags:
+            self.latest_lag = lags[-1]
+        if self.active:
+            self.lines += stop - start
+            if self.keep_lags:
+                self.lags.extend(lags)
 
     def panel_views(self) -> list[LogView]:
         return [panel.log_view for panel in self.app.panels.values()]
@@ -251,7 +249,7 @@ async def panels_alone(total: int, batch: int) -> float:
         t0 = time.perf_counter()
         for i in range(total // batch):
             service = StillSource.SERVICES[i % 3]
-            app._on_lines(LogLines(service, records))
+            app.apply(LogLines(service, records))
             await asyncio.sleep(0)
         await pilot.pause()
         return total / (time.perf_counter() - t0)

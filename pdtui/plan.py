@@ -51,8 +51,8 @@ def _host_lines(host: HostConfig, width: int) -> list[str]:
 
 def _level_actions(dep: Deployment, level: list[str]) -> str:
     """Backends are started; a router is enabled (it must survive a reboot) and then probed."""
-    started = [name for name in level if dep.services[name].role != "router"]
-    routers = [name for name in level if dep.services[name].role == "router"]
+    started = [name for name in level if not dep.services[name].is_router]
+    routers = [name for name in level if dep.services[name].is_router]
     actions = []
     if started:
         actions.append("start " + ", ".join(started))
@@ -88,7 +88,7 @@ def _readiness(svc: ServiceConfig) -> str:
         checks.append(f"http {inert(svc.ready.http)} answers 200")
     if svc.ready.tcp:
         checks.append(f"tcp :{svc.port} accepts")
-    if svc.role == "router":
+    if svc.is_router:
         checks.append("/readiness 200, every backend healthy in /workers, a model in /v1/models, "
                       "one chat completion through the router")
     return ", ".join(checks) or "started (no readiness checks)"

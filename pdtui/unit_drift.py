@@ -89,10 +89,18 @@ def _assignments(value: str) -> dict[str, str]:
 
 
 def _split(text: str) -> list[str]:
+    """Words as a shell splits them; text with no quote, backslash or whitespace but spaces needs no
+    shell lexer (shlex takes ~0.3 ms per ExecStart line: the preflight reads every unit of a fleet)."""
+    text = text.replace("$$", "$").replace("%%", "%")
+    if text.isascii() and text.isprintable() and not _QUOTING.intersection(text):
+        return text.split()
     try:
-        return shlex.split(text.replace("$$", "$").replace("%%", "%"))
+        return shlex.split(text)
     except ValueError:
         return text.split()
+
+
+_QUOTING = frozenset("\'\"\\")
 
 
 def _words(exec_start: str) -> list[str]:
@@ -147,7 +155,7 @@ def service_drift(deployment: Deployment, svc: ServiceConfig, unit: InstalledUni
     """What the installed unit of ``svc`` runs that the config does not say, and what it does not say."""
     if not unit.exec_start:
         return [Drift(svc.name, "note", f"{svc.name}: its unit {svc.unit} has no ExecStart pdtui can read")]
-    if svc.role == "router":
+    if svc.is_router:
         return _router_drift(deployment, svc, unit)
     if svc.role not in ("prefill", "decode"):
         return []

@@ -29,6 +29,7 @@ EXPECTED = {
     "startup": {"help", "first_paint"},
     "engine_lines": {"lines", "runs", "lines_per_s"},
     "timeline": {"timeline"},
+    "fleet": {"services", "hosts", "bringup_overhead_s", "cpu_s", "engine_cpu_s", "rss_mb", "phases", "target"},
 }
 
 

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from pdtui.engine.http import _HostStream
+from pdtui.engine.http import HttpProber, _HostStream
 
 
 class _Writer:
@@ -47,3 +47,38 @@ async def test_a_read_cancelled_as_its_data_arrives_is_cancelled():
     assert task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
+
+
+class _Silent:
+    """A peer that accepts the connection and the request, and never answers."""
+
+    async def read(self, n: int = -1) -> bytes:
+        await asyncio.Event().wait()
+        return b""
+
+    def write(self, data: bytes) -> None:
+        pass
+
+    async def drain(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    async def wait_closed(self) -> None:
+        pass
+
+
+class _SilentHost:
+    name = "silent"
+
+    async def open_tcp(self, port: int, *, timeout: float | None = None):
+        peer = _Silent()
+        return peer, peer
+
+
+async def test_a_peer_that_never_answers_is_a_timeout_within_the_probe_timeout():
+    prober = HttpProber(_SilentHost())
+    result = await prober.get(30000, "/health", timeout=0.1)
+    assert result.status is None and result.error == "no answer within 0.1s"
+    await prober.close()

@@ -1,19 +1,22 @@
 from types import SimpleNamespace
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from pdtui.engine.events import Step, StepStatus
 from pdtui.engine.states import ServiceState as S
-from pdtui.engine.steps import step_statuses
+from pdtui.engine.steps import split, step_statuses
 
 DONE, RUNNING, PENDING, FAILED, SKIPPED = (StepStatus.DONE, StepStatus.RUNNING, StepStatus.PENDING,
                                            StepStatus.FAILED, StepStatus.SKIPPED)
 
 
-def service(state, started=False, after=()):
-    return SimpleNamespace(state=state, started_by_us=started, cfg=SimpleNamespace(after=after))
+def service(state, started=False, router=False):
+    return SimpleNamespace(state=state, started_by_us=started, cfg=SimpleNamespace(is_router=router))
 
 
 def steps(prefill, decode, router, preflight=DONE):
-    return step_statuses(preflight, [prefill, decode, service(*router, after=("prefill", "decode"))])
+    return step_statuses(preflight, [prefill, decode], [service(*router, router=True)])
 
 
 def test_nothing_started_yet():
@@ -50,3 +53,41 @@ def test_a_start_that_failed_fails_the_start_step():
 def test_a_router_that_timed_out_fails_the_probe():
     got = steps(service(S.READY, True), service(S.READY, True), (S.TIMED_OUT, True))
     assert got[Step.PROBE_ROUTER] is FAILED and got[Step.DONE] is FAILED
+
+
+def _per_step(runs) -> dict:
+    """The steps as a pass per step reads them off the services: what the one-pass tally must answer."""
+    def start(group):
+        states = {r.state for r in group}
+        if not group or states == {S.BLOCKED}:
+            return SKIPPED
+        if S.STARTING in states:
+            return RUNNING
+        if any(r.state is S.FAILED and not r.started_by_us for r in group):
+            return FAILED
+        if all(r.started_by_us or r.state is S.BLOCKED for r in group):
+            return DONE
+        return RUNNING if any(r.started_by_us for r in group) else PENDING
+
+    def wait(group):
+        states = {r.state for r in group}
+        if not group or states == {S.BLOCKED}:
+            return SKIPPED
+        if states & {S.FAILED, S.TIMED_OUT}:
+            return FAILED
+        if states == {S.READY}:
+            return DONE
+        return RUNNING if S.WAITING in states or S.READY in states else PENDING
+
+    backends, routers = [r for r in runs if not r.cfg.is_router], [r for r in runs if r.cfg.is_router]
+    states = [r.state for r in runs]
+    done = (DONE if all(s is S.READY for s in states) else
+            FAILED if any(s in (S.FAILED, S.TIMED_OUT) for s in states) else PENDING)
+    return {Step.PREFLIGHT: DONE, Step.START_BACKENDS: start(backends), Step.WAIT_READY: wait(backends),
+            Step.START_ROUTER: start(routers), Step.PROBE_ROUTER: wait(routers), Step.DONE: done}
+
+
+@given(st.lists(st.tuples(st.sampled_from(list(S)), st.booleans(), st.booleans()), max_size=12))
+def test_the_one_pass_tally_answers_as_a_pass_per_step(specs) -> None:
+    runs = [service(state, started, router) for state, started, router in specs]
+    assert step_statuses(DONE, *split(runs)) == _per_step(runs)

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import shlex
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pdtui.config import load_config
 from pdtui.data import data_dir
-from pdtui.unit_drift import parse_installed, service_drift
+from pdtui.unit_drift import _split, parse_installed, service_drift
 from pdtui.unit_files import render_units
 
 REFERENCE = load_config(data_dir("sample_configs") / "reference.yaml")
@@ -76,3 +80,14 @@ def test_a_unit_that_does_not_say_is_a_note_not_an_error():
 def test_a_server_without_pd_mode_is_an_error():
     found = drift("prefill", GENERATED["prefill"].replace("--disaggregation-mode prefill ", ""))
     assert [d.text for d in found] == ["prefill: its unit runs without --disaggregation-mode (not PD), the config says prefill"]
+
+
+@given(st.text(alphabet=st.sampled_from(list("ab=-/.,$% \t'\"\\\x1c\u00a0")), max_size=30))
+def test_words_are_split_as_the_shell_lexer_splits_them(text: str) -> None:
+    """The fast path for plain text answers as shlex does."""
+    plain = text.replace("$$", "$").replace("%%", "%")
+    try:
+        expected = shlex.split(plain)
+    except ValueError:
+        expected = plain.split()
+    assert _split(text) == expected

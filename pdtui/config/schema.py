@@ -182,6 +182,11 @@ class ServiceConfig(_Model):
             filled["launch"] = {k: v for k, v in launch.items() if k != "bootstrap_port"}
         return filled
 
+    @property
+    def is_router(self) -> bool:
+        """The one definition of a router: its role (it comes after the backends it routes to)."""
+        return self.role == "router"
+
     @model_validator(mode="after")
     def _consistent(self) -> ServiceConfig:
         if self.role == "router" and self.port is None:

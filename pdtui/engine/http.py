@@ -29,6 +29,7 @@ class _HostStream(httpcore.AsyncNetworkStream):
     def __init__(self, reader: Any, writer: Any) -> None:
         self._reader, self._writer = reader, writer
 
+    # asyncio.timeout, not wait_for: wait_for runs the read as a task of its own, a loop turn more per read.
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         try:
             async with asyncio.timeout(timeout):

@@ -26,7 +26,7 @@ from pdtui.engine.readiness import LineJudge
 from pdtui.engine.service_run import ServiceRun, Wiring
 from pdtui.engine.signatures import signatures_for
 from pdtui.engine.states import FINAL_STATES, ServiceState
-from pdtui.engine.steps import step_statuses
+from pdtui.engine.steps import split, step_statuses
 from pdtui.engine.timing import DEFAULT_TIMING, Timing
 from pdtui.gpu import sampler_argv
 from pdtui.hosts.base import Host, HostError, HostUnreachable
@@ -62,6 +62,7 @@ class Orchestrator:
         self._runs = {name: ServiceRun(cfg, LineJudge(cfg.ready.log, signatures_for(cfg.role, cfg.fail)))
                       for name, cfg in deployment.services.items()}
         self._by_unit = {(r.cfg.host, r.cfg.unit): r for r in self._runs.values()}
+        self._groups = split(list(self._runs.values()))     # backends, routers
         self._tails: list[asyncio.Task] = []
         self._steps: dict[Step, StepStatus] = {}
         self._preflight = StepStatus.PENDING
@@ -344,7 +345,7 @@ class Orchestrator:
         return tuple(r.cfg.unit for r in self._runs.values() if r.started_by_us and r.running)
 
     def _update_steps(self) -> None:
-        for step, status in step_statuses(self._preflight, list(self._runs.values())).items():
+        for step, status in step_statuses(self._preflight, *self._groups).items():
             if self._steps.get(step) != status:
                 self._steps[step] = status
                 self._emit(StepChanged(step, status, "", self.elapsed()))

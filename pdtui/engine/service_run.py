@@ -240,7 +240,7 @@ class ServiceRun:
     async def _start(self, deadline: float) -> None:
         session = self.w.session
         commands = session.commands
-        if self.cfg.role == "router":
+        if self.cfg.is_router:
             argv, verb = commands.enable_now(self.cfg.unit), "systemctl enable --now"
         elif self.attempt.number > 1:
             argv, verb = commands.restart(self.cfg.unit), "systemctl restart"
@@ -389,7 +389,7 @@ class ServiceRun:
     async def _probe(self) -> bool | Check | None:
         """Run the active checks: True when all hold, a Check when one failed for good, else None."""
         host = self.w.session.host
-        if self.cfg.role == "router":
+        if self.cfg.is_router:
             return await self._probe_router(host)
         checks = []
         if self.cfg.ready.tcp and self.cfg.port:

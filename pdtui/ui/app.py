@@ -226,27 +226,30 @@ class PdtuiApp(App[int]):
         if self._quitting:
             return  # still in the queue when quit closed the source: the screens may be gone
         event = message.event
-        self._apply(event)
+        self.apply(event)
         if not isinstance(event, Done):
             self.elapsed.sync(event.elapsed)
         self._tick()
 
     @singledispatchmethod
-    def _apply(self, event: Event) -> None:
-        """Each kind of event to its own handler, registered below by the type it takes."""
+    def apply(self, event: Event) -> None:
+        """Show one engine event: each kind to its own handler, registered below by the type it takes.
 
-    @_apply.register
+        What an EngineEvent message does once taken from the queue; a caller measuring the panels alone
+        hands events in here."""
+
+    @apply.register
     def _on_plan(self, plan: PlanReady) -> None:
         self._deployment = plan.deployment
         self.title_bar.show_deployment(plan.deployment)
         self.plan.set_steps(plan.steps)
         self._mount_panels(plan)
 
-    @_apply.register
+    @apply.register
     def _on_step(self, event: StepChanged) -> None:
         self.plan.apply(event)
 
-    @_apply.register
+    @apply.register
     def _on_state(self, event: StateChanged) -> None:
         panel = self.panels.get(event.service)
         if panel is None:
@@ -262,7 +265,7 @@ class PdtuiApp(App[int]):
         self.elapsed.resume()
         self.ticker.resume()
 
-    @_apply.register
+    @apply.register
     def _on_lines(self, event: LogLines) -> None:
         panel = self.panels.get(event.service)
         if panel is None or not event.lines:
@@ -276,7 +279,7 @@ class PdtuiApp(App[int]):
         if service is not None and service in self.panels:
             self._on_lines(LogLines(service, (LogRecord(text, kind),)))
 
-    @_apply.register
+    @apply.register
     def _on_probe(self, event: ProbeResult) -> None:
         """Show a check's latest result under the header; log it only when its outcome changes."""
         panel = self.panels.get(event.service)
@@ -292,28 +295,28 @@ class PdtuiApp(App[int]):
         detail = f": {event.detail}" if event.detail else ""
         self._system_line(event.service, f"· check {event.check} {outcome}{latency}{detail}")
 
-    @_apply.register
+    @apply.register
     def _on_host(self, event: HostStatus) -> None:
         self.title_bar.show_host(event.host, event.status)
         severity = HOST_SEVERITY.get(event.status)
         if severity:
             self.notify(f"{event.host}: {event.detail or event.status}", severity=severity, markup=False)
 
-    @_apply.register
+    @apply.register
     def _on_gpus(self, event: GpuSample) -> None:
         for panel in self.panels.values():
             info = panel.view.info
             if info.host == event.host and info.gpus:
                 panel.placement.show_gpus([gpu for gpu in event.gpus if gpu.index in info.gpus])
 
-    @_apply.register
+    @apply.register
     def _on_notice(self, event: Notice) -> None:
         severity = NOTICE_SEVERITY.get(event.level, "information")
         self.notify(event.text, severity=severity, markup=False)
         kind = LineKind.WARN if event.level in ("warning", "error") else LineKind.SYSTEM
         self._system_line(event.service, f"· {event.text}", kind)
 
-    @_apply.register
+    @apply.register
     def _on_done(self, done: Done) -> None:
         self.done = done
         self.in_progress = False

@@ -12,9 +12,9 @@ from __future__ import annotations
 import re
 from array import array
 from bisect import bisect_left
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from time import monotonic
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 from rich.cells import cell_len, set_cell_size
 from rich.segment import Segment
@@ -125,6 +125,10 @@ class LogView(ScrollView, can_focus=True):
         scrollbar-size-vertical: 1;
     }
     """
+
+    paint_listeners: ClassVar[list[Callable[[LogView, int, int], None]]] = []
+    """Called after every paint of any view with the view and the sequence numbers ``start, stop`` of the lines
+    that paint put on screen: how a measurement learns when a line reached the screen (an empty list costs nothing)."""
 
     follow: reactive[bool] = reactive(True)
     """Keep the newest line in view; when False the view holds its position as lines arrive."""
@@ -250,6 +254,11 @@ class LogView(ScrollView, can_focus=True):
         return self._paint_interval
 
     @property
+    def painted_next(self) -> int:
+        """The sequence number after the last line on screen: lines before it have been painted."""
+        return self._painted_next
+
+    @property
     def paint_pending(self) -> bool:
         """Lines arrived that the screen will show at the next beat."""
         return self._paint_timer is not None
@@ -259,9 +268,11 @@ class LogView(ScrollView, can_focus=True):
         self._paint_interval = FLOOD_PAINT_INTERVAL if flooded else PAINT_INTERVAL
         self._paint_timer = None
         self._last_paint = monotonic()
-        self._painted_next = self._next
+        start, self._painted_next = self._painted_next, self._next
         dropped, self._dropped = self._dropped, 0
         self._refit(dropped)
+        for listener in LogView.paint_listeners:
+            listener(self, start, self._painted_next)
 
     def set_filter(self, pattern: re.Pattern[str] | None) -> None:
         """Show only lines matching ``pattern`` (None: every line)."""

@@ -1,0 +1,590 @@
+"""An in-memory fleet: hosts whose systemd, journal, nvidia-smi and HTTP servers are answered in-process.
+
+pdtui's own cost at scale (a thousand services) is hidden behind anything real:
+processes, SSH and a journal on disk all cost far more than the engine. A
+:class:`MemoryHost` implements the Host protocol (pdtui/hosts/base.py) with no
+process, no socket and no file. It answers the commands the engine sends
+(``systemctl show/start/enable --now/restart/disable --now/cat``, ``journalctl``
+for the journal's end and an invocation's history, ``nvidia-smi`` queries and
+sysfs ``cat``), streams ``journalctl -f -o json`` and ``nvidia-smi -lms`` output,
+and serves HTTP on its services' ports through in-memory connections, so the
+engine's own HTTP client (httpcore, through :meth:`MemoryHost.open_tcp`) does
+the probes.
+
+Each backend logs SGLang's start-up in the current generation's wording
+(:mod:`pdtui.sim.wording`) spread over its start-up time: the bootstrap server
+up, HTTP accepting at "Uvicorn running", ``/health`` 200 after the warm-up, then
+the ready line, judged by the engine's real readiness judge. A router is ready
+``router_startup`` seconds after its start, once every backend it lists is
+healthy; it logs one "Activated 1 worker(s)" line per backend then.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import time
+import uuid
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from functools import lru_cache, partial
+from pathlib import PurePosixPath
+
+import orjson
+
+from pdtui.config import Deployment, HostConfig, ServiceConfig
+from pdtui.hosts.base import HostError, Result, each_line
+from pdtui.sim.knobs import DEFAULT_MODEL
+from pdtui.sim.wording import WORDINGS
+from pdtui.sim.worker import server_args_repr
+from pdtui.systemd import SHOW_PROPERTIES
+
+WORDING = WORDINGS["current"]
+READY_LINE = "The server is fired up and ready to roll!"
+BOOT_ID = uuid.UUID(int=0xB007).hex
+GPU_NAME = "NVIDIA H200"
+GPU_MIB = 143771
+_pids = itertools.count(4000)
+
+
+class Meter:
+    """Time the memory hosts spend answering (a ``with`` block adds its duration): the bench takes it away
+    from the process's CPU time, leaving the engine's own."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self._t0 = 0.0
+
+    def __enter__(self) -> None:
+        self._t0 = time.perf_counter()
+
+    def __exit__(self, *exc: object) -> None:
+        self.seconds += time.perf_counter() - self._t0
+
+
+def _stamp(rank: str = "") -> str:
+    return f"[{time.strftime('%Y-%m-%d %H:%M:%S')}{rank}]"
+
+
+@dataclass
+class MemoryService:
+    """One unit of a memory host: its config, its start-up time and how far its current run got."""
+
+    cfg: ServiceConfig
+    startup: float
+    active: str = "inactive"
+    invocation: str = ""
+    pid: int = 0
+    listening: bool = False          # the HTTP port accepts
+    bootstrap_up: bool = False       # a prefill's bootstrap port accepts
+    healthy: bool = False            # /health (a router: /readiness) answers 200
+    started_at: float | None = None  # time.perf_counter() of the current run's start
+    ready_at: float | None = None    # ... and of its ready line (a router: its workers activated)
+    timers: list[asyncio.TimerHandle] = field(default_factory=list)
+
+    @property
+    def unit(self) -> str:
+        return self.cfg.unit
+
+    def stop(self) -> None:
+        for timer in self.timers:
+            timer.cancel()
+        self.timers.clear()
+        self.active, self.listening, self.bootstrap_up, self.healthy, self.pid = "inactive", False, False, False, 0
+
+
+class MemoryJournal:
+    """One host's journal: entries encoded once as ``journalctl -o json`` prints them; a cursor is an index."""
+
+    def __init__(self, host: str, meter: Meter) -> None:
+        self.host = host
+        self.meter = meter
+        self.id = uuid.uuid4().hex
+        self.lines: list[bytes] = []
+        self.units: list[str] = []                 # the unit each entry is about (a tail's ``-u`` matches it)
+        self.invocations: list[str | None] = []    # _SYSTEMD_INVOCATION_ID of a process's own lines
+        self._waiters: list[asyncio.Future[None]] = []
+        self._notify: asyncio.Handle | None = None
+        self.append("init.scope", None, "Journal started.", pid=1, comm="systemd", system=False)
+
+    def append(self, unit: str, invocation: str | None, message: str, *, pid: int, comm: str, system: bool,
+               priority: int = 6) -> None:
+        """Add one entry; followers are woken once per loop turn, as a pipe delivers what was written meanwhile."""
+        index = len(self.lines)
+        entry = {"__CURSOR": f"s={self.id};i={index:x}", "__REALTIME_TIMESTAMP": str(time.time_ns() // 1000),
+                 "__MONOTONIC_TIMESTAMP": str(time.monotonic_ns() // 1000), "_BOOT_ID": BOOT_ID,
+                 "PRIORITY": str(priority), "_PID": str(pid), "_COMM": comm, "SYSLOG_IDENTIFIER": comm,
+                 "_TRANSPORT": "journal" if system else "stdout", "_HOSTNAME": self.host}
+        if system:
+            entry |= {"_SYSTEMD_UNIT": "init.scope", "UNIT": unit, "INVOCATION_ID": invocation or ""}
+        else:
+            entry |= {"_SYSTEMD_UNIT": unit, "_SYSTEMD_INVOCATION_ID": invocation or ""}
+        entry["MESSAGE"] = message
+        self.lines.append(orjson.dumps(entry))
+        self.units.append(unit)
+        self.invocations.append(None if system else invocation)
+        if self._waiters and self._notify is None:
+            self._notify = asyncio.get_running_loop().call_soon(self._wake)
+
+    def _wake(self) -> None:
+        self._notify = None
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    async def wait(self) -> None:
+        """Until an entry is appended."""
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        await waiter
+
+    def position(self, cursor: str | None) -> int:
+        """The index after ``cursor``'s entry; the end for no cursor."""
+        if cursor is None:
+            return len(self.lines)
+        _, _, index = cursor.rpartition("i=")
+        return int(index, 16) + 1
+
+    def history(self, invocations: set[str]) -> str:
+        """Every entry of ``invocations`` so far, as ``journalctl -o json`` prints them."""
+        return "".join(line.decode() + "\n" for line, inv in zip(self.lines, self.invocations, strict=True)
+                       if inv in invocations)
+
+
+class JournalStream:
+    """A running ``journalctl -f -o json -u ...``: the matching entries after a position, batch by batch."""
+
+    exit_status: int | None = None
+    stderr = ""
+
+    def __init__(self, journal: MemoryJournal, units: Iterable[str], position: int) -> None:
+        self.journal = journal
+        self.units = frozenset(units)
+        self.position = position
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return each_line(self.batches())
+
+    async def batches(self) -> AsyncIterator[list[bytes]]:
+        journal, units = self.journal, self.units
+        while True:
+            end = len(journal.lines)
+            with journal.meter:
+                batch = [journal.lines[i] for i in range(self.position, end) if journal.units[i] in units]
+            self.position = end
+            if batch:
+                yield batch
+            else:
+                await journal.wait()
+
+
+class GpuStream:
+    """A running ``nvidia-smi --query-gpu=... -lms N``: one line per GPU every N ms."""
+
+    exit_status: int | None = None
+    stderr = ""
+
+    def __init__(self, host: MemoryHost, interval: float) -> None:
+        self.host = host
+        self.interval = interval
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return each_line(self.batches())
+
+    async def batches(self) -> AsyncIterator[list[bytes]]:
+        while True:
+            with self.host.fleet.meter:
+                lines = [f"{i}, {used}, {GPU_MIB}, {util}".encode() for i, used, util in self.host.gpu_use()]
+            yield lines
+            await asyncio.sleep(self.interval)
+
+
+class MemoryConnection:
+    """Both ends of one in-memory TCP connection to a service's HTTP port: requests in, responses out."""
+
+    def __init__(self, serve: Callable[[str, str, bytes], tuple[int, bytes]], meter: Meter) -> None:
+        self._serve = serve
+        self._meter = meter
+        self._in = bytearray()
+        self._out = bytearray()
+        self._closed = False
+        self._readable: asyncio.Future[None] | None = None
+
+    # -- the client's writer
+    def write(self, data: bytes) -> None:
+        with self._meter:
+            self._in += data
+            while self._answer_one():
+                pass
+
+    async def drain(self) -> None:
+        return None
+
+    def close(self) -> None:
+        self._closed = True
+        self._wake()
+
+    async def wait_closed(self) -> None:
+        return None
+
+    # -- the client's reader
+    async def read(self, n: int = -1) -> bytes:
+        while not self._out and not self._closed:
+            self._readable = asyncio.get_running_loop().create_future()
+            await self._readable
+        size = len(self._out) if n < 0 else min(n, len(self._out))
+        chunk = bytes(self._out[:size])
+        del self._out[:size]
+        return chunk
+
+    def _wake(self) -> None:
+        if self._readable is not None and not self._readable.done():
+            self._readable.set_result(None)
+
+    def _answer_one(self) -> bool:
+        """Answer the first complete request in the input, if there is one."""
+        end = self._in.find(b"\r\n\r\n")
+        if end < 0:
+            return False
+        head = bytes(self._in[:end]).decode("latin-1").split("\r\n")
+        method, target, _ = head[0].split(" ", 2)
+        length = next((int(value) for name, _, value in (line.partition(":") for line in head[1:])
+                       if name.strip().lower() == "content-length"), 0)
+        if len(self._in) < end + 4 + length:
+            return False
+        body = bytes(self._in[end + 4:end + 4 + length])
+        del self._in[:end + 4 + length]
+        status, payload = self._serve(method, target, body)
+        reason = {200: "OK", 404: "Not Found", 503: "Service Unavailable"}.get(status, "")
+        self._out += (f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\n"
+                      f"content-length: {len(payload)}\r\n\r\n").encode() + payload
+        self._wake()
+        return True
+
+
+@lru_cache(maxsize=256)
+def _server_args(role: str, port: int, bootstrap: int, gpus: tuple[int, ...]) -> str:
+    """SGLang's first line (several KB): made once per shape, as every host of a fleet has the same services."""
+    args = argparse.Namespace(model=DEFAULT_MODEL, host="127.0.0.1", port=port, role=role, bootstrap_port=bootstrap,
+                              ib_device=None, transfer_backend="mooncake")
+    return f"server_args={server_args_repr(args, list(gpus) or [0])}"
+
+
+def _kind(program: str, args: list[str]) -> str:
+    """A command as counted: its program and verb (``systemctl show``, ``journalctl history``)."""
+    if program == "systemctl":
+        return f"systemctl {args[0] if args else ''}"
+    if program == "journalctl":
+        return "journalctl last entry" if "--lines=1" in args else "journalctl history"
+    if program == "nvidia-smi":
+        return f"nvidia-smi {next((a[2:].partition('=')[0] for a in args if a.startswith('--query')), ' '.join(args))}"
+    return program
+
+
+def _json(status: int, value: object) -> tuple[int, bytes]:
+    return status, orjson.dumps(value)
+
+
+class MemoryFleet:
+    """Every memory host of one deployment, made on demand by :meth:`host` (a HostFactory for the Orchestrator).
+
+    ``unit_files``: the text of each unit as ``systemctl cat`` shows it, by unit name
+    (e.g. from :func:`pdtui.unit_files.render_units`), so the preflight's drift check
+    has installed units to compare.
+    """
+
+    def __init__(self, deployment: Deployment, *, startup: float = 3.0, router_startup: float = 0.5,
+                 unit_files: dict[tuple[str, str], str] | None = None) -> None:
+        self.deployment = deployment
+        self.startup = startup
+        self.router_startup = router_startup
+        self.unit_files = unit_files or {}
+        self.services = {name: MemoryService(cfg, router_startup if cfg.role == "router" else startup)
+                         for name, cfg in deployment.services.items()}
+        self.hosts: dict[str, MemoryHost] = {}
+        self.counts: Counter[str] = Counter()     # commands by verb, HTTP requests by path, TCP connects
+        self.meter = Meter()
+
+    def host(self, config: HostConfig, *, on_status: Callable[[str, str, str], None] | None = None,
+             **_: object) -> MemoryHost:
+        if config.name not in self.hosts:
+            services = [s for s in self.services.values() if s.cfg.host == config.name]
+            self.hosts[config.name] = MemoryHost(self, config, services, on_status)
+        return self.hosts[config.name]
+
+    def stop_all(self) -> None:
+        """Cancel every start-up still scheduled (a bench ends with its units running, as pdtui leaves them)."""
+        for service in self.services.values():
+            service.stop()
+
+
+class MemoryHost:
+    """One host of a :class:`MemoryFleet`, implementing the Host protocol in memory."""
+
+    def __init__(self, fleet: MemoryFleet, config: HostConfig, services: list[MemoryService],
+                 on_status: Callable[[str, str, str], None] | None) -> None:
+        self.name = config.name
+        self.fleet = fleet
+        self.config = config
+        self.units = {s.unit: s for s in services}
+        self.journal = MemoryJournal(config.name, fleet.meter)
+        backends = [s for s in services if s.cfg.role in ("prefill", "decode")]
+        self.gpu_count = max(8, 1 + max((g for s in backends for g in s.cfg.gpus), default=0))
+        self._on_status = on_status
+        self._connected = False
+
+    # -- the Host protocol ---------------------------------------------------
+    async def run(self, argv: Sequence[str], *, timeout: float | None = None) -> Result:
+        self._connect()
+        await asyncio.sleep(0)
+        words = list(argv[2:] if argv[:2] == ["sudo", "-n"] else argv)
+        program = PurePosixPath(words[0]).name
+        handler = {"systemctl": self._systemctl, "journalctl": self._journalctl, "nvidia-smi": self._nvidia_smi,
+                   "cat": self._cat}.get(program)
+        if handler is None:
+            return Result(tuple(argv), 127, "", f"sh: 1: {program}: not found")
+        with self.fleet.meter:
+            self.fleet.counts[_kind(program, words[1:])] += 1
+            status, out, err = handler(words[1:])
+        return Result(tuple(argv), status, out, err)
+
+    @asynccontextmanager
+    async def stream(self, argv: Sequence[str]) -> AsyncIterator[JournalStream | GpuStream]:
+        self._connect()
+        words = list(argv[2:] if argv[:2] == ["sudo", "-n"] else argv)
+        program = PurePosixPath(words[0]).name
+        self.fleet.counts[f"{program} (stream)"] += 1
+        if program == "journalctl" and "--follow" in words:
+            units = [w.removeprefix("--unit=") for w in words if w.startswith("--unit=")]
+            cursor = next((w.removeprefix("--after-cursor=") for w in words if w.startswith("--after-cursor=")), None)
+            yield JournalStream(self.journal, units, self.journal.position(cursor))
+        elif program == "nvidia-smi" and "-lms" in words:
+            yield GpuStream(self, int(words[words.index("-lms") + 1]) / 1000)
+        else:
+            raise HostError(f"{self.name}: the memory host streams no {program}")
+
+    async def open_tcp(self, port: int, *, timeout: float | None = None) -> tuple[MemoryConnection, MemoryConnection]:
+        self._connect()
+        await asyncio.sleep(0)
+        self.fleet.counts["tcp connect"] += 1
+        for service in self.units.values():
+            if service.cfg.port == port and service.listening:
+                connection = MemoryConnection(partial(self._http, service), self.fleet.meter)
+                return connection, connection
+            if service.cfg.role == "prefill" and service.bootstrap_up and port == self.bootstrap_of(service):
+                connection = MemoryConnection(lambda method, path, body: (404, b""), self.fleet.meter)
+                return connection, connection
+        raise ConnectionRefusedError(111, f"Connect call failed ('127.0.0.1', {port})")
+
+    async def close(self) -> None:
+        if self._connected and self._on_status is not None:
+            self._on_status(self.name, "closed", "")
+        self._connected = False
+
+    def _connect(self) -> None:
+        if not self._connected:
+            self._connected = True
+            if self._on_status is not None:
+                self._on_status(self.name, "connected", f"memory:{self.name}")
+
+    # -- systemctl -------------------------------------------------------------
+    def _systemctl(self, args: list[str]) -> tuple[int, str, str]:
+        verb, properties = args[0], list(SHOW_PROPERTIES)
+        if "-p" in args:    # show -p A,B,C: the value is no unit
+            at = args.index("-p")
+            properties, args = args[at + 1].split(","), args[:at] + args[at + 2:]
+        rest = [a for a in args[1:] if not a.startswith("-")]
+        if verb == "show":
+            return 0, "\n".join(self._show(unit, properties) for unit in rest), ""
+        if verb == "cat":
+            found = [f"# /etc/systemd/system/{unit}\n{text}" for unit in rest
+                     if (text := self.fleet.unit_files.get((self.name, unit)))]
+            return (0 if found else 1), "\n".join(found), ""
+        if verb in ("start", "restart") or (verb == "enable" and "--now" in args):
+            unknown = [unit for unit in rest if unit not in self.units]
+            for unit in rest:
+                if unit in self.units:
+                    self._start(self.units[unit], again=verb == "restart")
+            errors = "".join(f"Failed to {verb} {unit}: Unit {unit} not found.\n" for unit in unknown)
+            return (5 if unknown else 0), "", errors
+        if verb in ("stop", "disable"):
+            for unit in rest:
+                if unit in self.units:
+                    self._stop(self.units[unit])
+            return 0, "", ""
+        return 1, "", f"Unknown command verb '{verb}'."
+
+    def _show(self, unit: str, properties: list[str]) -> str:
+        service = self.units.get(unit)
+        values = {"Id": unit, "LoadState": "not-found" if service is None else "loaded",
+                  "ActiveState": service.active if service else "inactive",
+                  "SubState": "running" if service and service.active == "active" else "dead",
+                  "MainPID": str(service.pid if service else 0), "NRestarts": "0",
+                  "InvocationID": service.invocation if service else "", "ExecMainStatus": "0"}
+        return "".join(f"{p}={values.get(p, '')}\n" for p in properties)
+
+    def _start(self, service: MemoryService, *, again: bool) -> None:
+        if service.active == "active" and not again:
+            return
+        if service.active == "active":
+            self._stop(service)
+        service.active, service.invocation, service.pid = "active", uuid.uuid4().hex, next(_pids)
+        service.started_at, service.ready_at = time.perf_counter(), None
+        self._system(service, f"Started {service.unit} - {service.cfg.role} {service.cfg.name}.")
+        loop = asyncio.get_running_loop()
+        script = self._router_script(service) if service.cfg.role == "router" else self._backend_script(service)
+        service.timers = [loop.call_later(fraction * service.startup, self._step, step) for fraction, step in script]
+
+    def _step(self, step: Callable[[], None]) -> None:
+        with self.fleet.meter:
+            step()
+
+    def _stop(self, service: MemoryService) -> None:
+        if service.active != "active":
+            return
+        service.stop()
+        self._system(service, f"Stopping {service.unit} - {service.cfg.role} {service.cfg.name}...")
+        self._system(service, f"{service.unit}: Deactivated successfully.")
+        self._system(service, f"Stopped {service.unit} - {service.cfg.role} {service.cfg.name}.")
+
+    def _system(self, service: MemoryService, message: str) -> None:
+        self.journal.append(service.unit, service.invocation, message, pid=1, comm="systemd", system=True)
+
+    def _log(self, service: MemoryService, message: str, rank: str = "") -> Callable[[], None]:
+        """A step of a start-up script: one line of the service's own."""
+        def write() -> None:
+            self.journal.append(service.unit, service.invocation, f"{_stamp(rank)} {message}", pid=service.pid,
+                                comm="python3", system=False)
+        return write
+
+    def _set(self, service: MemoryService, **changes: bool) -> Callable[[], None]:
+        def apply() -> None:
+            for key, value in changes.items():
+                setattr(service, key, value)
+        return apply
+
+    def _backend_script(self, s: MemoryService) -> list[tuple[float, Callable[[], None]]]:
+        """SGLang's start-up, as :mod:`pdtui.sim.worker` plays it, at fractions of the start-up time."""
+        cfg, log, tp = s.cfg, self._log, " TP0"
+        bootstrap = self.bootstrap_of(s)
+        steps = [(0.0, log(s, _server_args(cfg.role, cfg.port or 0, bootstrap, cfg.gpus))),
+                 (0.12, log(s, "Load weight begin. avail mem=137.34 GB", tp)),
+                 (0.40, log(s, "Load weight end. type=DeepseekV4ForCausalLM, dtype=torch.bfloat16, avail mem=71.08 GB, "
+                               "mem usage=66.26 GB.", tp)),
+                 (0.45, log(s, "KV Cache is allocated. #tokens: 834615, K size: 24.12 GB, V size: 24.12 GB", tp)),
+                 (0.46, log(s, "Memory pool end. avail mem=14.61 GB", tp))]
+        if cfg.role == "prefill" and WORDING.bootstrap_started:
+            steps += [(0.46, self._set(s, bootstrap_up=True)),
+                      (0.46, log(s, WORDING.bootstrap_started.format(host="127.0.0.1", port=bootstrap), tp))]
+        steps += [(0.50, log(s, WORDING.graph_begin, tp)), (0.75, log(s, WORDING.graph_end)),
+                  (0.80, log(s, f"INFO:     Started server process [{s.pid}]")),
+                  (0.80, log(s, "INFO:     Waiting for application startup.")),
+                  (0.80, log(s, "INFO:     Application startup complete.")),
+                  (0.80, self._set(s, listening=True)),
+                  (0.80, log(s, f"INFO:     Uvicorn running on http://127.0.0.1:{cfg.port} (Press CTRL+C to quit)")),
+                  (0.84, log(s, WORDING.warmup_start)),
+                  (0.98, log(s, 'INFO:     127.0.0.1:40002 - "POST /generate HTTP/1.1" 200 OK')),
+                  *((0.98, log(s, line)) for line in WORDING.warmup_ok),
+                  (0.98, self._set(s, healthy=True)),
+                  (1.0, log(s, READY_LINE)), (1.0, partial(self._ready, s))]
+        return steps
+
+    def _ready(self, service: MemoryService) -> None:
+        service.ready_at = time.perf_counter()
+
+    def _router_script(self, s: MemoryService) -> list[tuple[float, Callable[[], None]]]:
+        """A router: listening at once, its workers activated (and so ready) at the end of its start-up."""
+        def activate() -> None:
+            for _ in self._workers(s):
+                self._log(s, "INFO smg::core::steps::worker::shared::activate: Activated 1 worker(s) (marked as healthy)")()
+            s.healthy = True
+            self._ready(s)
+        return [(0.0, self._log(s, f"INFO smg::server: Starting router on 127.0.0.1:{s.cfg.port} | mode: PD | policy: "
+                                   "RoundRobin")),
+                (0.0, self._set(s, listening=True)), (1.0, activate)]
+
+    # -- journalctl, nvidia-smi, cat --------------------------------------------------
+    def _journalctl(self, args: list[str]) -> tuple[int, str, str]:
+        if "--lines=1" in args:
+            return 0, self.journal.lines[-1].decode() + "\n", ""
+        invocations = {a.partition("=")[2] for a in args if a.startswith("_SYSTEMD_INVOCATION_ID=")}
+        return 0, self.journal.history(invocations), ""
+
+    def gpu_use(self) -> list[tuple[int, int, int]]:
+        """(index, MiB used, utilization %) of every GPU: a backend's GPUs are full once it runs."""
+        held = {g for s in self.units.values() if s.active == "active" for g in s.cfg.gpus}
+        return [(i, 130000 if i in held else 0, 35 if i in held else 0) for i in range(self.gpu_count)]
+
+    def _bus_id(self, index: int) -> str:
+        return f"00000000:{0x18 + index:02X}:00.0"
+
+    def _nvidia_smi(self, args: list[str]) -> tuple[int, str, str]:
+        if any(a.startswith("--query-gpu=") for a in args):
+            return 0, "".join(f"{i}, GPU-{uuid.UUID(int=i).hex}, {GPU_NAME}, {self._bus_id(i)}, {used}, {GPU_MIB}, {util}\n"
+                              for i, used, util in self.gpu_use()), ""
+        if any(a.startswith("--query-compute-apps=") for a in args):
+            return 0, "", ""
+        return 1, "", "memory host: no such nvidia-smi query"
+
+    def numa_of(self, index: int) -> int:
+        """GPUs in the first half are on NUMA node 0, the rest on node 1 (an 8-GPU box)."""
+        return 0 if index < self.gpu_count // 2 else 1
+
+    def _cat(self, args: list[str]) -> tuple[int, str, str]:
+        out: list[str] = []
+        for path in args:
+            bus = path.split("/")[-2] if path.endswith("/numa_node") else ""
+            index = int(bus.split(":")[1], 16) - 0x18 if bus.count(":") == 2 else -1
+            if not 0 <= index < self.gpu_count:
+                return 1, "".join(out), f"cat: {path}: No such file or directory"
+            out.append(f"{self.numa_of(index)}\n")
+        return 0, "".join(out), ""
+
+    # -- HTTP ------------------------------------------------------------------------
+    def bootstrap_of(self, service: MemoryService) -> int:
+        return service.cfg.bootstrap_port or 8998
+
+    def _http(self, service: MemoryService, method: str, path: str, body: bytes) -> tuple[int, bytes]:
+        self.fleet.counts[f"http {path}"] += 1
+        if service.cfg.role == "router":
+            return self._router_http(service, method, path)
+        if path == "/health":
+            return (200, b"") if service.healthy else (503, b"")
+        if path in ("/server_info", "/get_server_info"):
+            return _json(200, {"disaggregation_mode": service.cfg.role, "tp_size": len(service.cfg.gpus) or 1,
+                               "disaggregation_bootstrap_port": self.bootstrap_of(service)})
+        if path == "/v1/models":
+            return _json(200, {"object": "list", "data": [{"id": DEFAULT_MODEL, "object": "model"}]})
+        return 404, b'{"detail":"Not Found"}'
+
+    def _workers(self, router: MemoryService) -> list[tuple[str, MemoryService]]:
+        """The router's backends as it lists them: (URL, service)."""
+        found = []
+        for name in router.cfg.after:
+            backend = self.fleet.services[name]
+            if backend.cfg.role in ("prefill", "decode"):
+                address = "127.0.0.1" if backend.cfg.host == self.name else self.fleet.deployment.hosts[backend.cfg.host].address
+                found.append((f"http://{address}:{backend.cfg.port}", backend))
+        return found
+
+    def _router_http(self, router: MemoryService, method: str, path: str) -> tuple[int, bytes]:
+        workers = self._workers(router)
+        ready = router.healthy and all(b.healthy for _, b in workers)
+        if path in ("/readiness", "/health"):
+            return _json(200 if ready else 503, {"status": "ready" if ready else "not ready"})
+        if path == "/workers":
+            return _json(200, {"workers": [{"url": url, "worker_type": b.cfg.role, "is_healthy": router.healthy and b.healthy}
+                                           for url, b in workers], "total": len(workers)})
+        if path == "/v1/models":
+            return _json(200, {"object": "list", "data": [{"id": DEFAULT_MODEL, "object": "model"}]})
+        if method == "POST" and path == "/v1/chat/completions":
+            if not ready:
+                return _json(503, {"error": "no healthy workers"})
+            return _json(200, {"id": "chatcmpl-memory", "object": "chat.completion", "model": DEFAULT_MODEL,
+                               "choices": [{"index": 0, "message": {"role": "assistant", "content": "OK"},
+                                            "finish_reason": "length"}]})
+        return 404, b'{"detail":"Not Found"}'
