@@ -15,10 +15,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from pdtui import __version__
+from pdtui.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from pdtui.sim.commands import ROUTERS
 from pdtui.sim.knobs import DEFAULT_GENERATION, FAIL_MODES, GENERATIONS
-
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -28,6 +28,7 @@ from pdtui.engine.signatures import signatures_for
 from pdtui.engine.states import FINAL_STATES, ServiceState
 from pdtui.engine.steps import split, step_statuses
 from pdtui.engine.timing import DEFAULT_TIMING, Timing
+from pdtui.exits import EXIT_FAILED, EXIT_OK
 from pdtui.gpu import sampler_argv
 from pdtui.hosts.base import Host, HostError, HostUnreachable
 from pdtui.plan import format_duration
@@ -63,6 +64,9 @@ class Orchestrator:
                       for name, cfg in deployment.services.items()}
         self._by_unit = {(r.cfg.host, r.cfg.unit): r for r in self._runs.values()}
         self._groups = split(list(self._runs.values()))     # backends, routers
+        self._on_host: dict[str, list[ServiceRun]] = {}       # the runs of each host, in config order
+        for run in self._runs.values():
+            self._on_host.setdefault(run.cfg.host, []).append(run)
         self._tails: list[asyncio.Task] = []
         self._steps: dict[Step, StepStatus] = {}
         self._preflight = StepStatus.PENDING
@@ -153,7 +157,7 @@ class Orchestrator:
         self._emit(PlanReady(self.deployment.name, tuple(_info(r.cfg) for r in self._runs.values()), tuple(Step)))
         self._update_steps()
         for name, cfg in self.deployment.hosts.items():
-            if any(r.cfg.host == name for r in self._runs.values()):
+            if name in self._on_host:
                 host = self.host_factory(cfg, on_status=self._host_status)
                 self._sessions[name] = HostSession(cfg, host, command_timeout=self.timing.command_timeout,
                                                    clock=self.clock)
@@ -163,7 +167,7 @@ class Orchestrator:
 
     def _follow_journals(self) -> None:
         for name, session in self._sessions.items():
-            units = [r.cfg.unit for r in self._runs.values() if r.cfg.host == name]
+            units = [r.cfg.unit for r in self._on_host[name]]
             tail = session.follow(units, on_entry=partial(self._on_entry, name), on_problem=self._tail_problem)
             self._tails.append(asyncio.create_task(tail.run(), name=f"journal {name}"))
 
@@ -172,7 +176,7 @@ class Orchestrator:
         self._preflight = StepStatus.RUNNING
         self._update_steps()
         now = self.clock()
-        deadlines = {h: now + max(r.cfg.timeout for r in self._runs.values() if r.cfg.host == h) for h in self._sessions}
+        deadlines = {h: now + max(r.cfg.timeout for r in self._on_host[h]) for h in self._sessions}
         self._reaching = dict(deadlines)
         # The GPU inventory is taken while the units are looked at: neither waits for the other.
         results, inventories = await asyncio.gather(
@@ -206,7 +210,7 @@ class Orchestrator:
 
     async def _preflight_host(self, host_name: str, deadline: float) -> bool:
         ok = True
-        runs = [r for r in self._runs.values() if r.cfg.host == host_name]
+        runs = self._on_host[host_name]
         looks = await asyncio.gather(*(self._reach(run, deadline) for run in runs), return_exceptions=True)
         self._reaching.pop(host_name, None)
         for run, props in zip(runs, looks, strict=False):
@@ -338,7 +342,7 @@ class Orchestrator:
         ok = all(r.state is S.READY for r in runs)
         ttr = {r.name: r.time_to_ready for r in runs if r.state is S.READY and r.time_to_ready is not None}
         failures = {r.name: r.reason or r.state.value for r in runs if r.state in BAD_OUTCOMES}
-        return Done(ok, 0 if ok else 1, ttr, failures, self.left_running(), self.elapsed())
+        return Done(ok, EXIT_OK if ok else EXIT_FAILED, ttr, failures, self.left_running(), self.elapsed())
 
     def left_running(self) -> tuple[str, ...]:
         """Units this bring-up started that were running when last looked at."""

@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-from pdtui.hosts.base import Host, HostError, Result
-
-StatusCallback = Callable[[str, str, str], None]   # (host name, status, detail)
+from pdtui.hosts.base import Host, HostError, Result, StatusCallback
 
 
 def make_host(config, *, accept_new: bool = False, on_status: StatusCallback | None = None) -> Host:

@@ -35,6 +35,10 @@ class Result:
         return self.exit_status == 0
 
 
+StatusCallback = Callable[[str, str, str], None]
+"""How a host tells its connection status: (host name, status, detail)."""
+
+
 class HostError(Exception):
     """The host could not run a command at all (not: the command failed).
 

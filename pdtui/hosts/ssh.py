@@ -30,6 +30,7 @@ from pdtui.hosts.base import (
     HostNotFound,
     HostUnreachable,
     Result,
+    StatusCallback,
     each_line,
     last_bytes,
     line_batches,
@@ -57,7 +58,6 @@ WATCHDOG = (
     'exec 3<&-; wait "$cmd"; status=$?; { kill "$watch"; wait "$watch"; } 2>/dev/null; exit "$status"'
 )
 DEFAULT_KNOWN_HOSTS = "~/.ssh/known_hosts"
-StatusCallback = Callable[[str, str, str], None]
 
 
 class SshHost:

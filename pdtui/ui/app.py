@@ -39,6 +39,7 @@ from pdtui.engine.events import (
     StateChanged,
     StepChanged,
 )
+from pdtui.exits import EXIT_FAILED, EXIT_INTERRUPTED
 from pdtui.ui.bridge import EngineEvent, connect
 from pdtui.ui.filterbar import FilterBar
 from pdtui.ui.format import duration
@@ -54,9 +55,9 @@ from pdtui.ui.themes import DEFAULT_THEME, ThemeFile, available_themes, read_the
 
 __all__ = ["PdtuiApp", "available_themes", "run_app"]
 
-EXIT_INTERRUPTED = 130
-EXIT_FAILED = 1
 ROUTER_ROLE = "router"
+WIDE = 120
+"""From this many columns the backends sit side by side (the ``-wide`` class; layout.tcss keys on it)."""
 
 
 def _safe_name(name: str) -> str:
@@ -95,7 +96,7 @@ class PdtuiApp(App[int]):
 
     TITLE = "pdtui"
     CSS_PATH = Path(__file__).with_name("layout.tcss")   # absolute: a relative one is found beside a subclass's module
-    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (81, "-medium"), (120, "-wide")]
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (81, "-medium"), (WIDE, "-wide")]
     ALLOW_IN_MAXIMIZED_VIEW = "#top, Footer, #filter-bar"
     ESCAPE_TO_MINIMIZE = True
     AUTO_FOCUS = None  # the first panel takes focus once the plan arrives
@@ -212,7 +213,7 @@ class PdtuiApp(App[int]):
             return
         routers = sum(panel.view.info.role == ROUTER_ROLE for panel in self.panels.values())
         backends = len(self.panels) - routers
-        wide = self.size.width >= 120
+        wide = self.size.width >= WIDE
         top = self.query_one("#backends")
         bottom = self.query_one("#routers")
         top.set_class(backends == 0, "-empty")

@@ -1,0 +1,6 @@
+"""pdtui's exit codes, the contract README documents: one home for every face."""
+
+EXIT_OK = 0            # everything ready (or the command did what it was asked)
+EXIT_FAILED = 1        # a service failed, timed out or was blocked; or bad input
+EXIT_USAGE = 2         # the command line was wrong
+EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT), or quit before the bring-up was decided
