@@ -107,8 +107,7 @@ def listen_host(deployment: Deployment, svc: ServiceConfig) -> str:
     comes after it, else loopback."""
     if svc.launch is not None and svc.launch.host:
         return svc.launch.host
-    remote = any(other.is_router and svc.name in other.after and other.host != svc.host
-                 for other in deployment.services.values())
+    remote = any(router.host != svc.host for router in deployment.routers_of(svc.name))
     return "0.0.0.0" if remote else "127.0.0.1"
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Mapping
+from functools import cached_property
 from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
@@ -293,6 +294,19 @@ class Deployment(_Model):
     def levels(self) -> list[list[str]]:
         """Services by bring-up level (see :func:`graph.levels`)."""
         return graph.levels(self._after())
+
+    @cached_property
+    def _routers_of(self) -> dict[str, tuple[ServiceConfig, ...]]:
+        routers: dict[str, list[ServiceConfig]] = {}
+        for svc in self.services.values():
+            if svc.is_router:
+                for name in svc.after:
+                    routers.setdefault(name, []).append(svc)
+        return {name: tuple(found) for name, found in routers.items()}
+
+    def routers_of(self, service: str) -> tuple[ServiceConfig, ...]:
+        """The routers that come straight after ``service`` (an index made once: a fleet asks per backend)."""
+        return self._routers_of.get(service, ())
 
     def dependents(self, service: str) -> list[str]:
         """Every service that waits, directly or through others, for ``service`` (see :func:`graph.dependents`)."""
