@@ -1,5 +1,9 @@
 """Fixtures every kind of test shares.
 
+Tests are grouped by kind: ``unit/`` (pure, in-process, fast), ``integration/``
+(the sim's units, real OpenSSH, the real journal and routers), ``ui/`` (the
+Textual app under ``run_test``, and its snapshots).
+
 - ``sandbox``: a simulated machine in the test's own folder, every process it
   started stopped (by PID) when the test ends, pass or fail.
 - ``each_journal``: the same, once on the real journal and once on the stand-in.

@@ -3,7 +3,7 @@
 A stand-in for ``sglang_router.launch_router`` in PD mode, used by the demo
 when no real router (``smg``, ``sglang-router``) is installed, or when asked
 to.  It behaves as the real one does where pdtui looks (checked against
-sglang-router 0.3.2; tests/test_sim_router.py holds for smg 1.13 as well): it
+sglang-router 0.3.2; tests/integration/test_sim_router.py holds for smg 1.13 as well): it
 binds at once and registers workers in the background once their ``/health``
 answers 200; ``/health`` is always 200 ``OK``; ``/readiness`` is 200 only with
 a healthy prefill and decode; ``/workers`` has the real shape; a generation

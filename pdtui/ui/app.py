@@ -224,8 +224,8 @@ class PdtuiApp(App[int]):
     # -- engine events ---------------------------------------------------------------
 
     def on_engine_event(self, message: EngineEvent) -> None:
-        if self._quitting:
-            return  # still in the queue when quit closed the source: the screens may be gone
+        if self._quitting or not self.screen_stack:
+            return  # still in the queue when quit closed the source, or the app is exiting: the screens may be gone
         event = message.event
         self.apply(event)
         if not isinstance(event, Done):

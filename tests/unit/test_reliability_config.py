@@ -1,6 +1,6 @@
 """Unusable config files through the command line: one line on stderr, exit 2, no traceback.
 
-tests/test_config.py covers the loader (83 broken configs with their exact
+tests/unit/test_config.py covers the loader (83 broken configs with their exact
 line:col, empty, binary, directory, missing); this checks what the user sees
 from ``pdtui check`` and ``pdtui up`` for the files that are not YAML at all.
 """

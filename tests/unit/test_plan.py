@@ -9,7 +9,7 @@ import pytest
 from pdtui.config import load_config, parse_config
 from pdtui.plan import format_duration, render_plan
 
-REFERENCE = Path(__file__).parent.parent / "sample_configs" / "reference.yaml"
+REFERENCE = Path(__file__).parents[2] / "sample_configs" / "reference.yaml"
 
 
 @pytest.fixture(scope="module")

@@ -5,8 +5,8 @@ import asyncio
 from pdtui.engine.gpus import GpuSampler, inventory
 from pdtui.gpu import sampler_argv
 from tests.conftest_sim import wait_until
+from tests.integration.test_gpu_sampler import Samples, stand_ins, stop
 from tests.sshd import trust
-from tests.test_gpu_sampler import Samples, stand_ins, stop
 
 
 async def test_inventory_and_sampler_over_one_connection(sandbox, sshd, ssh_home, make_host):

@@ -174,7 +174,7 @@ def test_docs_table_is_made_from_the_signatures():
     from pathlib import Path
 
     from pdtui.engine.signatures import markdown_table
-    doc = (Path(__file__).parents[1] / "docs" / "signatures.md").read_text()
+    doc = (Path(__file__).parents[2] / "docs" / "signatures.md").read_text()
     assert markdown_table() in doc, "docs/signatures.md is stale: python -m pdtui.engine.signatures"
 
 

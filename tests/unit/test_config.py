@@ -12,9 +12,9 @@ from pydantic import ValidationError
 
 from pdtui.config import ConfigError, Deployment, load_config, parse_config, parse_duration
 
-BAD_DIR = Path(__file__).parent / "configs" / "bad"
+BAD_DIR = Path(__file__).parents[1] / "configs" / "bad"
 BAD_CONFIGS = sorted(BAD_DIR.glob("*.yaml"))
-SAMPLES_DIR = Path(__file__).parent.parent / "sample_configs"
+SAMPLES_DIR = Path(__file__).parents[2] / "sample_configs"
 SAMPLES = sorted(SAMPLES_DIR.glob("*.yaml"))
 EXPECT = re.compile(r"# expect: (\d+):(\d+): (.+)")
 
