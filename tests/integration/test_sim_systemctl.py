@@ -222,15 +222,30 @@ def test_concurrent_starts_spawn_one_run(sandbox):
     assert out.count("Started sleeper.service.") == 1
 
 
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "killed"])
 @pytest.mark.parametrize("delay", [0.0, 0.03, 0.06, 0.1, 0.15, 0.25])
-def test_stop_all_right_after_an_interrupted_start_leaves_nothing(sandbox, delay):
-    """Ctrl-C reaches a ``systemctl start`` mid-spawn while its caller stops the sandbox at once."""
+def test_stop_all_right_after_an_interrupted_start_leaves_nothing(sandbox, delay, sig):
+    """Ctrl-C (or SIGKILL, as a cancelled command gets) reaches a ``systemctl start`` mid-spawn; its caller stops
+    the sandbox at once."""
     unit = sandbox.add_unit("sleeper", SLEEPER)
     start = subprocess.Popen([*sandbox.commands["systemctl"], "start", unit], start_new_session=True)
     time.sleep(delay)
-    os.killpg(start.pid, signal.SIGINT)
+    os.killpg(start.pid, sig)
     sandbox.stop_all()
     start.wait(60)
+    assert_nothing_left(sandbox.root)
+
+
+def test_stop_all_stops_a_supervisor_no_state_file_names(sandbox):
+    """What a ``systemctl start`` killed between spawning its supervisor and recording it leaves behind."""
+    from pdtui.sim.python import sim_python
+    from pdtui.sim.systemctl import package_env
+
+    unit = sandbox.add_unit("sleeper", SLEEPER)
+    orphan = subprocess.Popen([*sim_python("pdtui.sim.supervisor"), "--root", str(sandbox.root), unit],
+                              env=package_env(), start_new_session=True)
+    sandbox.stop_all()            # at once: before the supervisor has written any record of itself
+    orphan.wait(30)               # it ends: subprocess.TimeoutExpired otherwise
     assert_nothing_left(sandbox.root)
 
 
