@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from pdtui.sim.ports import free_port
+from pdtui.sim.procs import running_with
 from pdtui.sim.systemctl import package_env
 from pdtui.sim.units import UnitStore
 
@@ -40,14 +41,8 @@ def assert_nothing_left(sandbox: Path) -> None:
         state = store.read_state(name)
         for proc in (state.supervisor_proc(), state.child_proc()):
             assert proc is None or not proc.alive(), f"{name}: PID {proc.pid} still runs"
-    needle = str(sandbox).encode()
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and int(entry.name) != os.getpid():
-            try:
-                cmdline = (entry / "cmdline").read_bytes()
-            except OSError:
-                continue
-            assert needle not in cmdline, f"PID {entry.name} still runs: {cmdline!r}"
+    left = running_with(str(sandbox).encode())
+    assert not left, f"still running on {sandbox}: {left}"
 
 
 def wait_until(check: Callable[[], Any], timeout: float = WAIT, interval: float = 0.02) -> Any:

@@ -121,13 +121,9 @@ class Journal:
             int(parts["s"], 16)
         except (KeyError, ValueError):
             raise CursorError("Failed to seek to cursor: Invalid argument") from None
-        if parts["s"] == self.id and self._starts_line(offset) and self._cursor_at(offset) == cursor:
+        if parts["s"] == self.id and self._entry_at(offset, cursor):
             return offset, True
         return self._first_after(realtime), False
-
-    def _cursor_at(self, offset: int) -> str | None:
-        lines, _ = self.read_lines(offset)
-        return json.loads(lines[0]).get("__CURSOR") if lines else None
 
     def _first_after(self, realtime: int) -> int:
         """The offset of the first entry stamped at or after ``realtime`` (µs), or of the file's end."""
@@ -139,15 +135,16 @@ class Journal:
             offset += len(line) + 1
         return end
 
-    def _starts_line(self, offset: int) -> bool:
+    def _entry_at(self, offset: int, cursor: str) -> bool:
+        """Whether the line at ``offset`` is the entry of ``cursor`` (every line begins with its cursor)."""
+        head = b'{"__CURSOR":' + encode_value(cursor)
         try:
             with open(self.path, "rb") as f:
-                if not 0 <= offset < os.fstat(f.fileno()).st_size:
-                    return False
-                if offset == 0:
-                    return True
-                f.seek(offset - 1)
-                return f.read(1) == b"\n"
+                if offset:
+                    f.seek(offset - 1)
+                    if f.read(1) != b"\n":
+                        return False
+                return f.read(len(head)) == head
         except OSError:
             return False
 

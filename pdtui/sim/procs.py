@@ -40,13 +40,29 @@ class ProcId(namedtuple("ProcId", "pid start")):
         return current is not None and current.start == self.start
 
 
-STOP_SIGNALS = frozenset({signal.SIGTERM, signal.SIGINT})   # what asks a supervisor or systemctl to stop
+STOP_SIGNALS = frozenset({signal.SIGTERM, signal.SIGINT})   # what asks a supervisor to stop
 
 
 def ident(pid: int) -> list[int] | None:
     """``[pid, start]`` of a live process, as state files keep it (None when it is gone)."""
     proc = ProcId.of(pid)
     return [proc.pid, proc.start] if proc else None
+
+
+def running_with(needle: bytes) -> list[ProcId]:
+    """Live processes whose command line (NUL-separated argv) contains ``needle``, this one excepted."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/cmdline", "rb") as f:
+                cmdline = f.read()
+        except OSError:
+            continue
+        if needle in cmdline and (proc := ProcId.of(int(entry.name))) is not None:
+            found.append(proc)
+    return found
 
 
 def _stat_fields(pid: int) -> list[str] | None:

@@ -195,6 +195,17 @@ class Order:
         os.close(self._fd)
 
 
+@contextmanager
+def _order_held(root: Path) -> Iterator[Order]:
+    """The sandbox's order, opened and held for one use by a process that is not a writer."""
+    order = Order(root)
+    try:
+        with order.held():
+            yield order
+    finally:
+        order.close()
+
+
 def _stamped(stamps: Sequence[tuple[int, int]], exported: Sequence[bytes]) -> bytes:
     return b"".join(b"__REALTIME_TIMESTAMP=%d\n__MONOTONIC_TIMESTAMP=%d\n%s" % (r, m, x)
                     for (r, m), x in zip(stamps, exported, strict=False))
@@ -303,12 +314,8 @@ def ensure_remote(root: Path, order: Order | None = None) -> ProcId:
     always taken in one order: the writers' order, then journal-remote's).
     """
     if order is None:
-        own = Order(root)
-        try:
-            with own.held():
-                return ensure_remote(root, own)
-        finally:
-            own.close()
+        with _order_held(root) as own:
+            return ensure_remote(root, own)
     with _remote_lock(root):
         return _remote_pid(root) or _start_remote(root, order)
 
@@ -355,12 +362,8 @@ def stop_remote(root: Path, timeout: float = WRITE_TIMEOUT) -> None:
     """Stop the sandbox's journal-remote by PID once it has written everything it was sent."""
     if not real_dir(root).is_dir():
         return
-    order = Order(root)
-    try:
-        with order.held(), _remote_lock(root):
-            _stop_remote(root, order, timeout)
-    finally:
-        order.close()
+    with _order_held(root) as order, _remote_lock(root):
+        _stop_remote(root, order, timeout)
     for popen in list(_started):
         if popen.poll() is not None:
             _started.remove(popen)
@@ -383,14 +386,10 @@ def rotated(root: Path) -> Iterator[Path]:
     Yields the closed file (its caller archives or removes it) while no writer
     can send; every writer sends to the new journal-remote after.
     """
-    order = Order(root)
-    try:
-        with order.held(), _remote_lock(root):
-            _stop_remote(root, order, WRITE_TIMEOUT)
-            yield journal_file(root)
-            _start_remote(root, order)
-    finally:
-        order.close()
+    with _order_held(root) as order, _remote_lock(root):
+        _stop_remote(root, order, WRITE_TIMEOUT)
+        yield journal_file(root)
+        _start_remote(root, order)
 
 
 def remote_running(root: Path) -> ProcId | None:

@@ -23,7 +23,7 @@ from types import TracebackType
 
 from pdtui.sim import nvidia_smi, realjournal
 from pdtui.sim.journal import Journal, pid1_boot_entry
-from pdtui.sim.procs import ProcId, terminate
+from pdtui.sim.procs import ProcId, running_with, terminate
 from pdtui.sim.python import sim_python
 from pdtui.sim.systemctl import ROOT_ENV, package_env
 from pdtui.sim.units import UnitStore, render_unit, unit_name
@@ -172,22 +172,13 @@ class Sandbox:
     def _unrecorded_supervisors(self) -> list[ProcId]:
         """Supervisors of this sandbox that no state file names.
 
-        A ``systemctl start`` killed outright (SIGKILL, which it cannot hold
-        back) between spawning its supervisor and recording it leaves one; it is
-        found by its command line, which names this sandbox's root.
+        A ``systemctl start`` ended (Ctrl-C, or SIGKILL as a cancelled command
+        gets) between spawning its supervisor and recording it leaves one; it is
+        found by its command line, which names this sandbox's root. Linux shows
+        a command line only once the exec is done: one spawned within that
+        moment before this runs is missed (a known limit).
         """
-        needle = f"pdtui.sim.supervisor\0--root\0{self.root}\0".encode()
-        found = []
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit():
-                continue
-            try:
-                cmdline = (entry / "cmdline").read_bytes()
-            except OSError:
-                continue
-            if needle in cmdline and (proc := ProcId.of(int(entry.name))) is not None:
-                found.append(proc)
-        return found
+        return running_with(f"pdtui.sim.supervisor\0--root\0{self.root}\0".encode())
 
     def _stop_unit(self, name: str) -> None:
         state = self.store.read_state(name)

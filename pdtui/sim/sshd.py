@@ -219,8 +219,8 @@ async def _run_command(process: asyncssh.SSHServerProcess, path: str) -> None:
         process.command or "", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE, env={**os.environ, "PATH": path})
     assert child.stdin is not None and child.stdout is not None and child.stderr is not None   # all three piped
-    feed = asyncio.ensure_future(_feed(process.stdin, child.stdin))
-    await asyncio.gather(_pump(child.stdout, process.stdout), _pump(child.stderr, process.stderr))
+    feed = asyncio.ensure_future(_copy(process.stdin, child.stdin, close=True))
+    await asyncio.gather(_copy(child.stdout, process.stdout), _copy(child.stderr, process.stderr))
     status = await child.wait()
     feed.cancel()
     if status < 0:
@@ -229,22 +229,17 @@ async def _run_command(process: asyncssh.SSHServerProcess, path: str) -> None:
         process.exit(status)
 
 
-async def _feed(source: asyncssh.SSHReader, target: asyncio.StreamWriter) -> None:
-    """Channel to stdin; when the channel ends (EOF, close, lost connection), the command's stdin closes."""
+async def _copy(source: asyncssh.SSHReader | asyncio.StreamReader, target: asyncio.StreamWriter | asyncssh.SSHWriter,
+                close: bool = False) -> None:
+    """Bytes from ``source`` to ``target`` until EOF or a lost connection; ``close``: then close ``target``
+    (the command's stdin: it sees EOF when the channel ends)."""
     try:
         while data := await source.read(65536):
             target.write(data)
     except (asyncssh.Error, OSError):
         pass
-    target.close()
-
-
-async def _pump(source: asyncio.StreamReader, target: asyncssh.SSHWriter) -> None:
-    try:
-        while data := await source.read(65536):
-            target.write(data)
-    except (asyncssh.Error, OSError):
-        pass
+    if close:
+        target.close()
 
 
 async def _serve(args: argparse.Namespace) -> None:

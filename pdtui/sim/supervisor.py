@@ -281,12 +281,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _catch_stop_signals() -> int:
-    """Route SIGTERM/SIGINT to a pipe from the start, so a stop racing the spawn is not lost.
-
-    The starting systemctl holds these signals back while it spawns and records
-    this process, and the mask is inherited: one that came meanwhile is pending,
-    and is delivered to the pipe once the mask is lifted here.
-    """
+    """Route SIGTERM/SIGINT to a pipe from the start, so a stop racing the spawn is not lost."""
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_r, False)
     os.set_blocking(wake_w, False)
@@ -294,7 +289,6 @@ def _catch_stop_signals() -> int:
     for sig in STOP_SIGNALS:
         signal.signal(sig, lambda *_: None)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
     return wake_r
 
 

@@ -12,14 +12,13 @@ from __future__ import annotations
 import argparse
 import os
 import select
-import signal
 import sys
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
 
-from pdtui.sim.procs import STOP_SIGNALS, ident, terminate, wait_gone
+from pdtui.sim.procs import ident, terminate, wait_gone
 from pdtui.sim.units import UnitFile, UnitState, UnitStore, unit_name
 
 ROOT_ENV = "PDTUI_SIM_ROOT"
@@ -94,11 +93,11 @@ def _wait_up(ready_fds: list[int]) -> None:
 def _spawn_supervisor(store: UnitStore, unit: UnitFile) -> int:
     """Start the unit's supervisor and record it; the read end of the pipe it tells on once the unit is up.
 
-    The record is written here, under the unit's lock, with stop signals held
-    back from spawn to record: a Ctrl-C that ends this systemctl, or a
-    :meth:`Sandbox.stop_all` waiting for the lock, can never leave a supervisor
-    that no state file names.  As PID 1 does, the invocation ID is assigned by
-    whoever starts the job, so the record carries it from the first moment.
+    The record is written here, under the unit's lock, so a :meth:`Sandbox.stop_all`
+    waiting for the lock finds it (a systemctl ended between spawn and record
+    leaves a supervisor that stop_all finds by its command line). As PID 1
+    does, the invocation ID is assigned by whoever starts the job, so the record
+    carries it from the first moment.
     """
     # Imported here: most runs (show, is-active) start nothing.
     import subprocess
@@ -109,7 +108,6 @@ def _spawn_supervisor(store: UnitStore, unit: UnitFile) -> int:
     invocation = uuid.uuid4().hex
     ready_r, ready_w = os.pipe()
     log = open(store.state_dir / f"{unit.name}.supervisor.log", "ab")
-    held = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     try:
         proc = subprocess.Popen(
             [*sim_python("pdtui.sim.supervisor"), "--root", str(store.root),
@@ -126,7 +124,6 @@ def _spawn_supervisor(store: UnitStore, unit: UnitFile) -> int:
     finally:
         os.close(ready_w)
         log.close()
-        signal.pthread_sigmask(signal.SIG_SETMASK, held)
     return ready_r
 
 

@@ -254,11 +254,6 @@ class LogView(ScrollView, can_focus=True):
         return self._paint_interval
 
     @property
-    def painted_next(self) -> int:
-        """The sequence number after the last line on screen: lines before it have been painted."""
-        return self._painted_next
-
-    @property
     def paint_pending(self) -> bool:
         """Lines arrived that the screen will show at the next beat."""
         return self._paint_timer is not None

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -244,7 +245,11 @@ def test_stop_all_stops_a_supervisor_no_state_file_names(sandbox):
     unit = sandbox.add_unit("sleeper", SLEEPER)
     orphan = subprocess.Popen([*sim_python("pdtui.sim.supervisor"), "--root", str(sandbox.root), unit],
                               env=package_env(), start_new_session=True)
-    sandbox.stop_all()            # at once: before the supervisor has written any record of itself
+    os.kill(orphan.pid, signal.SIGSTOP)      # held before it can record itself (or start its unit)
+    # A process's command line reads empty until its exec is done: wait for it, as stop_all finds it by it.
+    wait_until(lambda: b"pdtui.sim.supervisor" in Path(f"/proc/{orphan.pid}/cmdline").read_bytes())
+    assert not (sandbox.root / "state" / f"{unit}.json").exists()
+    sandbox.stop_all()
     orphan.wait(30)               # it ends: subprocess.TimeoutExpired otherwise
     assert_nothing_left(sandbox.root)
 
