@@ -1,14 +1,17 @@
-"""The command line: ``pdtui up``, ``pdtui demo``, ``pdtui check``.
+"""The command line: bare ``pdtui``, ``up``, ``status``, ``restart``, ``down``, ``demo``, ``check``, ``units``.
 
-Exit codes: 0 all ready; 1 bring-up failed or timed out; 2 usage or config
-error; 130 interrupted. Quitting never stops the services of ``pdtui up``; the
-demo stops the simulated deployment it made.
+Exit codes: 0 all ready (``down``: all stopped); 1 failed, timed out or not
+ready; 2 usage or config error; 130 interrupted. Quitting never stops a
+service; only ``down`` (and the TUI's stop, confirmed) does. The demo stops the
+simulated deployment it made.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
+import os
 import signal
 import sys
 from collections.abc import Callable, Iterator
@@ -24,7 +27,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pdtui", description="Bring up prefill/decode disaggregated SGLang "
                                      "serving (prefill + decode + router) and watch it happen.")
     parser.add_argument("--version", action="version", version=f"pdtui {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     def face(p: argparse.ArgumentParser) -> None:
         p.add_argument("--headless", action="store_true", help="print one line per step and state change")
@@ -35,8 +38,30 @@ def _parser() -> argparse.ArgumentParser:
 
     up = sub.add_parser("up", help="bring up the deployment of CONFIG")
     up.add_argument("config", metavar="CONFIG")
+    up.add_argument("--restart", action="store_true", help="restart units that are running already (default: attach)")
     up.add_argument("--accept-new", action="store_true", help="trust unknown SSH host keys and remember them")
     face(up)
+
+    status = sub.add_parser("status", help="watch the deployment: judge every service as it runs; commands nothing")
+    status.add_argument("config", metavar="CONFIG", nargs="?", help="default: the config bare pdtui finds")
+    status.add_argument("--once", action="store_true", help="print a table (with --json one JSON object) and exit: "
+                                                            "0 when every service is ready, 1 otherwise")
+    status.add_argument("--accept-new", action="store_true", help="trust unknown SSH host keys and remember them")
+    face(status)
+
+    restart = sub.add_parser("restart", help="restart SERVICEs and prove what comes after them (the router) again")
+    restart.add_argument("targets", metavar="[CONFIG] SERVICE", nargs="+")
+    restart.add_argument("--with-dependents", action="store_true",
+                         help="also restart what comes after them (for a prefill: the decodes beside it, too)")
+    restart.add_argument("--accept-new", action="store_true", help="trust unknown SSH host keys and remember them")
+    face(restart)
+
+    down = sub.add_parser("down", help="stop the deployment: the router first, then the backends and their GPUs")
+    down.add_argument("config", metavar="CONFIG", nargs="?", help="default: the config bare pdtui finds")
+    down.add_argument("--disable", action="store_true", help="also disable the units (systemctl disable --now)")
+    down.add_argument("--timeout", default="2m", help="per service: its stop and its GPUs' release (default 2m)")
+    down.add_argument("--accept-new", action="store_true", help="trust unknown SSH host keys and remember them")
+    face(down)
 
     demo = sub.add_parser("demo", help="bring up a simulated deployment on this machine (no GPU, SSH or systemd)")
     demo.add_argument("--fail", action="append", default=[], metavar="SERVICE:MODE",
@@ -74,9 +99,13 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    handlers: dict[str, Callable[[argparse.Namespace], int]] = {"up": _up, "demo": _demo, "check": _check,
-                                                                "units": _units}
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command is None:    # bare pdtui: watch the deployment found where pdtui looks for one
+        args = parser.parse_args(["status", *(argv if argv is not None else sys.argv[1:])])
+    handlers: dict[str, Callable[[argparse.Namespace], int]] = {
+        "up": _up, "status": _status, "restart": _restart, "down": _down, "demo": _demo, "check": _check,
+        "units": _units}
     if getattr(args, "theme", None):
         from pdtui.config import ConfigError
         from pdtui.ui.themes import available_themes, read_theme
@@ -166,16 +195,99 @@ def _probe(deployment, args: argparse.Namespace) -> int:
     return EXIT_OK if ok else EXIT_FAILED
 
 
-def _up(args: argparse.Namespace) -> int:
+def _factory(args: argparse.Namespace):
     from pdtui.hosts import make_host
-    deployment = _load(args.config)
-    if deployment is None:
-        return EXIT_USAGE
 
     def factory(cfg, on_status=None):
         return make_host(cfg, accept_new=args.accept_new, on_status=on_status)
 
-    return _bring_up(deployment, factory, args)
+    return factory
+
+
+def _up(args: argparse.Namespace) -> int:
+    from pdtui.engine.intent import Intent
+    deployment = _load(args.config)
+    if deployment is None:
+        return EXIT_USAGE
+    return _bring_up(deployment, _factory(args), args, intent=Intent(fresh=args.restart))
+
+
+def _found_config(given: str | None) -> str | None:
+    """CONFIG as given, else the one bare ``pdtui`` finds; None (after saying where it looked) when there is none."""
+    from pathlib import Path
+
+    from pdtui.discovery import find_config, not_found_message
+    if given:
+        return given
+    found, looked = find_config(os.environ, Path.cwd())
+    if found is None:
+        print(not_found_message(looked), file=sys.stderr)
+        return None
+    return str(found)
+
+
+def _status(args: argparse.Namespace) -> int:
+    from pdtui.engine.intent import Intent, Verb
+    path = _found_config(args.config)
+    deployment = _load(path) if path else None
+    if deployment is None:
+        return EXIT_USAGE
+    intent = Intent(Verb.STATUS)
+    if args.once:
+        return _once(deployment, _factory(args), args, intent)
+    return _bring_up(deployment, _factory(args), args, intent=intent)
+
+
+def _restart(args: argparse.Namespace) -> int:
+    from pdtui.engine.intent import Intent, Verb
+    targets = list(args.targets)
+    given = targets.pop(0) if targets[0].endswith((".yaml", ".yml")) or os.path.isfile(targets[0]) else None
+    path = _found_config(given)
+    deployment = _load(path) if path else None
+    if deployment is None:
+        return EXIT_USAGE
+    if not targets:
+        return _error(f"restart: name the services to restart (of {', '.join(deployment.services)})")
+    unknown = [t for t in targets if t not in deployment.services]
+    if unknown:
+        return _error(f"restart: no service {unknown[0]!r} in {path}; services: {', '.join(deployment.services)}")
+    intent = Intent(Verb.RESTART, tuple(dict.fromkeys(targets)), with_dependents=args.with_dependents)
+    return _bring_up(deployment, _factory(args), args, intent=intent)
+
+
+def _down(args: argparse.Namespace) -> int:
+    from pdtui.config import parse_duration
+    from pdtui.engine.intent import Intent, Verb
+    from pdtui.engine.timing import DEFAULT_TIMING
+    try:
+        stop_timeout = parse_duration(args.timeout)
+    except ValueError as exc:
+        return _error(f"--timeout: {exc}")
+    path = _found_config(args.config)
+    deployment = _load(path) if path else None
+    if deployment is None:
+        return EXIT_USAGE
+    timing = dataclasses.replace(DEFAULT_TIMING, stop_timeout=stop_timeout)
+    return _bring_up(deployment, _factory(args), args, intent=Intent(Verb.DOWN, disable=args.disable), timing=timing)
+
+
+def _once(deployment, host_factory, args: argparse.Namespace, intent) -> int:
+    """``status --once``: judge every service, print the table (or the JSON object), exit 0 only when all are ready."""
+    from pdtui.engine.orchestrator import Orchestrator
+    from pdtui.status_table import StatusBoard
+    orchestrator = Orchestrator(deployment, host_factory, smoke=not args.no_smoke, intent=intent)
+    board = StatusBoard()
+    orchestrator.subscribe(board)
+
+    async def judge() -> int:
+        try:
+            return (await orchestrator.run()).exit_code
+        finally:
+            await orchestrator.close()
+
+    code = asyncio.run(judge())
+    print(board.as_json() if args.json else board.table(), flush=True)
+    return code
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -234,9 +346,13 @@ def _signals_ignored() -> Iterator[None]:
             signal.signal(sig, handler)
 
 
-def _bring_up(deployment, host_factory, args: argparse.Namespace, follow_up: str = "") -> int:
+def _bring_up(deployment, host_factory, args: argparse.Namespace, follow_up: str = "", intent=None,
+              timing=None) -> int:
+    from pdtui.engine.intent import UP
     from pdtui.engine.orchestrator import Orchestrator
-    orchestrator = Orchestrator(deployment, host_factory, smoke=not args.no_smoke)
+    from pdtui.engine.timing import DEFAULT_TIMING
+    orchestrator = Orchestrator(deployment, host_factory, smoke=not args.no_smoke, intent=intent or UP,
+                                timing=timing or DEFAULT_TIMING)
     if args.headless or args.json:
         return _headless(orchestrator, args)
     from pdtui.ui.app import run_app

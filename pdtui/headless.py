@@ -25,12 +25,14 @@ from pdtui.engine.events import (
     StateChanged,
     StepChanged,
     StepStatus,
+    UnitStatus,
 )
 from pdtui.engine.states import ServiceState
 from pdtui.text import inert
 
 KINDS = {PlanReady: "plan", StepChanged: "step", StateChanged: "state", LogLines: "log",
-         ProbeResult: "probe", HostStatus: "host", GpuSample: "gpus", Notice: "notice", Done: "done"}
+         ProbeResult: "probe", UnitStatus: "unit", HostStatus: "host", GpuSample: "gpus", Notice: "notice", Done: "done"}
+LOUD_STATES = (ServiceState.READY, ServiceState.FAILED, ServiceState.TIMED_OUT, ServiceState.STOPPED)
 
 STEP_MARK = {StepStatus.RUNNING: "▶", StepStatus.DONE: "✓", StepStatus.FAILED: "✗", StepStatus.SKIPPED: "-"}
 
@@ -78,6 +80,7 @@ class LinePrinter:
         self.out, self.logs = out, logs
         self.width = 8
         self.failure_lines: dict[str, str] = {}
+        self.title = "bringing up"
 
     def __call__(self, event: Event) -> None:
         text = self.format(event)
@@ -91,8 +94,10 @@ class LinePrinter:
     def format(self, event: Event) -> str | None:
         if isinstance(event, PlanReady):
             self.width = max([len(s.name) for s in event.services] + [8])
+            self.title = event.title
             hosts = sorted({s.host for s in event.services})
-            return self._line(event.elapsed, f"bring-up {event.deployment}: {len(event.services)} services on "
+            what = "bring-up" if event.title == "bringing up" else event.title
+            return self._line(event.elapsed, f"{what} {event.deployment}: {len(event.services)} services on "
                                               f"{len(hosts)} host{'s' * (len(hosts) != 1)}")
         if isinstance(event, StepChanged):
             if event.status in STEP_MARK:
@@ -121,8 +126,7 @@ class LinePrinter:
         return None
 
     def _state(self, event: StateChanged) -> str:
-        state = event.new.value.upper().replace("_", " ") if event.new in (
-            ServiceState.READY, ServiceState.FAILED, ServiceState.TIMED_OUT) else event.new.value
+        state = event.new.value.upper().replace("_", " ") if event.new in LOUD_STATES else event.new.value
         detail = event.reason
         if event.new is ServiceState.READY and event.time_to_ready is not None:
             detail = f"in {event.time_to_ready:.1f}s"
@@ -133,11 +137,15 @@ class LinePrinter:
         return text
 
     def _summary(self, done: Done) -> str:
-        if done.ok:
+        down = self.title == "taking down"
+        if done.ok and (down or not done.time_to_ready):
+            text = self._line(done.elapsed, f"✓ all {'stopped' if down else 'ready'} ({done.elapsed:.1f}s)")
+        elif done.ok:
             parts = ", ".join(f"{name} {t:.1f}s" for name, t in done.time_to_ready.items())
             text = self._line(done.elapsed, f"✓ all ready in {done.elapsed:.1f}s (time to ready: {parts})")
         else:
-            lines = [self._line(done.elapsed, "✗ bring-up failed")]
+            failed = {"bringing up": "bring-up failed", "taking down": "not all stopped"}.get(self.title, "not all ready")
+            lines = [self._line(done.elapsed, f"✗ {failed}")]
             for name, reason in done.failures.items():
                 lines.append(f"{' ' * 11}{name}: {inert(reason, 300)}")
                 if name in self.failure_lines:
@@ -161,7 +169,8 @@ class InterruptSummary:
     def __call__(self, event: Event) -> None:
         if isinstance(event, StepChanged) and event.status is StepStatus.RUNNING:
             self.step = event.step.value
-        elif isinstance(event, StateChanged) and event.new is ServiceState.STARTING and event.reason:
+        elif isinstance(event, StateChanged) and event.new in (ServiceState.STARTING, ServiceState.STOPPING) \
+                and event.reason:
             self.commanded.append(event.reason)
 
     def text(self, left_running: tuple[str, ...]) -> str:

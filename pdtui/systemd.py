@@ -6,13 +6,17 @@ wrappers and ``sudo`` are applied here, in one place.
 
 from __future__ import annotations
 
+import re
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime, tzinfo
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import orjson
 
 SHOW_PROPERTIES = ("Id", "LoadState", "ActiveState", "SubState", "MainPID", "NRestarts", "InvocationID",
-                   "ExecMainStatus")
+                   "ExecMainStatus", "ActiveEnterTimestamp")
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +111,37 @@ def parse_show_units(text: str) -> dict[str, dict[str, str]]:
         if props.get("Id"):
             units[props["Id"]] = props
     return units
+
+
+def parse_timestamp(text: str) -> float | None:
+    """A timestamp as ``systemctl show`` prints it (``Tue 2026-12-01 15:05:21 UTC``), in seconds since the epoch.
+
+    systemctl prints the host's own time zone by its abbreviation. UTC, GMT
+    and zones known by that name are read; any other (``CEST``, say) gives
+    None: the text is still shown, only the uptime is not computed.
+    """
+    match = _TIMESTAMP.search(text)
+    if match is None:
+        return None
+    zone = _zone(match["zone"])
+    if zone is None:
+        return None
+    moment = datetime.strptime(match["when"], "%Y-%m-%d %H:%M:%S").replace(tzinfo=zone)
+    return moment.timestamp()
+
+
+_TIMESTAMP = re.compile(r"(?P<when>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:\.\d+)? (?P<zone>[A-Za-z][\w+/-]*)$")
+
+
+def _zone(name: str) -> tzinfo | None:
+    if name in ("UTC", "GMT", "Z"):
+        return UTC
+    if name in time.tzname:     # this machine's own zone: the common case of a host beside it
+        return datetime.now().astimezone().tzinfo
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        return None
 
 
 def parse_cat(text: str) -> dict[str, list[tuple[str, str]]]:

@@ -8,6 +8,7 @@ import yaml
 from pdtui import demo
 from pdtui.config import parse_config
 from pdtui.engine.events import Done, StateChanged
+from pdtui.engine.intent import UP
 from pdtui.engine.orchestrator import Orchestrator, Timing
 from pdtui.hosts import make_host
 from pdtui.sim import commands
@@ -58,9 +59,10 @@ def reference(sandbox, *, failures=None, startup=0.5, timeout="30s", generation=
                                                 reference_ports=False))
 
 
-async def bring_up(deployment, *, smoke=True, timing=FAST) -> tuple[Done, Recorder, Orchestrator]:
+async def bring_up(deployment, *, smoke=True, timing=FAST, intent=UP) -> tuple[Done, Recorder, Orchestrator]:
+    """Run the orchestrator with ``intent`` (a bring-up by default) to its Done, then close it."""
     recorder = Recorder()
-    orchestrator = Orchestrator(deployment, make_host, smoke=smoke, timing=timing)
+    orchestrator = Orchestrator(deployment, make_host, smoke=smoke, timing=timing, intent=intent)
     orchestrator.subscribe(recorder)
     try:
         done = await orchestrator.run()

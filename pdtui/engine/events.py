@@ -2,7 +2,7 @@
 
 They flow one way (engine -> subscribers). Subscribers must not mutate them and
 must not call back into the engine except through its public methods
-(``retry``, ``cancel``).  ``elapsed`` is seconds since the bring-up began, read
+(``retry``, ``restart``, ``stop``).  ``elapsed`` is seconds since the bring-up began, read
 from the orchestrator's clock.
 """
 
@@ -58,6 +58,8 @@ class ServiceInfo:
     port: int | None
     after: tuple[str, ...]
     timeout: float
+    restart_command: str = ""    # what a restart or stop from the UI runs, exactly, on ``host``
+    stop_command: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +70,8 @@ class PlanReady:
     services: tuple[ServiceInfo, ...]
     steps: tuple[Step, ...]
     elapsed: float = 0.0
+    title: str = "bringing up"   # what this run does: "bringing up", "watching", "restarting decode", "taking down"
+    watching: bool = False       # only looks: nothing is started or stopped unless asked
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +129,20 @@ class ProbeResult:
 
 
 @dataclass(frozen=True, slots=True)
+class UnitStatus:
+    """A unit as systemd last reported it, told when it changes."""
+
+    service: str
+    active: str                 # ActiveState: active, activating, inactive, failed, ...
+    sub: str                    # SubState: running, dead, ...
+    invocation: str = ""
+    since: str = ""             # ActiveEnterTimestamp as systemd prints it
+    uptime: float | None = None  # seconds since then, when that timestamp could be read
+    main_pid: int = 0
+    elapsed: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
 class HostStatus:
     host: str
     status: str                # "connecting", "connected", "reconnecting", "unreachable" (may pass), "error", "closed"
@@ -171,7 +189,8 @@ class Done:
     elapsed: float = 0.0
 
 
-Event = PlanReady | StepChanged | StateChanged | LogLines | ProbeResult | HostStatus | GpuSample | Notice | Done
+Event = (PlanReady | StepChanged | StateChanged | LogLines | ProbeResult | UnitStatus | HostStatus | GpuSample | Notice
+         | Done)
 
 
 class EventSource(Protocol):
@@ -191,6 +210,17 @@ class EventSource(Protocol):
         Returns False when the service is not in a state that can be retried.
         A retry emits StateChanged events and, when it settles, a new Done.
         """
+        ...
+
+    def restart(self, service: str) -> bool:
+        """Restart a service's unit; what comes after it is proven again once it is back.
+
+        Returns False when it cannot be restarted now (it is starting or stopping).
+        """
+        ...
+
+    def stop(self, service: str) -> bool:
+        """Stop a service's unit (and wait for its GPUs' memory to be released). False when it cannot be now."""
         ...
 
     async def close(self) -> None:

@@ -99,6 +99,24 @@ async def inventory(host: Host, nvidia_smi: Sequence[str], *, timeout: float = C
     return Inventory(host.name, tuple(gpus), tuple(parse_compute_apps(apps_text or "")), numa)
 
 
+async def gpu_holders(host: Host, nvidia_smi: Sequence[str], gpus: Iterable[int], *,
+                      timeout: float = COMMAND_TIMEOUT) -> list[str] | None:
+    """What still holds memory on ``gpus`` (``GPU 4 70000 MiB used by PID 4242 python3``); None when
+    nvidia-smi cannot tell. A GPU counts as held while a process is listed on it or its memory is in use."""
+    listing, apps_text = await asyncio.gather(_stdout(host, query_gpu_argv(nvidia_smi), timeout),
+                                              _stdout(host, compute_apps_argv(nvidia_smi), timeout))
+    if not (listed := parse_query_gpu(listing or "")) or apps_text is None:
+        return None
+    found = Inventory(host.name, tuple(listed), tuple(parse_compute_apps(apps_text)))
+    held = []
+    for index in gpus:
+        gpu, apps = found.gpu(index), found.apps_on(index)
+        used = gpu.memory_used_mib if gpu is not None else None
+        if apps or (used is not None and used > BUSY_MIB):
+            held.append(_holder(index, used, apps))
+    return held
+
+
 def gpu_hosts(deployment) -> list[str]:
     """Hosts with a service that names GPUs: the ones worth an inventory."""
     return list(dict.fromkeys(svc.host for svc in deployment.services.values() if svc.gpus))
@@ -136,12 +154,15 @@ async def _numa_nodes(host: Host, nvidia_smi: Sequence[str], gpus: list[Gpu], ti
 # --------------------------------------------------------------------------- preflight
 
 def preflight_findings(deployment, inventories: Mapping[str, Inventory | None], *,
-                       busy_mib: int = BUSY_MIB) -> list[Finding]:
+                       busy_mib: int = BUSY_MIB, own: Mapping[str, frozenset[int]] | None = None) -> list[Finding]:
     """Everything wrong with the deployment's GPU assignment, as the user should read it.
 
     Hosts missing from ``inventories`` were not asked and are not judged. NUMA
-    and busy-GPU findings are warnings, errors with ``strict: true``.
+    and busy-GPU findings are warnings, errors with ``strict: true``. ``own``:
+    the processes of each service's unit when it runs already; what they hold
+    is the service's own, not a busy GPU.
     """
+    own = own or {}
     soft: Level = "error" if deployment.strict else "warning"
     findings = [Finding("warning", None, f"GPU info unavailable on {host}: nvidia-smi missing or failing, "
                                          "GPU and NUMA checks skipped")
@@ -154,7 +175,7 @@ def preflight_findings(deployment, inventories: Mapping[str, Inventory | None], 
         present = [gpu for index in svc.gpus if (gpu := inv.gpu(index)) is not None]
         findings += _missing(name, svc, inv, present)
         findings += _numa(name, svc, inv, present, soft)
-        findings += _busy(name, svc, inv, present, soft, busy_mib)
+        findings += _busy(name, svc, inv, present, soft, busy_mib, own.get(name))
     return findings
 
 
@@ -208,10 +229,14 @@ def _numa(name: str, svc, inv: Inventory, present: list[Gpu], level: Level) -> l
     return []
 
 
-def _busy(name: str, svc, inv: Inventory, present: list[Gpu], level: Level, busy_mib: int) -> list[Finding]:
+def _busy(name: str, svc, inv: Inventory, present: list[Gpu], level: Level, busy_mib: int,
+          own: frozenset[int] | None) -> list[Finding]:
     busy = []
     for gpu in present:
         used, apps = gpu.memory_used_mib, inv.apps_on(gpu.index)
+        if own is not None:     # the unit runs: memory no other process is listed for is taken to be its own
+            apps = [app for app in apps if app.pid not in own]
+            used = None if not apps else used
         if apps or (used is not None and used > busy_mib):
             busy.append(_holder(gpu.index, used, apps))
     if not busy:

@@ -1,9 +1,12 @@
-"""The bring-up: preflight -> start backends -> wait for readiness -> start router -> probe.
+"""The bring-up: preflight -> start backends -> wait for readiness -> start router -> probe; and the life after.
 
 The orchestrator wires the deployment together: one :class:`HostSession` per
 host (its journal tail routed to the services' runs), the preflight, one
 :class:`ServiceRun` per service brought up by its own task once the services
 it comes ``after`` are ready, log lines handed out in batches, and the outcome.
+What it is asked to do is an :class:`Intent` (``up``, ``status``, ``restart``,
+``down``): each becomes an :class:`Action` per service, and the TUI's restart
+and stop of one service reuse them.
 A service is ready only when every check holds for the unit's *current
 invocation* (see service_run.py); a failed one blocks everything after it, so
 nothing waits forever. All progress is told through events (see events.py).
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import shlex
 import time
 from collections.abc import Callable
 from functools import partial
@@ -22,6 +26,7 @@ from pdtui.config import Deployment, ServiceConfig
 from pdtui.engine.events import Done, Event, HostStatus, Notice, PlanReady, ServiceInfo, Step, StepChanged, StepStatus
 from pdtui.engine.gpus import GpuSampler, Inventory, host_inventories, preflight_findings
 from pdtui.engine.host_session import HostSession
+from pdtui.engine.intent import UP, Action, Intent, Verb
 from pdtui.engine.readiness import LineJudge
 from pdtui.engine.service_run import ServiceRun, Wiring
 from pdtui.engine.signatures import signatures_for
@@ -29,10 +34,10 @@ from pdtui.engine.states import FINAL_STATES, ServiceState
 from pdtui.engine.steps import split, step_statuses
 from pdtui.engine.timing import DEFAULT_TIMING, Timing
 from pdtui.exits import EXIT_FAILED, EXIT_OK
-from pdtui.gpu import sampler_argv
+from pdtui.gpu import descendants, sampler_argv
 from pdtui.hosts.base import Host, HostError, HostUnreachable
 from pdtui.plan import format_duration
-from pdtui.systemd import JournalEntry, parse_cat
+from pdtui.systemd import Commands, JournalEntry, parse_cat
 from pdtui.unit_drift import parse_installed, service_drift
 
 __all__ = ["Orchestrator", "Timing"]
@@ -41,6 +46,7 @@ S = ServiceState
 HostFactory = Callable[..., Host]
 
 BAD_OUTCOMES = frozenset({S.FAILED, S.TIMED_OUT, S.BLOCKED})
+BUSY_NOW = frozenset({S.STARTING, S.STOPPING})   # a restart or stop from the UI waits until these are over
 # An unreachable host is tried again during preflight with this backoff, until its services' longest timeout.
 PREFLIGHT_RETRY, PREFLIGHT_RETRY_MAX = 0.5, 5.0
 
@@ -49,8 +55,9 @@ class Orchestrator:
     """Brings one deployment up and tells everything it does through events."""
 
     def __init__(self, deployment: Deployment, host_factory: HostFactory, *, clock: Callable[[], float] = time.monotonic,
-                 smoke: bool = True, timing: Timing = DEFAULT_TIMING) -> None:
+                 smoke: bool = True, timing: Timing = DEFAULT_TIMING, intent: Intent = UP) -> None:
         self.deployment = deployment
+        self.intent = intent
         self.host_factory = host_factory
         self.clock = clock
         self.smoke = smoke
@@ -81,32 +88,116 @@ class Orchestrator:
         self._subscribers.append(callback)
 
     async def run(self) -> Done:
-        """Bring everything up; returns (and has emitted) the Done that ends the bring-up.
+        """Do what the intent asks; returns (and has emitted) the Done that ends it.
 
         Journal tails and watches keep running afterwards (a front end keeps
         showing logs and crashes) until :meth:`close`.
         """
+        verb = self.intent.verb
         self._begin()
         self._follow_journals()
         await self._preflight_hosts(sample_gpus=True)
-        for run in self._runs.values():
-            if run.state is S.PENDING:
-                run.task = asyncio.create_task(self._bring_up(run), name=f"bring-up {run.name}")
+        if verb is Verb.DOWN:
+            await self._take_down()
+        elif verb is Verb.STATUS:
+            for run in self._pending():
+                self._launch(run, Action.ATTACH, wait=False)
+        elif verb is Verb.RESTART:
+            asked = [self._runs[name] for name in self.intent.services]
+            for run in self._pending():
+                if run not in asked and run.name not in self._restart_dependents(asked):
+                    self._launch(run, Action.ATTACH, wait=False)
+            self._restart(asked, with_dependents=self.intent.with_dependents)
+        else:
+            for run in self._pending():
+                self._launch(run, Action.RESTART if self.intent.fresh else Action.START)
         return await self._until_done()
+
+    def _pending(self) -> list[ServiceRun]:
+        """The runs the preflight let through."""
+        return [run for run in self._runs.values() if run.state is S.PENDING]
+
+    def _launch(self, run: ServiceRun, action: Action, *, wait: bool = True, reason: str = "") -> None:
+        """Give ``run`` a new task doing ``action`` (once what it comes after is ready, when ``wait``)."""
+        if run.task and not run.task.done():
+            run.task.cancel()
+        if run.state is not S.PENDING:
+            run.transition(S.PENDING, reason)
+        run.task = asyncio.create_task(self._bring_up(run, action, wait=wait), name=f"{action.value} {run.name}")
 
     def retry(self, service: str) -> bool:
         run = self._runs.get(service)
         if run is None or run.state not in (S.FAILED, S.TIMED_OUT):
             return False
-        again = [run] + [self._runs[d] for d in self.deployment.dependents(service)
-                         if self._runs[d].state in BAD_OUTCOMES]
-        for r in again:
-            if r.task and not r.task.done():
-                r.task.cancel()
-            r.transition(S.PENDING, "retry")       # its next bring-up begins a fresh attempt
-            r.task = asyncio.create_task(self._bring_up(r), name=f"retry {r.name}")
+        self._launch(run, Action.RESTART, reason="retry")       # its next bring-up begins a fresh attempt
+        for name in self.deployment.dependents(service):
+            if self._runs[name].state in BAD_OUTCOMES:
+                self._launch(self._runs[name], Action.START, reason="retry")
         self._tell_outcome_again()
         return True
+
+    def restart(self, service: str) -> bool:
+        """Restart one service now; what comes after it goes back to waiting and is proven again."""
+        run = self._runs.get(service)
+        if run is None or run.state in BUSY_NOW:
+            return False
+        self._restart([run], with_dependents=False)
+        self._tell_outcome_again()
+        return True
+
+    def stop(self, service: str) -> bool:
+        """Stop one service's unit now (what comes after it is told it runs without it)."""
+        run = self._runs.get(service)
+        if run is None or run.state in BUSY_NOW or run.state is S.STOPPED:
+            return False
+        if run.task and not run.task.done():
+            run.task.cancel()
+        for name in self.deployment.dependents(service):
+            if self._runs[name].state is S.READY:
+                self._emit(Notice("warning", f"{name} degraded: {service} is being stopped", name, self.elapsed()))
+        run.task = asyncio.create_task(run.stop(), name=f"stop {run.name}")
+        self._tell_outcome_again()
+        return True
+
+    def _restart(self, runs: list[ServiceRun], *, with_dependents: bool) -> None:
+        """Restart ``runs``; what comes after them waits for them and is proven again (restarted too, when asked)."""
+        names = ", ".join(r.name for r in runs)
+        self._warn_lone_prefill(runs, with_dependents)
+        for run in runs:
+            self._launch(run, Action.RESTART, reason="restart")
+        for name in self._restart_dependents(runs):
+            if self._runs[name] in runs:
+                continue
+            action = Action.RESTART if with_dependents else Action.ATTACH
+            self._launch(self._runs[name], action, reason=f"waiting for {names}")
+
+    def _restart_dependents(self, runs: list[ServiceRun]) -> list[str]:
+        """What a restart of ``runs`` touches beyond them: what comes after them; with ``--with-dependents``
+        also the decodes beside a restarted prefill (they keep its transfer endpoints)."""
+        names: dict[str, None] = {}
+        for run in runs:
+            names |= dict.fromkeys(self.deployment.dependents(run.name))
+            if self.intent.with_dependents and run.cfg.role == "prefill":
+                names |= dict.fromkeys(self._paired_decodes(run))
+        return list(names)
+
+    def _paired_decodes(self, prefill: ServiceRun) -> list[str]:
+        """The decodes that share a router with ``prefill``: the ones that talk to it."""
+        routers = self.deployment.routers_of(prefill.name)
+        return [r.name for r in self._runs.values() if r.cfg.role == "decode"
+                and any(router in routers for router in self.deployment.routers_of(r.name))]
+
+    def _warn_lone_prefill(self, runs: list[ServiceRun], with_dependents: bool) -> None:
+        """A prefill restarted under a decode that keeps running: the decode still holds the old one's endpoints."""
+        if with_dependents:
+            return
+        for run in runs:
+            staying = [d for d in self._paired_decodes(run) if self._runs[d] not in runs] if run.cfg.role == "prefill" else []
+            if staying:
+                self._emit(Notice(
+                    "warning", f"{run.name}: restarted while {', '.join(staying)} keeps running: SGLang's decode keeps "
+                    "the transfer endpoints of the prefill it first reached for its whole life; restart "
+                    f"{', '.join(staying)} too, or use --with-dependents", run.name, self.elapsed()))
 
     def _tell_outcome_again(self) -> None:
         """After a bring-up ended, a crash or a retry changes the outcome: tell the new one when decided."""
@@ -154,7 +245,11 @@ class Orchestrator:
 
     def _begin(self) -> None:
         self._t0 = self.clock()
-        self._emit(PlanReady(self.deployment.name, tuple(_info(r.cfg) for r in self._runs.values()), tuple(Step)))
+        hosts = self.deployment.hosts
+        services = tuple(_info(r.cfg, Commands.for_host(hosts[r.cfg.host])) for r in self._runs.values())
+        steps = () if self.intent.verb is Verb.DOWN else tuple(Step)
+        self._emit(PlanReady(self.deployment.name, services, steps, title=self.intent.title,
+                             watching=self.intent.watching))
         self._update_steps()
         for name, cfg in self.deployment.hosts.items():
             if name in self._on_host:
@@ -185,20 +280,23 @@ class Orchestrator:
         retried = {h: self._sessions[h].host for h, found in inventories.items() if found is None and h in self._retried}
         if retried:   # reached only after retries: its first inventory found no connection
             inventories |= await host_inventories(self.deployment, retried)
-        gpus_ok = self._preflight_gpus(inventories, sample=sample_gpus)
+        gpus_ok = await self._preflight_gpus(inventories, sample=sample_gpus)
         self._preflight = StepStatus.DONE if all(results) and gpus_ok else StepStatus.FAILED
         self._update_steps()
 
-    def _preflight_gpus(self, inventories: dict[str, Inventory | None], *, sample: bool) -> bool:
+    async def _preflight_gpus(self, inventories: dict[str, Inventory | None], *, sample: bool) -> bool:
         """The GPU inventories' findings told; errors fail their service.
 
         Then one long-running sampler per host keeps the GPU chips live.
         """
         ok = True
-        for finding in preflight_findings(self.deployment, inventories):
+        judging = self.intent.verb in (Verb.UP, Verb.RESTART)   # status and down start nothing: findings only told
+        own = await self._own_processes(inventories) if self.intent.verb is not Verb.DOWN else {}
+        findings = preflight_findings(self.deployment, inventories, own=own) if self.intent.verb is not Verb.DOWN else []
+        for finding in findings:
             self._emit(Notice(finding.level, finding.text, finding.service, self.elapsed()))
             run = self._runs.get(finding.service or "")
-            if finding.level == "error" and run is not None and run.state is S.PENDING:
+            if judging and finding.level == "error" and run is not None and run.state is S.PENDING:
                 run.transition(S.FAILED, finding.text.removeprefix(f"{run.name}: "))
                 ok = False
         for name, inventory in inventories.items():
@@ -207,6 +305,22 @@ class Orchestrator:
                 sampler = GpuSampler(self._sessions[name].host, name, argv, self._emit, self.elapsed, inventory=inventory)
                 self._tails.append(asyncio.create_task(sampler.run(), name=f"gpus {name}"))
         return ok
+
+    async def _own_processes(self, inventories: dict[str, Inventory | None]) -> dict[str, frozenset[int]]:
+        """Each running unit's own processes (its main PID and what descends from it) on hosts where a GPU
+        is held: a deployment that runs already does not find its own GPUs busy."""
+        own: dict[str, frozenset[int]] = {}
+        for host_name, found in inventories.items():
+            running = [r for r in self._on_host[host_name] if r.running and r.main_pid]
+            if not found or not found.apps or not running:
+                continue
+            try:
+                result = await self._sessions[host_name].command(["ps", "-e", "-o", "pid=,ppid="])
+            except HostError:
+                continue
+            if result.ok:
+                own |= {r.name: descendants(result.stdout, r.main_pid) for r in running}
+        return own
 
     async def _preflight_host(self, host_name: str, deadline: float) -> bool:
         ok = True
@@ -220,10 +334,13 @@ class Orchestrator:
                 continue
             if isinstance(props, BaseException):
                 raise props
+            run.note_unit(props)
             if props.get("LoadState") == "not-found":
                 run.transition(S.FAILED, f"unit {run.cfg.unit} not found on {host_name}")
                 ok = False
         present = [r for r in runs if r.state is S.PENDING]
+        if self.intent.verb in (Verb.STATUS, Verb.DOWN):
+            return ok     # nothing will be started: what the unit files say is not in question
         return await self._preflight_drift(host_name, present) and ok
 
     async def _preflight_drift(self, host_name: str, runs: list[ServiceRun]) -> bool:
@@ -284,16 +401,26 @@ class Orchestrator:
             run.flush_logs()
 
     # -- one service ----------------------------------------------------------
-    async def _bring_up(self, run: ServiceRun) -> None:
-        """Once what ``run`` comes after is ready, its life; blocked when one of those failed."""
-        deps = [self._runs[d] for d in run.cfg.after]
+    async def _bring_up(self, run: ServiceRun, action: Action, *, wait: bool = True) -> None:
+        """Once what ``run`` comes after is ready (when ``wait``), its life; blocked when one of those failed."""
+        deps = [self._runs[d] for d in run.cfg.after] if wait else []
         await self._until(lambda: all(d.state is S.READY for d in deps) or any(d.state in BAD_OUTCOMES for d in deps))
         bad = [d for d in deps if d.state in BAD_OUTCOMES] or [d for d in deps if d.state is not S.READY]
         if bad:
             run.transition(S.BLOCKED, f"{bad[0].name} {bad[0].state.value.replace('_', ' ')}")
             return
-        if await run.bring_up():
+        if await run.bring_up(action):
             self._tell_outcome_again()     # it failed after ready: the outcome changed
+
+    async def _take_down(self) -> None:
+        """Stop every unit, each once everything that comes after it has stopped (the router first)."""
+        async def stop(run: ServiceRun) -> None:
+            after_it = [self._runs[name] for name in self.deployment.dependents(run.name)]
+            await self._until(lambda: all(d.state in (S.STOPPED, S.FAILED) for d in after_it))
+            await run.stop(disable=self.intent.disable)
+
+        for run in self._pending():
+            run.task = asyncio.create_task(stop(run), name=f"stop {run.name}")
 
     def _on_change(self) -> None:
         """A run changed state: wake the waiters, update the steps."""
@@ -322,8 +449,17 @@ class Orchestrator:
             self._changed.notify_all()
 
     def _decided(self) -> bool:
-        """Every service settled, or one failed and all it blocks is marked blocked already."""
+        """The outcome is known: every service settled, or one failed and all it blocks is marked blocked already.
+
+        Watching (status), a service whose unit is still starting is settled
+        once it has been judged; taking down, once it is stopped (or would not stop).
+        """
         runs = list(self._runs.values())
+        verb = self.intent.verb
+        if verb is Verb.DOWN:
+            return all(r.state in (S.STOPPED, S.FAILED) and (r.task is None or r.task.done()) for r in runs)
+        if verb is Verb.STATUS:
+            return all(r.state in FINAL_STATES or (r.judged and r.state is S.WAITING) for r in runs)
         if any(r.state is S.PENDING and any(self._runs[d].state in BAD_OUTCOMES for d in r.cfg.after) for r in runs):
             return False
         return all(r.state in FINAL_STATES for r in runs) or any(r.state in (S.FAILED, S.TIMED_OUT) for r in runs)
@@ -339,9 +475,10 @@ class Orchestrator:
 
     def _make_done(self) -> Done:
         runs = list(self._runs.values())
-        ok = all(r.state is S.READY for r in runs)
+        goal = S.STOPPED if self.intent.verb is Verb.DOWN else S.READY
+        ok = all(r.state is goal for r in runs)
         ttr = {r.name: r.time_to_ready for r in runs if r.state is S.READY and r.time_to_ready is not None}
-        failures = {r.name: r.reason or r.state.value for r in runs if r.state in BAD_OUTCOMES}
+        failures = {r.name: r.reason or r.state.value for r in runs if r.state is not goal}
         return Done(ok, EXIT_OK if ok else EXIT_FAILED, ttr, failures, self.left_running(), self.elapsed())
 
     def left_running(self) -> tuple[str, ...]:
@@ -349,12 +486,15 @@ class Orchestrator:
         return tuple(r.cfg.unit for r in self._runs.values() if r.started_by_us and r.running)
 
     def _update_steps(self) -> None:
+        if self.intent.verb is Verb.DOWN:
+            return    # taking down has no bring-up steps
         for step, status in step_statuses(self._preflight, *self._groups).items():
             if self._steps.get(step) != status:
                 self._steps[step] = status
                 self._emit(StepChanged(step, status, "", self.elapsed()))
 
 
-def _info(cfg: ServiceConfig) -> ServiceInfo:
+def _info(cfg: ServiceConfig, commands: Commands) -> ServiceInfo:
     return ServiceInfo(cfg.name, cfg.role, cfg.unit, cfg.host, tuple(cfg.gpus), cfg.numa, cfg.port,
-                       tuple(cfg.after), cfg.timeout)
+                       tuple(cfg.after), cfg.timeout, shlex.join(commands.restart(cfg.unit)),
+                       shlex.join(commands.stop(cfg.unit)))

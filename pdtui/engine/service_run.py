@@ -14,19 +14,22 @@ import asyncio
 import contextlib
 import math
 import re
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from pdtui.config import Deployment, ServiceConfig
-from pdtui.engine.events import Event, LineKind, LogLines, LogRecord, Notice, ProbeResult, StateChanged
+from pdtui.engine.events import Event, LineKind, LogLines, LogRecord, Notice, ProbeResult, StateChanged, UnitStatus
+from pdtui.engine.gpus import gpu_holders
 from pdtui.engine.host_session import HostSession
+from pdtui.engine.intent import Action
 from pdtui.engine.probes import LOOPBACK, Backend, Check, RouterProbe, bootstrap_port, http_check, tcp_check
 from pdtui.engine.readiness import FailureCandidate, LineJudge
 from pdtui.engine.signatures import BOOTSTRAP, Severity, Signature
-from pdtui.engine.states import ServiceState, check_transition
+from pdtui.engine.states import ALLOWED, ServiceState, check_transition
 from pdtui.engine.timing import Timing
 from pdtui.hosts.base import Host, HostDisconnected, HostError, HostUnreachable
-from pdtui.systemd import JournalEntry
+from pdtui.systemd import JournalEntry, parse_timestamp
 
 S = ServiceState
 
@@ -39,6 +42,7 @@ HEALTH_FAILS_IN_A_ROW = 3
 # A Python exception's own line, the last of a traceback: what a warning quotes.
 _EXCEPTION_LINE = re.compile(r"^(?:\[[^\]]*\] )?[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b")
 RUNNING_STATES = ("active", "activating", "reloading")
+STOPPED_STATES = ("inactive", "failed")
 
 
 @dataclass(slots=True)
@@ -47,6 +51,7 @@ class Attempt:
 
     number: int = 0
     started_at: float | None = None
+    attached: bool = False                        # found running: not started by this attempt
     invocation: str | None = None
     collecting: bool = False                      # start issued, invocation not yet known
     buffered: list[JournalEntry] = field(default_factory=list)
@@ -97,6 +102,9 @@ class ServiceRun:
         self.attempt = Attempt()
         self.started_by_us = False
         self.active_state = ""
+        self.main_pid = 0
+        self.judged = False                         # attached and judged once (status: a verdict exists)
+        self._unit_told: UnitStatus | None = None
         self.time_to_ready: float | None = None
         self.pending_lines: list[LogRecord] = []
         self.wake = asyncio.Event()
@@ -112,6 +120,11 @@ class ServiceRun:
         """Whether the unit was running when last looked at."""
         return self.active_state in RUNNING_STATES
 
+    @property
+    def under_way(self) -> bool:
+        """Whether its unit was started by this bring-up or found running (the steps count it as begun)."""
+        return self.started_by_us or self.attempt.attached
+
     def wire(self, wiring: Wiring) -> None:
         self.wiring = wiring
 
@@ -126,7 +139,9 @@ class ServiceRun:
         self.flush_logs()
         old, self.state, self.reason = self.state, new, reason
         ttr = None
-        if new is S.READY and self.attempt.started_at is not None:
+        if new is S.PENDING:
+            self.judged = False
+        if new is S.READY and self.attempt.started_at is not None and not self.attempt.attached:
             ttr = self.time_to_ready = round(self.w.clock() - self.attempt.started_at, 3)
         self.w.emit(StateChanged(self.name, old, new, reason, line, self.w.elapsed(), ttr))
         self.w.changed()
@@ -213,44 +228,97 @@ class ServiceRun:
         self.wake.set()
 
     # -- a life: start, backfill, wait, watch ------------------------------------
-    async def bring_up(self) -> bool:
-        """Start a fresh attempt and see it through; True if it was ready (and its watch has ended)."""
+    async def bring_up(self, action: Action = Action.START) -> bool:
+        """Start a fresh attempt and see it through; True if it was ready (and its watch has ended).
+
+        ``START`` attaches to a unit that is running already, ``RESTART``
+        starts it afresh, ``ATTACH`` only judges the invocation that runs.
+        """
         self.attempt = Attempt(self.attempt.number + 1, started_at=self.w.clock())
-        assert self.attempt.started_at is not None
-        deadline = self.attempt.started_at + self.cfg.timeout
         try:
-            await self._start(deadline)
+            self.attempt.collecting = True          # lines of the invocation found are held until its history is read
+            props = await self.show()
+            self.note_unit(props)
+            if props.get("LoadState") == "not-found":
+                self._release_held()
+                self.transition(S.FAILED, f"unit {self.cfg.unit} not found on {self.cfg.host}")
+                return False
+            if action is not Action.RESTART and self._running_invocation(props):
+                await self._attach(props, "already running: attached" if action is Action.START else "attached")
+            elif action is Action.ATTACH:
+                self._release_held()
+                if self.active_state == "failed":
+                    self.transition(S.FAILED, self.attempt.unit_problem or f"unit {self.cfg.unit} failed")
+                else:
+                    self.transition(S.STOPPED, f"unit {self.cfg.unit} {self.active_state or 'inactive'}")
+                return False
+            else:
+                await self._start(action)
+            assert self.attempt.started_at is not None
+            deadline = self.attempt.started_at + self.cfg.timeout
             if self.state is S.STARTING:
                 self.transition(S.WAITING)
+            if self.state is S.WAITING:
                 await self._wait_ready(deadline)
             if self.state is S.READY:
                 await self._watch()
                 return True
         except HostError as exc:
-            self.attempt.collecting = False      # nothing will judge what the tail would buffer
-            self.attempt.buffered.clear()
-            if self.state in (S.STARTING, S.WAITING, S.READY):
+            self._release_held()
+            if self.state in (S.PENDING, S.STARTING, S.WAITING, S.READY):
                 self.transition(S.FAILED, str(exc))
         return False
+
+    def _running_invocation(self, props: Mapping[str, str]) -> bool:
+        return self.running and bool(props.get("InvocationID"))
+
+    def _release_held(self) -> None:
+        """Nothing will judge what the tail held back for this attempt: show it as it is."""
+        attempt = self.attempt
+        attempt.collecting = False
+        held, attempt.buffered = attempt.buffered, []
+        for entry in held:
+            self.consume(entry)
+
+    async def _attach(self, props: Mapping[str, str], reason: str) -> None:
+        """The unit runs already: judge its current invocation, from its first line, as if pdtui had started it.
+
+        Its timeout counts from the unit's own start (when systemd's timestamp
+        can be read): a unit up for an hour and still not ready times out now.
+        """
+        attempt = self.attempt
+        attempt.attached = True
+        attempt.invocation = props.get("InvocationID") or None
+        uptime = self._unit_told.uptime if self._unit_told else None
+        if uptime is not None and attempt.started_at is not None:
+            attempt.started_at -= uptime
+        since = props.get("ActiveEnterTimestamp", "")
+        self.transition(S.WAITING, f"{reason} (active since {since})" if since else reason)
+        await self._backfill()
 
     async def show(self) -> dict[str, str]:
         """The unit's properties (one batched ``systemctl show`` for the host's looks)."""
         return await self.w.session.looker.show(self.cfg.unit)
 
-    async def _start(self, deadline: float) -> None:
+    async def _start(self, action: Action) -> None:
+        """Start the unit (a router: ``enable --now``), or restart it; then read what its new invocation logged."""
         session = self.w.session
         commands = session.commands
-        if self.cfg.is_router:
-            argv, verb = commands.enable_now(self.cfg.unit), "systemctl enable --now"
-        elif self.attempt.number > 1:
+        restart = action is Action.RESTART and (self.running or not self.cfg.is_router)
+        if restart:
             argv, verb = commands.restart(self.cfg.unit), "systemctl restart"
+        elif self.cfg.is_router:
+            argv, verb = commands.enable_now(self.cfg.unit), "systemctl enable --now"
         else:
             argv, verb = None, "systemctl start"    # shared with the host's other backends
+        assert self.attempt.started_at is not None
+        deadline = self.attempt.started_at + self.cfg.timeout
         self.transition(S.STARTING, f"{verb} {self.cfg.unit}")
         for old in self.cfg.replaces:
             result = await session.command(commands.disable_now(old), deadline)
             text = f"stopped and disabled {old}" if result.ok else f"could not stop {old}: {last_line(result.stderr)}"
             self.w.emit(Notice("info" if result.ok else "warning", text, self.name, self.w.elapsed()))
+        self._release_held()     # the lines so far are an earlier invocation's
         self.attempt.collecting = True
         tail_live = session.tail_live
         if argv is None:
@@ -258,14 +326,83 @@ class ServiceRun:
         else:
             result = await session.command(argv, deadline)
         if not result.ok:
-            self.attempt.collecting = False
+            self._release_held()
             self.transition(S.FAILED, f"{verb} failed: {last_line(result.stderr) or f'exit status {result.exit_status}'}")
             return
         self.started_by_us = True
+        self.attempt.unit_problem = None     # the look before the start saw the unit stopped, as it was
         props = await self.show()
         self.attempt.invocation = props.get("InvocationID") or None
         self.note_unit(props)
         await self._backfill(history=not tail_live)
+
+    # -- down ----------------------------------------------------------------------
+    async def stop(self, *, disable: bool = False) -> None:
+        """Stop the unit (``systemctl stop``, or ``disable --now``), wait until it is inactive and its GPUs'
+        memory is released; STOPPED, or FAILED naming what still runs or what still holds GPU memory."""
+        session, clock = self.w.session, self.w.clock
+        deadline = clock() + self.w.timing.stop_timeout
+        try:
+            props = await self.show()
+            self.note_unit(props)
+            if props.get("LoadState") == "not-found":
+                self._settle(S.FAILED, f"unit {self.cfg.unit} not found on {self.cfg.host}")
+                return
+            if not self.running and not disable:
+                self._settle(S.STOPPED, f"unit {self.cfg.unit} was not running ({self.active_state or 'inactive'})")
+                return
+            argv = session.commands.disable_now(self.cfg.unit) if disable else session.commands.stop(self.cfg.unit)
+            verb = "systemctl disable --now" if disable else "systemctl stop"
+            self.transition(S.STOPPING, f"{verb} {self.cfg.unit}")
+            result = await session.command(argv, deadline)
+            if not result.ok:
+                self.transition(S.FAILED, f"{verb} failed: {last_line(result.stderr) or f'exit status {result.exit_status}'}")
+                return
+            problem = await self._until_inactive(deadline) or await self._until_gpus_released(deadline)
+            if problem:
+                self.transition(S.FAILED, problem)
+                return
+            how = "stopped and disabled" if disable else "stopped"
+            if self.active_state == "failed":    # it did not end cleanly (killed at systemd's stop timeout, say)
+                how += f" (the unit ended failed: {self.attempt.unit_problem or 'see its log'})"
+            self.transition(S.STOPPED, how)
+        except HostError as exc:
+            self._settle(S.FAILED, str(exc))
+
+    def _settle(self, state: ServiceState, reason: str) -> None:
+        """Move to ``state`` from wherever the run is: through STOPPING (or PENDING) where the table has no
+        direct way."""
+        if self.state is state:
+            return
+        if state not in ALLOWED[self.state]:
+            self.transition(S.STOPPING if S.STOPPING in ALLOWED[self.state] else S.PENDING, reason)
+        self.transition(state, reason)
+
+    async def _until_inactive(self, deadline: float) -> str | None:
+        """None once the unit is inactive (or failed: it ended); else what it still is at the deadline."""
+        while True:
+            self.note_unit(await self.show())
+            if self.active_state in STOPPED_STATES:
+                return None
+            if self.w.clock() >= deadline:
+                return f"unit {self.cfg.unit} still {self.active_state} after {self.w.timing.stop_timeout:g}s"
+            await asyncio.sleep(self.w.timing.poll)
+
+    async def _until_gpus_released(self, deadline: float) -> str | None:
+        """None once no process holds memory on the service's GPUs (or nvidia-smi cannot tell); else who does."""
+        if not self.cfg.gpus:
+            return None
+        nvidia_smi = self.w.deployment.hosts[self.cfg.host].commands["nvidia-smi"]
+        while True:
+            held = await gpu_holders(self.w.session.host, nvidia_smi, self.cfg.gpus)
+            if not held:
+                if held is not None:
+                    self.probe_result(Check("gpus", True, "GPU memory released"))
+                return None
+            self.probe_result(Check("gpus", False, f"waiting for GPU memory: {'; '.join(held)}"))
+            if self.w.clock() >= deadline:
+                return f"GPU memory still held after {self.w.timing.stop_timeout:g}s: {'; '.join(held)}"
+            await asyncio.sleep(self.w.timing.poll)
 
     async def _backfill(self, *, history: bool = True) -> None:
         """Judge the lines the invocation wrote before the tail saw them, then what the tail buffered."""
@@ -319,6 +456,9 @@ class ServiceRun:
             if now >= deadline:
                 self.transition(S.TIMED_OUT, self._waiting_for())
                 return
+            if not self.judged:
+                self.judged = True           # every check has had its first look
+                self.w.changed()
             await self._sleep(min(deadline, self._next_look(), next_probe if probing else deadline) - now)
 
     async def _failure(self) -> tuple[str, str | None] | None:
@@ -377,6 +517,8 @@ class ServiceRun:
         """What a look at the unit tells: its state, and a problem when it died or restarted."""
         attempt = self.attempt
         self.active_state = props.get("ActiveState", "")
+        self.main_pid = int(props.get("MainPID") or 0) if (props.get("MainPID") or "").isdigit() else 0
+        self._tell_unit(props)
         invocation = props.get("InvocationID") or None
         if self.active_state == "failed":
             attempt.unit_problem = f"unit {self.cfg.unit} failed (exit status {props.get('ExecMainStatus', '?')})"
@@ -384,6 +526,19 @@ class ServiceRun:
             attempt.unit_problem = f"unit {self.cfg.unit} stopped ({self.active_state})"
         elif attempt.invocation and invocation and invocation != attempt.invocation:
             attempt.unit_problem = f"unit {self.cfg.unit} restarted (NRestarts={props.get('NRestarts', '?')})"
+
+    def _tell_unit(self, props: Mapping[str, str]) -> None:
+        """Tell the unit's state when it changed (its uptime counts from systemd's timestamp)."""
+        since = props.get("ActiveEnterTimestamp", "")
+        entered = parse_timestamp(since) if since else None
+        told = self._unit_told
+        status = UnitStatus(self.name, self.active_state, props.get("SubState", ""), props.get("InvocationID", ""),
+                            since, None if entered is None else max(0.0, time.time() - entered), self.main_pid,
+                            self.w.elapsed())
+        if told is None or (told.active, told.sub, told.invocation, told.since) != (
+                status.active, status.sub, status.invocation, status.since):
+            self._unit_told = status
+            self.w.emit(status)
 
     # -- checks ---------------------------------------------------------------------
     async def _probe(self) -> bool | Check | None:

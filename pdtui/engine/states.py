@@ -1,4 +1,4 @@
-"""Service states and the transitions the orchestrator may make between them.
+"""Service states and the transitions a service run may make between them.
 
 Every change of state goes through :func:`check_transition`, so an impossible
 sequence (a blocked service turning ready, a pending one failing) is a bug that
@@ -18,6 +18,8 @@ class ServiceState(str, Enum):
     FAILED = "failed"
     TIMED_OUT = "timed_out"
     BLOCKED = "blocked"      # a dependency failed or timed out: never started
+    STOPPING = "stopping"    # pdtui down: the stop command runs, then its GPUs' memory is waited for
+    STOPPED = "stopped"      # the unit is not running (found so, or stopped by pdtui down)
 
     @property
     def is_final(self) -> bool:
@@ -26,19 +28,24 @@ class ServiceState(str, Enum):
 
 
 FINAL_STATES = frozenset(
-    {ServiceState.READY, ServiceState.FAILED, ServiceState.TIMED_OUT, ServiceState.BLOCKED}
+    {ServiceState.READY, ServiceState.FAILED, ServiceState.TIMED_OUT, ServiceState.BLOCKED, ServiceState.STOPPED}
 )
 
 S = ServiceState
 
+# Any state a service settles in can go back to PENDING: a retry, a restart, or the restart of what it comes after.
+_SETTLED_TO = frozenset({S.PENDING, S.STOPPING})
 ALLOWED: dict[ServiceState, frozenset[ServiceState]] = {
-    S.PENDING: frozenset({S.STARTING, S.BLOCKED, S.FAILED}),   # FAILED: preflight refused it
+    # FAILED: preflight refused it; WAITING / STOPPED: found running / not running (attached, not started)
+    S.PENDING: frozenset({S.STARTING, S.BLOCKED, S.FAILED, S.WAITING, S.STOPPED, S.STOPPING}),
     S.STARTING: frozenset({S.WAITING, S.FAILED, S.TIMED_OUT}),
-    S.WAITING: frozenset({S.READY, S.FAILED, S.TIMED_OUT}),
-    S.READY: frozenset({S.FAILED}),                             # crashed after it was ready
-    S.FAILED: frozenset({S.PENDING}),                           # retry
-    S.TIMED_OUT: frozenset({S.PENDING}),                        # retry
-    S.BLOCKED: frozenset({S.PENDING}),                          # its dependency is retried
+    S.WAITING: frozenset({S.READY, S.FAILED, S.TIMED_OUT}) | _SETTLED_TO,   # PENDING: what it waits on restarts
+    S.READY: frozenset({S.FAILED}) | _SETTLED_TO,                           # FAILED: crashed after it was ready
+    S.FAILED: _SETTLED_TO,
+    S.TIMED_OUT: _SETTLED_TO,
+    S.BLOCKED: _SETTLED_TO,
+    S.STOPPING: frozenset({S.STOPPED, S.FAILED}),                           # FAILED: it would not stop
+    S.STOPPED: frozenset({S.PENDING}),
 }
 
 

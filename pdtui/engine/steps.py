@@ -1,7 +1,7 @@
 """The plan strip's steps, derived from the services' states (never tracked on their own).
 
 Backends are the services that are not routers (``ServiceConfig.is_router``);
-"start" is done once every one of a group was started; "wait" (or "probe",
+"start" is done once every one of a group was started (or found running); "wait" (or "probe",
 for routers) once every one is ready, and failed as soon as one failed or timed
 out. Services that were blocked make their steps skipped.
 """
@@ -30,7 +30,7 @@ class ServiceProgress(Protocol):
     def state(self) -> ServiceState: ...
 
     @property
-    def started_by_us(self) -> bool: ...
+    def under_way(self) -> bool: ...
 
     @property
     def cfg(self) -> _Config: ...
@@ -66,7 +66,7 @@ def step_statuses(preflight: StepStatus, backends: Sequence[ServiceProgress],
     return statuses
 
 
-_STATE, _STARTED = attrgetter("state"), attrgetter("started_by_us")
+_STATE, _STARTED = attrgetter("state"), attrgetter("under_way")
 
 
 def _start_status(runs: Sequence[ServiceProgress], states: set[ServiceState]) -> StepStatus:
@@ -74,10 +74,10 @@ def _start_status(runs: Sequence[ServiceProgress], states: set[ServiceState]) ->
         return StepStatus.SKIPPED
     if S.STARTING in states:
         return StepStatus.RUNNING
-    if S.FAILED in states and any(r.state is S.FAILED and not r.started_by_us for r in runs):
+    if S.FAILED in states and any(r.state is S.FAILED and not r.under_way for r in runs):
         return StepStatus.FAILED
     started = set(map(_STARTED, runs))
-    if False not in started or all(r.started_by_us or r.state is S.BLOCKED for r in runs):
+    if False not in started or all(r.under_way or r.state is S.BLOCKED for r in runs):
         return StepStatus.DONE
     return StepStatus.RUNNING if True in started else StepStatus.PENDING
 

@@ -25,7 +25,7 @@ ROOT_ENV = "PDTUI_SIM_ROOT"
 START_TIMEOUT = 30.0
 RUNNING_STATES = ("active", "activating", "deactivating", "reloading")
 SHOW_ORDER = ("Id", "Description", "LoadState", "ActiveState", "SubState", "Result", "MainPID", "ExecMainPID",
-              "ExecMainStatus", "NRestarts", "InvocationID", "UnitFileState", "FragmentPath")
+              "ExecMainStatus", "NRestarts", "InvocationID", "ActiveEnterTimestamp", "UnitFileState", "FragmentPath")
 
 
 class Usage(Exception):
@@ -156,9 +156,15 @@ def show_properties(store: UnitStore, name: str) -> dict[str, str]:
         "ExecMainStatus": str(state.exec_main_status),
         "NRestarts": str(state.n_restarts),
         "InvocationID": state.invocation,
+        "ActiveEnterTimestamp": _timestamp(state.since_us) if state.active in ("active", "reloading", "deactivating") else "",
         "UnitFileState": ("enabled" if store.is_enabled(name) else "disabled") if unit else "",
         "FragmentPath": str(store.unit_path(name)) if unit else "",
     }
+
+
+def _timestamp(us: int) -> str:
+    """As systemctl prints a timestamp, in UTC (the sandbox's zone): ``Tue 2026-12-01 15:05:21 UTC``."""
+    return time.strftime("%a %Y-%m-%d %H:%M:%S UTC", time.gmtime(us / 1e6)) if us else ""
 
 
 def _status_text(store: UnitStore, unit: UnitFile) -> str:

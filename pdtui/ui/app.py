@@ -50,7 +50,7 @@ from pdtui.ui.model import ElapsedClock
 from pdtui.ui.notify import desktop_notification
 from pdtui.ui.panel import ServicePanel
 from pdtui.ui.plan import PlanStrip, TitleBar
-from pdtui.ui.screens import HelpScreen, QuitScreen
+from pdtui.ui.screens import ConfirmScreen, HelpScreen, QuitScreen
 from pdtui.ui.themes import DEFAULT_THEME, ThemeFile, available_themes, read_theme
 
 __all__ = ["PdtuiApp", "available_themes", "run_app"]
@@ -106,6 +106,8 @@ class PdtuiApp(App[int]):
         Binding("slash", "filter", "filter"),
         Binding("z", "zoom", "zoom"),
         Binding("r", "retry", "retry"),
+        Binding("R", "restart", "restart", show=False),   # in the help and the palette: the footer keeps q
+        Binding("x", "stop", "stop", show=False),
         Binding("a", "all_logs", "all logs"),
         Binding("s", "save", "save"),
         Binding("q", "quit", "quit"),
@@ -243,6 +245,7 @@ class PdtuiApp(App[int]):
     def _on_plan(self, plan: PlanReady) -> None:
         self._deployment = plan.deployment
         self.title_bar.show_deployment(plan.deployment)
+        self.title_bar.activity = "bring-up" if plan.title == "bringing up" else plan.title
         self.plan.set_steps(plan.steps)
         self._mount_panels(plan)
 
@@ -459,6 +462,42 @@ class PdtuiApp(App[int]):
         else:
             self.notify(f"{panel.service} cannot be retried now", severity="warning", markup=False)
 
+    def action_restart(self) -> None:
+        self._confirm_action("restart")
+
+    def action_stop(self) -> None:
+        self._confirm_action("stop")
+
+    def _confirm_action(self, verb: str) -> None:
+        """Restart or stop the focused service, once the user has seen the exact command and said yes."""
+        panel = self._focused_panel()
+        if panel is None:
+            self.notify(f"focus a service panel to {verb} it", severity="warning")
+            return
+        info = panel.view.info
+        if verb == "restart":
+            after = [p.service for p in self.panels.values() if info.name in p.view.info.after]
+            consequence = (f"{', '.join(after)} will wait for it and be proven again." if after
+                           else "pdtui waits until it is ready again.")
+            command = info.restart_command
+        else:
+            consequence = "pdtui waits until it is inactive and its GPUs' memory is released."
+            command = info.stop_command
+        what = f"{verb.capitalize()} {info.name} ({info.unit})"
+
+        def answered(yes: bool | None) -> None:
+            if not yes:
+                return
+            act = self.source.restart if verb == "restart" else self.source.stop
+            if act(info.name):
+                self.notify(f"{verb} {info.name}: {command}", markup=False)
+            else:
+                done_word = "restarted" if verb == "restart" else "stopped"
+                self.notify(f"{info.name} is {panel.view.state.value}: it cannot be {done_word} now",
+                            severity="warning", markup=False)
+
+        self.push_screen(ConfirmScreen(what, command, info.host, consequence), callback=answered)
+
     async def action_quit(self) -> None:
         if self.in_progress:
             self.push_screen(QuitScreen(self._started_units()), callback=self._confirmed_quit)
@@ -506,6 +545,8 @@ class PdtuiApp(App[int]):
         yield SystemCommand("Filter", "Filter the focused log by a regular expression", self.action_filter)
         yield SystemCommand("Zoom", "Zoom the focused panel to the whole screen, and back", self.action_zoom)
         yield SystemCommand("Retry", "Retry the focused service when it failed or timed out", self.action_retry)
+        yield SystemCommand("Restart service", "Restart the focused service (asks first)", self.action_restart)
+        yield SystemCommand("Stop service", "Stop the focused service (asks first)", self.action_stop)
         yield SystemCommand("All logs", "Every service's log merged by time", self.action_all_logs)
         yield SystemCommand("Save log", "Save the focused log to a file", self.action_save)
         yield SystemCommand("Help", "Keys and badges", self.action_help)

@@ -14,6 +14,8 @@ BADGE_LABELS: dict[ServiceState, str] = {
     ServiceState.FAILED: "✗ FAILED",
     ServiceState.TIMED_OUT: "⧗ TIMED OUT",
     ServiceState.BLOCKED: "⊘ blocked",
+    ServiceState.STOPPING: "◑ stopping",
+    ServiceState.STOPPED: "■ stopped",
 }
 """Badge text per state; the glyph keeps states apart when colour is off (NO_COLOR)."""
 

@@ -75,6 +75,8 @@ class ServiceView:
             self.checks.clear()
         elif new is ServiceState.STARTING:
             self.since, self.until, self.started = event.elapsed, None, True
+        elif new in (ServiceState.WAITING, ServiceState.STOPPING) and self.since is None:
+            self.since, self.until = event.elapsed, None    # attached to a running unit, or stopping it
         elif new.is_final:
             self.until = event.elapsed
         if new is ServiceState.READY:

@@ -33,6 +33,8 @@ class TitleBar(Widget):
     trouble: reactive[str] = reactive("")
     """The hosts that are not connected, with their status."""
     shown_elapsed: reactive[str] = reactive(duration(0))
+    activity: reactive[str] = reactive("bring-up")
+    """What the screen does: ``bring-up``, ``watching``, ``restarting decode``, ``taking down``."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -52,7 +54,7 @@ class TitleBar(Widget):
 
     def render(self) -> Text:
         left = Text.assemble(("pdtui", "bold"), f" · {self.deployment}" if self.deployment else "")
-        right = Text("  ".join(part for part in (self.trouble, f"bring-up {self.shown_elapsed}") if part))
+        right = Text("  ".join(part for part in (self.trouble, f"{self.activity} {self.shown_elapsed}") if part))
         gap = max(1, self.size.width - left.cell_len - right.cell_len)
         line = Text.assemble(left, " " * gap, right)
         line.truncate(self.size.width, overflow="ellipsis")

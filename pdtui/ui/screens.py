@@ -1,4 +1,4 @@
-"""Modal screens: the key help and the quit confirmation."""
+"""Modal screens: the key help, the quit confirmation and the confirmation of a restart or stop."""
 
 from __future__ import annotations
 
@@ -18,12 +18,14 @@ HELP_KEYS: tuple[tuple[str, str], ...] = (
     ("a", "all services' logs merged by time, and back"),
     ("s", "save the focused log to a file"),
     ("r", "retry the focused service when it failed or timed out"),
+    ("R", "restart the focused service (asks first; shows the command)"),
+    ("x", "stop the focused service (asks first; shows the command)"),
     ("↑ ↓ pgup pgdn home end", "scroll the focused log"),
     ("ctrl+p", "command palette"),
-    ("q", "quit (services keep running: pdtui never stops them)"),
+    ("q", "quit (services keep running: only a confirmed stop stops one)"),
 )
 
-BADGES = "○ pending  ◔ starting  ◐ waiting  ✓ READY\n        ✗ FAILED  ⧗ TIMED OUT  ⊘ blocked"
+BADGES = "○ pending  ◔ starting  ◐ waiting  ✓ READY\n        ✗ FAILED  ⧗ TIMED OUT  ⊘ blocked  ◑ stopping  ■ stopped"
 
 
 def help_text() -> Text:
@@ -84,3 +86,31 @@ class QuitScreen(ModalScreen[bool]):
 
     def action_answer(self, quit: bool) -> None:
         self.dismiss(quit)
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    """Asks before a restart or a stop, showing the exact command and the host it runs on."""
+
+    BINDINGS = [
+        Binding("y", "answer(True)", "yes"),
+        Binding("n,escape", "answer(False)", "no"),
+    ]
+
+    def __init__(self, what: str, command: str, host: str, consequence: str) -> None:
+        super().__init__()
+        self.what, self.command, self.host, self.consequence = what, command, host, consequence
+
+    def compose(self) -> ComposeResult:
+        message = Text.assemble((f"{self.what}?\n", "bold"), "runs on ", (self.host, "bold"), ":\n  ",
+                                (self.command, "bold"), f"\n{self.consequence}")
+        with Vertical(id="confirm-box"):
+            yield Static(message)
+            with Horizontal(id="confirm-buttons"):
+                yield Button("Yes (y)", id="confirm-yes", variant="error")
+                yield Button("No (n)", id="confirm-no", variant="primary")
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "confirm-yes")
+
+    def action_answer(self, yes: bool) -> None:
+        self.dismiss(yes)

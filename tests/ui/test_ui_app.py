@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import re
 from pathlib import Path
@@ -29,7 +30,7 @@ from pdtui.engine.events import Done, LineKind, LogLines, LogRecord, StateChange
 from pdtui.engine.states import ServiceState as S
 from pdtui.ui.app import PdtuiApp, terminal_driver
 from pdtui.ui.logview import FLOOD_PAINT_INTERVAL, PAINT_INTERVAL, LogView
-from pdtui.ui.screens import HelpScreen, QuitScreen
+from pdtui.ui.screens import ConfirmScreen, HelpScreen, QuitScreen
 
 
 class RecordingApp(PdtuiApp):
@@ -572,3 +573,42 @@ async def test_a_textual_theme_from_the_palette_keeps_the_chosen_pd_colours() ->
         app.theme = "pdtui-dark"
         await settle(pilot)
         assert background(app.panels["prefill"].log_view) == "#0f1117"
+
+
+async def test_restart_key_shows_the_exact_command_and_host_and_restarts_only_on_yes() -> None:
+    app, source = make_app(ready_script())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("tab", "R")     # focus decode
+        await settle(pilot)
+        assert isinstance(app.screen, ConfirmScreen)
+        text = screen_text(app)
+        assert "systemctl restart sglang-dsv4-decode" in text and "gpu0" in text
+        assert "router will wait for it and be proven again" in text
+        await pilot.press("n")
+        await settle(pilot)
+        assert source.actions == [] and not isinstance(app.screen, ConfirmScreen)
+        await pilot.press("R", "y")
+        await settle(pilot)
+        assert source.actions == [("restart", "decode")]
+
+
+async def test_stop_key_asks_first_and_stops_the_focused_service() -> None:
+    app, source = make_app(ready_script())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("x")
+        await settle(pilot)
+        assert isinstance(app.screen, ConfirmScreen)
+        assert "systemctl stop sglang-dsv4-prefill" in screen_text(app)
+        await pilot.press("y")
+        await settle(pilot)
+        assert source.actions == [("stop", "prefill")]
+
+
+async def test_the_title_says_the_screen_watches_when_it_only_looks() -> None:
+    watching = dataclasses.replace(PLAN, title="watching", watching=True)
+    app, _ = make_app([watching])
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        assert "watching 0:00" in screen_text(app)

@@ -31,12 +31,13 @@ T0 = 1_760_605_569.0  # 2025-10-16 09:06:09 UTC: journal timestamps of the scrip
 
 
 class FakeSource:
-    """Plays a script when run; more events can be emitted by the test; records retries."""
+    """Plays a script when run; more events can be emitted by the test; records retries, restarts and stops."""
 
     def __init__(self, script: Sequence[Event] = (), *, retry_result: bool = True) -> None:
         self.script = list(script)
         self.callbacks: list[Callable[[Event], None]] = []
         self.retries: list[str] = []
+        self.actions: list[tuple[str, str]] = []     # (verb, service) of each restart and stop asked for
         self.retry_result = retry_result
         self.played = False
         self.closed = False
@@ -61,12 +62,22 @@ class FakeSource:
         self.retries.append(service)
         return self.retry_result
 
+    def restart(self, service: str) -> bool:
+        self.actions.append(("restart", service))
+        return True
+
+    def stop(self, service: str) -> bool:
+        self.actions.append(("stop", service))
+        return True
+
     async def close(self) -> None:
         self.closed = True
 
 
-PREFILL = ServiceInfo("prefill", "prefill", "sglang-dsv4-prefill", "gpu0", (0, 1, 2, 3), 0, 30000, (), 360.0)
-DECODE = ServiceInfo("decode", "decode", "sglang-dsv4-decode", "gpu0", (4, 5, 6, 7), 1, 30002, (), 360.0)
+PREFILL = ServiceInfo("prefill", "prefill", "sglang-dsv4-prefill", "gpu0", (0, 1, 2, 3), 0, 30000, (), 360.0,
+                      "systemctl restart sglang-dsv4-prefill", "systemctl stop sglang-dsv4-prefill")
+DECODE = ServiceInfo("decode", "decode", "sglang-dsv4-decode", "gpu0", (4, 5, 6, 7), 1, 30002, (), 360.0,
+                     "systemctl restart sglang-dsv4-decode", "systemctl stop sglang-dsv4-decode")
 ROUTER = ServiceInfo("router", "router", "sglang-dsv4-router", "gpu0", (), None, 30001, ("prefill", "decode"), 120.0)
 PLAN = PlanReady("dsv4-flash-pd", (PREFILL, DECODE, ROUTER), tuple(Step))
 

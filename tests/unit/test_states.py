@@ -30,4 +30,14 @@ def test_a_blocked_service_can_never_become_ready_directly():
 
 def test_final_states():
     assert {s for s in ServiceState if s.is_final} == {
-        ServiceState.READY, ServiceState.FAILED, ServiceState.TIMED_OUT, ServiceState.BLOCKED}
+        ServiceState.READY, ServiceState.FAILED, ServiceState.TIMED_OUT, ServiceState.BLOCKED, ServiceState.STOPPED}
+
+
+def test_a_stopping_service_ends_stopped_or_failed_only():
+    assert ALLOWED[ServiceState.STOPPING] == {ServiceState.STOPPED, ServiceState.FAILED}
+
+
+def test_a_ready_service_can_be_restarted_or_stopped_but_never_starts_directly():
+    assert ServiceState.PENDING in ALLOWED[ServiceState.READY]
+    assert ServiceState.STOPPING in ALLOWED[ServiceState.READY]
+    assert ServiceState.STARTING not in ALLOWED[ServiceState.READY]

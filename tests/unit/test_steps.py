@@ -12,7 +12,7 @@ DONE, RUNNING, PENDING, FAILED, SKIPPED = (StepStatus.DONE, StepStatus.RUNNING, 
 
 
 def service(state, started=False, router=False):
-    return SimpleNamespace(state=state, started_by_us=started, cfg=SimpleNamespace(is_router=router))
+    return SimpleNamespace(state=state, under_way=started, cfg=SimpleNamespace(is_router=router))
 
 
 def steps(prefill, decode, router, preflight=DONE):
@@ -63,11 +63,11 @@ def _per_step(runs) -> dict:
             return SKIPPED
         if S.STARTING in states:
             return RUNNING
-        if any(r.state is S.FAILED and not r.started_by_us for r in group):
+        if any(r.state is S.FAILED and not r.under_way for r in group):
             return FAILED
-        if all(r.started_by_us or r.state is S.BLOCKED for r in group):
+        if all(r.under_way or r.state is S.BLOCKED for r in group):
             return DONE
-        return RUNNING if any(r.started_by_us for r in group) else PENDING
+        return RUNNING if any(r.under_way for r in group) else PENDING
 
     def wait(group):
         states = {r.state for r in group}

@@ -1,0 +1,96 @@
+"""``pdtui status --once``: the deployment as one table, or as one JSON object.
+
+A :class:`StatusBoard` follows the engine's events like any face and keeps, per
+service, the last of each: its state and reason, its unit as systemd reported
+it, its checks, its GPUs' memory. The JSON object is the contract documented in
+README.md ("status --once --json").
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from pdtui.engine.events import Done, Event, GpuInfo, GpuSample, PlanReady, ProbeResult, ServiceInfo, StateChanged, UnitStatus
+from pdtui.engine.states import ServiceState
+from pdtui.gpu import gpu_ranges
+from pdtui.plan import format_duration
+from pdtui.text import inert
+
+
+@dataclass
+class ServiceStatus:
+    info: ServiceInfo
+    state: ServiceState = ServiceState.PENDING
+    reason: str = ""
+    line: str | None = None
+    unit: UnitStatus | None = None
+    checks: dict[str, tuple[bool, str]] = field(default_factory=dict)
+    gpus: dict[int, GpuInfo] = field(default_factory=dict)
+
+
+class StatusBoard:
+    """The last word on every service, from the events."""
+
+    def __init__(self) -> None:
+        self.deployment = ""
+        self.services: dict[str, ServiceStatus] = {}
+        self.done: Done | None = None
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, PlanReady):
+            self.deployment = event.deployment
+            self.services = {info.name: ServiceStatus(info) for info in event.services}
+        elif isinstance(event, StateChanged) and event.service in self.services:
+            status = self.services[event.service]
+            status.state, status.reason, status.line = event.new, event.reason, event.line
+        elif isinstance(event, UnitStatus) and event.service in self.services:
+            self.services[event.service].unit = event
+        elif isinstance(event, ProbeResult) and event.service in self.services:
+            self.services[event.service].checks[event.check] = (event.ok, event.detail)
+        elif isinstance(event, GpuSample):
+            for status in self.services.values():
+                if status.info.host == event.host:
+                    status.gpus |= {gpu.index: gpu for gpu in event.gpus if gpu.index in status.info.gpus}
+        elif isinstance(event, Done):
+            self.done = event
+
+    def as_json(self) -> str:
+        done = self.done
+        data = {"kind": "status", "deployment": self.deployment, "ok": bool(done and done.ok),
+                "exit_code": done.exit_code if done else 1, "elapsed": done.elapsed if done else None,
+                "services": [_service_json(s) for s in self.services.values()]}
+        return json.dumps(data, ensure_ascii=False)
+
+    def table(self) -> str:
+        """One line per service: name, state, unit state and uptime, GPUs, then the reason."""
+        rows = [("SERVICE", "STATE", "UNIT", "UP", "HOST", "GPUS", "WHY")]
+        for s in self.services.values():
+            unit = s.unit
+            rows.append((s.info.name, s.state.value.upper().replace("_", " "),
+                         f"{unit.active} ({unit.sub})" if unit else "?",
+                         format_duration(round(unit.uptime)) if unit and unit.uptime is not None else "-",
+                         s.info.host, gpu_ranges(s.info.gpus) or "-", inert(s.reason, 200)))
+        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+        lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False)) + "  " + row[-1]
+                 for row in rows]
+        if self.done is not None:
+            ready = sum(s.state is ServiceState.READY for s in self.services.values())
+            lines.append(f"{self.deployment}: {ready} of {len(self.services)} ready")
+        return "\n".join(line.rstrip() for line in lines)
+
+
+def _service_json(s: ServiceStatus) -> dict:
+    unit = s.unit
+    return {
+        "name": s.info.name, "role": s.info.role, "host": s.info.host, "unit": s.info.unit,
+        "state": s.state.value, "reason": s.reason, "line": s.line,
+        "active": unit.active if unit else None, "sub": unit.sub if unit else None,
+        "invocation": (unit.invocation or None) if unit else None, "since": (unit.since or None) if unit else None,
+        "uptime": round(unit.uptime, 1) if unit and unit.uptime is not None else None,
+        "main_pid": unit.main_pid if unit and unit.main_pid else None,
+        "gpus": list(s.info.gpus), "numa": s.info.numa, "port": s.info.port,
+        "checks": {name: {"ok": ok, "detail": detail} for name, (ok, detail) in s.checks.items()},
+        "gpu_memory": [{"index": g.index, "used_mib": g.memory_used_mib, "total_mib": g.memory_total_mib,
+                        "utilization": g.utilization} for g in sorted(s.gpus.values(), key=lambda g: g.index)],
+    }

@@ -1,0 +1,123 @@
+"""A deployment's life after its bring-up, on the sim: status, up again, restart, down."""
+
+from __future__ import annotations
+
+from pdtui.engine.events import Notice, ProbeResult, StateChanged, UnitStatus
+from pdtui.engine.intent import Intent, Verb
+from pdtui.sim.units import UnitStore
+from tests.engine_helpers import bring_up, reference
+
+STATUS = Intent(Verb.STATUS)
+DOWN = Intent(Verb.DOWN)
+
+
+def invocations(sandbox, deployment) -> dict[str, str]:
+    store = UnitStore(sandbox.root)
+    return {name: store.read_state(svc.unit).invocation for name, svc in deployment.services.items()}
+
+
+def commanded(rec) -> list[str]:
+    """The reasons of every state change that ran a unit command (start, restart, stop)."""
+    return [e.reason for e in rec.of(StateChanged) if e.new.value in ("starting", "stopping")]
+
+
+async def test_status_of_a_running_deployment_judges_all_ready_and_commands_nothing(sandbox):
+    deployment = reference(sandbox)
+    assert (await bring_up(deployment))[0].ok
+    before = invocations(sandbox, deployment)
+    done, rec, _ = await bring_up(deployment, intent=STATUS)
+    assert done.ok and done.exit_code == 0, done
+    assert commanded(rec) == []
+    assert invocations(sandbox, deployment) == before
+    for service in deployment.services:
+        assert rec.states(service) == ["waiting", "ready"]
+        assert rec.change(service, "waiting").reason.startswith("attached (active since ")
+    units = {e.service: e for e in rec.of(UnitStatus)}
+    assert units["decode"].active == "active" and units["decode"].invocation == before["decode"]
+    assert units["decode"].uptime is not None and units["decode"].uptime >= 0
+    smoke = [e for e in rec.of(ProbeResult) if e.service == "router" and e.check == "smoke"]
+    assert smoke and smoke[-1].ok
+
+
+async def test_status_of_a_deployment_never_started_says_stopped_and_exits_1(sandbox):
+    deployment = reference(sandbox)
+    done, rec, _ = await bring_up(deployment, intent=STATUS)
+    assert not done.ok and done.exit_code == 1
+    assert commanded(rec) == []
+    for service in deployment.services:
+        assert rec.states(service) == ["stopped"]
+        assert "inactive" in done.failures[service]
+
+
+async def test_up_on_a_running_deployment_attaches_and_finds_no_busy_gpus(sandbox):
+    deployment = reference(sandbox)
+    assert (await bring_up(deployment))[0].ok
+    before = invocations(sandbox, deployment)
+    done, rec, _ = await bring_up(deployment)
+    assert done.ok, done
+    assert commanded(rec) == []
+    assert all(rec.change(s, "waiting").reason.startswith("already running: attached") for s in deployment.services)
+    assert invocations(sandbox, deployment) == before
+    assert not [n for n in rec.of(Notice) if "already in use" in n.text]
+
+
+async def test_up_restart_starts_running_units_afresh(sandbox):
+    deployment = reference(sandbox)
+    assert (await bring_up(deployment))[0].ok
+    before = invocations(sandbox, deployment)
+    done, rec, _ = await bring_up(deployment, intent=Intent(fresh=True))
+    assert done.ok, done
+    after = invocations(sandbox, deployment)
+    assert all(after[s] != before[s] for s in deployment.services)
+    assert rec.index("router", "starting") > max(rec.index("prefill", "ready"), rec.index("decode", "ready"))
+
+
+async def test_restart_decode_restarts_it_alone_and_proves_the_router_again(sandbox):
+    deployment = reference(sandbox)
+    assert (await bring_up(deployment))[0].ok
+    before = invocations(sandbox, deployment)
+    done, rec, _ = await bring_up(deployment, intent=Intent(Verb.RESTART, ("decode",)))
+    assert done.ok, done
+    after = invocations(sandbox, deployment)
+    assert after["decode"] != before["decode"]
+    assert after["prefill"] == before["prefill"] and after["router"] == before["router"]
+    assert commanded(rec) == [f"systemctl restart {deployment.services['decode'].unit}"]
+    assert rec.states("router") == ["waiting", "ready"]
+    assert rec.change("router", "waiting").reason.startswith("attached")
+    assert rec.index("router", "waiting") > rec.index("decode", "ready")
+    smoke = [e for e in rec.of(ProbeResult) if e.service == "router" and e.check == "smoke"]
+    assert smoke and smoke[-1].ok
+
+
+async def test_restart_of_a_prefill_alone_warns_that_decode_keeps_its_endpoints(sandbox):
+    deployment = reference(sandbox)
+    assert (await bring_up(deployment))[0].ok
+    done, rec, _ = await bring_up(deployment, intent=Intent(Verb.RESTART, ("prefill",)))
+    assert done.ok, done
+    warning = next(n for n in rec.of(Notice) if n.service == "prefill" and n.level == "warning")
+    assert "decode" in warning.text and "--with-dependents" in warning.text
+
+
+async def test_restart_with_dependents_restarts_the_decode_beside_a_prefill_and_the_router(sandbox):
+    deployment = reference(sandbox)
+    assert (await bring_up(deployment))[0].ok
+    before = invocations(sandbox, deployment)
+    done, rec, _ = await bring_up(deployment, intent=Intent(Verb.RESTART, ("prefill",), with_dependents=True))
+    assert done.ok, done
+    after = invocations(sandbox, deployment)
+    assert all(after[s] != before[s] for s in deployment.services)
+    assert rec.index("router", "starting") > max(rec.index("prefill", "ready"), rec.index("decode", "ready"))
+
+
+async def test_down_stops_the_router_first_then_the_backends_and_their_gpus(sandbox):
+    deployment = reference(sandbox)
+    assert (await bring_up(deployment))[0].ok
+    done, rec, _ = await bring_up(deployment, intent=DOWN)
+    assert done.ok and done.exit_code == 0, done
+    assert rec.index("router", "stopped") < min(rec.index("prefill", "stopping"), rec.index("decode", "stopping"))
+    store = UnitStore(sandbox.root)
+    assert {store.read_state(svc.unit).active for svc in deployment.services.values()} <= {"inactive", "failed"}
+    released = [e for e in rec.of(ProbeResult) if e.check == "gpus" and e.ok]
+    assert {e.service for e in released} == {"prefill", "decode"}
+    done, rec, _ = await bring_up(deployment, intent=STATUS)
+    assert done.exit_code == 1
