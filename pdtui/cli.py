@@ -70,13 +70,17 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--probe", action="store_true",
                        help="also reach every host and run the preflight (units, GPUs, NUMA); starts nothing")
     check.add_argument("--accept-new", action="store_true", help="trust unknown SSH host keys and remember them")
+
+    init = sub.add_parser("init", help="write a commented pdtui.yaml for this machine (its GPUs and SGLang units)")
+    init.add_argument("path", metavar="PATH", nargs="?", default="pdtui.yaml",
+                      help="where to write it (default ./pdtui.yaml); an existing file is never replaced")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     handlers: dict[str, Callable[[argparse.Namespace], int]] = {"up": _up, "demo": _demo, "check": _check,
-                                                                "units": _units}
+                                                                "units": _units, "init": _init}
     if getattr(args, "theme", None):
         from pdtui.config import ConfigError
         from pdtui.ui.themes import available_themes, read_theme
@@ -140,6 +144,13 @@ def _units(args: argparse.Namespace) -> int:
 
     return units.run(deployment, out=args.out, diff_them=args.diff, install_them=args.install, yes=args.yes,
                      factory=factory)
+
+
+def _init(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from pdtui.commands import init
+    return init.run(Path(args.path))
 
 
 def _probe(deployment, args: argparse.Namespace) -> int:
