@@ -73,7 +73,7 @@ def _parser() -> argparse.ArgumentParser:
 
     init = sub.add_parser("init", help="write a commented pdtui.yaml for this machine (its GPUs and SGLang units)")
     init.add_argument("path", metavar="PATH", nargs="?", default="pdtui.yaml",
-                      help="where to write it (default ./pdtui.yaml); an existing file is never replaced")
+                      help="the file to write, or a folder for its pdtui.yaml (default ./pdtui.yaml); never replaces a file")
     return parser
 
 

@@ -85,7 +85,8 @@ def _facts(draft: Draft) -> list[str]:
                 "the unit names below are defaults."]
     elif found:
         missing = [svc.role for svc in draft.services if not svc.found]
-        said = [f"Units: systemd here knows the {_and(found)} unit{'s' if len(found) > 1 else ''} below"
+        many = len(found) > 1
+        said = [f"Units: the {_and(found)} unit{'s' if many else ''} below {'are' if many else 'is'} installed here"
                 + (f"; {_and(missing)} {'have' if len(missing) > 1 else 'has'} a default unit name, a unit to be "
                    "created." if missing else ".")]
     else:

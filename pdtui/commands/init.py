@@ -43,6 +43,8 @@ async def init(path: Path, host: Host, commands: Mapping[str, Sequence[str]], *,
                out: TextIO | None = None, err: TextIO | None = None) -> int:
     """Survey ``host`` with ``commands``, write its config at ``path`` and say what next; the exit code."""
     out, err = out or sys.stdout, err or sys.stderr
+    if path.is_dir():      # `pdtui init ~/deploy/`: the file goes inside
+        path = path / "pdtui.yaml"
     if path.exists() or path.is_symlink():
         return _refuse(f"{path} already exists; not overwriting it (move it away or give another PATH)", err)
     if not path.parent.is_dir():

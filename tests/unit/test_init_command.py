@@ -118,6 +118,13 @@ async def test_init_writes_a_config_that_loads_and_says_the_next_steps(tmp_path)
     assert err.getvalue() == ""
 
 
+async def test_a_folder_given_gets_a_pdtui_yaml_inside(tmp_path):
+    out = io.StringIO()
+    assert await init(tmp_path, ScriptedHost(), COMMANDS, out=out, err=io.StringIO()) == 0
+    assert load_config(tmp_path / "pdtui.yaml").hosts["gpu0"].local
+    assert out.getvalue().startswith(f"pdtui init: wrote {tmp_path / 'pdtui.yaml'}\n")
+
+
 async def test_an_existing_file_is_never_overwritten_and_nothing_is_asked(tmp_path):
     path, err = tmp_path / "pdtui.yaml", io.StringIO()
     path.write_text("mine\n")
