@@ -95,6 +95,10 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--probe", action="store_true",
                        help="also reach every host and run the preflight (units, GPUs, NUMA); starts nothing")
     check.add_argument("--accept-new", action="store_true", help="trust unknown SSH host keys and remember them")
+
+    init = sub.add_parser("init", help="write a commented pdtui.yaml for this machine (its GPUs and SGLang units)")
+    init.add_argument("path", metavar="PATH", nargs="?", default="pdtui.yaml",
+                      help="the file to write, or a folder for its pdtui.yaml (default ./pdtui.yaml); never replaces a file")
     return parser
 
 
@@ -105,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(["status", *(argv if argv is not None else sys.argv[1:])])
     handlers: dict[str, Callable[[argparse.Namespace], int]] = {
         "up": _up, "status": _status, "restart": _restart, "down": _down, "demo": _demo, "check": _check,
-        "units": _units}
+        "units": _units, "init": _init}
     if getattr(args, "theme", None):
         from pdtui.config import ConfigError
         from pdtui.ui.themes import available_themes, read_theme
@@ -171,6 +175,13 @@ def _units(args: argparse.Namespace) -> int:
                      factory=factory)
 
 
+def _init(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from pdtui.commands import init
+    return init.run(Path(args.path))
+
+
 def _probe(deployment, args: argparse.Namespace) -> int:
     """The preflight alone, printed as the headless bring-up prints it."""
     from pdtui.engine.orchestrator import Orchestrator
@@ -221,7 +232,7 @@ def _found_config(given: str | None) -> str | None:
         return given
     found, looked = find_config(os.environ, Path.cwd())
     if found is None:
-        print(not_found_message(looked), file=sys.stderr)
+        print(not_found_message(looked, os.environ), file=sys.stderr)
         return None
     return str(found)
 

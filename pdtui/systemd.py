@@ -68,6 +68,15 @@ class Commands:
         """The installed files of units (each unit file, then its drop-ins)."""
         return self.systemctl("cat", "--no-pager", *units)
 
+    def list_units(self) -> list[str]:
+        """Every service unit systemd holds in memory, whatever its state: one plain row each."""
+        return self.systemctl("list-units", "--all", "--type=service", "--no-legend", "--plain", "--no-pager")
+
+    def list_unit_files(self) -> list[str]:
+        """Every installed service unit file: a disabled unit nothing has started is not in memory, so
+        :meth:`list_units` misses it."""
+        return self.systemctl("list-unit-files", "--type=service", "--no-legend", "--no-pager")
+
     # -- journalctl --------------------------------------------------------
     def follow(self, units: Sequence[str], cursor: str | None = None) -> list[str]:
         """One tail for several units: new lines only, or everything from a cursor on (resume).
@@ -163,6 +172,45 @@ def parse_cat(text: str) -> dict[str, list[tuple[str, str]]]:
         elif current is not None:
             current.append(line)
     return {unit: [(path, "".join(lines).rstrip("\n") + "\n") for path, lines in found] for unit, found in files.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class ListedUnit:
+    """One row of ``list-units`` (load and active state) or ``list-unit-files`` (file state)."""
+
+    name: str
+    load: str = ""          # loaded, not-found, masked, ...
+    active: str = ""        # active, inactive, failed, ...
+    file_state: str = ""    # enabled, disabled, static, masked, ...
+
+
+_GLYPHS = ("\u25cf", "*")   # the mark before a failed or missing unit when --plain is not given
+
+
+def parse_list_units(text: str) -> list[ListedUnit]:
+    """``systemctl list-units --no-legend`` rows: UNIT LOAD ACTIVE SUB [JOB] DESCRIPTION.
+
+    Only the first three columns are read: the description is free text and a
+    JOB column appears only while some unit has a job.
+    """
+    rows = []
+    for line in text.splitlines():
+        words = line.split()
+        if words and words[0] in _GLYPHS:
+            words = words[1:]
+        if len(words) >= 4 and "." in words[0]:
+            rows.append(ListedUnit(words[0], load=words[1], active=words[2]))
+    return rows
+
+
+def parse_list_unit_files(text: str) -> list[ListedUnit]:
+    """``systemctl list-unit-files --no-legend`` rows: UNIT-FILE STATE [PRESET]."""
+    rows = []
+    for line in text.splitlines():
+        words = line.split()
+        if len(words) >= 2 and "." in words[0]:
+            rows.append(ListedUnit(words[0], file_state=words[1]))
+    return rows
 
 
 SUDO_PASSWORD_MARKERS = ("a password is required", "a terminal is required")

@@ -326,11 +326,66 @@ class Systemctl:
         return rc
 
     def list_units(self) -> int:
-        for name in self.store.names():
+        """The units in memory, as systemd 252 prints them: those active or failed, every one with ``--all``.
+
+        A unit is in memory once it was enabled or started; a unit file nothing
+        has touched is not (``list-unit-files`` shows it). ``--plain`` drops the
+        glyph column (``●`` before a failed or missing unit), ``--no-legend``
+        the header and the footer.
+        """
+        rows = []
+        for name in self._listed(self._loaded_names()):
             props = show_properties(self.store, name)
-            print(f"{name:<40} {props['LoadState']:<9} {props['ActiveState']:<10} {props['SubState']:<9} "
-                  f"{props['Description']}")
+            if not self.args.all and props["ActiveState"] == "inactive":
+                continue
+            bad = props["ActiveState"] == "failed" or props["LoadState"] != "loaded"
+            rows.append(["\u25cf" if bad else " ", name, props["LoadState"], props["ActiveState"], props["SubState"],
+                         props["Description"] or name])
+        header = ["", "UNIT", "LOAD", "ACTIVE", "SUB", "DESCRIPTION"]
+        if self.args.plain:
+            rows, header = [row[1:] for row in rows], header[1:]
+        more = "" if self.args.all else " Pass --all to see loaded but inactive units, too."
+        footer = ["", "LOAD   = Reflects whether the unit definition was properly loaded.",
+                  "ACTIVE = The high-level unit activation state, i.e. generalization of SUB.",
+                  "SUB    = The low-level unit activation state, values depend on unit type.",
+                  f"{len(rows)} loaded units listed.{more}",
+                  "To show all installed unit files use 'systemctl list-unit-files'."]
+        self._table(header, rows, footer)
         return 0
+
+    def list_unit_files(self) -> int:
+        """Every unit file with its enablement, as systemd 252 prints them (the vendor preset is Debian's)."""
+        rows = [[name, "enabled" if self.store.is_enabled(name) else "disabled", "enabled"]
+                for name in self._listed(self.store.names())]
+        self._table(["UNIT FILE", "STATE", "VENDOR PRESET"], rows, ["", f"{len(rows)} unit files listed."])
+        return 0
+
+    def _loaded_names(self) -> list[str]:
+        """Units systemd would hold in memory: enabled or started ones (a removed one only while it still runs)."""
+        names = set(self.store.names())
+        loaded = {n for n in names if self.store.is_enabled(n)}
+        for name in self.store.started_names():
+            if name in names or effective_state(self.store.read_state(name)).active != "inactive":
+                loaded.add(name)
+        return sorted(loaded)
+
+    def _listed(self, names: list[str]) -> list[str]:
+        """``names`` of the ``--type`` asked for (every type without one) matching the patterns given, if any."""
+        import fnmatch
+        types = {t for group in self.args.type for t in group.split(",") if t}
+        return [name for name in names
+                if (not types or name.rpartition(".")[2] in types)
+                and (not self.args.units or any(fnmatch.fnmatchcase(name, p) for p in self.args.units))]
+
+    def _table(self, header: list[str], rows: list[list[str]], footer: list[str]) -> None:
+        """Columns padded to their widest cell and one space apart, the last one unpadded (no trailing blanks)."""
+        shown = rows if self.args.no_legend else [header, *rows]
+        widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+        for row in shown:
+            cells = [cell.ljust(width) for cell, width in zip(row[:-1], widths, strict=False)]
+            print(" ".join([*cells, row[-1]]).rstrip())
+        if not self.args.no_legend:
+            print("\n".join(footer))
 
 
 VERBS: dict[str, Callable[[Systemctl], int]] = {
@@ -338,7 +393,7 @@ VERBS: dict[str, Callable[[Systemctl], int]] = {
     "enable": Systemctl.enable, "disable": Systemctl.disable, "is-active": Systemctl.is_active,
     "is-enabled": Systemctl.is_enabled, "show": Systemctl.show, "status": Systemctl.status,
     "reset-failed": Systemctl.reset_failed, "daemon-reload": Systemctl.daemon_reload,
-    "list-units": Systemctl.list_units, "cat": Systemctl.cat,
+    "list-units": Systemctl.list_units, "list-unit-files": Systemctl.list_unit_files, "cat": Systemctl.cat,
 }
 NEEDS_UNIT = {"start", "stop", "restart", "enable", "disable", "is-active", "is-enabled", "show", "status", "cat"}
 VERSION = "systemd 252 (252.39-1~deb12u2)\n+PAM +AUDIT +SELINUX +APPARMOR +IMA +SMACK +SECCOMP +GCRYPT -GNUTLS +OPENSSL"
@@ -354,6 +409,10 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--value", action="store_true")
     parser.add_argument("-a", "--all", action="store_true")
     parser.add_argument("-p", "--property", action="append", default=[])
+    parser.add_argument("-t", "--type", action="append", default=[])
+    parser.add_argument("--no-legend", action="store_true")
+    parser.add_argument("--plain", action="store_true")
+    parser.add_argument("-l", "--full", action="store_true")
     parser.add_argument("verb")
     parser.add_argument("units", nargs="*")
     return parser.parse_intermixed_args(argv)
