@@ -103,10 +103,10 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = _parser()
-    args = parser.parse_args(argv)
-    if args.command is None:    # bare pdtui: watch the deployment found where pdtui looks for one
-        args = parser.parse_args(["status", *(argv if argv is not None else sys.argv[1:])])
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version"):
+        argv = ["status", *argv]    # bare pdtui (options alone too): watch the deployment found where pdtui looks
+    args = _parser().parse_args(argv)
     handlers: dict[str, Callable[[argparse.Namespace], int]] = {
         "up": _up, "status": _status, "restart": _restart, "down": _down, "demo": _demo, "check": _check,
         "units": _units, "init": _init}

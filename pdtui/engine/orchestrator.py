@@ -100,18 +100,21 @@ class Orchestrator:
         if verb is Verb.DOWN:
             await self._take_down()
         elif verb is Verb.STATUS:
-            for run in self._pending():
-                self._launch(run, Action.ATTACH, wait=False)
+            await self._judge_all()
         elif verb is Verb.RESTART:
-            asked = [self._runs[name] for name in self.intent.services]
-            for run in self._pending():
-                if run not in asked and run.name not in self._restart_dependents(asked):
-                    self._launch(run, Action.ATTACH, wait=False)
-            self._restart(asked, with_dependents=self.intent.with_dependents)
+            await self._judge_all()     # each service as it runs now: what the restart changes is then told
+            self._restart([self._runs[name] for name in self.intent.services],
+                          with_dependents=self.intent.with_dependents)
         else:
             for run in self._pending():
                 self._launch(run, Action.RESTART if self.intent.fresh else Action.START)
         return await self._until_done()
+
+    async def _judge_all(self) -> None:
+        """Attach to every service the preflight let through and wait until each has been judged once."""
+        for run in self._pending():
+            self._launch(run, Action.ATTACH, wait=False)
+        await self._until(lambda: all(r.state in FINAL_STATES or r.judged for r in self._runs.values()))
 
     def _pending(self) -> list[ServiceRun]:
         """The runs the preflight let through."""

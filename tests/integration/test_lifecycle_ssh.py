@@ -1,0 +1,156 @@
+"""A deployment's life from the command line over real SSH on the sim: up, status, bare pdtui, restart, down.
+
+Each test brings the reference shape (prefill GPUs 0-3, decode GPUs 4-7, the
+real router) up behind sshd on 127.0.0.1 and runs one command as a user does,
+``python -m pdtui ...`` in a child process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pdtui.sim import commands
+from pdtui.sim.ports import free_port
+from pdtui.sim.units import UnitStore
+from pdtui.ui.app import PdtuiApp
+from tests.engine_helpers import worker_argv
+from tests.sshd import trust
+
+SERVICES = ("prefill", "decode", "router")
+
+
+@pytest.fixture
+def config(sandbox, sshd, ssh_home, tmp_path: Path) -> Path:
+    """``pdtui.yaml`` in a folder of its own: the reference shape on one host reached through sshd."""
+    trust(ssh_home, sshd)
+    p, d, r, boot = (free_port() for _ in range(4))
+    units = {
+        "prefill": sandbox.add_unit("t-prefill", worker_argv("prefill", p, bootstrap=boot),
+                                    env={"CUDA_VISIBLE_DEVICES": "0,1,2,3"}),
+        "decode": sandbox.add_unit("t-decode", worker_argv("decode", d, bootstrap=boot),
+                                   env={"CUDA_VISIBLE_DEVICES": "4,5,6,7"}),
+        # systemd waits 90 s for a stop by default; the sim 3 s, and smg takes about 5 s to drain and exit
+        "router": sandbox.add_unit("t-router", commands.router_argv(r, [(p, boot)], [d]), stop_timeout=20),
+    }
+    host = {"address": "127.0.0.1", "port": sshd.port,
+            "commands": {tool: sandbox.commands[tool] for tool in ("systemctl", "journalctl", "nvidia-smi")}}
+    services = {
+        "prefill": {"role": "prefill", "port": p, "gpus": [0, 1, 2, 3], "bootstrap_port": boot},
+        "decode": {"role": "decode", "port": d, "gpus": [4, 5, 6, 7]},
+        "router": {"role": "router", "port": r},
+    }
+    doc = {"name": "life", "hosts": {"gpu0": host},
+           "services": {name: {"host": "gpu0", "unit": units[name], "timeout": "40s", **fields}
+                        for name, fields in services.items()}}
+    folder = tmp_path / "deploy"
+    folder.mkdir()
+    path = folder / "pdtui.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def pdtui(*args: str, cwd: Path | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "PDTUI_CONFIG"}
+    return subprocess.run([sys.executable, "-m", "pdtui", *args], capture_output=True, text=True, timeout=timeout,
+                          cwd=cwd, env=env)
+
+
+def up(config: Path) -> None:
+    result = pdtui("up", str(config), "--headless")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def invocations(sandbox, config: Path) -> dict[str, str]:
+    store = UnitStore(sandbox.root)
+    doc = yaml.safe_load(config.read_text())
+    return {name: store.read_state(svc["unit"]).invocation for name, svc in doc["services"].items()}
+
+
+def test_status_once_json_after_up_is_all_ready_and_commands_nothing(sandbox, config):
+    up(config)
+    before = invocations(sandbox, config)
+    result = pdtui("status", str(config), "--once", "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    status = json.loads(result.stdout)       # one JSON object, nothing else on stdout
+    assert status["kind"] == "status" and status["ok"] is True and status["deployment"] == "life"
+    by_name = {s["name"]: s for s in status["services"]}
+    assert [by_name[s]["state"] for s in SERVICES] == ["ready"] * 3
+    assert by_name["decode"]["active"] == "active" and by_name["decode"]["invocation"] == before["decode"]
+    assert by_name["decode"]["gpus"] == [4, 5, 6, 7] and by_name["decode"]["uptime"] >= 0
+    assert by_name["router"]["checks"]["smoke"]["ok"] is True
+    assert invocations(sandbox, config) == before
+
+
+def test_bare_pdtui_in_the_config_folder_watches_and_commands_nothing(sandbox, config):
+    up(config)
+    before = invocations(sandbox, config)
+    result = pdtui("--headless", cwd=config.parent)
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    assert "watching life" in out and "all ready" in out
+    for service in SERVICES:
+        assert f"{service:<8} READY" in out
+    assert " starting " not in out and " stopping " not in out
+    assert invocations(sandbox, config) == before
+
+
+async def test_bare_pdtui_tui_shows_all_three_ready_over_ssh(sandbox, config, monkeypatch):
+    """The TUI bare ``pdtui`` opens: the orchestrator it builds (status over SSH), drawn by the app."""
+    from pdtui.cli import _factory, _parser
+    from pdtui.config import load_config
+    from pdtui.engine.intent import Intent, Verb
+    from pdtui.engine.orchestrator import Orchestrator
+    up(config)
+    before = invocations(sandbox, config)
+    args = _parser().parse_args(["status", str(config)])
+    orchestrator = Orchestrator(load_config(str(config)), _factory(args), intent=Intent(Verb.STATUS))
+    app = PdtuiApp(orchestrator)
+    async with app.run_test(size=(160, 50)) as pilot:
+        for _ in range(300):
+            await pilot.pause(0.1)
+            if app.done is not None:
+                break
+        assert app.done is not None and app.done.ok, app.done
+        assert [app.panels[s].view.state.value for s in SERVICES] == ["ready"] * 3
+        assert "watching" in app.title_bar.render().plain
+        await orchestrator.close()
+    assert invocations(sandbox, config) == before
+
+
+def test_restart_decode_restarts_decode_only_and_proves_the_router_again(sandbox, config):
+    up(config)
+    before = invocations(sandbox, config)
+    result = pdtui("restart", str(config), "decode", "--headless")
+    assert result.returncode == 0, result.stdout + result.stderr
+    after = invocations(sandbox, config)
+    assert after["decode"] != before["decode"]
+    assert after["prefill"] == before["prefill"] and after["router"] == before["router"]
+    out = result.stdout
+    started = [line for line in out.splitlines() if " starting " in line]
+    assert len(started) == 1 and "decode   starting  systemctl restart t-decode.service" in started[0], out
+    # As it ran, then decode restarted under the router, which waited for it and was proven again.
+    waiting = out.index("router   pending   waiting for decode")
+    assert out.index("router   READY") < waiting < out.rindex("decode   READY") < out.rindex("router   READY")
+    assert "smoke: ok" in out
+
+
+def test_down_stops_the_router_first_and_releases_the_gpus_then_status_exits_1(sandbox, config):
+    up(config)
+    result = pdtui("down", str(config), "--headless")
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    assert out.index("router   STOPPED") < out.index("prefill  stopping") and "all stopped" in out
+    assert out.count("gpus: ok: GPU memory released") == 2
+    store = UnitStore(sandbox.root)
+    doc = yaml.safe_load(config.read_text())
+    assert {store.read_state(s["unit"]).active for s in doc["services"].values()} <= {"inactive", "failed"}
+    status = pdtui("status", str(config), "--once")
+    assert status.returncode == 1, status.stdout + status.stderr
+    assert status.stdout.count("STOPPED") == 3 and "life: 0 of 3 ready" in status.stdout
