@@ -142,7 +142,7 @@ class Orchestrator:
     def restart(self, service: str) -> bool:
         """Restart one service now; what comes after it goes back to waiting and is proven again."""
         run = self._runs.get(service)
-        if run is None or run.state in BUSY_NOW:
+        if run is None or self._busy(run):
             return False
         self._restart([run], with_dependents=False)
         self._tell_outcome_again()
@@ -151,7 +151,7 @@ class Orchestrator:
     def stop(self, service: str) -> bool:
         """Stop one service's unit now (what comes after it is told it runs without it)."""
         run = self._runs.get(service)
-        if run is None or run.state in BUSY_NOW or run.state is S.STOPPED:
+        if run is None or self._busy(run) or run.state is S.STOPPED:
             return False
         if run.task and not run.task.done():
             run.task.cancel()
@@ -161,6 +161,12 @@ class Orchestrator:
         run.task = asyncio.create_task(run.stop(), name=f"stop {run.name}")
         self._tell_outcome_again()
         return True
+
+    @staticmethod
+    def _busy(run: ServiceRun) -> bool:
+        """Starting, stopping, or about to (a restart asked for already, waiting for its turn)."""
+        under_way = run.task is not None and not run.task.done()
+        return run.state in BUSY_NOW or (run.state is S.PENDING and under_way)
 
     def _restart(self, runs: list[ServiceRun], *, with_dependents: bool) -> None:
         """Restart ``runs``; what comes after them waits for them and is proven again (restarted too, when asked)."""

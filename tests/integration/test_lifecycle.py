@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pdtui.engine.events import Notice, ProbeResult, StateChanged, UnitStatus
+import asyncio
+
+from pdtui.engine.events import Done, Notice, ProbeResult, StateChanged, UnitStatus
 from pdtui.engine.intent import Intent, Verb
 from pdtui.sim.units import UnitStore
 from tests.engine_helpers import bring_up, reference
@@ -126,3 +128,35 @@ async def test_down_stops_the_router_first_then_the_backends_and_their_gpus(sand
     assert {e.service for e in released} == {"prefill", "decode"}
     done, rec, _ = await bring_up(deployment, intent=STATUS)
     assert done.exit_code == 1
+
+
+async def test_up_on_a_running_deployment_still_names_a_foreign_process_on_its_gpus(sandbox):
+    deployment = reference(sandbox)
+    assert (await bring_up(deployment))[0].ok
+    sandbox.set_gpu_busy(5, 2048, [(999_999, "python3", 2048)])
+    done, rec, _ = await bring_up(deployment)
+    busy = [n.text for n in rec.of(Notice) if "already in use" in n.text]
+    assert len(busy) == 1 and busy[0].startswith("decode:") and "PID 999999 python3" in busy[0], busy
+
+
+async def test_a_restart_from_the_screen_sends_the_router_back_to_waiting_and_tells_a_new_outcome(sandbox):
+    from pdtui.engine.orchestrator import Orchestrator
+    from pdtui.hosts import make_host
+    from tests.engine_helpers import FAST, Recorder
+    deployment = reference(sandbox)
+    recorder = Recorder()
+    orchestrator = Orchestrator(deployment, make_host, timing=FAST)
+    orchestrator.subscribe(recorder)
+    try:
+        assert (await orchestrator.run()).ok
+        assert orchestrator.restart("decode")
+        assert not orchestrator.restart("decode")      # starting already: not again
+        for _ in range(300):
+            await asyncio.sleep(0.05)
+            if len(recorder.of(Done)) == 2:
+                break
+    finally:
+        await orchestrator.close()
+    assert [d.ok for d in recorder.of(Done)] == [True, True]
+    assert recorder.states("router") == ["starting", "waiting", "ready", "pending", "waiting", "ready"]
+    assert recorder.states("decode")[-4:] == ["pending", "starting", "waiting", "ready"]
