@@ -77,6 +77,15 @@ class LineJudge:
         found = self.signature(message)
         return found if found is not None and found.severity is Severity.FATAL else None
 
+    def telling_pattern(self) -> str:
+        """One regular expression for every line that decides a judgement: the ready line and the signatures
+        that fail a service or prove a check. What ``journalctl --grep`` looks for in a long history."""
+        telling = [s.pattern.pattern for s in self.signatures
+                   if s.severity is Severity.FATAL or (s.severity is Severity.EVIDENCE and s.check)]
+        if self.ready is not None:
+            telling.append(self.ready.pattern)
+        return "|".join(f"(?:{p})" for p in telling)
+
     def is_ready_line(self, message: str) -> bool:
         return bool(self.ready and self.ready.search(message))
 

@@ -28,6 +28,7 @@ from pdtui.engine.readiness import FailureCandidate, LineJudge
 from pdtui.engine.signatures import BOOTSTRAP, Severity, Signature
 from pdtui.engine.states import ALLOWED, ServiceState, check_transition
 from pdtui.engine.timing import Timing
+from pdtui.engine.units import attached_history
 from pdtui.hosts.base import Host, HostDisconnected, HostError, HostUnreachable
 from pdtui.systemd import JournalEntry, parse_timestamp
 
@@ -294,7 +295,14 @@ class ServiceRun:
             attempt.started_at -= uptime
         since = props.get("ActiveEnterTimestamp", "")
         self.transition(S.WAITING, f"{reason} (active since {since})" if since else reason)
-        await self._backfill()
+        assert attempt.invocation is not None
+        session = self.w.session
+        try:
+            lines = await attached_history(session.command, session.commands, attempt.invocation,
+                                           self.judge.telling_pattern())
+        except HostError as exc:
+            raise HostError(f"{self.cfg.host}: {exc}") from None
+        await self._backfill(lines)
 
     async def show(self) -> dict[str, str]:
         """The unit's properties (one batched ``systemctl show`` for the host's looks)."""
@@ -334,7 +342,7 @@ class ServiceRun:
         props = await self.show()
         self.attempt.invocation = props.get("InvocationID") or None
         self.note_unit(props)
-        await self._backfill(history=not tail_live)
+        await self._backfill(read=not tail_live)
 
     # -- down ----------------------------------------------------------------------
     async def stop(self, *, disable: bool = False) -> None:
@@ -404,11 +412,15 @@ class ServiceRun:
                 return f"GPU memory still held after {self.w.timing.stop_timeout:g}s: {'; '.join(held)}"
             await asyncio.sleep(self.w.timing.poll)
 
-    async def _backfill(self, *, history: bool = True) -> None:
-        """Judge the lines the invocation wrote before the tail saw them, then what the tail buffered."""
+    async def _backfill(self, history: Iterable[JournalEntry] | None = None, *, read: bool = True) -> None:
+        """Judge the lines the invocation wrote before the tail saw them, then what the tail buffered.
+
+        ``history``: those lines, read already; else they are read now (``read``:
+        unless the tail surely saw them all).
+        """
         attempt = self.attempt
-        lines: Iterable[JournalEntry] = ()
-        if attempt.invocation and history:
+        lines: Iterable[JournalEntry] = history if history is not None else ()
+        if history is None and attempt.invocation and read:
             result, lines = await self.w.session.history.lines(attempt.invocation)
             if not result.ok:
                 raise HostError(f"{self.cfg.host}: journalctl failed, so readiness cannot be judged: "

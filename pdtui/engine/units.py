@@ -22,7 +22,7 @@ import time
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Any
 
-from pdtui.hosts.base import Result
+from pdtui.hosts.base import HostError, Result
 from pdtui.systemd import Commands, JournalEntry, parse_entry, parse_show_units
 
 RunCommand = Callable[[list[str], float | None], Awaitable[Result]]   # (argv, deadline)
@@ -156,3 +156,38 @@ class InvocationHistory(_Batcher):
             if entry is not None and entry.invocation in by_invocation:
                 by_invocation[entry.invocation].append(entry)
         return {i: (result, by_invocation[i]) for i in invocations}
+
+
+ATTACH_LINES = 5_000
+"""An attached unit's history is read as its last this many lines, plus its older lines that decide a judgement."""
+
+
+async def attached_history(run: RunCommand, commands: Commands, invocation: str, telling: str,
+                           limit: int | None = None) -> list[JournalEntry]:
+    """What judging a running invocation needs, without reading a week of its log over SSH.
+
+    Its last ``limit`` lines; when it wrote more, also the older lines that
+    match ``telling`` (the ready line, fatal and evidence lines), found by the
+    host's own ``journalctl --grep``, oldest first. A journalctl built without
+    pattern matching gets the whole history read instead.
+    """
+    limit = limit or ATTACH_LINES
+    match = f"_SYSTEMD_INVOCATION_ID={invocation}"
+    base = ("--output=json", "--all", "--no-pager", "--quiet")
+    recent = _entries(await run(commands.journalctl(*base, f"--lines={limit}", match), None))
+    if len(recent) < limit or not telling:
+        return recent
+    found = await run(commands.journalctl(*base, "--case-sensitive=true", f"--grep={telling}", match), None)
+    if found.exit_status == 1 and not found.stdout and not found.stderr.strip():
+        return recent    # journalctl's --grep exits 1, silently, when nothing matched
+    if not found.ok:     # no --grep here: the whole history, as a start that pdtui made reads it
+        return _entries(await run(commands.journalctl(*base, match), None))
+    seen = {entry.cursor for entry in recent}
+    return [e for e in _entries(found) if e.cursor not in seen] + recent
+
+
+def _entries(result: Result) -> list[JournalEntry]:
+    if not result.ok:
+        raise HostError(f"journalctl failed, so readiness cannot be judged: "
+                        f"{(result.stderr.strip().splitlines() or [f'exit status {result.exit_status}'])[-1]}")
+    return [entry for entry in map(parse_entry, result.stdout.splitlines()) if entry is not None]

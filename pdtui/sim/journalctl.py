@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import select
 import signal
 import sys
@@ -138,12 +139,36 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--no-pager", action="store_true")
     parser.add_argument("--no-tail", action="store_true")
     parser.add_argument("-q", "--quiet", action="store_true")
+    parser.add_argument("-g", "--grep", default=None)
+    parser.add_argument("--case-sensitive", nargs="?", const="true", default=None)
     parser.add_argument("matches", nargs="*")
     args = parser.parse_intermixed_args(argv)
     if args.output not in OUTPUTS:
         raise Failure(f"Unknown output format '{args.output}'.")
     args.lines = _lines(args)
+    args.grep = _grep(args)
     return args
+
+
+def _grep(args: argparse.Namespace) -> Callable[[bytes], bool] | None:
+    """``--grep``: MESSAGE matches the pattern; as journalctl, a pattern without capitals ignores case unless
+    ``--case-sensitive`` says otherwise."""
+    if args.grep is None:
+        return None
+    if args.case_sensitive not in (None, "true", "yes", "1", "false", "no", "0"):
+        raise Usage(f"Bad --case-sensitive= argument '{args.case_sensitive}'.")
+    sensitive = args.case_sensitive in ("true", "yes", "1") if args.case_sensitive is not None \
+        else args.grep != args.grep.lower()
+    try:
+        pattern = re.compile(args.grep, 0 if sensitive else re.IGNORECASE)
+    except re.error as exc:
+        raise Usage(f"Bad pattern \"{args.grep}\": {exc}") from None
+
+    def matches(line: bytes) -> bool:
+        message = json.loads(line).get("MESSAGE")
+        return isinstance(message, str) and pattern.search(message) is not None
+
+    return matches
 
 
 class _Parser(argparse.ArgumentParser):
@@ -182,16 +207,18 @@ def run(journal: Journal, args: argparse.Namespace, out: Output) -> int:
     lines, offset = journal.read_lines(start)
     if skip_first:
         lines = lines[1:]
-    selected = [line for line in lines if line and match(line)]
+    selected = [line for line in lines if line and match(line) and (args.grep is None or args.grep(line))]
     if args.lines is not None and cursor is None:
         selected = selected[-args.lines:] if args.lines else []
     _emit(out, render, selected)
     if not selected and not args.follow and not args.quiet and args.output == "short":
         out.write(b"-- No entries --\n")
+    if not selected and not args.follow and args.grep is not None:
+        return 1     # journalctl 252: a --grep that matched nothing exits 1, saying nothing
     while args.follow:
         offset, file_state = _after_rotation(journal, offset, file_state)
         lines, offset = journal.read_lines(offset)
-        selected = [line for line in lines if line and match(line)]
+        selected = [line for line in lines if line and match(line) and (args.grep is None or args.grep(line))]
         if selected:
             _emit(out, render, selected)
         elif out.wait_closed(FOLLOW_POLL):

@@ -142,6 +142,23 @@ def test_same_entries_for_the_same_query(both, args):
     assert_same(real, stand_in)
 
 
+@pytest.mark.parametrize("args", [
+    ("--grep=(?:tab)|(?:last line)", "--case-sensitive=true"),     # as pdtui reads an attached unit's old lines
+    ("--grep=PLAIN", "--case-sensitive=false"),
+    ("--grep=unicode",),                                           # no capital letter: case is ignored
+    ("--grep=Unicode",),                                           # a capital: case counts, nothing matches
+], ids=["alternation", "insensitive", "smart-lower", "smart-upper"])
+def test_grep_selects_the_same_entries(both, args):
+    query = (*OPTS, "-u", "a", "-u", "b", *args)
+    if args == ("--grep=Unicode",):    # nothing matched: exit 1, nothing said
+        results = [both.run(argv, *query) for argv in (both.real, both.stand_in)]
+        assert [(r.returncode, r.stdout, r.stderr) for r in results] == [(1, b"", b"")] * 2
+        return
+    real, stand_in = both.entries(*query)
+    assert real
+    assert_same(real, stand_in)
+
+
 def test_no_all_shows_long_values_as_null_and_bytes_as_arrays(both):
     real, stand_in = both.entries("-o", "json", "-u", "a", f"_SYSTEMD_INVOCATION_ID={both.invocations['a']}")
     for entries in (real, stand_in):

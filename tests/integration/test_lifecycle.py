@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from pdtui.engine.events import Done, Notice, ProbeResult, StateChanged, UnitStatus
+from pdtui.engine.events import Done, LogLines, Notice, ProbeResult, StateChanged, UnitStatus
 from pdtui.engine.intent import Intent, Verb
 from pdtui.sim.units import UnitStore
 from tests.engine_helpers import bring_up, reference
@@ -160,3 +160,38 @@ async def test_a_restart_from_the_screen_sends_the_router_back_to_waiting_and_te
     assert [d.ok for d in recorder.of(Done)] == [True, True]
     assert recorder.states("router") == ["starting", "waiting", "ready", "pending", "waiting", "ready"]
     assert recorder.states("decode")[-4:] == ["pending", "starting", "waiting", "ready"]
+
+
+async def test_status_of_a_long_running_unit_reads_its_tail_and_finds_its_old_ready_line(each_journal, monkeypatch):
+    """A server up for days has written far more than is worth reading: the last lines, plus the telling old ones."""
+    from pdtui.engine import units
+    from pdtui.sim.ports import free_port
+    from tests.engine_helpers import sim_deployment, worker_argv
+    sandbox = each_journal
+    port, boot = free_port(), free_port()
+    deployment = sim_deployment(sandbox, {"decode": (worker_argv("decode", port, bootstrap=boot, log_rate=400),
+                                                     {"role": "decode", "port": port, "timeout": "30s"})})
+    assert (await bring_up(deployment))[0].ok
+    monkeypatch.setattr(units, "ATTACH_LINES", 50)
+    await asyncio.sleep(1.0)           # hundreds of batch lines after the ready line
+    greps: list[list[str]] = []
+    read: list[list] = []
+    real_attached = units.attached_history
+
+    async def counted(run, commands, invocation, telling, limit=None):
+        async def recording(argv, deadline):
+            if any(a.startswith("--grep=") for a in argv):
+                greps.append(argv)
+            return await run(argv, deadline)
+        read.append(await real_attached(recording, commands, invocation, telling, limit))
+        return read[-1]
+
+    monkeypatch.setattr("pdtui.engine.service_run.attached_history", counted)
+    done, rec, _ = await bring_up(deployment, intent=STATUS)
+    assert done.ok, done
+    assert len(greps) == 1                      # the tail alone did not hold the ready line
+    [history] = read
+    assert 50 < len(history) < 100              # the last 50 and the few telling ones, not the 400+ written
+    assert "fired up and ready" in history[len(history) - 51].message   # the newest telling line, before the tail
+    shown = [line.text for batch in rec.of(LogLines) for line in batch.lines]
+    assert any("fired up and ready" in text for text in shown)
