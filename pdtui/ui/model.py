@@ -71,7 +71,8 @@ class ServiceView:
         new = event.new
         self.state = new
         if new is ServiceState.PENDING:
-            self.since = self.until = self.time_to_ready = self.pinned = None
+            self.since = self.until = self.time_to_ready = None
+            self.pinned = inert(event.reason) if event.reason else None   # "waiting for decode" (a restart)
             self.checks.clear()
         elif new is ServiceState.STARTING:
             self.since, self.until, self.started = event.elapsed, None, True

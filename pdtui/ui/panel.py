@@ -116,7 +116,7 @@ class ServicePanel(Vertical):
         if view.pinned is None:
             self._show(self._pinned, None)
         else:
-            marker = "⊘ " if view.state is ServiceState.BLOCKED else "✗ "
+            marker = {ServiceState.BLOCKED: "⊘ ", ServiceState.PENDING: "… "}.get(view.state, "✗ ")
             self._show(self._pinned, Text(marker + view.pinned, no_wrap=True, overflow="ellipsis"))
 
     def _show(self, line: Static, text: Text | None) -> None:

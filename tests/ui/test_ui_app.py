@@ -591,6 +591,9 @@ async def test_restart_key_shows_the_exact_command_and_host_and_restarts_only_on
         await pilot.press("R", "y")
         await settle(pilot)
         assert source.actions == [("restart", "decode")]
+        source.emit(StateChanged("router", S.READY, S.PENDING, "waiting for decode", elapsed=30.0))
+        await settle(pilot)
+        assert "… waiting for decode" in screen_text(app)
 
 
 async def test_stop_key_asks_first_and_stops_the_focused_service() -> None:
