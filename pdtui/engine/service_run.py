@@ -297,9 +297,11 @@ class ServiceRun:
         self.transition(S.WAITING, f"{reason} (active since {since})" if since else reason)
         assert attempt.invocation is not None
         session = self.w.session
+        entered = parse_timestamp(since) if since else None
+        start_up = (entered - 1.0, entered + self.cfg.timeout) if entered is not None else None
         try:
             lines = await attached_history(session.command, session.commands, attempt.invocation,
-                                           self.judge.telling_pattern())
+                                           self.judge.telling_pattern(), start_up)
         except HostError as exc:
             raise HostError(f"{self.cfg.host}: {exc}") from None
         await self._backfill(lines)

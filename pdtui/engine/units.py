@@ -163,13 +163,16 @@ ATTACH_LINES = 5_000
 
 
 async def attached_history(run: RunCommand, commands: Commands, invocation: str, telling: str,
-                           limit: int | None = None) -> list[JournalEntry]:
+                           start: tuple[float, float] | None = None, limit: int | None = None) -> list[JournalEntry]:
     """What judging a running invocation needs, without reading a week of its log over SSH.
 
     Its last ``limit`` lines; when it wrote more, also the older lines that
     match ``telling`` (the ready line, fatal and evidence lines), found by the
-    host's own ``journalctl --grep``, oldest first. A journalctl built without
-    pattern matching gets the whole history read instead.
+    host's own ``journalctl --grep`` within ``start`` (the unit's start-up:
+    from its start to its timeout, seconds since the epoch) when that is known,
+    oldest first. Only there can a ready line count; a fatal line after it
+    ends the unit in the same breath, which its state says. A journalctl built
+    without pattern matching gets the whole history read instead.
     """
     limit = limit or ATTACH_LINES
     match = f"_SYSTEMD_INVOCATION_ID={invocation}"
@@ -177,7 +180,8 @@ async def attached_history(run: RunCommand, commands: Commands, invocation: str,
     recent = _entries(await run(commands.journalctl(*base, f"--lines={limit}", match), None))
     if len(recent) < limit or not telling:
         return recent
-    found = await run(commands.journalctl(*base, "--case-sensitive=true", f"--grep={telling}", match), None)
+    window = (f"--since=@{start[0]:.6f}", f"--until=@{start[1]:.6f}") if start else ()
+    found = await run(commands.journalctl(*base, *window, "--case-sensitive=true", f"--grep={telling}", match), None)
     if found.exit_status == 1 and not found.stdout and not found.stderr.strip():
         return recent    # journalctl's --grep exits 1, silently, when nothing matched
     if not found.ok:     # no --grep here: the whole history, as a start that pdtui made reads it

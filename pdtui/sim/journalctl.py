@@ -141,16 +141,57 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("-q", "--quiet", action="store_true")
     parser.add_argument("-g", "--grep", default=None)
     parser.add_argument("--case-sensitive", nargs="?", const="true", default=None)
+    parser.add_argument("-S", "--since", default=None)
+    parser.add_argument("-U", "--until", default=None)
     parser.add_argument("matches", nargs="*")
     args = parser.parse_intermixed_args(argv)
     if args.output not in OUTPUTS:
         raise Failure(f"Unknown output format '{args.output}'.")
     args.lines = _lines(args)
     args.grep = _grep(args)
+    args.window = _window(args)
+    args.content = _content(args.window, args.grep)
     return args
 
 
-def _grep(args: argparse.Namespace) -> Callable[[bytes], bool] | None:
+def _content(*tests: Callable[[dict], bool] | None) -> Callable[[bytes], bool]:
+    """One predicate for the filters that look inside an entry (its time, its MESSAGE): each line parsed once."""
+    wanted = [test for test in tests if test is not None]
+    if not wanted:
+        return lambda line: True
+
+    def content(line: bytes) -> bool:
+        entry = json.loads(line)
+        return all(test(entry) for test in wanted)
+
+    return content
+
+
+def _window(args: argparse.Namespace) -> Callable[[dict], bool] | None:
+    """``--since``/``--until``, in the one form pdtui writes them: ``@SECONDS`` since the epoch."""
+    bounds: list[int | None] = []
+    for text in (args.since, args.until):
+        if text is None:
+            bounds.append(None)
+            continue
+        try:
+            bounds.append(int(float(text.removeprefix("@")) * 1e6) if text.startswith("@") else None)
+        except ValueError:
+            bounds.append(None)
+        if bounds[-1] is None:
+            raise Failure(f"Failed to parse timestamp: {text}")
+    since, until = bounds
+    if since is None and until is None:
+        return None
+
+    def within(entry: dict) -> bool:
+        stamp = int(entry.get("__REALTIME_TIMESTAMP", "0"))
+        return (since is None or stamp >= since) and (until is None or stamp <= until)
+
+    return within
+
+
+def _grep(args: argparse.Namespace) -> Callable[[dict], bool] | None:
     """``--grep``: MESSAGE matches the pattern; as journalctl, a pattern without capitals ignores case unless
     ``--case-sensitive`` says otherwise."""
     if args.grep is None:
@@ -164,8 +205,8 @@ def _grep(args: argparse.Namespace) -> Callable[[bytes], bool] | None:
     except re.error as exc:
         raise Usage(f"Bad pattern \"{args.grep}\": {exc}") from None
 
-    def matches(line: bytes) -> bool:
-        message = json.loads(line).get("MESSAGE")
+    def matches(entry: dict) -> bool:
+        message = entry.get("MESSAGE")
         return isinstance(message, str) and pattern.search(message) is not None
 
     return matches
@@ -207,7 +248,7 @@ def run(journal: Journal, args: argparse.Namespace, out: Output) -> int:
     lines, offset = journal.read_lines(start)
     if skip_first:
         lines = lines[1:]
-    selected = [line for line in lines if line and match(line) and (args.grep is None or args.grep(line))]
+    selected = [line for line in lines if line and match(line) and args.content(line)]
     if args.lines is not None and cursor is None:
         selected = selected[-args.lines:] if args.lines else []
     _emit(out, render, selected)
@@ -218,7 +259,7 @@ def run(journal: Journal, args: argparse.Namespace, out: Output) -> int:
     while args.follow:
         offset, file_state = _after_rotation(journal, offset, file_state)
         lines, offset = journal.read_lines(offset)
-        selected = [line for line in lines if line and match(line) and (args.grep is None or args.grep(line))]
+        selected = [line for line in lines if line and match(line) and args.content(line)]
         if selected:
             _emit(out, render, selected)
         elif out.wait_closed(FOLLOW_POLL):

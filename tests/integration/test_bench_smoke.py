@@ -30,6 +30,7 @@ EXPECTED = {
     "engine_lines": {"lines", "runs", "lines_per_s"},
     "timeline": {"timeline"},
     "fleet": {"services", "hosts", "bringup_overhead_s", "cpu_s", "engine_cpu_s", "rss_mb", "phases", "target"},
+    "attach": {"history_lines", "attach_lines", "runs", "journals"},
 }
 
 

@@ -159,6 +159,17 @@ def test_grep_selects_the_same_entries(both, args):
     assert_same(real, stand_in)
 
 
+def test_since_and_until_in_seconds_select_the_same_entries(both):
+    every = both.json(both.real, *OPTS, "-u", "a", "-u", "b")
+    stamps = sorted(int(e["__REALTIME_TIMESTAMP"]) for e in every)
+    low, high = stamps[len(stamps) // 4], stamps[3 * len(stamps) // 4]
+    window = (f"--since=@{low / 1e6:.6f}", f"--until=@{high / 1e6:.6f}")
+    real, stand_in = both.entries(*OPTS, "-u", "a", "-u", "b", *window)
+    assert 0 < len(real) < len(every)
+    assert all(low <= int(e["__REALTIME_TIMESTAMP"]) <= high for e in real)
+    assert_same(real, stand_in)
+
+
 def test_no_all_shows_long_values_as_null_and_bytes_as_arrays(both):
     real, stand_in = both.entries("-o", "json", "-u", "a", f"_SYSTEMD_INVOCATION_ID={both.invocations['a']}")
     for entries in (real, stand_in):

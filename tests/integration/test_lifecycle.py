@@ -178,12 +178,13 @@ async def test_status_of_a_long_running_unit_reads_its_tail_and_finds_its_old_re
     read: list[list] = []
     real_attached = units.attached_history
 
-    async def counted(run, commands, invocation, telling, limit=None):
+    async def counted(run, commands, invocation, telling, start=None, limit=None):
         async def recording(argv, deadline):
             if any(a.startswith("--grep=") for a in argv):
                 greps.append(argv)
             return await run(argv, deadline)
-        read.append(await real_attached(recording, commands, invocation, telling, limit))
+        assert start is not None            # the grep looks at the unit's start-up only
+        read.append(await real_attached(recording, commands, invocation, telling, start, limit))
         return read[-1]
 
     monkeypatch.setattr("pdtui.engine.service_run.attached_history", counted)
