@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import secrets
 import signal
 import socket
@@ -69,14 +70,14 @@ async def _serve(command: Callable[[str], list[str]], options: WebOptions, title
     token = secrets.token_urlsafe(24) if options.allow_actions else None
     preface = Preface(echo=sys.stderr) if bring_up is not None else None
     server = WebServer(command, options, title=title, token=token, preface=preface)
-    runner = web.AppRunner(await server._make_app(), handle_signals=False, access_log=None, shutdown_timeout=2.0)
+    runner = web.AppRunner(await server.make_app(), handle_signals=False, access_log=None, shutdown_timeout=2.0)
     with _stop_signals() as stopped:
         await runner.setup()
         try:
             await web.TCPSite(runner, options.host, options.port).start()
         except OSError as exc:
             await runner.cleanup()
-            print(f"pdtui: cannot listen on {options.host}:{options.port}: {exc.strerror or exc}", file=sys.stderr)
+            print(f"pdtui: cannot listen on {options.host}:{options.port}: {_reason(exc)}", file=sys.stderr)
             return EXIT_USAGE
         _announce(options, runner.addresses[0][1], token)
         task = asyncio.create_task(bring_up(preface)) if bring_up is not None and preface is not None else None
@@ -101,6 +102,13 @@ def _announce(options: WebOptions, port: int, token: str | None) -> None:
     if not options.loopback:
         print(f"pdtui: warning: listening on {options.host}: anyone who reaches {base} sees the deployment",
               file=sys.stderr, flush=True)
+
+
+def _reason(exc: OSError) -> str:
+    """Why a bind failed, in the system's words (asyncio wraps them in a sentence of its own)."""
+    if isinstance(exc, socket.gaierror) or not exc.errno:
+        return str(exc.strerror or exc)
+    return os.strerror(exc.errno).lower()
 
 
 def _url_host(host: str) -> str:

@@ -113,6 +113,10 @@ class WebServer(Server):
         self.started = 0          # sessions started so far
 
     async def _make_app(self) -> web.Application:
+        return await self.make_app()
+
+    async def make_app(self) -> web.Application:
+        """The page, its static files (textual-serve's, no directory listing) and the websocket routes."""
         app = web.Application()
         aiohttp_jinja2.setup(app, loader=jinja2.FileSystemLoader(PAGE_DIR))
         app.add_routes([
