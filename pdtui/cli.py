@@ -393,7 +393,7 @@ def _bring_up(deployment, host_factory, args: argparse.Namespace, follow_up: str
     from pdtui.web.options import refusal
     served = getattr(args, "served", None)     # a browser session's process: its stdout is the web protocol
     return run_app(orchestrator, theme=args.theme, follow_up_text=follow_up, refuse_actions=refusal(served),
-                   summary_out=sys.stderr if served else None)
+                   summary=not served)
 
 
 def _headless(orchestrator, args: argparse.Namespace) -> int:

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 import time
 from collections.abc import Callable, Iterable
 from functools import cache, singledispatchmethod
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
@@ -573,11 +572,11 @@ class PdtuiApp(App[int]):
         yield SystemCommand("Help", "Keys and badges", self.action_help)
 
 
-def run_app(source: EventSource, summary_out: TextIO | None = None, **kwargs: object) -> int:
-    """Run the TUI until the user quits; print what was left running (to ``summary_out``, default stdout:
-    a served session's stdout is the web protocol); return the exit code."""
+def run_app(source: EventSource, summary: bool = True, **kwargs: object) -> int:
+    """Run the TUI until the user quits; print what was left running (not for a browser session: its stdout
+    is the web protocol, and its tab is gone); return the exit code."""
     app = PdtuiApp(source, **kwargs)  # type: ignore[arg-type]
     code = app.run()
-    if app.exit_summary:
-        print(app.exit_summary, file=summary_out or sys.stdout)
+    if app.exit_summary and summary:
+        print(app.exit_summary)
     return EXIT_INTERRUPTED if code is None else code

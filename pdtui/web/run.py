@@ -83,6 +83,7 @@ async def _serve(command: Callable[[str], list[str]], options: WebOptions, title
         task = asyncio.create_task(bring_up(preface)) if bring_up is not None and preface is not None else None
         await stopped.wait()
         print("pdtui: stopping the web server and its sessions", file=sys.stderr, flush=True)
+        server.closing = True           # first: a tab waiting for the bring-up must not start its app now
         if task is not None:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)

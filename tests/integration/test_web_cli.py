@@ -55,6 +55,18 @@ async def test_demo_web_shows_the_bring_up_then_the_tui_refuses_actions_and_ctrl
     assert_nothing_left(sandbox)
 
 
+async def test_ctrl_c_while_a_tab_waits_for_the_bring_up_starts_no_app_and_leaves_nothing(tmp_path):
+    sandbox = tmp_path / "sim"
+    with Served([*DEMO[:-1], "5", "--sandbox", str(sandbox)], tmp_path) as served:
+        async with aiohttp.ClientSession() as http:
+            ws = await open_session(http, served.url)
+            await read_until(ws, lambda t: "decode   waiting" in t, timeout=30)
+            code = served.stop(signal.SIGINT)
+    err = served.stderr()
+    assert code == 0 and "0 sessions ended" in err, err
+    assert_nothing_left(sandbox)
+
+
 async def test_with_allow_actions_only_the_token_acts_and_status_web_watches_the_same_deployment(tmp_path):
     sandbox = tmp_path / "sim"
     with Served([*DEMO, "--allow-actions", "--sandbox", str(sandbox)], tmp_path) as served:
