@@ -21,6 +21,8 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from pdtui.sim.sandbox import Sandbox
+
 URL = re.compile(r"serving the TUI at (http://127\.0\.0\.1:(\d+)/(?:\?token=([\w-]+))?)")
 WEBSOCKET_URL = re.compile(r'data-session-websocket-url="([^"]+)"')
 ESCAPES = re.compile(r"\x1b(?:\[[0-9;?<>=]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[()][0-9A-Za-z]|[=>78])")
@@ -71,10 +73,15 @@ async def read_until(ws: aiohttp.ClientWebSocketResponse, done: Callable[[str], 
 
 
 class Served:
-    """``python -m pdtui ARGV`` serving the web face; :meth:`stop` (and the ``with`` exit) ends it by PID."""
+    """``python -m pdtui ARGV`` serving the web face; :meth:`stop` (and the ``with`` exit) ends it by PID.
 
-    def __init__(self, argv: list[str], log_dir: Path) -> None:
-        self.argv = argv
+    On a failed test the ``with`` exit asks it to stop (Ctrl-C), kills it if it does not, and then
+    stops the units of the demo's ``sandbox`` by their PIDs: they run detached from it.
+    """
+
+    def __init__(self, argv: list[str], log_dir: Path, sandbox: Path | None = None) -> None:
+        self.argv = [*argv, "--sandbox", str(sandbox)] if sandbox is not None else argv
+        self.sandbox = sandbox
         self.err_path = log_dir / "served.err"
         self.lines: list[str] = []
         self.proc: subprocess.Popen | None = None
@@ -93,7 +100,16 @@ class Served:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.kill()
+        try:
+            if self.proc is not None and self.proc.poll() is None:
+                os.killpg(self.pid, signal.SIGINT)
+                self.proc.wait(STOP_WAIT)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            pass
+        finally:
+            self.kill()
+            if self.sandbox is not None and self.sandbox.exists():
+                Sandbox(self.sandbox).stop_all()
 
     def _read(self) -> None:
         assert self.proc is not None and self.proc.stdout is not None

@@ -57,7 +57,7 @@ async def type_keys(page: Page, keys: str) -> None:
 
 async def test_demo_web_in_chromium_shows_three_ready_refuses_without_the_token_and_leaves_nothing(tmp_path):
     sandbox = tmp_path / "sim"
-    with Served([*DEMO, "--allow-actions", "--sandbox", str(sandbox)], tmp_path) as served:
+    with Served([*DEMO, "--allow-actions"], tmp_path, sandbox) as served:
         async with Chromium(tmp_path / "chromium" / "profile") as browser:
             watching = await browser.open(served.url.split("?")[0])
             rows = await rows_until(watching, ready_panels)

@@ -36,7 +36,7 @@ async def press(ws: aiohttp.ClientWebSocketResponse, keys: str) -> None:
 
 async def test_demo_web_shows_the_bring_up_then_the_tui_refuses_actions_and_ctrl_c_leaves_nothing(tmp_path):
     sandbox = tmp_path / "sim"
-    with Served([*DEMO, "--sandbox", str(sandbox)], tmp_path) as served:
+    with Served(DEMO, tmp_path, sandbox) as served:
         assert served.token is None and "it watches only" in "".join(served.lines)
         async with aiohttp.ClientSession() as http:
             ws = await open_session(http, served.url)
@@ -57,7 +57,7 @@ async def test_demo_web_shows_the_bring_up_then_the_tui_refuses_actions_and_ctrl
 
 async def test_ctrl_c_while_a_tab_waits_for_the_bring_up_starts_no_app_and_leaves_nothing(tmp_path):
     sandbox = tmp_path / "sim"
-    with Served([*DEMO[:-1], "5", "--sandbox", str(sandbox)], tmp_path) as served:
+    with Served([*DEMO[:-1], "5"], tmp_path, sandbox) as served:
         async with aiohttp.ClientSession() as http:
             ws = await open_session(http, served.url)
             await read_until(ws, lambda t: "decode   waiting" in t, timeout=30)
@@ -69,7 +69,7 @@ async def test_ctrl_c_while_a_tab_waits_for_the_bring_up_starts_no_app_and_leave
 
 async def test_with_allow_actions_only_the_token_acts_and_status_web_watches_the_same_deployment(tmp_path):
     sandbox = tmp_path / "sim"
-    with Served([*DEMO, "--allow-actions", "--sandbox", str(sandbox)], tmp_path) as served:
+    with Served([*DEMO, "--allow-actions"], tmp_path, sandbox) as served:
         token = served.token
         assert token and len(token) >= 24
         async with aiohttp.ClientSession() as http:
