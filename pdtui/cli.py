@@ -24,6 +24,7 @@ from pdtui.sim.knobs import DEFAULT_GENERATION, FAIL_MODES, GENERATIONS
 
 
 def _parser() -> argparse.ArgumentParser:
+    from pdtui.web.options import add_options as web
     parser = argparse.ArgumentParser(prog="pdtui", description="Bring up prefill/decode disaggregated SGLang "
                                      "serving (prefill + decode + router) and watch it happen.")
     parser.add_argument("--version", action="version", version=f"pdtui {__version__}")
@@ -48,6 +49,7 @@ def _parser() -> argparse.ArgumentParser:
                                                             "0 when every service is ready, 1 otherwise")
     status.add_argument("--accept-new", action="store_true", help="trust unknown SSH host keys and remember them")
     face(status)
+    web(status)
 
     restart = sub.add_parser("restart", help="restart SERVICEs and prove what comes after them (the router) again")
     restart.add_argument("targets", metavar="[CONFIG] SERVICE", nargs="+")
@@ -79,6 +81,7 @@ def _parser() -> argparse.ArgumentParser:
     # after exit (its processes are still stopped), so its state files and journal can be inspected.
     demo.add_argument("--sandbox", metavar="DIR", default=None, help=argparse.SUPPRESS)
     face(demo)
+    web(demo)
 
     units = sub.add_parser("units", help="print the systemd units generated from CONFIG's launch: blocks")
     units.add_argument("config", metavar="CONFIG")
@@ -237,12 +240,25 @@ def _found_config(given: str | None) -> str | None:
     return str(found)
 
 
+def _web(args: argparse.Namespace):
+    """The ``--web`` options of ``status`` or ``demo`` (a WebOptions), or the one line saying what is wrong."""
+    from pdtui.web.options import web_options
+    return web_options(args)
+
+
 def _status(args: argparse.Namespace) -> int:
     from pdtui.engine.intent import Intent, Verb
+    web = _web(args)
+    if isinstance(web, str):
+        return _error(web)
     path = _found_config(args.config)
     deployment = _load(path) if path else None
     if deployment is None:
         return EXIT_USAGE
+    if args.web:
+        from pdtui.web.run import serve_status
+        assert path is not None
+        return serve_status(deployment, path, args, web)
     intent = Intent(Verb.STATUS)
     if args.once:
         return _once(deployment, _factory(args), args, intent)
@@ -313,6 +329,9 @@ def _demo(args: argparse.Namespace) -> int:
         router = _demo_router(args.router)
     except ValueError as exc:
         return _error(str(exc))
+    web = _web(args)
+    if isinstance(web, str):
+        return _error(web)
     if not args.json:
         print(f"pdtui demo: the router is {router_label(router)}", file=sys.stderr)
     sandbox = Sandbox.create(args.sandbox)
@@ -321,7 +340,11 @@ def _demo(args: argparse.Namespace) -> int:
     try:
         deployment = demo.build(sandbox, demo.DemoOptions(failures, args.startup, args.timeout, router=router,
                                                           generation=args.generation))
-        code = _bring_up(deployment, make_host, args, follow_up="the demo stops its simulated deployment on exit")
+        if args.web:
+            from pdtui.web.run import serve_demo
+            code = serve_demo(deployment, sandbox.root / "demo.yaml", args, web)
+        else:
+            code = _bring_up(deployment, make_host, args, follow_up="the demo stops its simulated deployment on exit")
     except ConfigError as exc:
         code = _error(str(exc))
     finally:
@@ -367,7 +390,10 @@ def _bring_up(deployment, host_factory, args: argparse.Namespace, follow_up: str
     if args.headless or args.json:
         return _headless(orchestrator, args)
     from pdtui.ui.app import run_app
-    return run_app(orchestrator, theme=args.theme, follow_up_text=follow_up)
+    from pdtui.web.options import refusal
+    served = getattr(args, "served", None)     # a browser session's process: its stdout is the web protocol
+    return run_app(orchestrator, theme=args.theme, follow_up_text=follow_up, refuse_actions=refusal(served),
+                   summary=not served)
 
 
 def _headless(orchestrator, args: argparse.Namespace) -> int:

@@ -122,6 +122,7 @@ class PdtuiApp(App[int]):
         log_limit: int = 10_000,
         clock: Callable[[], float] | None = None,
         follow_up_text: str = "",
+        refuse_actions: str = "",
     ) -> None:
         chosen = read_theme(theme)
         self._pd_variables = chosen.variables   # asked for by App.__init__ itself
@@ -132,6 +133,7 @@ class PdtuiApp(App[int]):
         self.source = source
         self.log_limit = log_limit
         self.follow_up_text = follow_up_text
+        self.refuse_actions = refuse_actions   # why restart, stop and retry are refused (a page served to watch)
         self.elapsed = ElapsedClock(clock or time.monotonic)
         self.panels: dict[str, ServicePanel] = {}
         self.merged: MergedPane | None = None
@@ -175,8 +177,16 @@ class PdtuiApp(App[int]):
         self.ticker = self.set_interval(1.0, self._tick)
         self.set_interval(RELEASE_EVERY, self.collector.release, name="heap-release")
 
-    def on_unmount(self) -> None:
+    async def on_unmount(self) -> None:
+        """Close the event source when the app ends without quit (a served session's tab closed, SIGTERM):
+        its journal tails and probes must not outlive the app."""
         self.collector.restore()
+        if not self._quitting:
+            self._quitting = True
+            try:
+                await self.source.close()
+            except Exception:  # noqa: BLE001 - the app is gone: nothing left to tell it to
+                pass
 
     async def _bring_up(self) -> None:
         """Run the engine; a crash becomes one clear line and a failed exit, never a traceback."""
@@ -448,7 +458,15 @@ class PdtuiApp(App[int]):
             counter += 1
         return path
 
+    def _refused(self, verb: str) -> bool:
+        """True (after saying so) when this screen may not act: a page served to watch only."""
+        if self.refuse_actions:
+            self.notify(f"{verb} refused: {self.refuse_actions}", severity="warning", markup=False)
+        return bool(self.refuse_actions)
+
     def action_retry(self) -> None:
+        if self._refused("retry"):
+            return
         panel = self._focused_panel()
         if panel is None:
             self.notify("focus a service panel to retry it", severity="warning")
@@ -463,10 +481,12 @@ class PdtuiApp(App[int]):
             self.notify(f"{panel.service} cannot be retried now", severity="warning", markup=False)
 
     def action_restart(self) -> None:
-        self._confirm_action("restart")
+        if not self._refused("restart"):
+            self._confirm_action("restart")
 
     def action_stop(self) -> None:
-        self._confirm_action("stop")
+        if not self._refused("stop"):
+            self._confirm_action("stop")
 
     def _confirm_action(self, verb: str) -> None:
         """Restart or stop the focused service, once the user has seen the exact command and said yes."""
@@ -552,10 +572,11 @@ class PdtuiApp(App[int]):
         yield SystemCommand("Help", "Keys and badges", self.action_help)
 
 
-def run_app(source: EventSource, **kwargs: object) -> int:
-    """Run the TUI until the user quits; print what was left running; return the exit code."""
+def run_app(source: EventSource, summary: bool = True, **kwargs: object) -> int:
+    """Run the TUI until the user quits; print what was left running (not for a browser session: its stdout
+    is the web protocol, and its tab is gone); return the exit code."""
     app = PdtuiApp(source, **kwargs)  # type: ignore[arg-type]
     code = app.run()
-    if app.exit_summary:
+    if app.exit_summary and summary:
         print(app.exit_summary)
     return EXIT_INTERRUPTED if code is None else code
