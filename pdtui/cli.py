@@ -397,10 +397,10 @@ def _bring_up(deployment, host_factory, args: argparse.Namespace, follow_up: str
 
 
 def _headless(orchestrator, args: argparse.Namespace) -> int:
-    from pdtui.headless import InterruptSummary, JsonPrinter, LinePrinter
+    from pdtui.headless import InterruptSummary, JsonPrinter, LinePrinter, UntilDone
     printer = JsonPrinter(logs=args.logs) if args.json else LinePrinter(logs=args.logs)
     summary = InterruptSummary()
-    orchestrator.subscribe(printer)
+    orchestrator.subscribe(UntilDone(printer))
     orchestrator.subscribe(summary)
 
     async def bring_up() -> int:

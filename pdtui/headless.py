@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from dataclasses import asdict
 from enum import Enum
 from typing import TextIO
@@ -157,6 +158,20 @@ class LinePrinter:
         if done.left_running:
             text += f"\n{' ' * 11}left running: {', '.join(done.left_running)}"
         return text
+
+
+class UntilDone:
+    """Hands events to ``printer`` up to and with the Done: what the closing tails and samplers still emit after
+    it would come after the last line (the JSON contract's last object is the ``done``)."""
+
+    def __init__(self, printer: Callable[[Event], None]) -> None:
+        self.printer = printer
+        self.over = False
+
+    def __call__(self, event: Event) -> None:
+        if not self.over:
+            self.printer(event)
+            self.over = isinstance(event, Done)
 
 
 class InterruptSummary:
