@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 from pdtui.config import COMMANDS
 from pdtui.engine.gpus import Inventory
-from pdtui.gpu import gpu_ranges
+from pdtui.nvidia_smi import gpu_ranges
 from pdtui.survey import FoundUnit, Survey
 
 SERVICES = ("prefill", "decode", "router")      # each is its role, too

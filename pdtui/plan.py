@@ -10,7 +10,7 @@ from __future__ import annotations
 import shlex
 
 from pdtui.config import COMMANDS, Deployment, HostConfig, ServiceConfig
-from pdtui.gpu import gpu_ranges
+from pdtui.nvidia_smi import gpu_ranges
 from pdtui.text import inert
 
 

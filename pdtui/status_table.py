@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from pdtui.engine.events import Done, Event, GpuInfo, GpuSample, PlanReady, ProbeResult, ServiceInfo, StateChanged, UnitStatus
 from pdtui.engine.states import ServiceState
-from pdtui.gpu import gpu_ranges
+from pdtui.nvidia_smi import gpu_ranges
 from pdtui.plan import format_duration
 from pdtui.text import inert
 

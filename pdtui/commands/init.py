@@ -24,8 +24,8 @@ from pdtui.config import ConfigError, parse_config
 from pdtui.draft import DEFAULT_COMMANDS, Draft, ServiceDraft, make_draft
 from pdtui.draft_yaml import render
 from pdtui.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
-from pdtui.gpu import gpu_ranges
 from pdtui.hosts.base import Host
+from pdtui.nvidia_smi import gpu_ranges
 from pdtui.survey import survey
 
 _NAME_CHARS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-"

@@ -21,7 +21,8 @@ from typing import Literal
 from pdtui.backoff import Backoff
 from pdtui.config import BACKEND_ROLES
 from pdtui.engine.events import GpuInfo, GpuSample
-from pdtui.gpu import (
+from pdtui.hosts.base import Host, HostError
+from pdtui.nvidia_smi import (
     SAMPLE_FIELDS,
     ComputeApp,
     Gpu,
@@ -37,7 +38,6 @@ from pdtui.gpu import (
     sysfs_bus_id,
     topo_argv,
 )
-from pdtui.hosts.base import Host, HostError
 from pdtui.text import inert
 
 COMMAND_TIMEOUT = 20.0

@@ -34,10 +34,10 @@ from pdtui.engine.states import FINAL_STATES, ServiceState
 from pdtui.engine.steps import split, step_statuses
 from pdtui.engine.timing import DEFAULT_TIMING, Timing
 from pdtui.exits import EXIT_FAILED, EXIT_OK
-from pdtui.gpu import descendants, sampler_argv
 from pdtui.hosts.base import Host, HostError, HostUnreachable
+from pdtui.nvidia_smi import sampler_argv
 from pdtui.plan import format_duration
-from pdtui.systemd import Commands, JournalEntry, parse_cat
+from pdtui.systemd import Commands, JournalEntry, parse_cat, unit_processes
 from pdtui.unit_drift import parse_installed, service_drift
 
 __all__ = ["Orchestrator", "Timing"]
@@ -328,7 +328,7 @@ class Orchestrator:
             except HostError:
                 continue
             if result.ok:
-                own |= {r.name: descendants(result.stdout, r.main_pid) for r in running}
+                own |= {r.name: unit_processes(result.stdout, r.main_pid) for r in running}
         return own
 
     async def _preflight_host(self, host_name: str, deadline: float) -> bool:

@@ -43,13 +43,13 @@ from pdtui.exits import EXIT_FAILED, EXIT_INTERRUPTED
 from pdtui.ui.bridge import EngineEvent, connect
 from pdtui.ui.filterbar import FilterBar
 from pdtui.ui.format import duration
+from pdtui.ui.header import PlanStrip, TitleBar
 from pdtui.ui.heap import RELEASE_EVERY, QuietCollector
 from pdtui.ui.logview import LogView
 from pdtui.ui.merged import MergedPane
 from pdtui.ui.model import ElapsedClock
 from pdtui.ui.notify import desktop_notification
 from pdtui.ui.panel import ServicePanel
-from pdtui.ui.plan import PlanStrip, TitleBar
 from pdtui.ui.screens import ConfirmScreen, HelpScreen, QuitScreen
 from pdtui.ui.themes import DEFAULT_THEME, ThemeFile, available_themes, read_theme
 

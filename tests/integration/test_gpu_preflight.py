@@ -9,9 +9,9 @@ import yaml
 
 from pdtui.config import parse_config
 from pdtui.engine.gpus import Finding, Inventory, gpu_hosts, host_inventories, inventory, preflight_findings
-from pdtui.gpu import Gpu
 from pdtui.hosts.base import Result
 from pdtui.hosts.local import LocalHost
+from pdtui.nvidia_smi import Gpu
 from pdtui.sim.nvidia_smi import SimGpu
 
 

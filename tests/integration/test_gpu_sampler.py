@@ -6,9 +6,9 @@ from pathlib import Path
 
 from pdtui.engine.events import GpuInfo, GpuSample
 from pdtui.engine.gpus import GpuSampler, inventory
-from pdtui.gpu import sampler_argv
 from pdtui.hosts.base import HostError
 from pdtui.hosts.local import LocalHost
+from pdtui.nvidia_smi import sampler_argv
 from pdtui.sim.systemctl import ROOT_ENV
 
 WAIT = 20.0

@@ -3,7 +3,7 @@
 import asyncio
 
 from pdtui.engine.gpus import GpuSampler, inventory
-from pdtui.gpu import sampler_argv
+from pdtui.nvidia_smi import sampler_argv
 from tests.conftest_sim import wait_until
 from tests.integration.test_gpu_sampler import Samples, stand_ins, stop
 from tests.sshd import trust

@@ -9,7 +9,7 @@ from pdtui.config import parse_config
 from pdtui.draft import Draft, make_draft, split_gpus
 from pdtui.draft_yaml import render
 from pdtui.engine.gpus import Inventory
-from pdtui.gpu import Gpu
+from pdtui.nvidia_smi import Gpu
 from pdtui.survey import FoundUnit, Survey, classify
 from pdtui.systemd import ListedUnit, parse_list_unit_files, parse_list_units
 from pdtui.unit_drift import parse_installed

@@ -214,19 +214,3 @@ def gpu_ranges(indexes: Iterable[int]) -> str:
             runs.append([index])
     return ", ".join(f"{run[0]}-{run[-1]}" if len(run) > 2 else ", ".join(map(str, run)) for run in runs)
 
-
-def descendants(ps_output: str, root: int) -> frozenset[int]:
-    """``root`` and every process below it, from ``ps -e -o pid=,ppid=``: a unit's main process and its workers
-    (SGLang's schedulers, which hold the GPUs, are its children)."""
-    children: dict[int, list[int]] = {}
-    for line in ps_output.splitlines():
-        cells = line.split()
-        if len(cells) == 2 and cells[0].isdigit() and cells[1].isdigit():
-            children.setdefault(int(cells[1]), []).append(int(cells[0]))
-    found, todo = {root}, [root]
-    while todo:
-        for child in children.get(todo.pop(), ()):
-            if child not in found:
-                found.add(child)
-                todo.append(child)
-    return frozenset(found)
