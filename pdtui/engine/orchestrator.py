@@ -80,6 +80,7 @@ class Orchestrator:
         self._changed = asyncio.Condition()         # notified after every state change
         self._notifier: asyncio.Task | None = None
         self._flush_handle: asyncio.TimerHandle | None = None
+        self._steps_handle: asyncio.Handle | None = None
         self._done_task: asyncio.Task | None = None
         self._last_done: Done | None = None
 
@@ -432,9 +433,14 @@ class Orchestrator:
             run.task = asyncio.create_task(stop(run), name=f"stop {run.name}")
 
     def _on_change(self) -> None:
-        """A run changed state: wake the waiters, update the steps."""
+        """A run changed state: wake the waiters; the steps are updated once the loop's turn is over.
+
+        A fleet's thousand services change state in bursts: the steps are
+        derived from every service, so once per burst, not once per change.
+        """
         self._notify_changed()
-        self._update_steps()
+        if self._steps_handle is None:
+            self._steps_handle = asyncio.get_running_loop().call_soon(self._update_steps)
 
     def _hosts(self) -> dict[str, Host]:
         return {name: session.host for name, session in self._sessions.items()}
@@ -477,6 +483,7 @@ class Orchestrator:
         """Wait until the outcome is decided, then tell it."""
         await self._until(self._decided)
         self._flush_logs()
+        self._update_steps()       # the steps as they are now, told before the outcome
         done = self._make_done()
         self._last_done = done
         self._emit(done)
@@ -495,6 +502,9 @@ class Orchestrator:
         return tuple(r.cfg.unit for r in self._runs.values() if r.started_by_us and r.running)
 
     def _update_steps(self) -> None:
+        if self._steps_handle is not None:
+            self._steps_handle.cancel()
+            self._steps_handle = None
         if self.intent.verb is Verb.DOWN:
             return    # taking down has no bring-up steps
         for step, status in step_statuses(self._preflight, *self._groups).items():

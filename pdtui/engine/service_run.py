@@ -106,6 +106,7 @@ class ServiceRun:
         self.main_pid = 0
         self.judged = False                         # attached and judged once (status: a verdict exists)
         self._unit_told: UnitStatus | None = None
+        self._looked: tuple[float, Mapping[str, str]] | None = None   # when last looked at, and what it said
         self.time_to_ready: float | None = None
         self.pending_lines: list[LogRecord] = []
         self.wake = asyncio.Event()
@@ -238,8 +239,7 @@ class ServiceRun:
         self.attempt = Attempt(self.attempt.number + 1, started_at=self.w.clock())
         try:
             self.attempt.collecting = True          # lines of the invocation found are held until its history is read
-            props = await self.show()
-            self.note_unit(props)
+            props = await self._fresh_look()
             if props.get("LoadState") == "not-found":
                 self._release_held()
                 self.transition(S.FAILED, f"unit {self.cfg.unit} not found on {self.cfg.host}")
@@ -269,6 +269,15 @@ class ServiceRun:
             if self.state in (S.PENDING, S.STARTING, S.WAITING, S.READY):
                 self.transition(S.FAILED, str(exc))
         return False
+
+    async def _fresh_look(self) -> Mapping[str, str]:
+        """The unit's properties: the preflight's look when it is this recent (a fleet's thousand backends start
+        right after it), else a new one."""
+        if self._looked is not None and self.w.clock() - self._looked[0] < self.w.timing.unit_poll:
+            return self._looked[1]
+        props = await self.show()
+        self.note_unit(props)
+        return props
 
     def _running_invocation(self, props: Mapping[str, str]) -> bool:
         return self.running and bool(props.get("InvocationID"))
@@ -530,6 +539,7 @@ class ServiceRun:
     def note_unit(self, props: dict[str, str]) -> None:
         """What a look at the unit tells: its state, and a problem when it died or restarted."""
         attempt = self.attempt
+        self._looked = (self.w.clock(), props)
         self.active_state = props.get("ActiveState", "")
         self.main_pid = int(props.get("MainPID") or 0) if (props.get("MainPID") or "").isdigit() else 0
         self._tell_unit(props)
