@@ -38,6 +38,7 @@ from pdtui.engine.events import (
     ProbeResult,
     StateChanged,
     StepChanged,
+    UnitStatus,
 )
 from pdtui.exits import EXIT_FAILED, EXIT_INTERRUPTED
 from pdtui.ui.bridge import EngineEvent, connect
@@ -315,6 +316,13 @@ class PdtuiApp(App[int]):
         severity = HOST_SEVERITY.get(event.status)
         if severity:
             self.notify(f"{event.host}: {event.detail or event.status}", severity=severity, markup=False)
+
+    @apply.register
+    def _on_unit(self, event: UnitStatus) -> None:
+        panel = self.panels.get(event.service)
+        if panel is not None:
+            panel.view.apply_unit(event)
+            panel.redraw(self.elapsed.now())
 
     @apply.register
     def _on_gpus(self, event: GpuSample) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from pdtui.engine.events import ProbeResult, ServiceInfo, StateChanged
+from pdtui.engine.events import ProbeResult, ServiceInfo, StateChanged, UnitStatus
 from pdtui.engine.states import ServiceState
 from pdtui.text import inert
 from pdtui.ui.format import BADGE_LABELS, duration
@@ -65,6 +65,8 @@ class ServiceView:
     pinned: str | None = None           # inert failure line or reason, kept under the header
     started: bool = False               # pdtui started it at least once (it may be left running)
     checks: dict[str, ProbeResult] = field(default_factory=dict)   # latest result per readiness check
+    up_since: float | None = None       # elapsed when its running unit started (it may be before pdtui's start)
+    attached: bool = False              # found running, not started: no time to ready of its own
 
     def apply(self, event: StateChanged) -> None:
         """Move to ``event.new`` and record the timing and explanation it carries."""
@@ -75,15 +77,16 @@ class ServiceView:
             self.pinned = inert(event.reason) if event.reason else None   # "waiting for decode" (a restart)
             self.checks.clear()
         elif new is ServiceState.STARTING:
-            self.since, self.until, self.started = event.elapsed, None, True
+            self.since, self.until, self.started, self.attached = event.elapsed, None, True, False
         elif new in (ServiceState.WAITING, ServiceState.STOPPING) and self.since is None:
             self.since, self.until = event.elapsed, None    # attached to a running unit, or stopping it
+            self.attached = new is ServiceState.WAITING
         elif new.is_final:
             self.until = event.elapsed
         if new is ServiceState.READY:
             self.pinned = None
             self.time_to_ready = event.time_to_ready
-            if self.time_to_ready is None and self.since is not None:
+            if self.time_to_ready is None and self.since is not None and not self.attached:
                 self.time_to_ready = event.elapsed - self.since
         elif new in (ServiceState.FAILED, ServiceState.TIMED_OUT, ServiceState.BLOCKED):
             explanation = event.line or event.reason
@@ -93,11 +96,18 @@ class ServiceView:
         """Remember the latest result of one readiness check."""
         self.checks[event.check] = event
 
+    def apply_unit(self, event: UnitStatus) -> None:
+        """The unit as systemd reported it: when it has run since, in the screen's elapsed time."""
+        running = event.active in ("active", "reloading") and event.uptime is not None
+        self.up_since = event.elapsed - event.uptime if running and event.uptime is not None else None
+
     def badge(self, now: float) -> str:
-        """State label with elapsed time (or time-to-ready once ready)."""
+        """State label with elapsed time (time-to-ready once ready; the unit's uptime when found running)."""
         label = BADGE_LABELS[self.state]
         if self.state is ServiceState.READY and self.time_to_ready is not None:
             return f"{label} {duration(self.time_to_ready)}"
+        if self.state is ServiceState.READY and self.up_since is not None:
+            return f"{label} up {duration(now - self.up_since)}"
         if self.since is None:
             return label
         end = self.until if self.until is not None else now

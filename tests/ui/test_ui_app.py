@@ -26,7 +26,7 @@ from ui_fakes import (
     starting_script,
 )
 
-from pdtui.engine.events import Done, LineKind, LogLines, LogRecord, StateChanged, Step, StepChanged, StepStatus
+from pdtui.engine.events import Done, LineKind, LogLines, LogRecord, StateChanged, Step, StepChanged, StepStatus, UnitStatus
 from pdtui.engine.states import ServiceState as S
 from pdtui.ui.app import PdtuiApp, terminal_driver
 from pdtui.ui.logview import FLOOD_PAINT_INTERVAL, PAINT_INTERVAL, LogView
@@ -615,3 +615,15 @@ async def test_the_title_says_the_screen_watches_when_it_only_looks() -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         assert "watching 0:00" in screen_text(app)
+
+
+async def test_a_service_found_running_shows_its_uptime_not_a_time_to_ready() -> None:
+    watching = dataclasses.replace(PLAN, title="watching", watching=True)
+    app, source = make_app([watching])
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        source.emit(UnitStatus("decode", "active", "running", "abc", "Tue 2026-12-01 12:00:00 UTC", 3725.0, 42, 1.0),
+                    StateChanged("decode", S.PENDING, S.WAITING, "attached", elapsed=1.0),
+                    StateChanged("decode", S.WAITING, S.READY, "all checks hold", elapsed=1.5))
+        await settle(pilot)
+        assert badge(app, "decode").startswith("✓ READY up 1:02:")
