@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from pdtui.commands.history import critical_path, report_text
 from pdtui.engine.events import PhaseStarted
 from pdtui.headless import LinePrinter, to_json
+from pdtui.history import HistoryRecorder, connect, load_runs
 from pdtui.sim.knobs import GENERATIONS
 from tests.engine_helpers import bring_up, reference
 
@@ -37,3 +39,19 @@ async def test_phases_are_told_as_lines_and_json(sandbox):
     printer.width = 8
     assert printer.format(first).endswith(f"{first.service:<8} phase weights")
     assert to_json(first).startswith('{"kind": "phase", "service": "' + first.service + '", "phase": "weights"')
+
+
+async def test_a_sim_bring_up_leaves_a_run_whose_report_waits_for_the_router_then_a_backend(sandbox, tmp_path):
+    done, rec, _ = await bring_up(reference(sandbox, generation="2025"))
+    recorder = HistoryRecorder(tmp_path / "h.sqlite3")
+    for event in rec.events:
+        recorder(event)
+    [run] = load_runs(connect(tmp_path / "h.sqlite3", create=False))
+    assert run.ok is done.ok is True
+    for name in ("prefill", "decode"):
+        service = run.services[name]
+        assert service.outcome == "ready" and service.invocation
+        assert list(service.durations()) == EXPECTED["2025"][:-1]
+    chain = [s.name for s in critical_path(run)]
+    assert chain[0] == "router" and chain[1] in ("prefill", "decode")
+    print(report_text(run))
