@@ -99,6 +99,15 @@ def _parser() -> argparse.ArgumentParser:
                        help="also reach every host and run the preflight (units, GPUs, NUMA); starts nothing")
     check.add_argument("--accept-new", action="store_true", help="trust unknown SSH host keys and remember them")
 
+    history = sub.add_parser("history", help="list the recorded bring-ups and restarts, newest first")
+    history.add_argument("config", metavar="CONFIG", nargs="?", help="only the runs of this deployment")
+    history.add_argument("--json", action="store_true", help="one JSON object per run")
+    history.add_argument("--limit", type=int, default=20, help="how many runs (default 20)")
+
+    report = sub.add_parser("report", help="one run's timeline: phases, steps and the critical path")
+    report.add_argument("run", metavar="RUN", nargs="?", help="the run's number as history lists it (default: newest)")
+    report.add_argument("--json", action="store_true", help="the run as one JSON object")
+
     init = sub.add_parser("init", help="write a commented pdtui.yaml for this machine (its GPUs and SGLang units)")
     init.add_argument("path", metavar="PATH", nargs="?", default="pdtui.yaml",
                       help="the file to write, or a folder for its pdtui.yaml (default ./pdtui.yaml); never replaces a file")
@@ -112,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     handlers: dict[str, Callable[[argparse.Namespace], int]] = {
         "up": _up, "status": _status, "restart": _restart, "down": _down, "demo": _demo, "check": _check,
-        "units": _units, "init": _init}
+        "units": _units, "init": _init, "history": _history, "report": _report}
     if getattr(args, "theme", None):
         from pdtui.config import ConfigError
         from pdtui.ui.themes import available_themes, read_theme
@@ -131,6 +140,22 @@ def main(argv: list[str] | None = None) -> int:
         return handlers[args.command](args)
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
+
+
+def _history(args: argparse.Namespace) -> int:
+    from pdtui.commands.history import history_command
+    from pdtui.history import history_path
+    deployment = _load(args.config) if args.config else None
+    if args.config and deployment is None:
+        return EXIT_USAGE
+    return history_command(history_path(), deployment.name if deployment else None, args.json, args.limit,
+                           sys.stdout, sys.stderr)
+
+
+def _report(args: argparse.Namespace) -> int:
+    from pdtui.commands.history import report_command
+    from pdtui.history import history_path
+    return report_command(history_path(), args.run, args.json, sys.stdout, sys.stderr)
 
 
 def _raise_interrupt(signum, frame) -> None:
@@ -387,6 +412,8 @@ def _bring_up(deployment, host_factory, args: argparse.Namespace, follow_up: str
     from pdtui.engine.timing import DEFAULT_TIMING
     orchestrator = Orchestrator(deployment, host_factory, smoke=not args.no_smoke, intent=intent or UP,
                                 timing=timing or DEFAULT_TIMING)
+    from pdtui.history import HistoryRecorder, history_path
+    orchestrator.subscribe(HistoryRecorder(history_path()))
     if args.headless or args.json:
         return _headless(orchestrator, args)
     from pdtui.ui.app import run_app

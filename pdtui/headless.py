@@ -21,6 +21,7 @@ from pdtui.engine.events import (
     HostStatus,
     LogLines,
     Notice,
+    PhaseStarted,
     PlanReady,
     ProbeResult,
     StateChanged,
@@ -31,7 +32,7 @@ from pdtui.engine.events import (
 from pdtui.engine.states import ServiceState
 from pdtui.text import inert
 
-KINDS = {PlanReady: "plan", StepChanged: "step", StateChanged: "state", LogLines: "log",
+KINDS = {PlanReady: "plan", StepChanged: "step", StateChanged: "state", LogLines: "log", PhaseStarted: "phase",
          ProbeResult: "probe", UnitStatus: "unit", HostStatus: "host", GpuSample: "gpus", Notice: "notice", Done: "done"}
 LOUD_STATES = (ServiceState.READY, ServiceState.FAILED, ServiceState.TIMED_OUT, ServiceState.STOPPED)
 
@@ -107,6 +108,8 @@ class LinePrinter:
             return None
         if isinstance(event, StateChanged):
             return self._state(event)
+        if isinstance(event, PhaseStarted):
+            return self._line(event.elapsed, f"{event.service:<{self.width}} phase {event.phase}")
         if isinstance(event, ProbeResult):
             mark = "ok" if event.ok else "not yet"
             latency = f" [{event.latency * 1000:.0f} ms]" if event.latency is not None else ""

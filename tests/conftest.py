@@ -18,6 +18,7 @@ the whole suite on the stand-in.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,6 +28,18 @@ from pdtui.sim import realjournal
 from pdtui.sim.sandbox import Sandbox
 
 pytest_plugins = ["tests.sshd", "tests.conftest_sim", "tests.engine_helpers"]
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _state_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Every bring-up records its run in the history: the tests' runs go to a folder of their own, never $HOME's."""
+    before = os.environ.get("XDG_STATE_HOME")
+    os.environ["XDG_STATE_HOME"] = str(tmp_path_factory.mktemp("state"))
+    yield
+    if before is None:
+        os.environ.pop("XDG_STATE_HOME", None)
+    else:
+        os.environ["XDG_STATE_HOME"] = before
 
 
 @pytest.fixture

@@ -117,6 +117,21 @@ class LogLines:
 
 
 @dataclass(frozen=True, slots=True)
+class PhaseStarted:
+    """A start-up phase of a service's current invocation began (names in phases.py).
+
+    ``at`` is the journal timestamp of the line that began it (seconds since
+    the epoch): phases read from a backfilled history still get their true
+    durations, which ``elapsed`` (when pdtui read the line) would not give.
+    """
+
+    service: str
+    phase: str
+    elapsed: float = 0.0
+    at: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ProbeResult:
     """The outcome of one readiness check or router probe step."""
 
@@ -189,8 +204,8 @@ class Done:
     elapsed: float = 0.0
 
 
-Event = (PlanReady | StepChanged | StateChanged | LogLines | ProbeResult | UnitStatus | HostStatus | GpuSample | Notice
-         | Done)
+Event = (PlanReady | StepChanged | StateChanged | LogLines | PhaseStarted | ProbeResult | UnitStatus | HostStatus
+         | GpuSample | Notice | Done)
 
 
 class EventSource(Protocol):

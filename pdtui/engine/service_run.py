@@ -19,10 +19,21 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from pdtui.config import Deployment, ServiceConfig
-from pdtui.engine.events import Event, LineKind, LogLines, LogRecord, Notice, ProbeResult, StateChanged, UnitStatus
+from pdtui.engine.events import (
+    Event,
+    LineKind,
+    LogLines,
+    LogRecord,
+    Notice,
+    PhaseStarted,
+    ProbeResult,
+    StateChanged,
+    UnitStatus,
+)
 from pdtui.engine.gpus import gpu_holders
 from pdtui.engine.host_session import HostSession
 from pdtui.engine.intent import Action
+from pdtui.engine.phases import PhaseTracker
 from pdtui.engine.probes import LOOPBACK, Backend, Check, RouterProbe, bootstrap_port, http_check, tcp_check
 from pdtui.engine.readiness import FailureCandidate, LineJudge
 from pdtui.engine.signatures import BOOTSTRAP, Severity, Signature
@@ -42,6 +53,7 @@ LOOK_REST = 4.0
 HEALTH_FAILS_IN_A_ROW = 3
 # A Python exception's own line, the last of a traceback: what a warning quotes.
 _EXCEPTION_LINE = re.compile(r"^(?:\[[^\]]*\] )?[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b")
+PHASED_ROLES = ("prefill", "decode")   # the SGLang servers: their start-up lines tell its phases
 RUNNING_STATES = ("active", "activating", "reloading")
 STOPPED_STATES = ("inactive", "failed")
 
@@ -73,6 +85,7 @@ class Attempt:
     bootstrap: int | None = None                  # the prefill's bootstrap port, once known
     unhealthy_since: float | None = None          # after ready: when health began failing, and how often since
     unhealthy_count: int = 0
+    phases: PhaseTracker = field(default_factory=PhaseTracker)   # the invocation's start-up phases so far
 
 
 @dataclass(frozen=True)
@@ -187,6 +200,8 @@ class ServiceRun:
                 attempt.warning, attempt.in_traceback = message, False
             if signature is not None:
                 self._note_signature(signature, message)
+            if not attempt.phases.over and self.cfg.role in PHASED_ROLES:
+                self._note_phase(message, entry.realtime)
             if kind is LineKind.READY:
                 attempt.log_ok = True
                 self.wake.set()
@@ -197,6 +212,12 @@ class ServiceRun:
             kind = LineKind.NORMAL
         self.pending_lines.append(LogRecord(message, kind, entry.realtime, entry.cursor))
         self.w.schedule_flush()
+
+    def _note_phase(self, message: str, at: float | None) -> None:
+        """Tell a start-up phase as its first line comes (dated by the journal, for true durations)."""
+        phase = self.attempt.phases.feed(message)
+        if phase is not None:
+            self.w.emit(PhaseStarted(self.name, phase, self.w.elapsed(), at))
 
     def _note_signature(self, signature: Signature, message: str) -> None:
         """What a line that matched a signature tells, by its kind (see signatures.py)."""

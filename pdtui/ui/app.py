@@ -34,6 +34,7 @@ from pdtui.engine.events import (
     LogLines,
     LogRecord,
     Notice,
+    PhaseStarted,
     PlanReady,
     ProbeResult,
     StateChanged,
@@ -293,6 +294,13 @@ class PdtuiApp(App[int]):
     def _system_line(self, service: str | None, text: str, kind: LineKind = LineKind.SYSTEM) -> None:
         if service is not None and service in self.panels:
             self._on_lines(LogLines(service, (LogRecord(text, kind),)))
+
+    @apply.register
+    def _on_phase(self, event: PhaseStarted) -> None:
+        panel = self.panels.get(event.service)
+        if panel is not None:
+            panel.view.apply_phase(event)
+            panel.redraw(self.elapsed.now())
 
     @apply.register
     def _on_probe(self, event: ProbeResult) -> None:

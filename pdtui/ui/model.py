@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from pdtui.engine.events import ProbeResult, ServiceInfo, StateChanged, UnitStatus
+from pdtui.engine.events import PhaseStarted, ProbeResult, ServiceInfo, StateChanged, UnitStatus
 from pdtui.engine.states import ServiceState
 from pdtui.text import inert
 from pdtui.ui.format import BADGE_LABELS, duration
@@ -67,6 +67,7 @@ class ServiceView:
     checks: dict[str, ProbeResult] = field(default_factory=dict)   # latest result per readiness check
     up_since: float | None = None       # elapsed when its running unit started (it may be before pdtui's start)
     attached: bool = False              # found running, not started: no time to ready of its own
+    phases: list[tuple[str, float | None]] = field(default_factory=list)   # start-up phases begun: (name, journal time)
 
     def apply(self, event: StateChanged) -> None:
         """Move to ``event.new`` and record the timing and explanation it carries."""
@@ -76,11 +77,14 @@ class ServiceView:
             self.since = self.until = self.time_to_ready = None
             self.pinned = inert(event.reason) if event.reason else None   # "waiting for decode" (a restart)
             self.checks.clear()
+            self.phases.clear()
         elif new is ServiceState.STARTING:
+            self.phases.clear()
             self.since, self.until, self.started, self.attached = event.elapsed, None, True, False
         elif new in (ServiceState.WAITING, ServiceState.STOPPING) and self.since is None:
             self.since, self.until = event.elapsed, None    # attached to a running unit, or stopping it
             self.attached = new is ServiceState.WAITING
+            self.phases.clear()
         elif new.is_final:
             self.until = event.elapsed
         if new is ServiceState.READY:
@@ -91,6 +95,10 @@ class ServiceView:
         elif new in (ServiceState.FAILED, ServiceState.TIMED_OUT, ServiceState.BLOCKED):
             explanation = event.line or event.reason
             self.pinned = inert(explanation) if explanation else None
+
+    def apply_phase(self, event: PhaseStarted) -> None:
+        """A start-up phase of the current invocation began."""
+        self.phases.append((event.phase, event.at))
 
     def apply_probe(self, event: ProbeResult) -> None:
         """Remember the latest result of one readiness check."""

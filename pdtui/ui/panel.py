@@ -11,6 +11,7 @@ from textual.widgets import Static
 
 from pdtui.engine.events import GpuInfo, LogRecord, ServiceInfo
 from pdtui.engine.states import ServiceState
+from pdtui.timeline import phase_bar
 from pdtui.ui.format import check_summary, gpu_gauges, placement, service_title
 from pdtui.ui.logview import LogView
 from pdtui.ui.model import ServiceView
@@ -80,6 +81,7 @@ class ServicePanel(Vertical):
         self.log_view = LogView(log_limit, tag=info.name)
         self.placement = PlacementLine(info)
         self._badge = Static(classes="badge")
+        self._phases = Static(classes="phases")
         self._checks = Static(classes="checks")
         self._pinned = Static(classes="pinned")
         self.status = LogStatus(classes="log-status")
@@ -95,6 +97,7 @@ class ServicePanel(Vertical):
             yield Static(Text(service_title(self.view.info), no_wrap=True, overflow="ellipsis"), classes="title")
             yield self._badge
         yield self.placement
+        yield self._phases
         yield self._checks
         yield self._pinned
         yield self.status
@@ -111,6 +114,8 @@ class ServicePanel(Vertical):
         self._show(self._badge, Text(view.badge(now), no_wrap=True))
         for state, css_class in STATE_CLASSES.items():
             self.set_class(state is view.state, css_class)
+        bar = phase_bar(view.phases) if view.phases else None
+        self._show(self._phases, Text(bar, no_wrap=True, overflow="ellipsis") if bar else None)
         checks = check_summary(list(view.checks.values())) if view.checks else None
         self._show(self._checks, Text(checks, no_wrap=True, overflow="ellipsis") if checks else None)
         if view.pinned is None:

@@ -26,7 +26,18 @@ from ui_fakes import (
     starting_script,
 )
 
-from pdtui.engine.events import Done, LineKind, LogLines, LogRecord, StateChanged, Step, StepChanged, StepStatus, UnitStatus
+from pdtui.engine.events import (
+    Done,
+    LineKind,
+    LogLines,
+    LogRecord,
+    PhaseStarted,
+    StateChanged,
+    Step,
+    StepChanged,
+    StepStatus,
+    UnitStatus,
+)
 from pdtui.engine.states import ServiceState as S
 from pdtui.ui.app import PdtuiApp, terminal_driver
 from pdtui.ui.logview import FLOOD_PAINT_INTERVAL, PAINT_INTERVAL, LogView
@@ -627,3 +638,21 @@ async def test_a_service_found_running_shows_its_uptime_not_a_time_to_ready() ->
                     StateChanged("decode", S.WAITING, S.READY, "all checks hold", elapsed=1.5))
         await settle(pilot)
         assert badge(app, "decode").startswith("✓ READY up 1:02:")
+
+
+async def test_the_phase_bar_follows_the_start_up_phases_and_a_restart_clears_it() -> None:
+    app, source = make_app([PLAN])
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(pilot)
+        assert "weights" not in screen_text(app)
+        source.emit(
+            StateChanged("decode", S.PENDING, S.STARTING, elapsed=1.0),
+            PhaseStarted("decode", "weights", 2.0, at=1000.0),
+            PhaseStarted("decode", "kv_cache", 43.0, at=1041.0),
+            PhaseStarted("decode", "cuda_graphs", 46.0, at=1044.0),
+        )
+        await settle(pilot)
+        assert "weights 41s · kv 3.0s · graphs …" in screen_text(app)
+        source.emit(StateChanged("decode", S.STARTING, S.PENDING, "waiting for prefill", elapsed=50.0))
+        await settle(pilot)
+        assert "weights 41s" not in screen_text(app)

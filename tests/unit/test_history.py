@@ -1,0 +1,144 @@
+"""The run history: what a bring-up's events leave in SQLite, and how history and report read it back."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pdtui.cli import main
+from pdtui.commands.history import critical_path, history_line, report_text
+from pdtui.engine.events import (
+    Done,
+    PhaseStarted,
+    PlanReady,
+    ServiceInfo,
+    StateChanged,
+    Step,
+    StepChanged,
+    StepStatus,
+    UnitStatus,
+)
+from pdtui.engine.states import ServiceState as S
+from pdtui.history import HistoryRecorder, connect, history_path, load_runs
+
+
+def info(name: str, role: str, after: tuple[str, ...] = ()) -> ServiceInfo:
+    return ServiceInfo(name, role, f"{name}.service", "gpu-a", (0,), 0, 30000, after, 600.0)
+
+
+PLAN = PlanReady("dsv4", (info("prefill", "prefill"), info("decode", "decode"),
+                          info("router", "router", ("prefill", "decode"))), tuple(Step))
+
+
+def backend(name: str, start: float, phases: list[tuple[str, float]], ready: float) -> list:
+    events: list = [StateChanged(name, S.PENDING, S.STARTING, elapsed=start),
+                    UnitStatus(name, "activating", "start", invocation=f"{name}-inv", elapsed=start),
+                    StateChanged(name, S.STARTING, S.WAITING, elapsed=start)]
+    events += [PhaseStarted(name, phase, start + at, at=1000.0 + at) for phase, at in phases]
+    events.append(StateChanged(name, S.WAITING, S.READY, "all checks hold", elapsed=ready, time_to_ready=ready - start))
+    return events
+
+
+def a_bring_up() -> list:
+    return [
+        PLAN,
+        StepChanged(Step.START_BACKENDS, StepStatus.RUNNING, elapsed=0.5),
+        *backend("prefill", 0.5, [("weights", 1.0), ("kv_cache", 30.0), ("cuda_graphs", 33.0), ("ready", 40.0)], 41.0),
+        *backend("decode", 0.5, [("weights", 1.0), ("kv_cache", 42.0), ("cuda_graphs", 45.0), ("ready", 57.0)], 58.0),
+        StepChanged(Step.START_ROUTER, StepStatus.RUNNING, elapsed=58.0),
+        StateChanged("router", S.PENDING, S.STARTING, elapsed=58.0),
+        StateChanged("router", S.STARTING, S.WAITING, elapsed=58.2),
+        StateChanged("router", S.WAITING, S.READY, elapsed=60.0, time_to_ready=2.0),
+        StepChanged(Step.DONE, StepStatus.DONE, elapsed=60.0),
+        Done(True, 0, {"prefill": 40.5, "decode": 57.5, "router": 2.0}, elapsed=60.0),
+    ]
+
+
+def record(path: Path, events: list) -> HistoryRecorder:
+    recorder = HistoryRecorder(path, clock=lambda: 1_750_000_000.0)
+    for event in events:
+        recorder(event)
+    return recorder
+
+
+def test_a_bring_up_is_kept_with_each_services_outcome_invocation_and_phase_durations(tmp_path):
+    path = tmp_path / "h.sqlite3"
+    assert record(path, a_bring_up()).error is None
+    [run] = load_runs(connect(path, create=False))
+    assert (run.deployment, run.ok, run.exit_code, run.elapsed) == ("dsv4", True, 0, 60.0)
+    decode = run.services["decode"]
+    assert (decode.outcome, decode.invocation, decode.time_to_ready) == ("ready", "decode-inv", 57.5)
+    assert decode.durations() == {"weights": 41.0, "kv_cache": 3.0, "cuda_graphs": 12.0}
+    assert ("start router", "running", "", 58.0) in run.steps
+
+
+def test_a_later_done_of_the_same_bring_up_rewrites_its_run(tmp_path):
+    path = tmp_path / "h.sqlite3"
+    events = a_bring_up()
+    events[-1] = Done(False, 1, failures={"decode": "CUDA out of memory"}, elapsed=60.0)
+    events += [Done(True, 0, elapsed=90.0)]
+    record(path, events)
+    [run] = load_runs(connect(path, create=False))
+    assert (run.ok, run.elapsed) == (True, 90.0)
+
+
+def test_a_watch_and_a_take_down_are_not_runs(tmp_path):
+    path = tmp_path / "h.sqlite3"
+    record(path, [PlanReady("dsv4", PLAN.services, (), watching=True), Done(True, 0)])
+    record(path, [PlanReady("dsv4", PLAN.services, (), title="taking down"), Done(True, 0)])
+    assert not path.exists()
+
+
+def test_an_unwritable_history_is_an_error_kept_never_raised(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    recorder = record(blocker / "sub" / "h.sqlite3", a_bring_up())
+    assert recorder.error and "cannot open the run history" in recorder.error
+
+
+def test_the_critical_path_runs_from_the_router_back_through_the_slower_backend(tmp_path):
+    path = tmp_path / "h.sqlite3"
+    record(path, a_bring_up())
+    [run] = load_runs(connect(path, create=False))
+    assert [s.name for s in critical_path(run)] == ["router", "decode"]
+    text = report_text(run)
+    assert "router ready @1m00s +2.0s" in text
+    assert "└ decode ready @58s +58s, longest phase weights 41s" in text
+    assert "    cuda_graphs  12s" in text
+    assert history_line(run).endswith("dsv4  ready  prefill 40s · decode 58s · router 2.0s")
+
+
+def test_the_history_lives_in_the_xdg_state_folder():
+    assert history_path({"XDG_STATE_HOME": "/s", "HOME": "/h"}) == Path("/s/pdtui/history.sqlite3")
+    assert history_path({"XDG_STATE_HOME": "rel", "HOME": "/h"}) == Path("/h/.local/state/pdtui/history.sqlite3")
+
+
+def run_cli(monkeypatch, capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_history_and_report_commands_read_the_state_folders_runs(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    record(history_path(), a_bring_up())
+    code, out, _ = run_cli(monkeypatch, capsys, "history")
+    assert code == 0 and out.startswith("#1  ") and "dsv4  ready" in out
+    code, out, _ = run_cli(monkeypatch, capsys, "history", "--json")
+    assert json.loads(out)["services"]["decode"]["phases"]["weights"] == 41.0
+    code, out, _ = run_cli(monkeypatch, capsys, "report", "#1")
+    assert code == 0 and out.startswith("run #1  dsv4: bringing up") and "critical path" in out
+
+
+def test_bad_runs_and_a_missing_history_are_one_line_each(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    code, _, err = run_cli(monkeypatch, capsys, "report")
+    assert code == 1 and err.count("\n") == 1 and "no run history yet" in err
+    record(history_path(), a_bring_up())
+    code, _, err = run_cli(monkeypatch, capsys, "report", "latest")
+    assert code == 2 and err.count("\n") == 1
+    code, _, err = run_cli(monkeypatch, capsys, "report", "7")
+    assert code == 1 and "no run #7" in err
+    history_path().write_bytes(b"not a database" * 100)
+    code, _, err = run_cli(monkeypatch, capsys, "history")
+    assert code == 1 and err.count("\n") == 1 and "Traceback" not in err

@@ -1,0 +1,88 @@
+"""Start-up phases read from SGLang's own lines: every generation's wording, in order, only forward."""
+
+from __future__ import annotations
+
+import pytest
+
+from pdtui.engine.phases import NAMES, PhaseTracker, durations, phase_of
+from pdtui.sim.wording import WORDINGS
+from pdtui.timeline import phase_bar, took
+
+# SGLang's real start-up lines across releases (the line format and its wording drift; see signatures.py).
+REAL_LINES = {
+    "[2025-10-16 09:06:09 TP0] Init torch distributed ends. mem usage=1.96 GB": "distributed",
+    "[2025-10-16 09:06:10 TP0] Load weight begin. avail mem=137.34 GB": "weights",
+    "[2025-03-27 21:33:30 TP0] Load weight end. type=Gemma3ForConditionalGeneration, dtype=torch.bfloat16, "
+    "avail mem=131.08 GB, mem usage=8.13 GB.": "kv_cache",
+    "[2025-03-27 21:33:31 TP0] KV Cache is allocated. #tokens: 834615, K size: 54.12 GB, V size: 54.12 GB": "kv_cache",
+    "[2025-03-27 21:33:31 TP0] Memory pool end. avail mem=14.61 GB": "kv_cache",
+    "[2025-03-27 21:33:31 TP0] Capture cuda graph begin. This can take up to several minutes. avail mem=13.95 GB":
+        "cuda_graphs",
+    "[2026-05-02 10:00:00 TP0] Capture decode CUDA graph begin. backend=full, avail mem=13.95 GB": "cuda_graphs",
+    "[2026-05-02 10:00:00 TP0] Capture prefill CUDA graph begin. backend=full, avail mem=13.95 GB": "cuda_graphs",
+    "[2025-02-17 05:27:24] INFO:     Started server process [1]": "http",
+    "[2025-02-17 05:27:24] INFO:     Uvicorn running on http://0.0.0.0:40000 (Press CTRL+C to quit)": "http",
+    "[2025-02-17 05:27:25] Start of prefill warmup ...": "warmup",
+    "[2025-02-17 05:27:25] Start of pd disaggregation warmup ...": "warmup",
+    "[2025-02-17 05:27:25] Start of co-locate warmup ...": "warmup",
+    "[2025-02-17 05:27:32] The server is fired up and ready to roll!": "ready",
+}
+
+NOT_PHASES = [
+    "[2025-11-30 12:50:15] Capture cuda graph end. Time elapsed: 5.37 s. mem usage=1.44 GB. avail mem=38.05 GB.",
+    "[2026-05-02 10:00:05] Capture decode CUDA graph end. elapsed=12.34 s, mem usage=1.2 GB, avail mem=12.5 GB.",
+    "[2025-02-17 05:27:24] INFO:     Waiting for application startup.",
+    "[2025-02-17 05:27:25 TP0] Prefill batch. #new-seq: 1, #new-token: 7, #cached-token: 0, token usage: 0.00",
+    "[2025-02-17 05:27:32] End of prefill warmup with status 200, resp: [...]",
+    "Exception: Capture cuda graph failed: CUDA out of memory.",
+]
+
+
+@pytest.mark.parametrize(("line", "phase"), REAL_LINES.items())
+def test_each_real_start_up_line_names_its_phase(line, phase):
+    assert phase_of(line) == phase
+
+
+@pytest.mark.parametrize("line", NOT_PHASES)
+def test_ends_steady_state_and_failures_begin_no_phase(line):
+    assert phase_of(line) is None
+
+
+@pytest.mark.parametrize("generation", WORDINGS)
+def test_every_generations_graph_and_warm_up_wording_begins_its_phase(generation):
+    words = WORDINGS[generation]
+    assert phase_of(words.graph_begin) == "cuda_graphs"
+    assert phase_of(words.warmup_start) == "warmup"
+    assert all(phase_of(line) is None for line in (words.graph_end, *words.warmup_ok))
+
+
+def test_phases_only_move_forward():
+    tracker = PhaseTracker()
+    told = [tracker.feed(line) for line in (
+        "Load weight begin. avail mem=1 GB", "Load weight end. type=X", "KV Cache is allocated. #tokens: 1",
+        "Load weight begin. avail mem=1 GB",          # another rank, late: nothing new
+        "Capture decode CUDA graph begin.", "Capture prefill CUDA graph begin.",
+        "The server is fired up and ready to roll!", "Uvicorn running on http://x",
+    )]
+    assert told == ["weights", "kv_cache", None, None, "cuda_graphs", None, "ready", None]
+    assert tracker.over
+
+
+def test_a_phase_lasts_until_the_next_one_begins_and_the_last_has_no_length():
+    assert durations([("weights", 100.0), ("kv_cache", 141.0), ("cuda_graphs", 144.5), ("ready", 150.0)]) == {
+        "weights": 41.0, "kv_cache": 3.5, "cuda_graphs": 5.5}
+
+
+def test_the_table_runs_in_start_up_order():
+    assert NAMES == ("distributed", "weights", "kv_cache", "cuda_graphs", "http", "warmup", "ready")
+
+
+def test_the_phase_bar_shows_lengths_and_the_phase_under_way():
+    starts: list[tuple[str, float | None]] = [("weights", 0.0), ("kv_cache", 41.2), ("cuda_graphs", 44.4)]
+    assert phase_bar(starts) == "weights 41s · kv 3.2s · graphs …"
+    finished = [*starts, ("http", 56.4), ("warmup", 57.0), ("ready", 58.0)]
+    assert phase_bar(finished) == "weights 41s · kv 3.2s · graphs 12s · http 0.6s · warm-up 1.0s"
+
+
+def test_lengths_read_short():
+    assert [took(s) for s in (0.42, 41.4, 125, 3725)] == ["0.4s", "41s", "2m05s", "1h02m"]
