@@ -412,20 +412,23 @@ def _bring_up(deployment, host_factory, args: argparse.Namespace, follow_up: str
     from pdtui.engine.timing import DEFAULT_TIMING
     orchestrator = Orchestrator(deployment, host_factory, smoke=not args.no_smoke, intent=intent or UP,
                                 timing=timing or DEFAULT_TIMING)
-    from pdtui.history import HistoryRecorder, history_path
+    from pdtui.engine.intent import Verb
+    from pdtui.history import HistoryRecorder, history_path, last_ready
+    # what this bring-up's phases are compared with: read before it records itself
+    baseline = last_ready(history_path(), deployment.name) if orchestrator.intent.verb in (Verb.UP, Verb.RESTART) else {}
     orchestrator.subscribe(HistoryRecorder(history_path()))
     if args.headless or args.json:
-        return _headless(orchestrator, args)
+        return _headless(orchestrator, args, baseline)
     from pdtui.ui.app import run_app
     from pdtui.web.options import refusal
     served = getattr(args, "served", None)     # a browser session's process: its stdout is the web protocol
     return run_app(orchestrator, theme=args.theme, follow_up_text=follow_up, refuse_actions=refusal(served),
-                   summary=not served)
+                   summary=not served, baseline=baseline)
 
 
-def _headless(orchestrator, args: argparse.Namespace) -> int:
+def _headless(orchestrator, args: argparse.Namespace, baseline=None) -> int:
     from pdtui.headless import InterruptSummary, JsonPrinter, LinePrinter, UntilDone
-    printer = JsonPrinter(logs=args.logs) if args.json else LinePrinter(logs=args.logs)
+    printer = JsonPrinter(logs=args.logs) if args.json else LinePrinter(logs=args.logs, baseline=baseline)
     summary = InterruptSummary()
     orchestrator.subscribe(UntilDone(printer))
     orchestrator.subscribe(summary)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict
 from enum import Enum
 from typing import TextIO
@@ -31,6 +31,7 @@ from pdtui.engine.events import (
 )
 from pdtui.engine.states import ServiceState
 from pdtui.text import inert
+from pdtui.timeline import finished, slow, slower
 
 KINDS = {PlanReady: "plan", StepChanged: "step", StateChanged: "state", LogLines: "log", PhaseStarted: "phase",
          ProbeResult: "probe", UnitStatus: "unit", HostStatus: "host", GpuSample: "gpus", Notice: "notice", Done: "done"}
@@ -78,11 +79,14 @@ class JsonPrinter:
 class LinePrinter:
     """One human line per step or state change, and a summary at the end."""
 
-    def __init__(self, out: TextIO = sys.stdout, logs: bool = False) -> None:
+    def __init__(self, out: TextIO = sys.stdout, logs: bool = False,
+                 baseline: Mapping[str, Mapping[str, float]] | None = None) -> None:
         self.out, self.logs = out, logs
         self.width = 8
         self.failure_lines: dict[str, str] = {}
         self.title = "bringing up"
+        self.baseline = baseline or {}       # each service's phase lengths in its last successful run
+        self.phases: dict[str, list[tuple[str, float | None]]] = {}
 
     def __call__(self, event: Event) -> None:
         text = self.format(event)
@@ -109,7 +113,7 @@ class LinePrinter:
         if isinstance(event, StateChanged):
             return self._state(event)
         if isinstance(event, PhaseStarted):
-            return self._line(event.elapsed, f"{event.service:<{self.width}} phase {event.phase}")
+            return self._phase(event)
         if isinstance(event, ProbeResult):
             mark = "ok" if event.ok else "not yet"
             latency = f" [{event.latency * 1000:.0f} ms]" if event.latency is not None else ""
@@ -128,6 +132,16 @@ class LinePrinter:
         if isinstance(event, Done):
             return self._summary(event)
         return None
+
+    def _phase(self, event: PhaseStarted) -> str:
+        """The phase's line; before it, a warning when the phase it ended took three times its last good run."""
+        starts = self.phases.setdefault(event.service, [])
+        starts.append((event.phase, event.at))
+        text = self._line(event.elapsed, f"{event.service:<{self.width}} phase {event.phase}")
+        ended, last = finished(starts), self.baseline.get(event.service, {})
+        if ended is not None and slow(ended[1], last.get(ended[0])):
+            text = self._line(event.elapsed, f"warning: {event.service}: {slower(*ended, last[ended[0]])}") + "\n" + text
+        return text
 
     def _state(self, event: StateChanged) -> str:
         state = event.new.value.upper().replace("_", " ") if event.new in LOUD_STATES else event.new.value

@@ -176,6 +176,24 @@ def _load_run(db: sqlite3.Connection, row: tuple) -> RunRecord:
     return run
 
 
+def last_ready(path: Path, deployment: str, *, runs: int = 50) -> dict[str, dict[str, float]]:
+    """Each service's phase durations in the newest recorded run where it became ready: what a bring-up's
+    phases are compared with. Empty when there is no history (the file is never created here) or it cannot
+    be read: a comparison is a nicety, never a reason to fail."""
+    if not path.exists():
+        return {}
+    try:
+        found = load_runs(connect(path, create=False), deployment=deployment, limit=runs)
+    except (HistoryError, sqlite3.Error):
+        return {}
+    last: dict[str, dict[str, float]] = {}
+    for run in found:                     # newest first
+        for name, service in run.services.items():
+            if name not in last and service.outcome == "ready" and service.durations():
+                last[name] = service.durations()
+    return last
+
+
 class HistoryRecorder:
     """Subscribes to a bring-up and writes it to the history at its Done.
 

@@ -6,6 +6,8 @@ engine/phases.py's.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from pdtui.engine.phases import LABELS, durations
 
 
@@ -23,12 +25,29 @@ def took(seconds: float) -> str:
     return f"{hours}h{minutes:02d}m"
 
 
-def phase_bar(starts: list[tuple[str, float | None]]) -> str:
+SLOW = 3.0
+"""A phase this many times as long as in the last successful run (or more) is warned about."""
+SLOW_FLOOR = 1.0
+"""Below this many seconds a phase is never slow: 0.1 s against 0.02 s is noise, not news."""
+
+
+def slow(seconds: float, last: float | None) -> bool:
+    return last is not None and last > 0 and seconds >= SLOW_FLOOR and seconds >= SLOW * last
+
+
+def slower(phase: str, seconds: float, last: float) -> str:
+    """The warning's words: ``weights took 41s, 3.2× the last successful run's 13s``."""
+    return f"{LABELS.get(phase, phase)} took {took(seconds)}, {seconds / last:.1f}× the last successful run's {took(last)}"
+
+
+def phase_bar(starts: list[tuple[str, float | None]], last: Mapping[str, float] | None = None) -> str:
     """One line: each phase begun so far with its duration (``weights 41s · kv 3.0s · graphs …``).
 
     The phase under way has no duration yet (``…``); the ready line ends the
     bar and is not shown itself. A phase whose start has no timestamp shows its
-    label alone.
+    label alone. With ``last`` (the last successful run's durations), each
+    finished phase says how long it took then: ``weights 41s (last 39s)``, and
+    ``(last 13s, 3.2×)`` when it took three times as long or more.
     """
     dated: list[tuple[str, float]] = [(name, at) for name, at in starts if at is not None]
     lengths = durations(dated)
@@ -38,9 +57,24 @@ def phase_bar(starts: list[tuple[str, float | None]]) -> str:
             break
         label = LABELS.get(name, name)
         if name in lengths:
-            parts.append(f"{label} {took(lengths[name])}")
+            parts.append(f"{label} {took(lengths[name])}{_then(lengths[name], (last or {}).get(name))}")
         elif index == len(starts) - 1:
             parts.append(f"{label} …")
         else:
             parts.append(label)
     return " · ".join(parts)
+
+
+def _then(seconds: float, last: float | None) -> str:
+    if last is None:
+        return ""
+    return f" (last {took(last)}, {seconds / last:.1f}×)" if slow(seconds, last) else f" (last {took(last)})"
+
+
+def finished(starts: list[tuple[str, float | None]]) -> tuple[str, float] | None:
+    """The phase a new phase's start just ended, with its length (None when either has no timestamp)."""
+    if len(starts) < 2 or starts[-1][1] is None or starts[-2][1] is None:
+        return None
+    (name, at), (_, after) = starts[-2], starts[-1]
+    assert at is not None and after is not None
+    return name, round(max(0.0, after - at), 3)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from functools import cache, singledispatchmethod
 from pathlib import Path
 from typing import Any
@@ -42,6 +42,7 @@ from pdtui.engine.events import (
     UnitStatus,
 )
 from pdtui.exits import EXIT_FAILED, EXIT_INTERRUPTED
+from pdtui.timeline import slower
 from pdtui.ui.bridge import EngineEvent, connect
 from pdtui.ui.filterbar import FilterBar
 from pdtui.ui.format import duration
@@ -125,7 +126,9 @@ class PdtuiApp(App[int]):
         clock: Callable[[], float] | None = None,
         follow_up_text: str = "",
         refuse_actions: str = "",
+        baseline: Mapping[str, Mapping[str, float]] | None = None,
     ) -> None:
+        self.baseline = baseline or {}      # each service's phase lengths in its last successful run
         chosen = read_theme(theme)
         self._pd_variables = chosen.variables   # asked for by App.__init__ itself
         super().__init__()
@@ -205,6 +208,7 @@ class PdtuiApp(App[int]):
         routers = self.query_one("#routers")
         for info in plan.services:
             panel = ServicePanel(info, log_limit=self.log_limit)
+            panel.view.last = dict(self.baseline.get(info.name, {}))
             self.panels[info.name] = panel
             (routers if info.role == ROUTER_ROLE else backends).mount(panel)
         self.merged = MergedPane(list(self.panels), log_limit=self.log_limit)
@@ -299,8 +303,10 @@ class PdtuiApp(App[int]):
     def _on_phase(self, event: PhaseStarted) -> None:
         panel = self.panels.get(event.service)
         if panel is not None:
-            panel.view.apply_phase(event)
+            ended = panel.view.apply_phase(event)
             panel.redraw(self.elapsed.now())
+            if ended is not None:
+                self.notify(f"{event.service}: {slower(*ended)}", severity="warning", timeout=15, markup=False)
 
     @apply.register
     def _on_probe(self, event: ProbeResult) -> None:

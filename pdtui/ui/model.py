@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pdtui.engine.events import PhaseStarted, ProbeResult, ServiceInfo, StateChanged, UnitStatus
 from pdtui.engine.states import ServiceState
 from pdtui.text import inert
+from pdtui.timeline import finished, slow
 from pdtui.ui.format import BADGE_LABELS, duration
 
 
@@ -67,6 +68,7 @@ class ServiceView:
     checks: dict[str, ProbeResult] = field(default_factory=dict)   # latest result per readiness check
     up_since: float | None = None       # elapsed when its running unit started (it may be before pdtui's start)
     attached: bool = False              # found running, not started: no time to ready of its own
+    last: dict[str, float] = field(default_factory=dict)   # each phase's length in the last successful run
     phases: list[tuple[str, float | None]] = field(default_factory=list)   # start-up phases begun: (name, journal time)
 
     def apply(self, event: StateChanged) -> None:
@@ -96,9 +98,14 @@ class ServiceView:
             explanation = event.line or event.reason
             self.pinned = inert(explanation) if explanation else None
 
-    def apply_phase(self, event: PhaseStarted) -> None:
-        """A start-up phase of the current invocation began."""
+    def apply_phase(self, event: PhaseStarted) -> tuple[str, float, float] | None:
+        """A start-up phase of the current invocation began; the phase it ended when that one was slow
+        (three times its last successful run or more): (phase, seconds, last seconds)."""
         self.phases.append((event.phase, event.at))
+        ended = finished(self.phases)
+        if ended is not None and slow(ended[1], self.last.get(ended[0])):
+            return ended[0], ended[1], self.last[ended[0]]
+        return None
 
     def apply_probe(self, event: ProbeResult) -> None:
         """Remember the latest result of one readiness check."""

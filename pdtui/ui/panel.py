@@ -114,7 +114,7 @@ class ServicePanel(Vertical):
         self._show(self._badge, Text(view.badge(now), no_wrap=True))
         for state, css_class in STATE_CLASSES.items():
             self.set_class(state is view.state, css_class)
-        bar = phase_bar(view.phases) if view.phases else None
+        bar = phase_bar(view.phases, view.last) if view.phases else None
         self._show(self._phases, Text(bar, no_wrap=True, overflow="ellipsis") if bar else None)
         checks = check_summary(list(view.checks.values())) if view.checks else None
         self._show(self._checks, Text(checks, no_wrap=True, overflow="ellipsis") if checks else None)

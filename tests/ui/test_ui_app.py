@@ -656,3 +656,13 @@ async def test_the_phase_bar_follows_the_start_up_phases_and_a_restart_clears_it
         source.emit(StateChanged("decode", S.STARTING, S.PENDING, "waiting for prefill", elapsed=50.0))
         await settle(pilot)
         assert "weights 41s" not in screen_text(app)
+
+
+async def test_a_phase_three_times_slower_than_last_time_is_flagged_in_its_bar_and_a_toast() -> None:
+    app, source = make_app([PLAN], baseline={"decode": {"weights": 13.0}})
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        source.emit(PhaseStarted("decode", "weights", 1.0, at=1000.0), PhaseStarted("decode", "kv_cache", 42.0, at=1041.0))
+        await settle(pilot)
+        assert "weights 41s (last 13s, 3.2×)" in screen_text(app)
+        assert app.notices == ["decode: weights took 41s, 3.2× the last successful run's 13s"]

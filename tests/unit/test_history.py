@@ -142,3 +142,34 @@ def test_bad_runs_and_a_missing_history_are_one_line_each(tmp_path, monkeypatch,
     history_path().write_bytes(b"not a database" * 100)
     code, _, err = run_cli(monkeypatch, capsys, "history")
     assert code == 1 and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_last_ready_gives_each_services_phases_of_its_newest_ready_run(tmp_path):
+    from pdtui.history import last_ready
+    path = tmp_path / "history.sqlite3"
+    assert last_ready(path, "dsv4") == {} and not path.exists()      # no history: nothing, and no file made
+    record(path, a_bring_up())
+    failed = [e for e in a_bring_up() if not (isinstance(e, StateChanged) and e.service == "decode"
+                                              and e.new is S.READY)]
+    record(path, [*failed[:-1], StateChanged("decode", S.WAITING, S.FAILED, "oom", elapsed=50.0),
+                  Done(False, 1, {}, {"decode": "oom"}, elapsed=50.0)])
+    last = last_ready(path, "dsv4")
+    assert last["decode"] == {"weights": 41.0, "kv_cache": 3.0, "cuda_graphs": 12.0}   # the older, ready run's
+    assert last["prefill"] == {"weights": 29.0, "kv_cache": 3.0, "cuda_graphs": 7.0}
+    assert last_ready(path, "another") == {}
+
+
+def test_a_phase_three_times_as_long_as_last_time_is_warned_in_the_headless_lines():
+    import io
+
+    from pdtui.headless import LinePrinter
+    out = io.StringIO()
+    printer = LinePrinter(out, baseline={"decode": {"weights": 13.0, "kv_cache": 3.0}})
+    printer(PLAN)
+    for event in backend("decode", 0.5, [("weights", 1.0), ("kv_cache", 42.0), ("cuda_graphs", 45.0)], 58.0):
+        printer(event)
+    lines = out.getvalue().splitlines()
+    warnings = [line for line in lines if "warning:" in line]
+    assert len(warnings) == 1
+    assert "decode: weights took 41s, 3.2× the last successful run's 13s" in warnings[0]
+    assert lines.index(warnings[0]) < next(i for i, line in enumerate(lines) if "phase kv_cache" in line)
