@@ -89,8 +89,9 @@ async def test_crash_after_ready_fails_the_service_while_watching(sandbox):
     try:
         await orchestrator.run()
         # The bring-up may have ended either way; the watch goes on after it.
+        # The new outcome is told once the waiters have looked again (a loop turn or two after the failure).
         async with asyncio.timeout(20):
-            while "failed" not in recorder.states("decode"):
+            while "failed" not in recorder.states("decode") or recorder.of(Done)[-1].ok:
                 await asyncio.sleep(0.05)
     finally:
         await orchestrator.close()
