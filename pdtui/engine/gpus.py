@@ -110,10 +110,9 @@ async def gpu_holders(host: Host, nvidia_smi: Sequence[str], gpus: Iterable[int]
     found = Inventory(host.name, tuple(listed), tuple(parse_compute_apps(apps_text)))
     held = []
     for index in gpus:
-        gpu, apps = found.gpu(index), found.apps_on(index)
-        used = gpu.memory_used_mib if gpu is not None else None
-        if apps or (used is not None and used > BUSY_MIB):
-            held.append(_holder(index, used, apps))
+        gpu = found.gpu(index)
+        if (holder := _held(index, gpu.memory_used_mib if gpu else None, found.apps_on(index), BUSY_MIB)) is not None:
+            held.append(holder)
     return held
 
 
@@ -237,12 +236,17 @@ def _busy(name: str, svc, inv: Inventory, present: list[Gpu], level: Level, busy
         if own is not None:     # the unit runs: memory no other process is listed for is taken to be its own
             apps = [app for app in apps if app.pid not in own]
             used = None if not apps else used
-        if apps or (used is not None and used > busy_mib):
-            busy.append(_holder(gpu.index, used, apps))
+        if (held := _held(gpu.index, used, apps, busy_mib)) is not None:
+            busy.append(held)
     if not busy:
         return []
     count = "a GPU" if len(busy) == 1 else f"{len(busy)} GPUs"
     return [Finding(level, name, f"{name}: {count} on {svc.host} already in use: {'; '.join(busy)}")]
+
+
+def _held(index: int, used: int | None, apps: list[ComputeApp], busy_mib: int) -> str | None:
+    """What holds GPU ``index`` (a process listed on it, or more memory used than ``busy_mib``), or None."""
+    return _holder(index, used, apps) if apps or (used is not None and used > busy_mib) else None
 
 
 def _holder(index: int, used: int | None, apps: list[ComputeApp]) -> str:

@@ -119,6 +119,7 @@ class ServiceRun:
         self.main_pid = 0
         self.judged = False                         # attached and judged once (status: a verdict exists)
         self._unit_told: UnitStatus | None = None
+        self.entered: float | None = None            # when the unit became active, seconds since the epoch
         self._looked: tuple[float, Mapping[str, str]] | None = None   # when last looked at, and what it said
         self.time_to_ready: float | None = None
         self.pending_lines: list[LogRecord] = []
@@ -320,14 +321,13 @@ class ServiceRun:
         attempt = self.attempt
         attempt.attached = True
         attempt.invocation = props.get("InvocationID") or None
-        uptime = self._unit_told.uptime if self._unit_told else None
-        if uptime is not None and attempt.started_at is not None:
-            attempt.started_at -= uptime
+        entered = self.entered
+        if entered is not None and attempt.started_at is not None:
+            attempt.started_at -= max(0.0, time.time() - entered)
         since = props.get("ActiveEnterTimestamp", "")
         self.transition(S.WAITING, f"{reason} (active since {since})" if since else reason)
         assert attempt.invocation is not None
         session = self.w.session
-        entered = parse_timestamp(since) if since else None
         start_up = (entered - 1.0, entered + self.cfg.timeout) if entered is not None else None
         try:
             lines = await attached_history(session.command, session.commands, attempt.invocation,
@@ -562,7 +562,8 @@ class ServiceRun:
         attempt = self.attempt
         self._looked = (self.w.clock(), props)
         self.active_state = props.get("ActiveState", "")
-        self.main_pid = int(props.get("MainPID") or 0) if (props.get("MainPID") or "").isdigit() else 0
+        pid = props.get("MainPID", "")
+        self.main_pid = int(pid) if pid.isdigit() else 0
         self._tell_unit(props)
         invocation = props.get("InvocationID") or None
         if self.active_state == "failed":
@@ -573,17 +574,21 @@ class ServiceRun:
             attempt.unit_problem = f"unit {self.cfg.unit} restarted (NRestarts={props.get('NRestarts', '?')})"
 
     def _tell_unit(self, props: Mapping[str, str]) -> None:
-        """Tell the unit's state when it changed (its uptime counts from systemd's timestamp)."""
-        since = props.get("ActiveEnterTimestamp", "")
-        entered = parse_timestamp(since) if since else None
+        """Tell the unit's state when it changed (its uptime counts from systemd's timestamp).
+
+        Every look comes here, a fleet's every beat: the timestamp is read only when something changed.
+        """
+        since, sub, invocation = props.get("ActiveEnterTimestamp", ""), props.get("SubState", ""), \
+            props.get("InvocationID", "")
         told = self._unit_told
-        status = UnitStatus(self.name, self.active_state, props.get("SubState", ""), props.get("InvocationID", ""),
-                            since, None if entered is None else max(0.0, time.time() - entered), self.main_pid,
-                            self.w.elapsed())
-        if told is None or (told.active, told.sub, told.invocation, told.since) != (
-                status.active, status.sub, status.invocation, status.since):
-            self._unit_told = status
-            self.w.emit(status)
+        if told is not None and (told.active, told.sub, told.invocation, told.since) == (
+                self.active_state, sub, invocation, since):
+            return
+        self.entered = parse_timestamp(since) if since else None
+        uptime = None if self.entered is None else max(0.0, time.time() - self.entered)
+        self._unit_told = UnitStatus(self.name, self.active_state, sub, invocation, since, uptime, self.main_pid,
+                                     self.w.elapsed())
+        self.w.emit(self._unit_told)
 
     # -- checks ---------------------------------------------------------------------
     async def _probe(self) -> bool | Check | None:
