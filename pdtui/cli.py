@@ -35,6 +35,8 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--json", action="store_true", help="print one JSON object per event (implies --headless)")
         p.add_argument("--logs", action="store_true", help="headless: print journal lines too")
         p.add_argument("--no-smoke", action="store_true", help="skip the test generation through the router")
+        p.add_argument("--no-canary", action="store_true",
+                       help="after ready, send no canary generations through the router (default: its canary interval)")
         p.add_argument("--theme", default="dark", help="TUI theme (dark, light, ...)")
 
     up = sub.add_parser("up", help="bring up the deployment of CONFIG")
@@ -327,7 +329,8 @@ def _once(deployment, host_factory, args: argparse.Namespace, intent) -> int:
     """``status --once``: judge every service, print the table (or the JSON object), exit 0 only when all are ready."""
     from pdtui.engine.orchestrator import Orchestrator
     from pdtui.status_table import StatusBoard
-    orchestrator = Orchestrator(deployment, host_factory, smoke=not args.no_smoke, intent=intent)
+    orchestrator = Orchestrator(deployment, host_factory, smoke=not args.no_smoke, canary=not args.no_canary,
+                                intent=intent)
     board = StatusBoard()
     orchestrator.subscribe(board)
 
@@ -410,8 +413,8 @@ def _bring_up(deployment, host_factory, args: argparse.Namespace, follow_up: str
     from pdtui.engine.intent import UP
     from pdtui.engine.orchestrator import Orchestrator
     from pdtui.engine.timing import DEFAULT_TIMING
-    orchestrator = Orchestrator(deployment, host_factory, smoke=not args.no_smoke, intent=intent or UP,
-                                timing=timing or DEFAULT_TIMING)
+    orchestrator = Orchestrator(deployment, host_factory, smoke=not args.no_smoke, canary=not args.no_canary,
+                                intent=intent or UP, timing=timing or DEFAULT_TIMING)
     from pdtui.engine.intent import Verb
     from pdtui.history import HistoryRecorder, history_path, last_ready
     # what this bring-up's phases are compared with: read before it records itself

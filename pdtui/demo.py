@@ -37,6 +37,7 @@ class DemoOptions:
     router: str = field(default_factory=default_router)   # a package of pdtui.sim.commands.ROUTERS
     generation: str = DEFAULT_GENERATION   # which SGLang release's wording the workers speak
     reference_ports: bool = True      # the reference deployment's ports where free; False: ports the OS picks
+    canary: str = "10s"               # the router's canary interval: often enough to watch it work
 
 
 def parse_failure(text: str) -> tuple[str, str]:
@@ -106,7 +107,7 @@ def _config(sandbox: Sandbox, options: DemoOptions, ports: dict[str, int]) -> di
                        "gpus": [4, 5, 6, 7], "numa": 1, "port": ports["decode"], "timeout": options.timeout,
                        "launch": worker("decode", options.startup)},
             "router": {"host": "gpu0", "unit": "sglang-dsv4-router", "role": "router",
-                       "port": ports["router"], "timeout": options.timeout,
+                       "port": ports["router"], "timeout": options.timeout, "canary": options.canary,
                        "launch": {"command": router, "host": "127.0.0.1", "prometheus_port": ports["metrics"],
                                   **({"package": options.router} if options.router in REAL_ROUTERS else {})}},
         },

@@ -31,8 +31,8 @@ from pdtui.engine.phases import durations
 from pdtui.engine.states import ServiceState
 
 FILE_NAME = "history.sqlite3"
-OUTCOMES = {ServiceState.READY: "ready", ServiceState.FAILED: "failed", ServiceState.TIMED_OUT: "timed out",
-            ServiceState.BLOCKED: "blocked", ServiceState.STOPPED: "stopped"}
+OUTCOMES = {ServiceState.READY: "ready", ServiceState.DEGRADED: "degraded", ServiceState.FAILED: "failed",
+            ServiceState.TIMED_OUT: "timed out", ServiceState.BLOCKED: "blocked", ServiceState.STOPPED: "stopped"}
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     id INTEGER PRIMARY KEY, deployment TEXT NOT NULL, title TEXT NOT NULL, started REAL NOT NULL,

@@ -144,6 +144,17 @@ class ProbeResult:
 
 
 @dataclass(frozen=True, slots=True)
+class CanaryResult:
+    """A ready router's canary: one tiny generation through it, every ``canary`` interval."""
+
+    service: str
+    ok: bool
+    detail: str = ""
+    latency: float | None = None
+    elapsed: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
 class UnitStatus:
     """A unit as systemd last reported it, told when it changes."""
 
@@ -204,8 +215,8 @@ class Done:
     elapsed: float = 0.0
 
 
-Event = (PlanReady | StepChanged | StateChanged | LogLines | PhaseStarted | ProbeResult | UnitStatus | HostStatus
-         | GpuSample | Notice | Done)
+Event = (PlanReady | StepChanged | StateChanged | LogLines | PhaseStarted | ProbeResult | CanaryResult | UnitStatus
+         | HostStatus | GpuSample | Notice | Done)
 
 
 class EventSource(Protocol):

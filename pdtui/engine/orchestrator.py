@@ -30,7 +30,7 @@ from pdtui.engine.intent import UP, Action, Intent, Verb
 from pdtui.engine.readiness import LineJudge
 from pdtui.engine.service_run import ServiceRun, Wiring
 from pdtui.engine.signatures import signatures_for
-from pdtui.engine.states import FINAL_STATES, ServiceState
+from pdtui.engine.states import FINAL_STATES, SERVING_STATES, ServiceState
 from pdtui.engine.steps import split, step_statuses
 from pdtui.engine.timing import DEFAULT_TIMING, Timing
 from pdtui.exits import EXIT_FAILED, EXIT_OK
@@ -55,12 +55,14 @@ class Orchestrator:
     """Brings one deployment up and tells everything it does through events."""
 
     def __init__(self, deployment: Deployment, host_factory: HostFactory, *, clock: Callable[[], float] = time.monotonic,
-                 smoke: bool = True, timing: Timing = DEFAULT_TIMING, intent: Intent = UP) -> None:
+                 smoke: bool = True, canary: bool = True, timing: Timing = DEFAULT_TIMING,
+                 intent: Intent = UP) -> None:
         self.deployment = deployment
         self.intent = intent
         self.host_factory = host_factory
         self.clock = clock
         self.smoke = smoke
+        self.canary = canary
         self.timing = timing
         self._subscribers: list[Callable[[Event], None]] = []
         self._t0 = clock()
@@ -157,7 +159,7 @@ class Orchestrator:
         if run.task and not run.task.done():
             run.task.cancel()
         for name in self.deployment.dependents(service):
-            if self._runs[name].state is S.READY:
+            if self._runs[name].state in SERVING_STATES:
                 self._emit(Notice("warning", f"{name} degraded: {service} is being stopped", name, self.elapsed()))
         run.task = asyncio.create_task(run.stop(), name=f"stop {run.name}")
         self._tell_outcome_again()
@@ -268,7 +270,8 @@ class Orchestrator:
                                                    clock=self.clock)
         for run in self._runs.values():
             run.wire(Wiring(self.deployment, self._sessions[run.cfg.host], self.timing, self.clock, self.elapsed,
-                            self._emit, self._on_change, self._schedule_flush, self._runs, lambda: self._t0, self.smoke))
+                            self._emit, self._on_change, self._schedule_flush, self._runs, lambda: self._t0, self.smoke,
+                            self.canary))
 
     def _follow_journals(self) -> None:
         for name, session in self._sessions.items():

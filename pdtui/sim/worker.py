@@ -26,7 +26,7 @@ from typing import TextIO
 
 from pdtui.sim.bootstrap import BootstrapServer
 from pdtui.sim.httpserve import set_on_signal
-from pdtui.sim.knobs import DEFAULT_MODEL, FAIL_MODES
+from pdtui.sim.knobs import DEFAULT_MODEL, FAIL_AFTER, FAIL_FOR, FAIL_MODES
 from pdtui.sim.wording import DEFAULT_GENERATION, GENERATIONS, WORDINGS
 from pdtui.sim.worker_http import WorkerServer, WorkerState
 
@@ -83,7 +83,9 @@ class Worker:
         self.state = WorkerState(role=args.role, model=args.model, host=args.host, port=args.port,
                                  bootstrap_port=args.bootstrap_port, tp_size=len(self.gpus),
                                  access_log=self.log.main, fail_generate=args.fail == "generate-500",
-                                 transfer_errors=args.fail == "transfer-errors", error_log=self.log.tp_error)
+                                 transfer_errors=args.fail == "transfer-errors", error_log=self.log.tp_error,
+                                 fail_later=((args.fail_after, args.fail_for) if args.fail == "generate-fails-later"
+                                             else None))
 
     def at(self, fraction: float) -> bool:
         """Sleep until ``fraction`` of the startup time has passed; False if asked to stop."""
@@ -424,6 +426,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         default=8998)
     parser.add_argument("--startup", type=float, default=3.0, help="seconds from start to the ready line")
     parser.add_argument("--fail", choices=FAIL_MODES, default=None)
+    parser.add_argument("--fail-after", type=float, default=FAIL_AFTER,
+                        help="generate-fails-later: seconds from the first generation served until they fail")
+    parser.add_argument("--fail-for", type=float, default=FAIL_FOR,
+                        help="generate-fails-later: seconds generations keep failing")
     parser.add_argument("--generation", choices=GENERATIONS, default=DEFAULT_GENERATION,
                         help="which SGLang release's wording and /health behaviour to play")
     parser.add_argument("--model", "--model-path", dest="model", default=DEFAULT_MODEL)

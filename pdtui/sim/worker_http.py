@@ -37,9 +37,22 @@ class WorkerState:
     tp_size: int
     access_log: Callable[[str], None]
     fail_generate: bool = False
+    fail_later: tuple[float, float] | None = None    # (after, for): generations fail from ``after`` seconds past
+    fail_window: tuple[float, float] | None = None   # the first one served, for ``for`` seconds (monotonic clock)
     transfer_errors: bool = False                 # every routed request's KV transfer fails (logged, 500)
     error_log: Callable[[str], None] = print
     healthy: threading.Event = field(default_factory=threading.Event)
+
+    def generation_fails(self) -> bool:
+        """Whether this generation answers 500: always (generate-500), or inside the window that the first
+        generation served opens (generate-fails-later)."""
+        if self.fail_generate:
+            return True
+        now = time.monotonic()
+        if self.fail_later is not None and self.fail_window is None:
+            after, length = self.fail_later
+            self.fail_window = (now + after, now + after + length)
+        return self.fail_window is not None and self.fail_window[0] <= now < self.fail_window[1]
 
     def transfer_failed(self, request: dict[str, Any]) -> dict[str, Any]:
         """Log SGLang's per-request transfer error for a routed request; the error body its client gets."""
@@ -126,7 +139,7 @@ class WorkerHandler(JsonHandler):
             self.reply_json(404, {"detail": "Not Found"})
         elif not isinstance(request, dict):
             self.reply_json(400, _error("The request body must be a JSON object", 400))
-        elif self.state.fail_generate:
+        elif self.state.generation_fails():
             self.reply_json(500, _error("Internal server error: the scheduler returned no output", 500))
         elif self.state.transfer_errors and request.get("bootstrap_room") is not None:
             self.reply_json(500, self.state.transfer_failed(request))

@@ -25,6 +25,7 @@ from textual.theme import Theme
 from textual.widgets import Footer
 
 from pdtui.engine.events import (
+    CanaryResult,
     Done,
     Event,
     EventSource,
@@ -41,6 +42,7 @@ from pdtui.engine.events import (
     StepChanged,
     UnitStatus,
 )
+from pdtui.engine.states import SERVING_STATES, ServiceState
 from pdtui.exits import EXIT_FAILED, EXIT_INTERRUPTED
 from pdtui.timeline import slower
 from pdtui.ui.bridge import EngineEvent, connect
@@ -278,6 +280,25 @@ class PdtuiApp(App[int]):
             self._retry_started()
         panel.view.apply(event)
         panel.redraw(self.elapsed.now())
+        if ServiceState.DEGRADED in (event.new, event.old) and event.new in SERVING_STATES:
+            self._canary_verdict(event)
+
+    def _canary_verdict(self, event: StateChanged) -> None:
+        """A ready router degraded (toast and bell: serving is failing), or serves again."""
+        if event.new is ServiceState.DEGRADED:
+            self.notify(f"{event.service} degraded: {event.reason}", severity="error", timeout=20, markup=False)
+            self.bell()
+        else:
+            self.notify(f"{event.service} ready again: {event.reason}", markup=False)
+        self._system_line(event.service, f"· {event.service} {event.new.value}: {event.reason}",
+                          LineKind.WARN if event.new is ServiceState.DEGRADED else LineKind.SYSTEM)
+
+    @apply.register
+    def _on_canary(self, event: CanaryResult) -> None:
+        panel = self.panels.get(event.service)
+        if panel is not None:
+            panel.view.apply_canary(event)
+            panel.redraw(self.elapsed.now())
 
     def _retry_started(self) -> None:
         self.in_progress = True

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pdtui.engine.events import GpuInfo, ProbeResult, ServiceInfo
+from pdtui.engine.events import CanaryResult, GpuInfo, ProbeResult, ServiceInfo
 from pdtui.engine.states import ServiceState
 from pdtui.text import inert
 
@@ -11,6 +11,7 @@ BADGE_LABELS: dict[ServiceState, str] = {
     ServiceState.STARTING: "◔ starting",
     ServiceState.WAITING: "◐ waiting",
     ServiceState.READY: "✓ READY",
+    ServiceState.DEGRADED: "▼ DEGRADED",
     ServiceState.FAILED: "✗ FAILED",
     ServiceState.TIMED_OUT: "⧗ TIMED OUT",
     ServiceState.BLOCKED: "⊘ blocked",
@@ -98,3 +99,12 @@ def check_summary(checks: list[ProbeResult]) -> str:
             latency = f" {check.latency * 1000:.0f} ms" if check.latency is not None else ""
             parts.append(f"✓ {check.check}{latency}")
     return " · ".join(parts)
+
+
+def canary_summary(canary: CanaryResult, now: float) -> str:
+    """The router's latest canary: its latency (or why it failed) and how long ago it ran."""
+    ago = f"{duration(now - canary.elapsed)} ago"
+    if canary.ok:
+        latency = f" {canary.latency * 1000:.0f} ms" if canary.latency is not None else ""
+        return f"✓ canary{latency} ({ago})"
+    return f"✗ canary ({ago}): {inert(canary.detail, 120)}"

@@ -12,7 +12,7 @@ from textual.widgets import Static
 from pdtui.engine.events import GpuInfo, LogRecord, ServiceInfo
 from pdtui.engine.states import ServiceState
 from pdtui.timeline import phase_bar
-from pdtui.ui.format import check_summary, gpu_gauges, placement, service_title
+from pdtui.ui.format import canary_summary, check_summary, gpu_gauges, placement, service_title
 from pdtui.ui.logview import LogView
 from pdtui.ui.model import ServiceView
 
@@ -116,12 +116,15 @@ class ServicePanel(Vertical):
             self.set_class(state is view.state, css_class)
         bar = phase_bar(view.phases, view.last) if view.phases else None
         self._show(self._phases, Text(bar, no_wrap=True, overflow="ellipsis") if bar else None)
-        checks = check_summary(list(view.checks.values())) if view.checks else None
+        parts = [check_summary(list(view.checks.values()))] if view.checks else []
+        if view.canary is not None:
+            parts.append(canary_summary(view.canary, now))
+        checks = " · ".join(parts) or None
         self._show(self._checks, Text(checks, no_wrap=True, overflow="ellipsis") if checks else None)
         if view.pinned is None:
             self._show(self._pinned, None)
         else:
-            marker = {ServiceState.BLOCKED: "⊘ ", ServiceState.PENDING: "… "}.get(view.state, "✗ ")
+            marker = {ServiceState.BLOCKED: "⊘ ", ServiceState.PENDING: "… ", ServiceState.DEGRADED: "▼ "}.get(view.state, "✗ ")
             self._show(self._pinned, Text(marker + view.pinned, no_wrap=True, overflow="ellipsis"))
 
     def _show(self, line: Static, text: Text | None) -> None:

@@ -27,6 +27,7 @@ from ui_fakes import (
 )
 
 from pdtui.engine.events import (
+    CanaryResult,
     Done,
     LineKind,
     LogLines,
@@ -666,3 +667,32 @@ async def test_a_phase_three_times_slower_than_last_time_is_flagged_in_its_bar_a
         await settle(pilot)
         assert "weights 41s (last 13s, 3.2×)" in screen_text(app)
         assert app.notices == ["decode: weights took 41s, 3.2× the last successful run's 13s"]
+
+
+async def test_a_failed_canary_degrades_the_router_with_a_toast_and_bell_and_a_passing_one_restores_it() -> None:
+    app, source = make_app(ready_script())
+    bells: list[bool] = []
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(pilot)
+        app.bell = lambda: bells.append(True)  # type: ignore[method-assign]
+        ready_badge = badge(app, "router")
+        source.emit(CanaryResult("router", True, "answer 'OK' in 41 ms", 0.041, 70.0))
+        await settle(pilot)
+        assert "✓ canary 41 ms" in screen_text(app)
+        source.emit(CanaryResult("router", False, "HTTP 500: scheduler returned no output", 0.01, 100.0),
+                    StateChanged("router", S.READY, S.DEGRADED, "canary failed: HTTP 500: scheduler returned no output",
+                                 elapsed=100.0))
+        await settle(pilot)
+        assert badge(app, "router").startswith("▼ DEGRADED")
+        assert "▼ canary failed: HTTP 500" in screen_text(app)
+        assert "✗ canary" in screen_text(app)
+        assert bells == [True]
+        assert app.notices[-1] == "router degraded: canary failed: HTTP 500: scheduler returned no output"
+        source.emit(CanaryResult("router", True, "answer 'OK' in 38 ms", 0.038, 130.0),
+                    StateChanged("router", S.DEGRADED, S.READY, "canary passes again: answer 'OK' in 38 ms",
+                                 elapsed=130.0))
+        await settle(pilot)
+        assert badge(app, "router") == ready_badge, "its time to ready stands"
+        assert "▼ canary failed" not in screen_text(app), "the pinned reason goes"
+        assert app.notices[-1].startswith("router ready again")
+        assert bells == [True]

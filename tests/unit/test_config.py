@@ -362,3 +362,11 @@ def test_first_merged_mapping_wins_over_later_ones() -> None:
 def test_pathological_regex_is_a_config_error(regex: str) -> None:
     error = config_error(BASE.replace("    port: 30000\n", f"    port: 30000\n    fail: ['{regex}']\n"))
     assert (error.line, "expected a valid regular expression" in error.message) == (12, True)
+
+
+def test_a_router_sends_a_canary_every_30s_by_default_and_none_when_off() -> None:
+    assert parse_config(BASE).services["router"].canary == 30.0
+    assert parse_config(BASE + "    canary: 5s\n").services["router"].canary == 5.0
+    for off in ("false", "off", "OFF"):
+        assert parse_config(BASE + f"    canary: {off}\n").services["router"].canary is None
+    assert parse_config(BASE).services["decode"].canary is None

@@ -30,7 +30,8 @@ def test_a_blocked_service_can_never_become_ready_directly():
 
 def test_final_states():
     assert {s for s in ServiceState if s.is_final} == {
-        ServiceState.READY, ServiceState.FAILED, ServiceState.TIMED_OUT, ServiceState.BLOCKED, ServiceState.STOPPED}
+        ServiceState.READY, ServiceState.DEGRADED, ServiceState.FAILED, ServiceState.TIMED_OUT, ServiceState.BLOCKED,
+        ServiceState.STOPPED}
 
 
 def test_a_stopping_service_ends_stopped_or_failed_only():
@@ -41,3 +42,9 @@ def test_a_ready_service_can_be_restarted_or_stopped_but_never_starts_directly()
     assert ServiceState.PENDING in ALLOWED[ServiceState.READY]
     assert ServiceState.STOPPING in ALLOWED[ServiceState.READY]
     assert ServiceState.STARTING not in ALLOWED[ServiceState.READY]
+
+
+def test_only_a_ready_service_degrades_and_a_degraded_one_goes_back_to_ready_fails_or_settles():
+    assert {old for old in ServiceState if ServiceState.DEGRADED in ALLOWED[old]} == {ServiceState.READY}
+    assert ALLOWED[ServiceState.DEGRADED] == {ServiceState.READY, ServiceState.FAILED, ServiceState.PENDING,
+                                              ServiceState.STOPPING}
