@@ -64,6 +64,8 @@ class HostSession:
         return self.tail is not None and self.tail.cursor is not None
 
     async def close(self) -> None:
+        for batcher in (self.looker, self.starter, self.history):
+            await batcher.close()
         await self.prober.close()
         try:
             await self.host.close()
