@@ -18,12 +18,13 @@ import asyncio
 import math
 import shlex
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from functools import partial
 
 from pdtui.backoff import Backoff
 from pdtui.config import Deployment, ServiceConfig
 from pdtui.engine.events import Done, Event, HostStatus, Notice, PlanReady, ServiceInfo, Step, StepChanged, StepStatus
+from pdtui.engine.figures import FiguresWatch
 from pdtui.engine.gpus import GpuSampler, Inventory, host_inventories, preflight_findings
 from pdtui.engine.host_session import HostSession
 from pdtui.engine.intent import UP, Action, Intent, Verb
@@ -77,6 +78,8 @@ class Orchestrator:
         for run in self._runs.values():
             self._on_host.setdefault(run.cfg.host, []).append(run)
         self._tails: list[asyncio.Task] = []
+        self._figures = FiguresWatch(self._runs, emit=self._emit, clock=clock, elapsed=self.elapsed,
+                                     interval=timing.figures_poll)
         self._steps: dict[Step, StepStatus] = {}
         self._preflight = StepStatus.PENDING
         self._changed = asyncio.Condition()         # notified after every state change
@@ -165,6 +168,10 @@ class Orchestrator:
         self._tell_outcome_again()
         return True
 
+    def show_figures(self, services: Collection[str]) -> None:
+        """Sample the serving figures of these services (those a face shows), every few seconds while they serve."""
+        self._figures.show(services)
+
     @staticmethod
     def _busy(run: ServiceRun) -> bool:
         """Starting, stopping, or about to (a restart asked for already, waiting for its turn)."""
@@ -223,6 +230,7 @@ class Orchestrator:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        await self._figures.close()
         self._flush_logs()
         for session in self._sessions.values():
             await session.close()

@@ -22,6 +22,7 @@ from pdtui.config import Deployment, ServiceConfig
 from pdtui.engine.events import (
     CanaryResult,
     Event,
+    Figures,
     LineKind,
     LogLines,
     LogRecord,
@@ -37,6 +38,7 @@ from pdtui.engine.intent import Action
 from pdtui.engine.phases import PhaseTracker
 from pdtui.engine.probes import LOOPBACK, Backend, Check, RouterProbe, bootstrap_port, http_check, tcp_check
 from pdtui.engine.readiness import FailureCandidate, LineJudge
+from pdtui.engine.serving import batch_figures
 from pdtui.engine.signatures import BOOTSTRAP, Severity, Signature
 from pdtui.engine.states import ALLOWED, JUDGED_STATES, SERVING_STATES, ServiceState, check_transition
 from pdtui.engine.timing import Timing
@@ -87,6 +89,7 @@ class Attempt:
     unhealthy_since: float | None = None          # after ready: when health began failing, and how often since
     unhealthy_count: int = 0
     phases: PhaseTracker = field(default_factory=PhaseTracker)   # the invocation's start-up phases so far
+    batch: Figures | None = None                  # serving: the figures of its latest batch line
 
 
 @dataclass(frozen=True)
@@ -205,6 +208,8 @@ class ServiceRun:
                 self._note_signature(signature, message)
             if not attempt.phases.over and self.cfg.role in PHASED_ROLES:
                 self._note_phase(message, entry.realtime)
+            elif self.state in SERVING_STATES and "batch. #" in message:
+                attempt.batch = batch_figures(message) or attempt.batch
             if kind is LineKind.READY:
                 attempt.log_ok = True
                 self.wake.set()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pdtui.engine.events import CanaryResult, GpuInfo, ProbeResult, ServiceInfo
+from pdtui.engine.events import CanaryResult, GpuInfo, ProbeResult, ServiceInfo, ServingFigures
 from pdtui.engine.states import ServiceState
 from pdtui.text import inert
 
@@ -108,3 +108,41 @@ def canary_summary(canary: CanaryResult, now: float) -> str:
         latency = f" {canary.latency * 1000:.0f} ms" if canary.latency is not None else ""
         return f"✓ canary{latency} ({ago})"
     return f"✗ canary ({ago}): {inert(canary.detail, 120)}"
+
+
+def rate(tokens_per_s: float) -> str:
+    """A token rate in three significant figures at most: ``812``, ``3.1k``, ``12k``."""
+    if tokens_per_s >= 9999.5:
+        return f"{tokens_per_s / 1000:.0f}k"
+    if tokens_per_s >= 999.5:
+        return f"{tokens_per_s / 1000:.1f}k"
+    return f"{tokens_per_s:.0f}"
+
+
+def figures_summary(event: ServingFigures) -> str:
+    """A serving server's figures on one line: its throughput first (what moves), then load and latency."""
+    figures = event.figures
+    parts = []
+    if figures.generation_tps is not None and (figures.generation_tps > 0 or figures.prompt_tps is None):
+        parts.append(f"{rate(figures.generation_tps)} tok/s")
+    elif figures.prompt_tps is not None:
+        parts.append(f"{rate(figures.prompt_tps)} prompt tok/s")
+    if figures.running is not None:
+        parts.append(f"{figures.running} running")
+    if figures.queued is not None:
+        parts.append(f"{figures.queued} queued")
+    if figures.token_usage is not None:
+        parts.append(f"KV {figures.token_usage * 100:.0f}%")
+    if figures.ttft_p50 is not None:
+        parts.append(f"TTFT p50 {figures.ttft_p50 * 1000:.0f} ms")
+    if event.hint:
+        parts.append(event.hint)     # read from its batch lines: what would give the rest
+    return " · ".join(parts)
+
+
+def throughput(event: ServingFigures) -> float:
+    """The figure the sparkline follows: generated tokens per second, or the prompt's on a prefill."""
+    figures = event.figures
+    if figures.generation_tps:
+        return figures.generation_tps
+    return figures.prompt_tps or 0.0

@@ -7,14 +7,25 @@ wall time.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from pdtui.engine.events import CanaryResult, PhaseStarted, ProbeResult, ServiceInfo, StateChanged, UnitStatus
+from pdtui.engine.events import (
+    CanaryResult,
+    PhaseStarted,
+    ProbeResult,
+    ServiceInfo,
+    ServingFigures,
+    StateChanged,
+    UnitStatus,
+)
 from pdtui.engine.states import SERVING_STATES, ServiceState
 from pdtui.text import inert
 from pdtui.timeline import finished, slow
-from pdtui.ui.format import BADGE_LABELS, duration
+from pdtui.ui.format import BADGE_LABELS, duration, throughput
+
+THROUGHPUT_SAMPLES = 40   # the sparkline's history: 80 s at one sample each 2 s
 
 
 class ElapsedClock:
@@ -71,6 +82,8 @@ class ServiceView:
     last: dict[str, float] = field(default_factory=dict)   # each phase's length in the last successful run
     phases: list[tuple[str, float | None]] = field(default_factory=list)   # start-up phases begun: (name, journal time)
     canary: CanaryResult | None = None   # a ready router's latest canary
+    figures: ServingFigures | None = None   # a serving server's latest figures
+    history: deque[float] = field(default_factory=lambda: deque(maxlen=THROUGHPUT_SAMPLES))   # its throughput
     degraded_at: float | None = None     # elapsed when it last turned degraded
 
 
@@ -83,6 +96,9 @@ class ServiceView:
             self.pinned = inert(event.reason) if new is ServiceState.DEGRADED else None
             return    # the canary's verdict on a ready router: its time to ready stands
         self.degraded_at = None
+        if new not in SERVING_STATES:
+            self.figures = None
+            self.history.clear()
         if new is ServiceState.PENDING:
             self.since = self.until = self.time_to_ready = None
             self.pinned = inert(event.reason) if event.reason else None   # "waiting for decode" (a restart)
@@ -108,6 +124,10 @@ class ServiceView:
 
     def apply_canary(self, event: CanaryResult) -> None:
         self.canary = event
+
+    def apply_figures(self, event: ServingFigures) -> None:
+        self.figures = event
+        self.history.append(throughput(event))
 
     def apply_phase(self, event: PhaseStarted) -> tuple[str, float, float] | None:
         """A start-up phase of the current invocation began; the phase it ended when that one was slow

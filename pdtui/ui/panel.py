@@ -7,12 +7,12 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.reactive import reactive, var
 from textual.widget import Widget
-from textual.widgets import Static
+from textual.widgets import Sparkline, Static
 
 from pdtui.engine.events import GpuInfo, LogRecord, ServiceInfo
 from pdtui.engine.states import ServiceState
 from pdtui.timeline import phase_bar
-from pdtui.ui.format import canary_summary, check_summary, gpu_gauges, placement, service_title
+from pdtui.ui.format import canary_summary, check_summary, figures_summary, gpu_gauges, placement, service_title
 from pdtui.ui.logview import LogView
 from pdtui.ui.model import ServiceView
 
@@ -70,6 +70,31 @@ class LogStatus(Static):
         self.display = bool(text)
 
 
+class FiguresRow(Horizontal):
+    """A serving server's live figures: a throughput sparkline and one line of figures; hidden until the first."""
+
+    DEFAULT_CSS = """
+    FiguresRow { height: 1; display: none; }
+    FiguresRow > Sparkline { width: 12; height: 1; margin-right: 1; }
+    FiguresRow > Static { width: 1fr; }
+    """
+
+    def __init__(self) -> None:
+        super().__init__(classes="figures")
+        self.sparkline = Sparkline([], summary_function=max)
+        self.line = Static()
+
+    def compose(self) -> ComposeResult:
+        yield self.sparkline
+        yield self.line
+
+    def show(self, view: ServiceView) -> None:
+        self.display = view.figures is not None
+        if view.figures is not None:
+            self.sparkline.data = list(view.history)
+            self.line.update(Text(figures_summary(view.figures), no_wrap=True, overflow="ellipsis"))
+
+
 class ServicePanel(Vertical):
     """A service's live view: title, badge, placement, pinned failure line, journal tail."""
 
@@ -83,6 +108,7 @@ class ServicePanel(Vertical):
         self._badge = Static(classes="badge")
         self._phases = Static(classes="phases")
         self._checks = Static(classes="checks")
+        self.figures = FiguresRow()
         self._pinned = Static(classes="pinned")
         self.status = LogStatus(classes="log-status")
         self._shown: dict[Static, str | None] = {}
@@ -99,6 +125,7 @@ class ServicePanel(Vertical):
         yield self.placement
         yield self._phases
         yield self._checks
+        yield self.figures
         yield self._pinned
         yield self.status
         yield self.log_view
@@ -136,6 +163,10 @@ class ServicePanel(Vertical):
         line.display = text is not None
         if text is not None:
             line.update(text)
+
+    def show_figures(self) -> None:
+        """The newest serving figures (or none: it stopped serving)."""
+        self.figures.show(self.view)
 
     def append(self, records: tuple[LogRecord, ...]) -> None:
         """Add a batch of journal lines."""

@@ -1,0 +1,44 @@
+"""Serving figures of the servers a face shows, sampled through the host, only while shown and serving."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+
+from pdtui.engine.events import ServingFigures
+from pdtui.engine.orchestrator import Orchestrator
+from pdtui.hosts import make_host
+from tests.engine_helpers import FAST, Recorder, reference
+
+QUICK = dataclasses.replace(FAST, figures_poll=0.2)
+
+
+def figures(recorder: Recorder, service: str | None = None) -> list[ServingFigures]:
+    return [e for e in recorder.of(ServingFigures) if service is None or e.service == service]
+
+
+async def test_without_metrics_the_batch_lines_give_the_figures_and_only_while_shown(sandbox):
+    recorder = Recorder()
+    orchestrator = Orchestrator(reference(sandbox), make_host, timing=QUICK)
+    orchestrator.subscribe(recorder)
+    try:
+        done = await orchestrator.run()
+        assert done.ok, done.failures
+        await asyncio.sleep(QUICK.figures_poll * 3)
+        assert not figures(recorder), "nothing is fetched before a face shows a panel"
+        orchestrator.show_figures(["decode", "router"])
+        async with asyncio.timeout(20):
+            while len(figures(recorder, "decode")) < 2:
+                await asyncio.sleep(0.05)
+        decode = figures(recorder, "decode")[-1]
+        assert decode.source == "log" and decode.hint == "TTFT needs --enable-metrics"
+        assert decode.figures.generation_tps is not None and decode.figures.running is not None
+        assert not figures(recorder, "prefill"), "prefill is not shown"
+        assert not figures(recorder, "router"), "the router is not an SGLang server"
+        orchestrator.show_figures([])
+        await asyncio.sleep(QUICK.figures_poll * 2)   # a sample under way when it was asked still lands
+        seen = len(figures(recorder))
+        await asyncio.sleep(QUICK.figures_poll * 3)
+        assert len(figures(recorder)) == seen, "nothing is fetched once no panel is shown"
+    finally:
+        await orchestrator.close()
