@@ -25,6 +25,7 @@ from pdtui.engine.events import (
     PhaseStarted,
     PlanReady,
     ProbeResult,
+    ServingFigures,
     StateChanged,
     StepChanged,
     StepStatus,
@@ -35,8 +36,8 @@ from pdtui.text import inert
 from pdtui.timeline import finished, slow, slower
 
 KINDS = {PlanReady: "plan", StepChanged: "step", StateChanged: "state", LogLines: "log", PhaseStarted: "phase",
-         ProbeResult: "probe", CanaryResult: "canary", UnitStatus: "unit", HostStatus: "host", GpuSample: "gpus",
-         Notice: "notice", Done: "done"}
+         ProbeResult: "probe", CanaryResult: "canary", ServingFigures: "figures", UnitStatus: "unit", HostStatus: "host",
+         GpuSample: "gpus", Notice: "notice", Done: "done"}
 LOUD_STATES = (ServiceState.READY, ServiceState.DEGRADED, ServiceState.FAILED, ServiceState.TIMED_OUT,
                ServiceState.STOPPED)
 
