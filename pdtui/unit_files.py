@@ -37,7 +37,7 @@ def render_units(deployment: Deployment, *, systemd_versions: dict[str, int] | N
     named is taken to be recent (systemd's own NUMA binding).
     """
     versions = systemd_versions or {}
-    prometheus = _prometheus_ports(deployment)
+    prometheus = prometheus_ports(deployment)
     return [UnitFile(name, svc.host, svc.unit, render_unit(deployment, svc, versions.get(svc.host), prometheus.get(name)))
             for name, svc in deployment.services.items() if svc.launch is not None]
 
@@ -151,7 +151,7 @@ def _router_argv(deployment: Deployment, svc: ServiceConfig, launch: LaunchSpec,
     return argv + list(launch.args)
 
 
-def _prometheus_ports(deployment: Deployment) -> dict[str, int]:
+def prometheus_ports(deployment: Deployment) -> dict[str, int]:
     """Each router's Prometheus port: its own, else 29000 up, one no other service of its host uses.
 
     The routers' exporter is always on, at 29000 by default: a second router on

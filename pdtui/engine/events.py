@@ -164,6 +164,9 @@ class Figures:
     queued: int | None = None
     token_usage: float | None = None       # of the KV cache, 0..1
     ttft_p50: float | None = None          # seconds, over the requests since the last sample
+    requests_ps: float | None = None       # a router: requests routed per second
+    latency_p50: float | None = None       # a router: seconds a routed request took, over the last interval
+    open_circuits: int | None = None       # a router: workers its circuit breaker holds out
 
 
 @dataclass(frozen=True, slots=True)

@@ -78,7 +78,7 @@ class Orchestrator:
         for run in self._runs.values():
             self._on_host.setdefault(run.cfg.host, []).append(run)
         self._tails: list[asyncio.Task] = []
-        self._figures = FiguresWatch(self._runs, emit=self._emit, clock=clock, elapsed=self.elapsed,
+        self._figures = FiguresWatch(deployment, self._runs, emit=self._emit, clock=clock, elapsed=self.elapsed,
                                      interval=timing.figures_poll)
         self._steps: dict[Step, StepStatus] = {}
         self._preflight = StepStatus.PENDING

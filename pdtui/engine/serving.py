@@ -28,6 +28,12 @@ PROMPT_TOKENS = "sglang:prompt_tokens"            # counters, named without thei
 GENERATION_TOKENS = "sglang:generation_tokens"
 TTFT = "sglang:time_to_first_token_seconds"
 METRICS_FLAG = "--enable-metrics"
+# The routers' own (smg and sglang-router 0.3 export the same smg_* names).
+ROUTED = "smg_router_requests"
+ROUTED_SECONDS = "smg_router_request_duration_seconds"
+ACTIVE = "smg_worker_requests_active"
+CIRCUIT_STATE = "smg_worker_cb_state"           # per worker: 0 closed, 1 open, 2 half open
+OPEN_CIRCUITS = f"{CIRCUIT_STATE}:open"
 
 _BATCH = re.compile(r"(Decode|Prefill) batch\. (.*)")
 _FIELD = re.compile(r"(#[\w-]+|token usage|gen throughput \(token/s\)): ([\d.]+)")
@@ -48,6 +54,8 @@ def parse_metrics(text: str, at: float) -> MetricsSample:
     buckets: dict[str, dict[float, float]] = {}
     for family in text_string_to_metric_families(text):
         for sample in _first_rank(family.samples):
+            if family.name == CIRCUIT_STATE:
+                values[OPEN_CIRCUITS] = values.get(OPEN_CIRCUITS, 0.0) + (sample.value == 1)
             if family.type == "histogram" and sample.name.endswith("_bucket"):
                 le = float(sample.labels["le"])
                 counts = buckets.setdefault(family.name, {})
@@ -82,6 +90,21 @@ def figures_between(previous: MetricsSample | None, current: MetricsSample) -> F
         token_usage=values.get(TOKEN_USAGE),
         ttft_p50=_recent_quantile(0.5, previous, current, TTFT),
     )
+
+
+def router_figures_between(previous: MetricsSample | None, current: MetricsSample) -> Figures:
+    """A router's figures at ``current``: requests per second and their p50 since ``previous``, in flight, open
+    circuits."""
+    values = current.values
+    seconds = current.at - previous.at if previous is not None else 0.0
+    routed = None
+    if previous is not None and seconds > 0 and ROUTED in previous.values:
+        routed = max(0.0, values.get(ROUTED, 0.0) - previous.values[ROUTED]) / seconds
+    active = values.get(ACTIVE)
+    circuits = values.get(OPEN_CIRCUITS)
+    return Figures(running=int(active) if active is not None else None, requests_ps=routed,
+                   latency_p50=_recent_quantile(0.5, previous, current, ROUTED_SECONDS),
+                   open_circuits=int(circuits) if circuits is not None else None)
 
 
 def _recent_quantile(q: float, previous: MetricsSample | None, current: MetricsSample, name: str) -> float | None:

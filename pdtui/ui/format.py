@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pdtui.engine.events import CanaryResult, GpuInfo, ProbeResult, ServiceInfo, ServingFigures
+from pdtui.engine.events import CanaryResult, Figures, GpuInfo, ProbeResult, ServiceInfo, ServingFigures
 from pdtui.engine.states import ServiceState
 from pdtui.text import inert
 
@@ -122,6 +122,8 @@ def rate(tokens_per_s: float) -> str:
 def figures_summary(event: ServingFigures) -> str:
     """A serving server's figures on one line: its throughput first (what moves), then load and latency."""
     figures = event.figures
+    if figures.requests_ps is not None or figures.open_circuits is not None:
+        return _router_summary(figures)
     parts = []
     if figures.generation_tps is not None and (figures.generation_tps > 0 or figures.prompt_tps is None):
         parts.append(f"{rate(figures.generation_tps)} tok/s")
@@ -134,15 +136,35 @@ def figures_summary(event: ServingFigures) -> str:
     if figures.token_usage is not None:
         parts.append(f"KV {figures.token_usage * 100:.0f}%")
     if figures.ttft_p50 is not None:
-        parts.append(f"TTFT p50 {figures.ttft_p50 * 1000:.0f} ms")
+        parts.append(f"TTFT p50 {_seconds(figures.ttft_p50)}")
     if event.hint:
         parts.append(event.hint)     # read from its batch lines: what would give the rest
     return " · ".join(parts)
 
 
+def _router_summary(figures: Figures) -> str:
+    parts = []
+    if figures.requests_ps is not None:
+        parts.append(f"{figures.requests_ps:.1f} req/s")
+    if figures.running is not None:
+        parts.append(f"{figures.running} in flight")
+    if figures.latency_p50 is not None:
+        parts.append(f"p50 {_seconds(figures.latency_p50)}")
+    if figures.open_circuits:
+        parts.append(f"{figures.open_circuits} circuit{'s' * (figures.open_circuits != 1)} open")
+    return " · ".join(parts)
+
+
+def _seconds(value: float) -> str:
+    return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.1f} s"
+
+
 def throughput(event: ServingFigures) -> float:
-    """The figure the sparkline follows: generated tokens per second, or the prompt's on a prefill."""
+    """The figure the sparkline follows: generated tokens per second, the prompt's on a prefill, a router's
+    requests per second."""
     figures = event.figures
+    if figures.requests_ps is not None:
+        return figures.requests_ps
     if figures.generation_tps:
         return figures.generation_tps
     return figures.prompt_tps or 0.0

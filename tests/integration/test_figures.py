@@ -8,7 +8,7 @@ import dataclasses
 from pdtui.engine.events import ServingFigures
 from pdtui.engine.orchestrator import Orchestrator
 from pdtui.hosts import make_host
-from tests.engine_helpers import FAST, Recorder, reference
+from tests.engine_helpers import FAST, Recorder, real_router, reference  # noqa: F401 (a fixture)
 
 QUICK = dataclasses.replace(FAST, figures_poll=0.2)
 
@@ -26,15 +26,14 @@ async def test_without_metrics_the_batch_lines_give_the_figures_and_only_while_s
         assert done.ok, done.failures
         await asyncio.sleep(QUICK.figures_poll * 3)
         assert not figures(recorder), "nothing is fetched before a face shows a panel"
-        orchestrator.show_figures(["decode", "router"])
+        orchestrator.show_figures(["decode"])
         async with asyncio.timeout(20):
             while len(figures(recorder, "decode")) < 2:
                 await asyncio.sleep(0.05)
         decode = figures(recorder, "decode")[-1]
         assert decode.source == "log" and decode.hint == "TTFT needs --enable-metrics"
         assert decode.figures.generation_tps is not None and decode.figures.running is not None
-        assert not figures(recorder, "prefill"), "prefill is not shown"
-        assert not figures(recorder, "router"), "the router is not an SGLang server"
+        assert not figures(recorder, "prefill") and not figures(recorder, "router"), "only decode is shown"
         orchestrator.show_figures([])
         await asyncio.sleep(QUICK.figures_poll * 2)   # a sample under way when it was asked still lands
         seen = len(figures(recorder))
@@ -42,3 +41,22 @@ async def test_without_metrics_the_batch_lines_give_the_figures_and_only_while_s
         assert len(figures(recorder)) == seen, "nothing is fetched once no panel is shown"
     finally:
         await orchestrator.close()
+
+
+async def test_a_router_with_a_generated_unit_is_read_at_its_prometheus_port(sandbox, real_router):
+    recorder = Recorder()
+    orchestrator = Orchestrator(reference(sandbox, router=real_router), make_host, timing=QUICK)
+    orchestrator.subscribe(recorder)
+    try:
+        done = await orchestrator.run()
+        assert done.ok, done.failures
+        orchestrator.show_figures(["router"])
+        async with asyncio.timeout(20):
+            while len(figures(recorder, "router")) < 2:
+                await asyncio.sleep(0.05)
+    finally:
+        await orchestrator.close()
+    router = figures(recorder, "router")[-1]
+    assert router.source == "metrics"
+    assert router.figures.open_circuits == 0 and router.figures.requests_ps is not None
+    assert router.figures.running is not None

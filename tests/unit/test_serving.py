@@ -10,7 +10,13 @@ from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from pdtui.engine.events import Figures
-from pdtui.engine.serving import batch_figures, figures_between, histogram_quantile, parse_metrics
+from pdtui.engine.serving import (
+    batch_figures,
+    figures_between,
+    histogram_quantile,
+    parse_metrics,
+    router_figures_between,
+)
 
 TTFT_BUCKETS = (0.05, 0.1, 0.2, 0.5, 1.0)
 
@@ -103,3 +109,23 @@ def test_batch_lines_give_the_figures_they_print() -> None:
     assert batch_figures(decode) == Figures(generation_tps=812.44, running=12, queued=0, token_usage=0.01)
     assert batch_figures(prefill) == Figures(running=0, queued=2, token_usage=0.03)
     assert batch_figures("The server is fired up and ready to roll!") is None
+
+
+def test_a_routers_figures_are_its_routed_requests_their_p50_in_flight_and_open_circuits() -> None:
+    registry = CollectorRegistry()
+    routed = Counter("smg_router_requests", "routed", ["model", "endpoint"], registry=registry)
+    took = Histogram("smg_router_request_duration_seconds", "took", ["endpoint"], registry=registry,
+                     buckets=(0.1, 0.5, 1.0, 2.0))
+    active = Gauge("smg_worker_requests_active", "active", ["worker"], registry=registry)
+    state = Gauge("smg_worker_cb_state", "state", ["worker"], registry=registry)
+    for worker, (in_flight, circuit) in {"http://p:30000": (2, 0), "http://d:30002": (3, 1)}.items():
+        active.labels(worker).set(in_flight)
+        state.labels(worker).set(circuit)
+    routed.labels("m", "chat").inc(10)
+    first = parse_metrics(generate_latest(registry).decode(), at=0.0)
+    routed.labels("m", "chat").inc(8)
+    for seconds in (0.3, 0.4, 0.7, 1.5):
+        took.labels("chat").observe(seconds)
+    second = parse_metrics(generate_latest(registry).decode(), at=4.0)
+    figures = router_figures_between(first, second)
+    assert figures == Figures(running=5, requests_ps=2.0, latency_p50=pytest.approx(0.5), open_circuits=1)
