@@ -8,7 +8,7 @@ import dataclasses
 from pdtui.engine.events import ServingFigures
 from pdtui.engine.orchestrator import Orchestrator
 from pdtui.hosts import make_host
-from tests.engine_helpers import FAST, Recorder, real_router, reference  # noqa: F401 (a fixture)
+from tests.engine_helpers import FAST, Recorder, reference
 
 QUICK = dataclasses.replace(FAST, figures_poll=0.2)
 
