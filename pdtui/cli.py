@@ -419,14 +419,22 @@ def _bring_up(deployment, host_factory, args: argparse.Namespace, follow_up: str
     from pdtui.history import HistoryRecorder, history_path, last_ready
     # what this bring-up's phases are compared with: read before it records itself
     baseline = last_ready(history_path(), deployment.name) if orchestrator.intent.verb in (Verb.UP, Verb.RESTART) else {}
-    orchestrator.subscribe(HistoryRecorder(history_path()))
+    recorder = HistoryRecorder(history_path())
+    orchestrator.subscribe(recorder)
     if args.headless or args.json:
-        return _headless(orchestrator, args, baseline)
-    from pdtui.ui.app import run_app
-    from pdtui.web.options import refusal
-    served = getattr(args, "served", None)     # a browser session's process: its stdout is the web protocol
-    return run_app(orchestrator, theme=args.theme, follow_up_text=follow_up, refuse_actions=refusal(served),
-                   summary=not served, baseline=baseline)
+        code = _headless(orchestrator, args, baseline)
+    else:
+        from pdtui.ui.app import run_app
+        from pdtui.web.options import refusal
+        served = getattr(args, "served", None)     # a browser session's process: its stdout is the web protocol
+        code = run_app(orchestrator, theme=args.theme, follow_up_text=follow_up, refuse_actions=refusal(served),
+                       summary=not served, baseline=baseline)
+    if code == EXIT_INTERRUPTED:
+        recorder.interrupted(code)
+    if recorder.error:
+        print(f"pdtui: the run history could not be written ({recorder.error}); the bring-up is unaffected",
+              file=sys.stderr)
+    return code
 
 
 def _headless(orchestrator, args: argparse.Namespace, baseline=None) -> int:

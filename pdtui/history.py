@@ -206,6 +206,8 @@ class HistoryRecorder:
         self.path, self.clock = path, clock
         self.run: RunRecord | None = None
         self.error: str | None = None
+        self.written = False
+        self._elapsed = 0.0
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, PlanReady):
@@ -214,6 +216,7 @@ class HistoryRecorder:
         run = self.run
         if run is None:
             return
+        self._elapsed = max(self._elapsed, event.elapsed)
         if isinstance(event, StateChanged) and event.service in run.services:
             self._state(run.services[event.service], event)
         elif isinstance(event, PhaseStarted) and event.service in run.services:
@@ -225,6 +228,18 @@ class HistoryRecorder:
         elif isinstance(event, Done):
             run.elapsed, run.ok, run.exit_code = event.elapsed, event.ok, event.exit_code
             self._write(run)
+
+    def interrupted(self, exit_code: int) -> None:
+        """The bring-up was interrupted before its outcome: record it so, each service as far as it got."""
+        run = self.run
+        if run is None or self.written:
+            return
+        for service in run.services.values():
+            if service.outcome not in OUTCOMES.values():
+                service.outcome, service.reason = "interrupted", f"interrupted while {service.outcome}"
+                service.end_elapsed = self._elapsed
+        run.elapsed, run.ok, run.exit_code = self._elapsed, False, exit_code
+        self._write(run)
 
     def _plan(self, plan: PlanReady) -> None:
         if plan.watching or plan.title == "taking down":
@@ -254,6 +269,7 @@ class HistoryRecorder:
             db = connect(self.path, create=True)
             try:
                 save(db, run)
+                self.written = True
             finally:
                 db.close()
         except (HistoryError, sqlite3.Error, OSError) as exc:
