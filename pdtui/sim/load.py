@@ -13,7 +13,6 @@ Stdlib only, like every sim program.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import http.client
 import json
 import random
@@ -163,8 +162,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--model", required=True, help="the model the requests name (the router may route by it)")
     parser.add_argument("--rate", type=float, default=1.0, help="requests started a second, about (default 1)")
     parser.add_argument("--concurrency", type=int, default=3, help="requests in flight at most (default 3)")
-    parser.add_argument("--log", metavar="FILE", default=None,
-                        help="append its lines to FILE (default: stdout)")
     args = parser.parse_args(argv)
     if args.rate <= 0 or args.concurrency < 1:
         parser.error("--rate must be positive and --concurrency at least 1")
@@ -177,11 +174,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     stop = threading.Event()
     set_on_signal(stop, signal.SIGTERM, signal.SIGINT)
-    with open(args.log, "a", encoding="utf-8") if args.log else contextlib.nullcontext(sys.stdout) as out:
-        tally = Tally(out)
-        tally.say(f"{args.rate:g} requests a second, at most {args.concurrency} in flight, to {args.url}")
-        Load(args.url, args.model, args.rate, args.concurrency, stop, tally).run()
-        tally.close()
+    tally = Tally(sys.stdout)
+    tally.say(f"{args.rate:g} requests a second, at most {args.concurrency} in flight, to {args.url}")
+    Load(args.url, args.model, args.rate, args.concurrency, stop, tally).run()
+    tally.close()
     return 0
 
 
