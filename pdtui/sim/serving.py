@@ -160,6 +160,7 @@ class Serving:
     def move(self, request: Request, phase: str) -> None:
         with self.cond:
             request.phase = phase
+            self.cond.notify_all()     # a prefill's forward pass ended: its slot is free for the next
 
     def try_start(self, request: Request) -> bool:
         """Run ``request`` if a slot is free: True when it now runs."""
@@ -191,6 +192,7 @@ class Serving:
             self.requests.remove(request)
             if request.rate:
                 self.recent.append(request)
+            self._forget(now)
             self.cond.notify_all()
         done = self._finished(request, now)
         if self.observe is not None:

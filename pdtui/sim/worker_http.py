@@ -87,8 +87,7 @@ class WorkerState:
                 "tp_size": self.tp_size, "dp_size": 1, "pp_size": 1, "disaggregation_mode": self.role,
                 "disaggregation_bootstrap_port": self.bootstrap_port,
                 "disaggregation_transfer_backend": "mooncake", "max_total_num_tokens": MAX_TOTAL_TOKENS,
-                "max_running_requests": self.serving.capacity, "chunked_prefill_size": 8192,
-                "context_length": 32768, "version": "0.5.5-sim",
+                "chunked_prefill_size": 8192, "context_length": 32768, "version": "0.5.5-sim",
                 "internal_states": [{"last_gen_throughput": round(self.serving.snapshot().gen_throughput, 2),
                                      "avg_spec_accept_length": None}]}
 

@@ -134,3 +134,12 @@ def test_a_prefill_serves_its_phases_and_generates_nothing(clock):
     assert list(prefill.serve(400, 64, sleep=clock.sleep)) == []
     assert [(d.prompt, d.generated) for d in seen] == [(400, 0)]
     assert prefill.take_prefilled().new_tokens == 400
+
+
+def test_a_prefill_slot_is_free_again_once_the_forward_pass_ends(clock):
+    prefill = serving("prefill", clock, capacity=1)
+    first, second = prefill.arrive(prompt=500, max_tokens=8), prefill.arrive(prompt=20, max_tokens=8)
+    assert prefill.try_start(first) and not prefill.try_start(second)
+    prefill.move(first, "inflight")          # its KV is on its way to the decode: it computes no more
+    assert prefill.try_start(second)
+    assert (prefill.snapshot().running, prefill.snapshot().prefill_inflight) == (1, 1)
