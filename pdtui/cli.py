@@ -79,6 +79,9 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--router", choices=ROUTERS, default=None,
                       help="the router to run: smg, sglang-router (either must be installed) or sim, "
                            "pdtui's stand-in (default: smg if installed, else sglang-router, else sim)")
+    demo.add_argument("--no-load", action="store_true",
+                      help="send no traffic through the router (by default a light load runs from the start, "
+                           "so the serving figures move)")
     # Hidden (for tests and debugging; see docs/reliability.md): make the sandbox in DIR and keep it
     # after exit (its processes are still stopped), so its state files and journal can be inspected.
     demo.add_argument("--sandbox", metavar="DIR", default=None, help=argparse.SUPPRESS)
@@ -368,6 +371,11 @@ def _demo(args: argparse.Namespace) -> int:
     try:
         deployment = demo.build(sandbox, demo.DemoOptions(failures, args.startup, args.timeout, router=router,
                                                           generation=args.generation))
+        if not args.no_load:
+            demo.start_load(sandbox, deployment)     # stopped with the units, below
+            if not args.json:
+                print(f"pdtui demo: a light load runs through the router (its log: {sandbox.root / 'load.log'}; "
+                      f"--no-load: none)", file=sys.stderr)
         if args.web:
             from pdtui.web.run import serve_demo
             code = serve_demo(deployment, sandbox.root / "demo.yaml", args, web)

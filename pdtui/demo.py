@@ -7,6 +7,11 @@ workers and a real router, ``smg`` or ``sglang-router``, when one is installed
 is generated as YAML with a ``launch:`` block per service and loaded like any
 user's; its units are the ones ``pdtui units`` makes of it. So the demo
 exercises exactly the path ``pdtui units --install`` and ``pdtui up`` take.
+
+The workers serve ``/metrics`` (``--enable-metrics``, as the reference
+deployment's do), and unless asked not to, a light load runs through the router
+from the start (:mod:`pdtui.sim.load`, which waits for the router by itself), so
+there are live serving figures to watch. The sandbox stops it with the units.
 """
 
 from __future__ import annotations
@@ -88,11 +93,12 @@ def build(sandbox: Sandbox, options: DemoOptions) -> Deployment:
 
 def _config(sandbox: Sandbox, options: DemoOptions, ports: dict[str, int]) -> dict:
     def worker(service: str, startup: float) -> dict:
-        args = ["--startup", f"{startup:g}", "--generation", options.generation]
+        args = ["--startup", f"{startup:g}", "--generation", options.generation, "--enable-metrics"]
         if service in options.failures:
             args += ["--fail", options.failures[service]]
-        return {"command": sim_python("pdtui.sim.worker"), "model": DEFAULT_MODEL, "tp": 4, "host": "127.0.0.1",
-                "args": args}
+        # With site-packages (no -S): its /metrics is prometheus_client's.
+        return {"command": [sys.executable, "-m", "pdtui.sim.worker"], "model": DEFAULT_MODEL, "tp": 4,
+                "host": "127.0.0.1", "args": args}
 
     router = (sim_python("pdtui.sim.router") if options.router == SIM_ROUTER
               else [sys.executable, "-m", f"{REAL_ROUTERS[options.router]}.launch_router"])
@@ -112,3 +118,11 @@ def _config(sandbox: Sandbox, options: DemoOptions, ports: dict[str, int]) -> di
                                   **({"package": options.router} if options.router in REAL_ROUTERS else {})}},
         },
     }
+
+
+def start_load(sandbox: Sandbox, deployment: Deployment) -> None:
+    """The demo's traffic: :mod:`pdtui.sim.load` against the router, spawned in ``sandbox`` (whose
+    :meth:`~pdtui.sim.sandbox.Sandbox.stop_all` stops it by PID); its lines go to ``ROOT/load.log``."""
+    router = deployment.services["router"]
+    argv = [*sim_python("pdtui.sim.load"), "--url", f"http://127.0.0.1:{router.port}", "--model", DEFAULT_MODEL]
+    sandbox.spawn("load", argv)
