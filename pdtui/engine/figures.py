@@ -66,8 +66,9 @@ class FiguresWatch:
                 except ValueError:
                     self._without_metrics.add(run.name)     # not Prometheus text: read its lines instead
                 else:
-                    between = router_figures_between if run.cfg.is_router else figures_between
-                    figures = between(self._last.get(run.name), sample)
+                    last = self._last.get(run.name)
+                    figures = (router_figures_between(last, sample) if run.cfg.is_router
+                               else figures_between(last, sample, run.cfg.role))
                     self._last[run.name] = sample
                     self._emit(ServingFigures(run.name, "metrics", figures, elapsed=self._elapsed()))
                     return

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
@@ -70,8 +70,11 @@ def _first_rank(samples: Iterable[Sample]) -> Iterable[Sample]:
     return (s for s in samples if s.labels.get("tp_rank", "0") == "0")
 
 
-def figures_between(previous: MetricsSample | None, current: MetricsSample) -> Figures:
-    """The figures at ``current``; rates and the TTFT p50 over the time since ``previous``."""
+def figures_between(previous: MetricsSample | None, current: MetricsSample, role: str = "decode") -> Figures:
+    """A prefill's or decode's figures at ``current``; rates and the TTFT p50 over the time since ``previous``.
+
+    A decode's throughput is what it generates, a prefill's the prompt tokens it takes in (it generates none).
+    """
     values = current.values
     seconds = current.at - previous.at if previous is not None else 0.0
 
@@ -80,16 +83,13 @@ def figures_between(previous: MetricsSample | None, current: MetricsSample) -> F
             return None
         return max(0.0, values[name] - previous.values[name]) / seconds
 
-    generation = values.get(GEN_THROUGHPUT)
-    running, queued = values.get(RUNNING), values.get(QUEUED)
-    return Figures(
-        generation_tps=generation if generation is not None else rate(GENERATION_TOKENS),
-        prompt_tps=rate(PROMPT_TOKENS),
-        running=int(running) if running is not None else None,
-        queued=int(queued) if queued is not None else None,
-        token_usage=values.get(TOKEN_USAGE),
-        ttft_p50=_recent_quantile(0.5, previous, current, TTFT),
-    )
+    running, queued, generation = values.get(RUNNING), values.get(QUEUED), values.get(GEN_THROUGHPUT)
+    load = Figures(running=int(running) if running is not None else None,
+                   queued=int(queued) if queued is not None else None, token_usage=values.get(TOKEN_USAGE),
+                   ttft_p50=_recent_quantile(0.5, previous, current, TTFT))
+    if role == "prefill":
+        return replace(load, prompt_tps=rate(PROMPT_TOKENS))
+    return replace(load, generation_tps=generation if generation is not None else rate(GENERATION_TOKENS))
 
 
 def router_figures_between(previous: MetricsSample | None, current: MetricsSample) -> Figures:

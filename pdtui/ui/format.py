@@ -125,7 +125,7 @@ def figures_summary(event: ServingFigures) -> str:
     if figures.requests_ps is not None or figures.open_circuits is not None:
         return _router_summary(figures)
     parts = []
-    if figures.generation_tps is not None and (figures.generation_tps > 0 or figures.prompt_tps is None):
+    if figures.generation_tps is not None:
         parts.append(f"{rate(figures.generation_tps)} tok/s")
     elif figures.prompt_tps is not None:
         parts.append(f"{rate(figures.prompt_tps)} prompt tok/s")
@@ -163,8 +163,7 @@ def throughput(event: ServingFigures) -> float:
     """The figure the sparkline follows: generated tokens per second, the prompt's on a prefill, a router's
     requests per second."""
     figures = event.figures
-    if figures.requests_ps is not None:
-        return figures.requests_ps
-    if figures.generation_tps:
-        return figures.generation_tps
-    return figures.prompt_tps or 0.0
+    for value in (figures.requests_ps, figures.generation_tps, figures.prompt_tps):
+        if value is not None:
+            return value
+    return 0.0

@@ -25,7 +25,7 @@ from pdtui.text import inert
 from pdtui.timeline import finished, slow
 from pdtui.ui.format import BADGE_LABELS, duration, throughput
 
-THROUGHPUT_SAMPLES = 40   # the sparkline's history: 80 s at one sample each 2 s
+THROUGHPUT_SAMPLES = 40   # the sparkline's history: 2 minutes at a sample each 3 s
 
 
 class ElapsedClock:

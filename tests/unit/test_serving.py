@@ -52,8 +52,9 @@ def test_gauges_are_read_from_rank_zero_and_rates_from_counters_between_samples(
     server.prompt.labels("m").inc(2000)
     second = parse_metrics(server.text(), at=12.0)
     figures = figures_between(first, second)
-    assert figures == Figures(generation_tps=800.0, prompt_tps=1000.0, running=12, queued=3, token_usage=0.25,
-                              ttft_p50=None)
+    assert figures == Figures(generation_tps=800.0, running=12, queued=3, token_usage=0.25, ttft_p50=None)
+    assert figures_between(first, second, "prefill") == Figures(prompt_tps=1000.0, running=12, queued=3,
+                                                                token_usage=0.25), "a prefill generates nothing"
     assert figures_between(None, second).generation_tps is None, "a rate needs two samples"
 
 
