@@ -101,7 +101,7 @@ async def _targets(deployment: Deployment, factory: HostFactory) -> AsyncIterato
     """Every host with units to generate, connected (one connection each) and closed after."""
     by_host: dict[str, list[str]] = {}
     for svc in deployment.services.values():
-        if svc.launch is not None:
+        if svc.launch is not None and svc.unit is not None:
             by_host.setdefault(svc.host, []).append(svc.unit)
     targets = [_Target(name, factory(deployment.hosts[name]), Commands.for_host(deployment.hosts[name]), units)
                for name, units in by_host.items()]

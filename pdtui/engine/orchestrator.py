@@ -22,7 +22,7 @@ from collections.abc import Callable
 from functools import partial
 
 from pdtui.backoff import Backoff
-from pdtui.config import Deployment, ServiceConfig
+from pdtui.config import Deployment
 from pdtui.engine.events import Done, Event, HostStatus, Notice, PlanReady, ServiceInfo, Step, StepChanged, StepStatus
 from pdtui.engine.gpus import GpuSampler, Inventory, host_inventories, preflight_findings
 from pdtui.engine.host_session import HostSession
@@ -256,7 +256,7 @@ class Orchestrator:
     def _begin(self) -> None:
         self._t0 = self.clock()
         hosts = self.deployment.hosts
-        services = tuple(_info(r.cfg, Commands.for_host(hosts[r.cfg.host])) for r in self._runs.values())
+        services = tuple(_info(r, Commands.for_host(hosts[r.cfg.host])) for r in self._runs.values())
         steps = () if self.intent.verb is Verb.DOWN else tuple(Step)
         self._emit(PlanReady(self.deployment.name, services, steps, title=self.intent.title,
                              watching=self.intent.watching))
@@ -272,7 +272,7 @@ class Orchestrator:
 
     def _follow_journals(self) -> None:
         for name, session in self._sessions.items():
-            units = [r.cfg.unit for r in self._on_host[name]]
+            units = [r.unit for r in self._on_host[name]]
             tail = session.follow(units, on_entry=partial(self._on_entry, name), on_problem=self._tail_problem)
             self._tails.append(asyncio.create_task(tail.run(), name=f"journal {name}"))
 
@@ -360,7 +360,7 @@ class Orchestrator:
             return True
         try:
             session = self._sessions[host_name]
-            result = await session.command(session.commands.cat([r.cfg.unit for r in runs]))
+            result = await session.command(session.commands.cat([r.unit for r in runs]))
         except HostError:
             return True     # the unit looks just passed: a host lost now is the bring-up's to tell
         installed = parse_cat(result.stdout)
@@ -499,7 +499,7 @@ class Orchestrator:
 
     def left_running(self) -> tuple[str, ...]:
         """Units this bring-up started that were running when last looked at."""
-        return tuple(r.cfg.unit for r in self._runs.values() if r.started_by_us and r.running)
+        return tuple(r.unit for r in self._runs.values() if r.started_by_us and r.running)
 
     def _update_steps(self) -> None:
         if self._steps_handle is not None:
@@ -513,7 +513,8 @@ class Orchestrator:
                 self._emit(StepChanged(step, status, "", self.elapsed()))
 
 
-def _info(cfg: ServiceConfig, commands: Commands) -> ServiceInfo:
-    return ServiceInfo(cfg.name, cfg.role, cfg.unit, cfg.host, tuple(cfg.gpus), cfg.numa, cfg.port,
-                       tuple(cfg.after), cfg.timeout, shlex.join(commands.restart(cfg.unit)),
-                       shlex.join(commands.stop(cfg.unit)))
+def _info(run: ServiceRun, commands: Commands) -> ServiceInfo:
+    cfg = run.cfg
+    return ServiceInfo(cfg.name, cfg.role, run.unit, cfg.host, tuple(cfg.gpus), cfg.numa, cfg.port,
+                       tuple(cfg.after), cfg.timeout, shlex.join(commands.restart(run.unit)),
+                       shlex.join(commands.stop(run.unit)))

@@ -132,6 +132,12 @@ class ServiceRun:
         return self.cfg.name
 
     @property
+    def unit(self) -> str:
+        """Its unit: a service run by this class has one (a Slurm job's run is a JobRun)."""
+        assert self.cfg.unit is not None, f"{self.name}: a job has no unit"
+        return self.cfg.unit
+
+    @property
     def running(self) -> bool:
         """Whether the unit was running when last looked at."""
         return self.active_state in RUNNING_STATES
@@ -338,7 +344,7 @@ class ServiceRun:
 
     async def show(self) -> dict[str, str]:
         """The unit's properties (one batched ``systemctl show`` for the host's looks)."""
-        return await self.w.session.looker.show(self.cfg.unit)
+        return await self.w.session.looker.show(self.unit)
 
     async def _start(self, action: Action) -> None:
         """Start the unit (a router: ``enable --now``), or restart it; then read what its new invocation logged."""
@@ -346,9 +352,9 @@ class ServiceRun:
         commands = session.commands
         restart = action is Action.RESTART and (self.running or not self.cfg.is_router)
         if restart:
-            argv, verb = commands.restart(self.cfg.unit), "systemctl restart"
+            argv, verb = commands.restart(self.unit), "systemctl restart"
         elif self.cfg.is_router:
-            argv, verb = commands.enable_now(self.cfg.unit), "systemctl enable --now"
+            argv, verb = commands.enable_now(self.unit), "systemctl enable --now"
         else:
             argv, verb = None, "systemctl start"    # shared with the host's other backends
         assert self.attempt.started_at is not None
@@ -362,7 +368,7 @@ class ServiceRun:
         self.attempt.collecting = True
         tail_live = session.tail_live
         if argv is None:
-            result = await session.starter.start(self.cfg.unit, deadline)
+            result = await session.starter.start(self.unit, deadline)
         else:
             result = await session.command(argv, deadline)
         if not result.ok:
@@ -391,7 +397,7 @@ class ServiceRun:
             if not self.running and not disable:
                 self._settle(S.STOPPED, f"unit {self.cfg.unit} was not running ({self.active_state or 'inactive'})")
                 return
-            argv = session.commands.disable_now(self.cfg.unit) if disable else session.commands.stop(self.cfg.unit)
+            argv = session.commands.disable_now(self.unit) if disable else session.commands.stop(self.unit)
             verb = "systemctl disable --now" if disable else "systemctl stop"
             self.transition(S.STOPPING, f"{verb} {self.cfg.unit}")
             result = await session.command(argv, deadline)

@@ -87,6 +87,7 @@ class MemoryService:
 
     @property
     def unit(self) -> str:
+        assert self.cfg.unit is not None, "the fleet's services are units"
         return self.cfg.unit
 
     def stop(self) -> None:
