@@ -39,7 +39,7 @@ SEARCH_PATH = f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin"   # the daemons li
 GPUS = 8
 START_TIMEOUT = 30.0
 STOP_GRACE = 5.0
-KILL_WAIT = 5           # seconds Slurm gives a cancelled job between SIGTERM and SIGKILL
+KILL_WAIT = 2           # seconds Slurm gives a cancelled job between SIGTERM and SIGKILL (a router needs the KILL)
 CLIENT_TIMEOUT = 10.0
 
 

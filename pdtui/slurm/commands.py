@@ -57,10 +57,20 @@ class SlurmCommands:
     def show_node(self, node: str) -> list[str]:
         return [*self.scontrol, "show", "node", node]
 
-    def cancel(self, job_ids: Sequence[str]) -> list[str]:
-        return [*self.scancel, *job_ids]
+    def cancel_named(self, name: str) -> list[str]:
+        """Cancel every job of this name (the user's): the service's job, and any twin of it."""
+        return [*self.scancel, "--me", f"--name={name}"]
 
 
-def follow(path: str) -> list[str]:
-    """A job's output file from its first line on, followed as it grows (and before it exists: a pending job)."""
-    return ["tail", "-F", "-n", "+1", path]
+FOLLOW_POLL = 0.2    # seconds between tail's looks at a file it cannot watch (a shared filesystem, no inotify)
+
+
+def follow(path: str, from_line: int = 1) -> list[str]:
+    """A job's output file from a line on (its first by default), followed as it grows (and before it exists:
+    a pending job's)."""
+    return ["tail", "-F", f"--sleep-interval={FOLLOW_POLL:g}", "-n", f"+{from_line}", path]
+
+
+def line_count(path: str) -> list[str]:
+    """How many lines a job's output file has now (the follower has delivered them all when it has as many)."""
+    return ["wc", "-l", path]

@@ -203,3 +203,25 @@ def first_host(hostlist: str) -> str:
         return prefix
     first = ranges.split(",")[0].split("-")[0]
     return f"{prefix}{first}{suffix}"
+
+
+def parse_elapsed(text: str) -> float | None:
+    """A duration as Slurm prints it (``RunTime=``): ``MM:SS``, ``HH:MM:SS``, ``D-HH:MM:SS``; None otherwise."""
+    days, dash, clock = text.strip().rpartition("-") if "-" in text else ("0", "", text.strip())
+    parts = clock.split(":")
+    if not days.isdigit() or not 2 <= len(parts) <= 3 or not all(p.isdigit() for p in parts):
+        return None
+    seconds = 0
+    for part in parts:
+        seconds = seconds * 60 + int(part)
+    return float(int(days) * 86400 + seconds)
+
+
+def exit_words(code: str) -> str:
+    """ExitCode ``STATUS:SIGNAL`` in words: ``exit code 1``, ``killed by signal 9``; "" for a clean or unknown one."""
+    status, _, signal = code.partition(":")
+    if signal.isdigit() and int(signal):
+        return f"killed by signal {int(signal)}"
+    if status.isdigit() and int(status):
+        return f"exit code {int(status)}"
+    return ""

@@ -39,6 +39,11 @@ def output_path(folder: str, name: str, job_id: str) -> str:
     return f"{folder}/{name}-{job_id}.out"
 
 
+def script_path(folder: str, name: str) -> str:
+    """Where a job's script is written before it is submitted (beside its jobs' output)."""
+    return f"{folder}/{name}.sbatch"
+
+
 def job_of(svc: ServiceConfig) -> JobSpec:
     assert svc.job is not None and svc.job.name is not None, f"{svc.name}: not a job (or its name not filled)"
     return svc.job
@@ -60,7 +65,7 @@ def render_script(deployment: Deployment, svc: ServiceConfig, backend_urls: Mapp
         *_exec(argv, job),
         "",
     ]
-    return JobScript(svc.name, job.name, cluster.output_dir, f"{cluster.output_dir}/{job.name}.sbatch", "\n".join(lines))
+    return JobScript(svc.name, job.name, cluster.output_dir, script_path(cluster.output_dir, job.name), "\n".join(lines))
 
 
 def sbatch_options(cluster: ClusterConfig, job: JobSpec) -> list[str]:

@@ -30,6 +30,7 @@ from pdtui.engine.events import (
     EventSource,
     GpuSample,
     HostStatus,
+    JobStatus,
     LineKind,
     LogLines,
     LogRecord,
@@ -337,6 +338,12 @@ class PdtuiApp(App[int]):
         if panel is not None:
             panel.view.apply_unit(event)
             panel.redraw(self.elapsed.now())
+
+    @apply.register
+    def _on_job(self, event: JobStatus) -> None:
+        panel = self.panels.get(event.service)
+        if panel is not None:
+            panel.placement.job = event
 
     @apply.register
     def _on_gpus(self, event: GpuSample) -> None:

@@ -46,7 +46,7 @@ def test_a_running_job_its_node_and_its_gpus(slurm: PrivateCluster) -> None:
     assert detail.gpu_indices == (0, 1, 2, 3)
     node = parse_node(run(commands(slurm).show_node(slurm.node)).stdout)
     assert node["NodeAddr"] == "127.0.0.1"
-    assert run(commands(slurm).cancel([job])).returncode == 0
+    assert run(commands(slurm).cancel_named("t-run")).returncode == 0
     assert wait_until(lambda: (r := row(slurm, "t-run")) and r.ended and r).state == "CANCELLED"
 
 

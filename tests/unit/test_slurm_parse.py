@@ -12,10 +12,12 @@ import pytest
 from pdtui.slurm.commands import SlurmCommands, follow
 from pdtui.slurm.parse import (
     accounting_off,
+    exit_words,
     first_host,
     gres_indices,
     index_list,
     key_values,
+    parse_elapsed,
     parse_job,
     parse_node,
     parse_sacct,
@@ -148,9 +150,10 @@ def test_commands_put_the_wrappers_first() -> None:
     commands = SlurmCommands(squeue=("env", "SLURM_CONF=/x/slurm.conf", "squeue"))
     assert commands.queue(["a", "b"]) == ["env", "SLURM_CONF=/x/slurm.conf", "squeue", "--me", "--noheader",
                                           "--states=all", "--name=a,b", "--format=%i|%T|%r|%N|%S|%j"]
-    assert commands.cancel(["3", "4"]) == ["scancel", "3", "4"]
+    assert commands.cancel_named("d-prefill") == ["scancel", "--me", "--name=d-prefill"]
     assert commands.show_job("3") == ["scontrol", "show", "job", "-d", "3"]
-    assert follow("/o/x-3.out") == ["tail", "-F", "-n", "+1", "/o/x-3.out"]
+    assert follow("/o/x-3.out") == ["tail", "-F", "--sleep-interval=0.2", "-n", "+1", "/o/x-3.out"]
+    assert follow("/o/x-3.out", 41)[-2:] == ["+41", "/o/x-3.out"]
 
 
 def test_submit_writes_the_script_byte_for_byte_then_runs_sbatch(tmp_path: Path) -> None:
@@ -162,3 +165,14 @@ def test_submit_writes_the_script_byte_for_byte_then_runs_sbatch(tmp_path: Path)
     result = subprocess.run(argv, capture_output=True, text=True, check=True)
     assert (folder / "x.sbatch").read_text() == script
     assert result.stdout.strip() == f"--parsable {folder / 'x.sbatch'}"
+
+
+@pytest.mark.parametrize(("text", "seconds"), [
+    ("00:07", 7.0), ("01:02:03", 3723.0), ("2-00:00:01", 172801.0), ("UNLIMITED", None), ("", None), ("1-2", None)])
+def test_elapsed_as_slurm_prints_it(text: str, seconds: float | None) -> None:
+    assert parse_elapsed(text) == seconds
+
+
+def test_exit_codes_in_words() -> None:
+    assert [exit_words(c) for c in ("1:0", "0:9", "0:0", "", "137:9")] == [
+        "exit code 1", "killed by signal 9", "", "", "killed by signal 9"]
