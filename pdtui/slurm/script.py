@@ -68,6 +68,17 @@ def render_script(deployment: Deployment, svc: ServiceConfig, backend_urls: Mapp
     return JobScript(svc.name, job.name, cluster.output_dir, script_path(cluster.output_dir, job.name), "\n".join(lines))
 
 
+def preview_scripts(deployment: Deployment) -> list[JobScript]:
+    """Every job's script as it would be submitted; a router's backends are named by the node each will get."""
+    scripts = []
+    for svc in deployment.services.values():
+        if svc.is_job:
+            urls = {name: f"http://<node of {name}>:{deployment.services[name].port}" for name in svc.after
+                    if deployment.services[name].is_job}
+            scripts.append(render_script(deployment, svc, urls if svc.is_router else None))
+    return scripts
+
+
 def sbatch_options(cluster: ClusterConfig, job: JobSpec) -> list[str]:
     """The job block as sbatch options, the cluster's defaults filling what the job does not say."""
     options = [f"--job-name={job.name}", f"--output={output_path(cluster.output_dir, '%x', '%j')}"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shlex
 
+from pdtui.commands import units
 from pdtui.config import parse_config
 from pdtui.slurm.script import output_path, render_script, sbatch_options, slurm_time
 from pdtui.unit_files import command_line
@@ -78,3 +79,16 @@ def test_a_job_on_two_nodes_runs_the_server_once_per_node_with_its_rank() -> Non
 def test_time_limits_as_sbatch_takes_them() -> None:
     assert [slurm_time(s) for s in (90, 3600, 86400 * 2 + 61, 0.5)] == ["0-00:01:30", "0-01:00:00", "2-00:01:01", "0-00:00:01"]
     assert output_path("/o", "%x", "%j") == "/o/%x-%j.out"
+
+
+def test_pdtui_units_prints_each_jobs_script_its_router_naming_the_nodes_to_come(capsys) -> None:
+    assert units.run(parse_config(SLURM, "pd.yaml")) == 0
+    out = capsys.readouterr().out
+    assert "# ---- dsv4-pd-prefill.sbatch on hpc " in out and "# ---- my-decode.sbatch on hpc " in out
+    assert "--prefill 'http://<node of prefill>:30000' 8998 --decode 'http://<node of decode>:30002'" in out
+
+
+def test_pdtui_units_has_nothing_to_compare_for_jobs(capsys) -> None:
+    assert units.run(parse_config(SLURM, "pd.yaml"), diff_them=True) == 1
+    assert capsys.readouterr().err == ("pdtui: the services of pd.yaml run as Slurm jobs: no unit to compare or install "
+                                       "(pdtui units CONFIG prints their job scripts)\n")
