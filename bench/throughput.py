@@ -235,6 +235,9 @@ class StillSource:
     def retry(self, service: str) -> bool:
         return False
 
+    def show_figures(self, services) -> None:
+        return None
+
     async def close(self) -> None:
         return None
 

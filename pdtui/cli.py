@@ -35,6 +35,8 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--json", action="store_true", help="print one JSON object per event (implies --headless)")
         p.add_argument("--logs", action="store_true", help="headless: print journal lines too")
         p.add_argument("--no-smoke", action="store_true", help="skip the test generation through the router")
+        p.add_argument("--no-canary", action="store_true",
+                       help="after ready, send no canary generations through the router (default: its canary interval)")
         p.add_argument("--theme", default="dark", help="TUI theme (dark, light, ...)")
 
     up = sub.add_parser("up", help="bring up the deployment of CONFIG")
@@ -81,6 +83,9 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--router", choices=ROUTERS, default=None,
                       help="the router to run: smg, sglang-router (either must be installed) or sim, "
                            "pdtui's stand-in (default: smg if installed, else sglang-router, else sim)")
+    demo.add_argument("--no-load", action="store_true",
+                      help="send no traffic through the router (by default a light load runs from the start, "
+                           "so the serving figures move)")
     # Hidden (for tests and debugging; see docs/reliability.md): make the sandbox in DIR and keep it
     # after exit (its processes are still stopped), so its state files and journal can be inspected.
     demo.add_argument("--sandbox", metavar="DIR", default=None, help=argparse.SUPPRESS)
@@ -331,7 +336,8 @@ def _once(deployment, host_factory, args: argparse.Namespace, intent) -> int:
     """``status --once``: judge every service, print the table (or the JSON object), exit 0 only when all are ready."""
     from pdtui.engine.orchestrator import Orchestrator
     from pdtui.status_table import StatusBoard
-    orchestrator = Orchestrator(deployment, host_factory, smoke=not args.no_smoke, intent=intent)
+    orchestrator = Orchestrator(deployment, host_factory, smoke=not args.no_smoke, canary=not args.no_canary,
+                                intent=intent)
     board = StatusBoard()
     orchestrator.subscribe(board)
 
@@ -373,6 +379,11 @@ def _demo(args: argparse.Namespace) -> int:
         print(f"pdtui demo: the journal is {sandbox.journal_kind}", file=sys.stderr)
     try:
         deployment = demo.build(sandbox, options)
+        if not args.no_load:
+            demo.start_load(sandbox, deployment)     # stopped with the units, below
+            if not args.json:
+                print(f"pdtui demo: a light load runs through the router (its log: {sandbox.root / 'load.log'}; "
+                      f"--no-load: none)", file=sys.stderr)
         if args.web:
             from pdtui.web.run import serve_demo
             code = serve_demo(deployment, sandbox.root / "demo.yaml", args, web)
@@ -442,20 +453,28 @@ def _bring_up(deployment, host_factory, args: argparse.Namespace, follow_up: str
     from pdtui.engine.intent import UP
     from pdtui.engine.orchestrator import Orchestrator
     from pdtui.engine.timing import DEFAULT_TIMING
-    orchestrator = Orchestrator(deployment, host_factory, smoke=not args.no_smoke, intent=intent or UP,
-                                timing=timing or DEFAULT_TIMING)
+    orchestrator = Orchestrator(deployment, host_factory, smoke=not args.no_smoke, canary=not args.no_canary,
+                                intent=intent or UP, timing=timing or DEFAULT_TIMING)
     from pdtui.engine.intent import Verb
     from pdtui.history import HistoryRecorder, history_path, last_ready
     # what this bring-up's phases are compared with: read before it records itself
     baseline = last_ready(history_path(), deployment.name) if orchestrator.intent.verb in (Verb.UP, Verb.RESTART) else {}
-    orchestrator.subscribe(HistoryRecorder(history_path()))
+    recorder = HistoryRecorder(history_path())
+    orchestrator.subscribe(recorder)
     if args.headless or args.json:
-        return _headless(orchestrator, args, baseline)
-    from pdtui.ui.app import run_app
-    from pdtui.web.options import refusal
-    served = getattr(args, "served", None)     # a browser session's process: its stdout is the web protocol
-    return run_app(orchestrator, theme=args.theme, follow_up_text=follow_up, refuse_actions=refusal(served),
-                   summary=not served, baseline=baseline)
+        code = _headless(orchestrator, args, baseline)
+    else:
+        from pdtui.ui.app import run_app
+        from pdtui.web.options import refusal
+        served = getattr(args, "served", None)     # a browser session's process: its stdout is the web protocol
+        code = run_app(orchestrator, theme=args.theme, follow_up_text=follow_up, refuse_actions=refusal(served),
+                       summary=not served, baseline=baseline)
+    if code == EXIT_INTERRUPTED:
+        recorder.interrupted(code)
+    if recorder.error:
+        print(f"pdtui: the run history could not be written ({recorder.error}); the bring-up is unaffected",
+              file=sys.stderr)
+    return code
 
 
 def _headless(orchestrator, args: argparse.Namespace, baseline=None) -> int:

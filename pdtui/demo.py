@@ -8,6 +8,11 @@ is generated as YAML with a ``launch:`` block per service and loaded like any
 user's; its units are the ones ``pdtui units`` makes of it. So the demo
 exercises exactly the path ``pdtui units --install`` and ``pdtui up`` take.
 
+The workers serve ``/metrics`` (``--enable-metrics``, as the reference
+deployment's do), and unless asked not to, a light load runs through the router
+from the start (:mod:`pdtui.sim.load`, which waits for the router by itself), so
+there are live serving figures to watch. The sandbox stops it with the units.
+
 ``--slurm``: the same three as jobs on a private one-node Slurm cluster of
 this machine (pdtui/slurm/cluster.py): prefill and decode each get four of its
 eight GPUs from Slurm, the router is submitted once both are ready.
@@ -48,6 +53,7 @@ class DemoOptions:
     router: str = field(default_factory=default_router)   # a package of pdtui.sim.commands.ROUTERS
     generation: str = DEFAULT_GENERATION   # which SGLang release's wording the workers speak
     reference_ports: bool = True      # the reference deployment's ports where free; False: ports the OS picks
+    canary: str = "10s"               # the router's canary interval: often enough to watch it work
 
 
 def parse_failure(text: str, slurm: bool = False) -> tuple[str, str]:
@@ -106,8 +112,11 @@ def build_slurm(cluster: PrivateCluster, options: DemoOptions) -> Deployment:
         svc["launch"]["env"] = pythonpath
 
     def job(name: str) -> dict[str, Any]:
-        gpus = PENDING_GPUS if options.failures.get(name) == "pending" else JOB_GPUS
-        return {"gpus_per_node": gpus} if name in BACKENDS else {}
+        if name not in BACKENDS:
+            return {}
+        if options.failures.get(name) == "pending":     # it yields to the other (nice): that one gets its GPUs first
+            return {"gpus_per_node": PENDING_GPUS, "args": ["--nice=100"]}
+        return {"gpus_per_node": JOB_GPUS}
 
     config = {"name": "dsv4-flash-pd (slurm demo)",
               "clusters": {"slurm": {"local": True, "output_dir": str(cluster.jobs_dir), "commands": cluster.commands}},
@@ -133,11 +142,12 @@ def _config(sandbox: Sandbox, options: DemoOptions, ports: dict[str, int]) -> di
 def _services(options: DemoOptions, ports: dict[str, int]) -> dict[str, dict]:
     """The three services with their launch blocks, wherever they run."""
     def worker(service: str, startup: float) -> dict:
-        args = ["--startup", f"{startup:g}", "--generation", options.generation]
+        args = ["--startup", f"{startup:g}", "--generation", options.generation, "--enable-metrics"]
         if options.failures.get(service) in FAIL_MODES:
             args += ["--fail", options.failures[service]]
-        return {"command": sim_python("pdtui.sim.worker"), "model": DEFAULT_MODEL, "tp": 4, "host": "127.0.0.1",
-                "args": args}
+        # With site-packages (no -S): its /metrics is prometheus_client's.
+        return {"command": [sys.executable, "-m", "pdtui.sim.worker"], "model": DEFAULT_MODEL, "tp": 4,
+                "host": "127.0.0.1", "args": args}
 
     router = (sim_python("pdtui.sim.router") if options.router == SIM_ROUTER
               else [sys.executable, "-m", f"{REAL_ROUTERS[options.router]}.launch_router"])
@@ -146,7 +156,15 @@ def _services(options: DemoOptions, ports: dict[str, int]) -> dict[str, dict]:
                     "timeout": options.timeout, "launch": worker("prefill", options.startup * 0.8)},
         "decode": {"role": "decode", "port": ports["decode"], "timeout": options.timeout,
                    "launch": worker("decode", options.startup)},
-        "router": {"role": "router", "port": ports["router"], "timeout": options.timeout,
+        "router": {"role": "router", "port": ports["router"], "timeout": options.timeout, "canary": options.canary,
                    "launch": {"command": router, "host": "127.0.0.1", "prometheus_port": ports["metrics"],
                               **({"package": options.router} if options.router in REAL_ROUTERS else {})}},
     }
+
+
+def start_load(sandbox: Sandbox, deployment: Deployment) -> None:
+    """The demo's traffic: :mod:`pdtui.sim.load` against the router, spawned in ``sandbox`` (whose
+    :meth:`~pdtui.sim.sandbox.Sandbox.stop_all` stops it by PID); its lines go to ``ROOT/load.log``."""
+    router = deployment.services["router"]
+    argv = [*sim_python("pdtui.sim.load"), "--url", f"http://127.0.0.1:{router.port}", "--model", DEFAULT_MODEL]
+    sandbox.spawn("load", argv)

@@ -15,6 +15,7 @@ from enum import Enum
 from typing import TextIO
 
 from pdtui.engine.events import (
+    CanaryResult,
     Done,
     Event,
     GpuSample,
@@ -25,6 +26,7 @@ from pdtui.engine.events import (
     PhaseStarted,
     PlanReady,
     ProbeResult,
+    ServingFigures,
     StateChanged,
     StepChanged,
     StepStatus,
@@ -35,9 +37,10 @@ from pdtui.text import inert
 from pdtui.timeline import finished, slow, slower
 
 KINDS = {PlanReady: "plan", StepChanged: "step", StateChanged: "state", LogLines: "log", PhaseStarted: "phase",
-         ProbeResult: "probe", UnitStatus: "unit", JobStatus: "job", HostStatus: "host", GpuSample: "gpus",
-         Notice: "notice", Done: "done"}
-LOUD_STATES = (ServiceState.READY, ServiceState.FAILED, ServiceState.TIMED_OUT, ServiceState.STOPPED)
+         ProbeResult: "probe", CanaryResult: "canary", ServingFigures: "figures", UnitStatus: "unit", JobStatus: "job",
+         HostStatus: "host", GpuSample: "gpus", Notice: "notice", Done: "done"}
+LOUD_STATES = (ServiceState.READY, ServiceState.DEGRADED, ServiceState.FAILED, ServiceState.TIMED_OUT,
+               ServiceState.STOPPED)
 
 STEP_MARK = {StepStatus.RUNNING: "▶", StepStatus.DONE: "✓", StepStatus.FAILED: "✗", StepStatus.SKIPPED: "-"}
 
@@ -125,6 +128,10 @@ class LinePrinter:
                                              f"{inert(event.detail, 200)}{latency}")
         if isinstance(event, JobStatus):
             return self._job(event)
+        if isinstance(event, CanaryResult):
+            latency = f" [{event.latency * 1000:.0f} ms]" if event.latency is not None else ""
+            return self._line(event.elapsed, f"{event.service:<{self.width}}   canary: "
+                                             f"{'ok' if event.ok else 'failed'}: {inert(event.detail, 200)}{latency}")
         if isinstance(event, HostStatus):
             return self._line(event.elapsed, f"host {event.host}: {event.status}"
                                              + (f": {inert(event.detail, 200)}" if event.detail else ""))

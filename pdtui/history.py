@@ -32,8 +32,8 @@ from pdtui.engine.phases import durations
 from pdtui.engine.states import ServiceState
 
 FILE_NAME = "history.sqlite3"
-OUTCOMES = {ServiceState.READY: "ready", ServiceState.FAILED: "failed", ServiceState.TIMED_OUT: "timed out",
-            ServiceState.BLOCKED: "blocked", ServiceState.STOPPED: "stopped"}
+OUTCOMES = {ServiceState.READY: "ready", ServiceState.DEGRADED: "degraded", ServiceState.FAILED: "failed",
+            ServiceState.TIMED_OUT: "timed out", ServiceState.BLOCKED: "blocked", ServiceState.STOPPED: "stopped"}
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     id INTEGER PRIMARY KEY, deployment TEXT NOT NULL, title TEXT NOT NULL, started REAL NOT NULL,
@@ -207,6 +207,8 @@ class HistoryRecorder:
         self.path, self.clock = path, clock
         self.run: RunRecord | None = None
         self.error: str | None = None
+        self.written = False
+        self._elapsed = 0.0
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, PlanReady):
@@ -215,6 +217,7 @@ class HistoryRecorder:
         run = self.run
         if run is None:
             return
+        self._elapsed = max(self._elapsed, event.elapsed)
         if isinstance(event, StateChanged) and event.service in run.services:
             self._state(run.services[event.service], event)
         elif isinstance(event, PhaseStarted) and event.service in run.services:
@@ -228,6 +231,18 @@ class HistoryRecorder:
         elif isinstance(event, Done):
             run.elapsed, run.ok, run.exit_code = event.elapsed, event.ok, event.exit_code
             self._write(run)
+
+    def interrupted(self, exit_code: int) -> None:
+        """The bring-up was interrupted before its outcome: record it so, each service as far as it got."""
+        run = self.run
+        if run is None or self.written:
+            return
+        for service in run.services.values():
+            if service.outcome not in OUTCOMES.values():
+                service.outcome, service.reason = "interrupted", f"interrupted while {service.outcome}"
+                service.end_elapsed = self._elapsed
+        run.elapsed, run.ok, run.exit_code = self._elapsed, False, exit_code
+        self._write(run)
 
     def _plan(self, plan: PlanReady) -> None:
         if plan.watching or plan.title == "taking down":
@@ -257,6 +272,7 @@ class HistoryRecorder:
             db = connect(self.path, create=True)
             try:
                 save(db, run)
+                self.written = True
             finally:
                 db.close()
         except (HistoryError, sqlite3.Error, OSError) as exc:

@@ -18,6 +18,7 @@ import pytest
 
 from pdtui.sim.ports import free_port
 from pdtui.sim.procs import running_with
+from pdtui.sim.sandbox import Sandbox
 from pdtui.sim.systemctl import package_env
 from pdtui.sim.units import UnitStore
 
@@ -35,12 +36,15 @@ def gone(pid: int) -> bool:
 
 
 def assert_nothing_left(sandbox: Path) -> None:
-    """Every supervisor and unit process of the sandbox is gone; no command still runs on it."""
+    """Every supervisor and unit process of the sandbox is gone, and what it spawned beside them (the demo's
+    load); no command still runs on it."""
     store = UnitStore(sandbox)
     for name in store.started_names():
         state = store.read_state(name)
         for proc in (state.supervisor_proc(), state.child_proc()):
             assert proc is None or not proc.alive(), f"{name}: PID {proc.pid} still runs"
+    for name, proc in Sandbox(sandbox).spawned().items():
+        assert not proc.alive(), f"{name}: PID {proc.pid} still runs"
     left = running_with(str(sandbox).encode())
     assert not left, f"still running on {sandbox}: {left}"
 

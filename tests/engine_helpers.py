@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import yaml
 
@@ -54,9 +56,9 @@ def real_router(request) -> str:
     return request.param
 
 
-def reference(sandbox, *, failures=None, startup=0.5, timeout="30s", generation=demo.DEFAULT_GENERATION):
-    return demo.build(sandbox, demo.DemoOptions(failures or {}, startup, timeout, generation=generation,
-                                                reference_ports=False))
+def reference(sandbox, *, failures=None, startup=0.5, timeout="30s", generation=demo.DEFAULT_GENERATION, router=None):
+    options = demo.DemoOptions(failures or {}, startup, timeout, generation=generation, reference_ports=False)
+    return demo.build(sandbox, options if router is None else dataclasses.replace(options, router=router))
 
 
 async def bring_up(deployment, *, smoke=True, timing=FAST, intent=UP) -> tuple[Done, Recorder, Orchestrator]:

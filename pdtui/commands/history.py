@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-from pdtui.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from pdtui.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from pdtui.history import HistoryError, RunRecord, ServiceRecord, connect, load_runs
 from pdtui.text import inert
 from pdtui.timeline import took
@@ -24,7 +24,11 @@ def when(started: float) -> str:
 
 
 def outcome(run: RunRecord) -> str:
-    return "unfinished" if run.ok is None else "ready" if run.ok else "failed"
+    if run.ok is None:
+        return "unfinished"
+    if run.exit_code == EXIT_INTERRUPTED:
+        return "interrupted"
+    return "ready" if run.ok else "failed"
 
 
 def history_line(run: RunRecord) -> str:

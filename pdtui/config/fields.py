@@ -131,6 +131,16 @@ def check_duration(value: Any) -> float:
     return seconds
 
 
+def check_interval_or_off(value: Any) -> float | None:
+    """A duration, or ``false``/``off`` for never."""
+    if value is False or (isinstance(value, str) and value.strip().lower() == "off"):
+        return None
+    try:
+        return check_duration(value)
+    except PydanticCustomError as exc:
+        raise fail(f"{exc.message()}, or false/off for never") from None
+
+
 def list_of(check: Any, expected: str) -> Any:
     """A YAML list checked item by item, pointing at the bad item."""
 

@@ -15,6 +15,7 @@ from pdtui.config import graph
 from pdtui.config.defaults import (
     BACKEND_ROLES,
     COMMANDS,
+    DEFAULT_CANARY,
     DEFAULT_TIMEOUT,
     DEFAULT_UNHEALTHY_AFTER,
     ROLES,
@@ -35,6 +36,7 @@ from pdtui.config.fields import (
     UnitDir,
     UserName,
     check_duration,
+    check_interval_or_off,
     check_name,
     check_regex,
     check_role,
@@ -183,6 +185,7 @@ class ServiceConfig(_Model):
     replaces: Annotated[tuple[str, ...], BeforeValidator(list_of(normalize_unit, "a list of unit names"))] = ()
     timeout: Annotated[float, BeforeValidator(check_duration)]
     unhealthy_after: Annotated[float, BeforeValidator(check_duration)] = DEFAULT_UNHEALTHY_AFTER
+    canary: Annotated[float | None, BeforeValidator(check_interval_or_off)] = None   # a router's (default 30s)
     ready: ReadySpec
     fail: Annotated[tuple[str, ...], BeforeValidator(list_of(check_regex, "a list of regular expressions"))] = ()
     after: Annotated[
@@ -217,6 +220,8 @@ class ServiceConfig(_Model):
         role = role if role in ROLES else "other"
         filled = dict(data)
         filled.setdefault("timeout", DEFAULT_TIMEOUT[role])
+        if role == "router":
+            filled.setdefault("canary", DEFAULT_CANARY)
         ready = data.get("ready", {})
         if isinstance(ready, Mapping):
             filled["ready"] = {**_default_ready(role, data.get("port")), **ready}
@@ -265,6 +270,9 @@ class ServiceConfig(_Model):
                 raise fail(f"GPU {gpu} is listed twice in service '{self.name}'", "gpus", index)
         if self.bootstrap_port is not None and self.role != "prefill":
             raise fail(f"service '{self.name}' is a {self.role}: only a prefill has a bootstrap_port", "bootstrap_port", on="key")
+        if "canary" in self.model_fields_set and not self.is_router:
+            raise fail(f"service '{self.name}' is a {self.role}: only a router has a canary (a generation through it "
+                       "after ready)", "canary", on="key")
         if self.unit in self.replaces:
             raise fail(f"service '{self.name}' cannot replace its own unit {self.unit}", "replaces", self.replaces.index(self.unit))
         if self.launch is not None:

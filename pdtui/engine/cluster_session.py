@@ -65,6 +65,7 @@ class ClusterSession(Session):
         self.config = config
         self.slurm = SlurmCommands.for_cluster(config)
         self.looker = JobLooker(self.command, self.slurm)
+        self.batchers = [self.looker]
         self._addresses: dict[str, str] = {}
 
     async def jobs(self, name: str) -> list[JobRow]:

@@ -8,7 +8,7 @@ from the orchestrator's clock.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Protocol
@@ -147,6 +147,47 @@ class ProbeResult:
 
 
 @dataclass(frozen=True, slots=True)
+class CanaryResult:
+    """A ready router's canary: one tiny generation through it, every ``canary`` interval."""
+
+    service: str
+    ok: bool
+    detail: str = ""
+    latency: float | None = None
+    elapsed: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Figures:
+    """A serving server's live figures; None where its source does not say."""
+
+    generation_tps: float | None = None    # generated tokens per second (decode)
+    prompt_tps: float | None = None        # prompt tokens per second taken in (prefill)
+    running: int | None = None
+    queued: int | None = None
+    token_usage: float | None = None       # of the KV cache, 0..1
+    ttft_p50: float | None = None          # seconds, over the requests since the last sample
+    requests_ps: float | None = None       # a router: requests routed per second
+    latency_p50: float | None = None       # a router: seconds a routed request took, over the last interval
+    open_circuits: int | None = None       # a router: workers its circuit breaker holds out
+
+
+@dataclass(frozen=True, slots=True)
+class ServingFigures:
+    """A ready server's figures, sampled every few seconds while its panel is shown.
+
+    ``source`` is ``metrics`` (its ``/metrics``) or ``log`` (its batch lines:
+    no TTFT); ``hint`` then says what would give the rest.
+    """
+
+    service: str
+    source: str
+    figures: Figures
+    hint: str = ""
+    elapsed: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
 class UnitStatus:
     """A unit as systemd last reported it, told when it changes."""
 
@@ -221,8 +262,8 @@ class Done:
     elapsed: float = 0.0
 
 
-Event = (PlanReady | StepChanged | StateChanged | LogLines | PhaseStarted | ProbeResult | UnitStatus | JobStatus
-         | HostStatus | GpuSample | Notice | Done)
+Event = (PlanReady | StepChanged | StateChanged | LogLines | PhaseStarted | ProbeResult | CanaryResult
+         | ServingFigures | UnitStatus | JobStatus | HostStatus | GpuSample | Notice | Done)
 
 
 class EventSource(Protocol):
@@ -253,6 +294,10 @@ class EventSource(Protocol):
 
     def stop(self, service: str) -> bool:
         """Stop a service's unit (and wait for its GPUs' memory to be released). False when it cannot be now."""
+        ...
+
+    def show_figures(self, services: Collection[str]) -> None:
+        """The services whose panels are shown: only theirs are sampled (ServingFigures) while they serve."""
         ...
 
     async def close(self) -> None:

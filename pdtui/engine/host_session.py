@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 from pdtui.config import HostConfig
 from pdtui.engine.http import HttpProber
 from pdtui.engine.journal import JournalTail
-from pdtui.engine.units import InvocationHistory, UnitLooker, UnitStarter
+from pdtui.engine.units import Batcher, InvocationHistory, UnitLooker, UnitStarter
 from pdtui.hosts.base import Host, HostError, Result
 from pdtui.systemd import Commands, JournalEntry, sudo_needs_password
 
@@ -39,6 +39,7 @@ class Session:
         self.name = name
         self.host = host
         self.prober = HttpProber(host)
+        self.batchers: list[Batcher[Any]] = []     # its batched commands: ended at close
         self._command_timeout = command_timeout
         self._clock = clock
 
@@ -50,6 +51,10 @@ class Session:
         return await self.host.run(argv, timeout=timeout)
 
     async def close(self) -> None:
+        """End the commands under way (a look whose askers are gone must not outlive the session), the probes'
+        connections, then the connection."""
+        for batcher in self.batchers:
+            await batcher.close()
         await self.prober.close()
         try:
             await self.host.close()
@@ -68,6 +73,7 @@ class HostSession(Session):
         self.looker = UnitLooker(self.command, self.commands)
         self.starter = UnitStarter(self.command, self.commands)
         self.history = InvocationHistory(self.command, self.commands)
+        self.batchers = [self.looker, self.starter, self.history]
         self.tail: JournalTail | None = None
 
     async def command(self, argv: list[str], deadline: float | None = None) -> Result:

@@ -27,12 +27,12 @@ from pdtui.engine.intent import Action
 from pdtui.engine.job_output import JobOutput
 from pdtui.engine.readiness import LineJudge
 from pdtui.engine.service_run import Attempt, ServiceRun
-from pdtui.engine.states import ServiceState
+from pdtui.engine.states import JUDGED_STATES, ServiceState
 from pdtui.hosts.base import LOOPBACK_ADDRESS, HostDisconnected, HostError, HostUnreachable
 from pdtui.nvidia_smi import gpu_ranges
 from pdtui.plan import format_duration
 from pdtui.slurm.commands import line_count
-from pdtui.slurm.parse import JobRow, exit_words, first_host, parse_elapsed
+from pdtui.slurm.parse import JobRow, ended_words, first_host, parse_elapsed
 from pdtui.slurm.script import job_of, output_path, render_script
 
 S = ServiceState
@@ -133,13 +133,12 @@ class JobRun(ServiceRun):
             await output.caught_up(int(words[0]), DRAIN_TIMEOUT)
 
     async def _ended_reason(self, job: JobRow) -> str:
-        """``job 12 OUT_OF_MEMORY (OutOfMemory), exit code 1``: its state, Slurm's reason and how it exited."""
+        """How it ended in Slurm's words; its exit code from scontrol when squeue (which has none) listed it."""
         code = job.exit_code
         if not code:
             detail = await self.cluster.detail(job.job_id)
             code = detail.exit_code if detail is not None else ""
-        words = exit_words(code)
-        return f"job {job.job_id} {job.state}" + (f" ({job.reason})" if job.reason else "") + (f", {words}" if words else "")
+        return ended_words(job, code)
 
     def _tell_job(self) -> None:
         """Tell the job as Slurm reports it when that changed (its state, reason, node, GPUs)."""
@@ -180,7 +179,7 @@ class JobRun(ServiceRun):
                 return True
         except HostError as exc:
             self._release_held()
-            if self.state in (S.PENDING, S.STARTING, S.QUEUED, S.WAITING, S.READY):
+            if self.state in (S.PENDING, S.QUEUED, *JUDGED_STATES):
                 self.transition(S.FAILED, str(exc))
         return False
 
@@ -197,6 +196,8 @@ class JobRun(ServiceRun):
         self._tell_job()
         if job.queued:
             self.transition(S.QUEUED, f"{how}: {self._pending()}")
+            self.judged = True          # a watch has its verdict: queued, for Slurm's reason
+            self.w.changed()
         else:
             await self._started(how)
 

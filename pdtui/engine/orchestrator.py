@@ -19,7 +19,7 @@ import asyncio
 import math
 import shlex
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from functools import partial
 from typing import TypeVar
 
@@ -27,6 +27,7 @@ from pdtui.backoff import Backoff
 from pdtui.config import Deployment
 from pdtui.engine.cluster_session import ClusterSession
 from pdtui.engine.events import Done, Event, HostStatus, Notice, PlanReady, ServiceInfo, Step, StepChanged, StepStatus
+from pdtui.engine.figures import FiguresWatch
 from pdtui.engine.gpus import GpuSampler, Inventory, host_inventories, preflight_findings
 from pdtui.engine.host_session import HostSession, Session
 from pdtui.engine.intent import UP, Action, Intent, Verb
@@ -34,7 +35,7 @@ from pdtui.engine.job_run import JobRun
 from pdtui.engine.readiness import LineJudge
 from pdtui.engine.service_run import ServiceRun, Wiring
 from pdtui.engine.signatures import signatures_for
-from pdtui.engine.states import FINAL_STATES, ServiceState
+from pdtui.engine.states import FINAL_STATES, SERVING_STATES, ServiceState
 from pdtui.engine.steps import split, step_statuses
 from pdtui.engine.timing import DEFAULT_TIMING, Timing
 from pdtui.exits import EXIT_FAILED, EXIT_OK
@@ -62,12 +63,14 @@ class Orchestrator:
     """Brings one deployment up and tells everything it does through events."""
 
     def __init__(self, deployment: Deployment, host_factory: HostFactory, *, clock: Callable[[], float] = time.monotonic,
-                 smoke: bool = True, timing: Timing = DEFAULT_TIMING, intent: Intent = UP) -> None:
+                 smoke: bool = True, canary: bool = True, timing: Timing = DEFAULT_TIMING,
+                 intent: Intent = UP) -> None:
         self.deployment = deployment
         self.intent = intent
         self.host_factory = host_factory
         self.clock = clock
         self.smoke = smoke
+        self.canary = canary
         self.timing = timing
         self._subscribers: list[Callable[[Event], None]] = []
         self._t0 = clock()
@@ -83,6 +86,8 @@ class Orchestrator:
         for run in self._runs.values():
             self._on_host.setdefault(run.cfg.host, []).append(run)
         self._tails: list[asyncio.Task] = []
+        self._figures = FiguresWatch(deployment, self._runs, emit=self._emit, clock=clock, elapsed=self.elapsed,
+                                     interval=timing.figures_poll)
         self._steps: dict[Step, StepStatus] = {}
         self._preflight = StepStatus.PENDING
         self._changed = asyncio.Condition()         # notified after every state change
@@ -165,11 +170,15 @@ class Orchestrator:
         if run.task and not run.task.done():
             run.task.cancel()
         for name in self.deployment.dependents(service):
-            if self._runs[name].state is S.READY:
+            if self._runs[name].state in SERVING_STATES:
                 self._emit(Notice("warning", f"{name} degraded: {service} is being stopped", name, self.elapsed()))
         run.task = asyncio.create_task(run.stop(), name=f"stop {run.name}")
         self._tell_outcome_again()
         return True
+
+    def show_figures(self, services: Collection[str]) -> None:
+        """Sample the serving figures of these services (those a face shows), every few seconds while they serve."""
+        self._figures.show(services)
 
     @staticmethod
     def _busy(run: ServiceRun) -> bool:
@@ -230,6 +239,7 @@ class Orchestrator:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        await self._figures.close()
         self._flush_logs()
         for session in self._sessions.values():
             await session.close()
@@ -280,7 +290,8 @@ class Orchestrator:
                 self._sessions[name] = ClusterSession(cluster, host, command_timeout=timeout, clock=self.clock)
         for run in self._runs.values():
             run.wire(Wiring(self.deployment, self._sessions[run.cfg.host], self.timing, self.clock, self.elapsed,
-                            self._emit, self._on_change, self._schedule_flush, self._runs, lambda: self._t0, self.smoke))
+                            self._emit, self._on_change, self._schedule_flush, self._runs, lambda: self._t0, self.smoke,
+                            self.canary))
 
     def _follow_journals(self) -> None:
         for name, session in self._sessions.items():
@@ -498,15 +509,16 @@ class Orchestrator:
     def _decided(self) -> bool:
         """The outcome is known: every service settled, or one failed and all it blocks is marked blocked already.
 
-        Watching (status), a service whose unit is still starting is settled
-        once it has been judged; taking down, once it is stopped (or would not stop).
+        Watching (status), a service whose unit is still starting (or whose job
+        still waits in Slurm's queue) is settled once it has been judged; taking
+        down, once it is stopped (or would not stop).
         """
         runs = list(self._runs.values())
         verb = self.intent.verb
         if verb is Verb.DOWN:
             return all(r.state in (S.STOPPED, S.FAILED) and (r.task is None or r.task.done()) for r in runs)
         if verb is Verb.STATUS:
-            return all(r.state in FINAL_STATES or (r.judged and r.state is S.WAITING) for r in runs)
+            return all(r.state in FINAL_STATES or (r.judged and r.state in (S.WAITING, S.QUEUED)) for r in runs)
         if any(r.state is S.PENDING and any(self._runs[d].state in BAD_OUTCOMES for d in r.cfg.after) for r in runs):
             return False
         return all(r.state in FINAL_STATES for r in runs) or any(r.state in (S.FAILED, S.TIMED_OUT) for r in runs)

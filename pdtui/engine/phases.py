@@ -19,40 +19,50 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True, slots=True)
 class Phase:
-    """A start-up phase: its name, the lines that begin it, and the short label a phase bar shows."""
+    """A start-up phase: its name, the lines that begin it, and the short label a phase bar shows.
+
+    ``hints``: texts one of which every line that begins it holds, looked for before the pattern.
+    """
 
     name: str
     start: re.Pattern[str]
     label: str
+    hints: tuple[str, ...]
     generations: str = "all"
 
 
-def _phase(name: str, pattern: str, label: str, generations: str = "all") -> Phase:
-    return Phase(name, re.compile(pattern, re.IGNORECASE), label, generations)
+def _phase(name: str, pattern: str, label: str, hints: tuple[str, ...], generations: str = "all") -> Phase:
+    return Phase(name, re.compile(pattern), label, hints, generations)
 
 
 PHASES: tuple[Phase, ...] = (
     # "Init torch distributed begin." (sim, older releases), or its "ends." line when that is the first seen.
-    _phase("distributed", r"Init torch distributed (?:begin|ends)", "dist", "older 2025"),
-    _phase("weights", r"Load weight begin", "weights"),
+    _phase("distributed", r"Init torch distributed (?:begin|ends)", "dist", ("Init torch distributed",), "older 2025"),
+    _phase("weights", r"Load weight begin", "weights", ("Load weight begin",)),
     # The memory pool is allocated between the weights' end and "Memory pool end".
-    _phase("kv_cache", r"Load weight end|KV Cache is allocated|Memory pool end", "kv"),
+    _phase("kv_cache", r"Load weight end|KV Cache is allocated|Memory pool end", "kv",
+           ("Load weight end", "KV Cache is allocated", "Memory pool end")),
     # Old: "Capture cuda graph begin."; 2026: "Capture decode CUDA graph begin." (and "... prefill CUDA graph").
-    _phase("cuda_graphs", r"Capture (?:\w+ )?cuda graph begin", "graphs"),
-    _phase("http", r"Started server process|Uvicorn running on", "http"),
-    _phase("warmup", r"Start of (?:prefill|pd disaggregation|co-locate) warmup", "warm-up"),
-    _phase("ready", r"The server is fired up and ready to roll", "ready"),
+    _phase("cuda_graphs", r"Capture (?:\w+ )?(?:cuda|CUDA) graph begin", "graphs", (" graph begin",)),
+    _phase("http", r"Started server process|Uvicorn running on", "http", ("Started server process", "Uvicorn running on")),
+    _phase("warmup", r"Start of (?:prefill|pd disaggregation|co-locate) warmup", "warm-up", ("Start of ",)),
+    _phase("ready", r"The server is fired up and ready to roll", "ready", ("fired up and ready to roll",)),
 )
 
 NAMES: tuple[str, ...] = tuple(p.name for p in PHASES)
 LABELS: dict[str, str] = {p.name: p.label for p in PHASES}
 _INDEX = {name: i for i, name in enumerate(NAMES)}
-# Every start pattern at once: one search per line until the service is ready.
-_ANY = re.compile("|".join(f"(?P<{p.name}>{p.start.pattern})" for p in PHASES), re.IGNORECASE)
+# Every start pattern at once, looked for only in a line that holds a hint: most lines hold none, and the
+# alternation's search costs a short line 80 µs, the server's arguments (5 KB on one line) 2.7 ms; the hints
+# (plain substring searches) 2 and 20 µs.
+_ANY = re.compile("|".join(f"(?P<{p.name}>{p.start.pattern})" for p in PHASES))
+_HINTS: tuple[str, ...] = tuple(hint for p in PHASES for hint in p.hints)
 
 
 def phase_of(message: str) -> str | None:
     """The phase a line begins, whatever came before it (None for every other line)."""
+    if not any(hint in message for hint in _HINTS):
+        return None
     found = _ANY.search(message)
     return found.lastgroup if found else None
 

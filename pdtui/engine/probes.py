@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -189,6 +189,24 @@ class RouterProbe:
         return Check("models", True, self._model, result.latency)
 
     async def _smoke(self, model: str) -> Check:
+        check = await self._generate(model, "smoke")
+        if check.ok:
+            return check
+        self.smoke_failures += 1
+        # A generation that fails three times over is not a warm-up hiccup.
+        return replace(check, final=self.smoke_failures >= 3)
+
+    async def canary(self) -> Check:
+        """After ready: the smoke step's generation once more, judged on its own (a failure is never final)."""
+        if self._model is None:
+            models = await self._models()
+            if not models.ok:
+                return Check("canary", False, f"{models.name}: {models.detail}", models.latency)
+        assert self._model is not None
+        return await self._generate(self._model, "canary")
+
+    async def _generate(self, model: str, name: str) -> Check:
+        """One tiny chat completion for ``model``; a backend's KV transfer error meanwhile fails it, quoted."""
         body = {"model": model, "messages": [{"role": "user", "content": SMOKE_PROMPT}],
                 "max_tokens": SMOKE_MAX_TOKENS, "temperature": 0}
         started = self.clock()
@@ -197,16 +215,14 @@ class RouterProbe:
         answer = _answer(result.json()) if result.ok else None
         quoted = await self.transfer_error(started, answer is None) if self.transfer_error else None
         if answer is None or quoted:
-            self.smoke_failures += 1
             detail = result.describe() if not result.ok else f"no answer in the response: {result.describe()}"
             if quoted:
                 self._transfer_quote = quoted
                 detail = f"KV transfer error during the request: {quoted}"
             elif self._transfer_quote:   # the router may stop sending to a backend that failed it before
                 detail += f" (after a KV transfer error: {self._transfer_quote})"
-            # A generation that fails three times over is not a warm-up hiccup.
-            return Check("smoke", False, detail, result.latency, final=self.smoke_failures >= 3)
-        return Check("smoke", True, f"answer {answer!r} in {result.latency * 1000:.0f} ms", result.latency)
+            return Check(name, False, detail, result.latency)
+        return Check(name, True, f"answer {answer!r} in {result.latency * 1000:.0f} ms", result.latency)
 
 
 def _answer(payload: Any) -> str | None:

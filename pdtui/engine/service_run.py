@@ -20,7 +20,9 @@ from dataclasses import dataclass, field
 
 from pdtui.config import Deployment, ServiceConfig
 from pdtui.engine.events import (
+    CanaryResult,
     Event,
+    Figures,
     LineKind,
     LogLines,
     LogRecord,
@@ -36,8 +38,9 @@ from pdtui.engine.intent import Action
 from pdtui.engine.phases import PhaseTracker
 from pdtui.engine.probes import LOOPBACK, Backend, Check, RouterProbe, bootstrap_port, http_check, tcp_check
 from pdtui.engine.readiness import FailureCandidate, LineJudge
+from pdtui.engine.serving import batch_figures
 from pdtui.engine.signatures import BOOTSTRAP, Severity, Signature
-from pdtui.engine.states import ALLOWED, ServiceState, check_transition
+from pdtui.engine.states import ALLOWED, JUDGED_STATES, SERVING_STATES, ServiceState, check_transition
 from pdtui.engine.timing import Timing
 from pdtui.engine.units import attached_history
 from pdtui.hosts.base import LOOPBACK_ADDRESS, Host, HostDisconnected, HostError, HostUnreachable
@@ -86,6 +89,7 @@ class Attempt:
     unhealthy_since: float | None = None          # after ready: when health began failing, and how often since
     unhealthy_count: int = 0
     phases: PhaseTracker = field(default_factory=PhaseTracker)   # the invocation's start-up phases so far
+    batch: Figures | None = None                  # serving: the figures of its latest batch line
 
 
 @dataclass(frozen=True)
@@ -103,6 +107,7 @@ class Wiring:
     peers: Mapping[str, ServiceRun]
     beat_origin: Callable[[], float]              # the moment the bring-up began: every host's beat counts from it
     smoke: bool = True
+    canary: bool = True                           # a ready router's canary generations (its config's interval)
 
 
 class ServiceRun:
@@ -182,7 +187,7 @@ class ServiceRun:
         ttr = None
         if new is S.PENDING:
             self.judged = False
-        if new is S.READY and self.attempt.started_at is not None and not self.attempt.attached:
+        if new is S.READY and old is not S.DEGRADED and self.attempt.started_at is not None and not self.attempt.attached:
             ttr = self.time_to_ready = round(self.w.clock() - self.attempt.started_at, 3)
         self.w.emit(StateChanged(self.name, old, new, reason, line, self.w.elapsed(), ttr, *self.placed()))
         self.w.changed()
@@ -220,7 +225,7 @@ class ServiceRun:
             if current and any(m in message for m in UNIT_END_MARKERS):
                 attempt.unit_dirty = True
                 self.wake.set()
-        elif current and self.state in (S.STARTING, S.WAITING, S.READY):
+        elif current and self.state in JUDGED_STATES:
             kind, signature = self.judge.judge(message, entry.priority)
             if attempt.in_traceback and _EXCEPTION_LINE.match(message):
                 attempt.warning, attempt.in_traceback = message, False
@@ -228,6 +233,8 @@ class ServiceRun:
                 self._note_signature(signature, message)
             if not attempt.phases.over and self.cfg.role in PHASED_ROLES:
                 self._note_phase(message, entry.realtime)
+            elif self.state in SERVING_STATES and "batch. #" in message:
+                attempt.batch = batch_figures(message) or attempt.batch
             if kind is LineKind.READY:
                 attempt.log_ok = True
                 self.wake.set()
@@ -313,7 +320,7 @@ class ServiceRun:
                 return True
         except HostError as exc:
             self._release_held()
-            if self.state in (S.PENDING, S.STARTING, S.WAITING, S.READY):
+            if self.state in (S.PENDING, *JUDGED_STATES):
                 self.transition(S.FAILED, str(exc))
         return False
 
@@ -642,13 +649,18 @@ class ServiceRun:
         check = await tcp_check(host, attempt.bootstrap, self.address)
         return Check(BOOTSTRAP, check.ok, f"bootstrap server {check.detail}", check.latency)
 
-    async def _probe_router(self, host: Host) -> bool | Check | None:
+    def _router_probe(self) -> RouterProbe:
+        """This attempt's router probe (it remembers the model, and the smoke failures so far)."""
         probe = self.attempt.router_probe
         if probe is None:
             assert self.cfg.port is not None      # the config requires a router's port
             probe = self.attempt.router_probe = RouterProbe(
                 self.w.session.prober, self.cfg.port, self._backends(), smoke=self.w.smoke,
                 transfer_error=self._transfer_error_since, clock=self.w.clock, address=self.address)
+        return probe
+
+    async def _probe_router(self, host: Host) -> bool | Check | None:
+        probe = self._router_probe()
         last = None
         async for check in probe.steps(host):
             self.probe_result(check)
@@ -697,23 +709,39 @@ class ServiceRun:
         """After READY: a fatal line, a dead unit or health that keeps failing fails the service.
 
         One request's error (a traceback, a transfer error) never does: the
-        server goes on serving the next one.
+        server goes on serving the next one. A router's canary that fails
+        makes it DEGRADED until one passes again.
         """
         clock, timing = self.w.clock, self.w.timing
         self.attempt.next_unit_check = self.beat(clock())
-        next_health = clock() + timing.watch_poll
-        while self.state is S.READY:
+        next_health = clock() + timing.watch_poll if self.cfg.ready.http else math.inf
+        interval = self.cfg.canary if self.cfg.is_router and self.w.canary else None
+        next_canary = clock() + interval if interval else math.inf
+        while self.state in SERVING_STATES:
             failure = await self._failure()
-            if failure is None and self.cfg.ready.http and clock() >= next_health:
+            if failure is None and clock() >= next_health:
                 next_health = clock() + timing.watch_poll
                 failure = await self._health_lost()
             if failure:
                 reason, line = failure
                 self.transition(S.FAILED, f"after ready: {reason}", line)
                 break
-            wake = min(self._next_look(), next_health if self.cfg.ready.http else math.inf)
-            await self._sleep(wake - clock())
+            if interval and clock() >= next_canary:
+                await self._canary()
+                next_canary = clock() + interval
+            await self._sleep(min(self._next_look(), next_health, next_canary) - clock())
         self._tell_degraded()
+
+    async def _canary(self) -> None:
+        """One canary generation through this ready router: a failure degrades it, a pass restores it."""
+        check = await self._router_probe().canary()
+        if self.state not in SERVING_STATES:
+            return     # it failed meanwhile: that verdict stands
+        self.w.emit(CanaryResult(self.name, check.ok, check.detail, check.latency, self.w.elapsed()))
+        if check.ok and self.state is S.DEGRADED:
+            self.transition(S.READY, f"canary passes again: {check.detail}")
+        elif not check.ok and self.state is S.READY:
+            self.transition(S.DEGRADED, f"canary failed: {check.detail}")
 
     async def _health_lost(self) -> tuple[str, str | None] | None:
         """One health check of a ready service; a failure once it has failed long enough in a row."""
@@ -737,7 +765,7 @@ class ServiceRun:
     def _tell_degraded(self) -> None:
         """It failed after it was ready: what was ready on top of it (the router) now runs without it."""
         for name in self.w.deployment.dependents(self.name):
-            if self.w.peers[name].state is S.READY:
+            if self.w.peers[name].state in SERVING_STATES:
                 self.w.emit(Notice("warning", f"{name} degraded: {self.name} failed after it was ready ({self.reason})",
                                    name, self.w.elapsed()))
 

@@ -16,6 +16,7 @@ class ServiceState(str, Enum):
     QUEUED = "queued"        # a Slurm job waiting in the queue (PENDING, for Slurm's reason)
     WAITING = "waiting"      # started; waiting until every readiness check holds
     READY = "ready"
+    DEGRADED = "degraded"    # a router was ready, then its canary generation failed (back to ready when one passes)
     FAILED = "failed"
     TIMED_OUT = "timed_out"
     BLOCKED = "blocked"      # a dependency failed or timed out: never started
@@ -28,11 +29,12 @@ class ServiceState(str, Enum):
         return self in FINAL_STATES
 
 
-FINAL_STATES = frozenset(
-    {ServiceState.READY, ServiceState.FAILED, ServiceState.TIMED_OUT, ServiceState.BLOCKED, ServiceState.STOPPED}
-)
+FINAL_STATES = frozenset({ServiceState.READY, ServiceState.DEGRADED, ServiceState.FAILED, ServiceState.TIMED_OUT,
+                          ServiceState.BLOCKED, ServiceState.STOPPED})
 
 S = ServiceState
+SERVING_STATES = frozenset({S.READY, S.DEGRADED})     # proven ready once, watched since (the canary may degrade it)
+JUDGED_STATES = frozenset({S.STARTING, S.WAITING, S.READY, S.DEGRADED})   # its lines are judged as they come
 
 # Any state a service settles in can go back to PENDING: a retry, a restart, or the restart of what it comes after.
 _SETTLED_TO = frozenset({S.PENDING, S.STOPPING})
@@ -42,7 +44,8 @@ ALLOWED: dict[ServiceState, frozenset[ServiceState]] = {
     S.STARTING: frozenset({S.WAITING, S.FAILED, S.TIMED_OUT, S.QUEUED}),
     S.QUEUED: frozenset({S.WAITING, S.FAILED, S.TIMED_OUT}) | _SETTLED_TO,     # WAITING: the job started
     S.WAITING: frozenset({S.READY, S.FAILED, S.TIMED_OUT}) | _SETTLED_TO,   # PENDING: what it waits on restarts
-    S.READY: frozenset({S.FAILED}) | _SETTLED_TO,                           # FAILED: crashed after it was ready
+    S.READY: frozenset({S.FAILED, S.DEGRADED}) | _SETTLED_TO,               # FAILED: crashed after it was ready
+    S.DEGRADED: frozenset({S.READY, S.FAILED}) | _SETTLED_TO,               # READY: a canary passed again
     S.FAILED: _SETTLED_TO,
     S.TIMED_OUT: _SETTLED_TO,
     S.BLOCKED: _SETTLED_TO,

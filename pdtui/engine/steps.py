@@ -52,7 +52,7 @@ def step_statuses(preflight: StepStatus, backends: Sequence[ServiceProgress],
     thousand services asks thousands of times, so each group's states are
     gathered in one C-level pass and only a rare case walks a group in Python.
     """
-    b_states, r_states = set(map(_STATE, backends)), set(map(_STATE, routers))
+    b_states, r_states = _proven(set(map(_STATE, backends))), _proven(set(map(_STATE, routers)))
     statuses = {Step.PREFLIGHT: preflight,
                 Step.START_BACKENDS: _start_status(backends, b_states), Step.WAIT_READY: _wait_status(b_states),
                 Step.START_ROUTER: _start_status(routers, r_states), Step.PROBE_ROUTER: _wait_status(r_states)}
@@ -67,6 +67,14 @@ def step_statuses(preflight: StepStatus, backends: Sequence[ServiceProgress],
 
 
 _STATE, _STARTED = attrgetter("state"), attrgetter("under_way")
+
+
+def _proven(states: set[ServiceState]) -> set[ServiceState]:
+    """A degraded router was ready: for the bring-up's steps it counts as such (its badge tells the rest)."""
+    if S.DEGRADED in states:
+        states.discard(S.DEGRADED)
+        states.add(S.READY)
+    return states
 
 
 def _start_status(runs: Sequence[ServiceProgress], states: set[ServiceState]) -> StepStatus:

@@ -16,6 +16,7 @@ class Timing:
     settle: float = 0.3        # after a first failure line, wait this long for a more telling one
     log_batch: float = 0.05    # log lines are handed to subscribers in batches this often
     command_timeout: float = 30.0
+    figures_poll: float = 2.0     # a shown server's serving figures (/metrics)
     stop_timeout: float = 120.0   # pdtui down: a unit's stop and its GPUs' release, each service
 
 

@@ -69,6 +69,15 @@ class Batcher(Generic[C]):
                 future.cancel()   # left behind only when this task itself was cancelled
             self._waiting.clear()
 
+    async def close(self) -> None:
+        """Stop the command under way: a look whose askers are gone must not outlive the session (a task
+        left running when its event loop closes is cancelled there, and CPython 3.11's subprocess spawn,
+        cancelled with its own pipe-connecting task, waits for ever)."""
+        batch = self._batch
+        if batch is not None:
+            batch.cancel()
+            await asyncio.gather(batch, return_exceptions=True)
+
     async def _answer_all(self, waiting: dict[Hashable, list[asyncio.Future]], deadline: float | None) -> None:
         try:
             answers = await self._answers(list(waiting), deadline)

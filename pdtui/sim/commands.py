@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from collections.abc import Sequence
 
 from pdtui.config.launch import ROUTER_PYTHON_PACKAGES
 from pdtui.sim.ports import free_port
@@ -47,7 +48,8 @@ def router_label(package: str) -> str:
 
 
 def worker_argv(role: str, port: int, *, bootstrap: int, startup: float = 3.0, gpus: str | None = None,
-                fail: str | None = None, log_rate: float | None = None, generation: str | None = None) -> list[str]:
+                fail: str | None = None, log_rate: float | None = None, generation: str | None = None,
+                extra: Sequence[str] = ()) -> list[str]:
     """An SGLang-like sim worker (``python -m pdtui.sim.worker``).
 
     ``bootstrap``: the prefill's bootstrap server port (it binds it), the one decode looks for.
@@ -60,7 +62,7 @@ def worker_argv(role: str, port: int, *, bootstrap: int, startup: float = 3.0, g
         argv += ["--generation", generation]
     if log_rate is not None:
         argv += ["--log-rate", f"{log_rate:g}"]
-    return argv + (["--fail", fail] if fail else [])
+    return argv + (["--fail", fail] if fail else []) + list(extra)
 
 
 def router_argv(port: int, prefill: list[tuple[int, int]], decode: list[int], *, package: str | None = None,

@@ -68,16 +68,21 @@ class JsonHandler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def reply_events(self, events: Iterable[Any]) -> None:
-        """A server-sent event stream (``data: JSON``, then ``data: [DONE]``), chunked so keep-alive survives."""
+        """A server-sent event stream (``data: JSON``, then ``data: [DONE]``), chunked so keep-alive survives.
+
+        Each event goes out as ``events`` yields it: a generation's tokens reach the client as they come.
+        """
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
-        payloads = [json.dumps(e, separators=(",", ":")).encode("utf-8") for e in events] + [b"[DONE]"]
-        for payload in payloads:
-            data = b"data: " + payload + b"\n\n"
-            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        for event in events:
+            self._chunk(b"data: " + json.dumps(event, separators=(",", ":")).encode("utf-8") + b"\n\n")
+        self._chunk(b"data: [DONE]\n\n")
         self.wfile.write(b"0\r\n\r\n")
+
+    def _chunk(self, data: bytes) -> None:
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
 
     def reply_json(self, status: int, obj: Any) -> None:
         self.reply(status, json.dumps(obj, separators=(",", ":")).encode("utf-8"))

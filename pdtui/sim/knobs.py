@@ -12,6 +12,8 @@ FAIL_MODES: dict[str, str] = {
     "hang": "start-up stops before the HTTP server is up",
     "port-in-use": "the HTTP port is taken (uvicorn cannot bind)",
     "generate-500": "every generation answers 500",
+    "generate-fails-later": "once serving, generations answer 500 for a while, then succeed again (the "
+                            "router's canary degrades it, then restores it)",
     "bootstrap-port-in-use": "a prefill's bootstrap port is taken: Server error: logged, the server goes on",
     "request-traceback": "one request raises after ready (Exception in ASGI application); serving goes on",
     "transfer-errors": "every routed request's KV transfer fails (logged per request, answered 500)",
@@ -20,3 +22,5 @@ FAIL_MODES: dict[str, str] = {
 GENERATIONS = ("older", "2025", "current")
 DEFAULT_GENERATION = "current"
 DEFAULT_MODEL = "deepseek-ai/DeepSeek-V4-Flash"   # the reference deployment's model, which the sim plays
+FAIL_AFTER = 5.0    # generate-fails-later: seconds from the first generation served until generations fail
+FAIL_FOR = 20.0     # ... and for how long they do

@@ -4,7 +4,8 @@ Tests and ``pdtui demo`` make one, add units (argv lists, typically sim
 workers), and point a host config's ``commands:`` at :attr:`Sandbox.commands`
 (or put :attr:`Sandbox.bin_dir` first on a PATH, e.g. for a test sshd).  On
 exit every process the sandbox's units started is stopped, by PID, even after
-a crash left state files behind.
+a crash left state files behind; so is every process started beside them with
+:meth:`Sandbox.spawn` (the demo's load generator).
 
 With a real journal (``real_journal``, see :mod:`pdtui.sim.realjournal`) the
 sandbox runs one systemd-journal-remote, the sim's entries also go to its journal
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import shlex
 import shutil
+import subprocess
 import tempfile
 import uuid
 from pathlib import Path
@@ -39,6 +41,7 @@ class Sandbox:
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
         self.store = UnitStore(self.root)
+        self.children: list[subprocess.Popen[bytes]] = []   # what this instance spawned, to reap once stopped
 
     @classmethod
     def create(cls, path: str | Path | None = None, real_journal: bool | None = None) -> Sandbox:
@@ -155,13 +158,43 @@ class Sandbox:
         elif path.exists():
             path.rename(archived)
 
+    @property
+    def spawned_dir(self) -> Path:
+        return self.root / "spawned"
+
+    def spawn(self, name: str, argv: list[str]) -> ProcId:
+        """Start ``argv`` beside the units: in a session of its own (a Ctrl-C at the terminal is its starter's
+        to handle), pdtui importable, its output appended to ``ROOT/NAME.log``. Its PID and start time are
+        recorded under ``ROOT/spawned``, so :meth:`stop_all` stops it, from this process or any other."""
+        self.spawned_dir.mkdir(exist_ok=True)
+        with open(self.root / f"{name}.log", "ab") as out:
+            child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,
+                                     env=package_env())
+        self.children.append(child)
+        proc = ProcId.of(child.pid) or ProcId(child.pid, 0)   # start 0: it ended already, and alive() says so
+        (self.spawned_dir / name).write_text(f"{proc.pid} {proc.start}\n")
+        return proc
+
+    def spawned(self) -> dict[str, ProcId]:
+        """The processes :meth:`spawn` started, by name (alive or not)."""
+        procs = {}
+        for path in sorted(self.spawned_dir.glob("*")):
+            pid, start = path.read_text().split()
+            procs[path.name] = ProcId(int(pid), int(start))
+        return procs
+
     def stop_all(self) -> None:
-        """Stop every unit's supervisor and child by PID and wait until they are gone, then journal-remote.
+        """Stop what :meth:`spawn` started, then every unit's supervisor and child, by PID, and wait until they
+        are gone; then journal-remote.
 
         Each unit's start/stop lock is taken first: a ``systemctl start`` still
         spawning (its caller interrupted a moment ago) finishes recording its
         supervisor before this reads the record.
         """
+        for proc in self.spawned().values():
+            terminate(proc, STOP_GRACE, group=True)
+        for child in self.children:
+            child.poll()     # reaped: no zombie left behind
         for name in sorted({*self.store.names(), *self.store.started_names()}):
             with self.store.lock(name):
                 self._stop_unit(name)

@@ -35,6 +35,7 @@ class Wording:
     warmup_failed: str              # {mode}: prefill | decode
     sigquit: str
     bootstrap_started: str | None   # {host} {port}
+    inter_token_metric: str = "sglang:inter_token_latency_seconds"   # the /metrics histogram between two tokens
 
     def warmup_failure(self, mode: str) -> str:
         return self.warmup_failed.format(mode=mode)
@@ -51,6 +52,7 @@ WORDINGS: dict[str, Wording] = {
         "'type': 'BadRequestError', 'param': None, 'code': 400}}",
         "Received sigquit from a child proces. It usually means the child failed.",
         None,
+        "sglang:time_per_output_token_seconds",
     ),
     "2025": Wording(
         "2025", 503, True,

@@ -5,7 +5,9 @@ It prints SGLang's real startup sequence in the wording of ``--generation``
 binds its HTTP port at "Uvicorn running" time (before it is ready, as the real
 one does), answers ``/health`` as that generation does (503 while Starting and
 200 once the warm-up ended, *failed or not*; always 200 on the oldest), runs a
-prefill's bootstrap server, then logs steady-state batch lines. ``--fail MODE``
+prefill's bootstrap server, then logs steady-state batch lines at ``--log-rate``
+whose figures are those of the requests it is serving (sim/serving.py), as
+``/metrics`` does with ``--enable-metrics`` (sim/metrics.py). ``--fail MODE``
 plays one of the failures pdtui must recognise, or one of the lines that only
 look bad (a request's traceback, per-request transfer errors) while it goes on
 serving. Normal lines go to stdout, failure blocks to stderr; every line is
@@ -22,11 +24,13 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import TextIO
 
 from pdtui.sim.bootstrap import BootstrapServer
 from pdtui.sim.httpserve import set_on_signal
-from pdtui.sim.knobs import DEFAULT_MODEL, FAIL_MODES
+from pdtui.sim.knobs import DEFAULT_MODEL, FAIL_AFTER, FAIL_FOR, FAIL_MODES
+from pdtui.sim.serving import DEFAULT_CAPACITY, MAX_TOTAL_TOKENS, Prefilled, Serving
 from pdtui.sim.wording import DEFAULT_GENERATION, GENERATIONS, WORDINGS
 from pdtui.sim.worker_http import WorkerServer, WorkerState
 
@@ -80,10 +84,21 @@ class Worker:
         self.bootstrap: BootstrapServer | None = None
         self.squatter: socket.socket | None = None
         self.words = WORDINGS[args.generation]
+        self.serving = Serving(args.role, args.max_running_requests or DEFAULT_CAPACITY)
         self.state = WorkerState(role=args.role, model=args.model, host=args.host, port=args.port,
                                  bootstrap_port=args.bootstrap_port, tp_size=len(self.gpus),
-                                 access_log=self.log.main, fail_generate=args.fail == "generate-500",
-                                 transfer_errors=args.fail == "transfer-errors", error_log=self.log.tp_error)
+                                 access_log=self.log.main, serving=self.serving,
+                                 metrics=self._metrics() if args.enable_metrics else None,
+                                 fail_generate=args.fail == "generate-500",
+                                 transfer_errors=args.fail == "transfer-errors", error_log=self.log.tp_error,
+                                 fail_later=((args.fail_after, args.fail_for) if args.fail == "generate-fails-later"
+                                             else None))
+
+    def _metrics(self) -> Callable[[], tuple[bytes, str]]:
+        """What ``GET /metrics`` answers: the registry's text, in SGLang's names for this generation."""
+        from pdtui.sim.metrics import CONTENT_TYPE, Metrics  # prometheus_client: only with --enable-metrics
+        metrics = Metrics(self.serving, self.args.model, self.words.inter_token_metric)
+        return lambda: (metrics.render(), CONTENT_TYPE)
 
     def at(self, fraction: float) -> bool:
         """Sleep until ``fraction`` of the startup time has passed; False if asked to stop."""
@@ -115,7 +130,7 @@ class Worker:
             (0.12, log.tp, "Load weight begin. avail mem=137.34 GB"),
             (0.40, log.tp, "Load weight end. type=DeepseekV4ForCausalLM, dtype=torch.bfloat16, "
                            "avail mem=71.08 GB, mem usage=66.26 GB."),
-            (0.45, log.tp, "KV Cache is allocated. #tokens: 834615, K size: 24.12 GB, V size: 24.12 GB"),
+            (0.45, log.tp, f"KV Cache is allocated. #tokens: {MAX_TOTAL_TOKENS}, K size: 24.12 GB, V size: 24.12 GB"),
             (0.46, log.tp, "Memory pool end. avail mem=14.61 GB"),
         ]
         if not self._steps(steps):
@@ -165,8 +180,9 @@ class Worker:
         log = self.log
         steps = [
             (0.75, log.main, self.words.graph_end),
-            (0.76, log.main, "max_total_num_tokens=834615, chunked_prefill_size=8192, max_prefill_tokens=16384, "
-                             "max_running_requests=2409, context_len=32768, available_gpu_mem=12.51 GB"),
+            (0.76, log.main, f"max_total_num_tokens={MAX_TOTAL_TOKENS}, chunked_prefill_size=8192, "
+                             f"max_prefill_tokens=16384, max_running_requests={self.serving.capacity}, "
+                             "context_len=32768, available_gpu_mem=12.51 GB"),
             (0.80, log.main, f"INFO:     Started server process [{os.getpid()}]"),
             (0.80, log.main, "INFO:     Waiting for application startup."),
             (0.80, log.main, "INFO:     Application startup complete."),
@@ -246,7 +262,7 @@ class Worker:
                 self.log.error_block(request_traceback(), prefix="")
             due = int((now - start) * rate) - written
             if due > 0:
-                self.log.write("".join(self._batch_line(written + i) for i in range(due)))
+                self.log.write(self._batch_lines(due))
                 written += due
             wake = start + (written + 1) / rate
             for event_at in (crash_at, traceback_at):
@@ -255,14 +271,22 @@ class Worker:
             self.stop.wait(max(0.005, wake - time.monotonic()))
         return 0
 
-    def _batch_line(self, n: int) -> str:
-        stamp = Log.stamp(" TP0")
+    def _batch_lines(self, count: int) -> str:
+        """``count`` batch lines with the server's figures now; a prefill's first tells what it prefilled since
+        its last line (the others, due at the same moment, none)."""
+        stamp, load = Log.stamp(" TP0"), self.serving.snapshot()
         if self.args.role == "decode":
-            running = 8 + n % 9
-            return (f"{stamp} Decode batch. #running-req: {running}, #token: {running * 448}, token usage: 0.01, "
-                    f"gen throughput (token/s): {700 + (n * 37) % 200:.2f}, #queue-req: 0\n")
-        return (f"{stamp} Prefill batch. #new-seq: 1, #new-token: {512 + (n * 61) % 2048}, #cached-token: 0, "
-                f"token usage: 0.01, #running-req: 0, #queue-req: 0\n")
+            line = (f"{stamp} Decode batch. #running-req: {load.running}, #token: {load.used_tokens}, "
+                    f"token usage: {load.token_usage:.2f}, gen throughput (token/s): {load.gen_throughput:.2f}, "
+                    f"#queue-req: {load.queued}\n")
+            return line * count
+        lines = []
+        for n in range(count):
+            done = self.serving.take_prefilled() if n == 0 else Prefilled()
+            lines.append(f"{stamp} Prefill batch. #new-seq: {done.seqs}, #new-token: {done.new_tokens}, "
+                         f"#cached-token: {done.cached_tokens}, token usage: {load.token_usage:.2f}, "
+                         f"#running-req: {load.running}, #queue-req: {load.queued}\n")
+        return "".join(lines)
 
     def _crash(self, traceback: list[str], fraction: float) -> int:
         """Print a scheduler exception and the parent's SIGQUIT line, as a crashing SGLang does."""
@@ -350,7 +374,7 @@ def server_args_repr(args: argparse.Namespace, gpus: list[int]) -> str:
         "trust_remote_code": True, "context_length": None, "is_embedding": False, "enable_multimodal": None,
         "revision": None, "model_impl": "auto", "host": args.host, "port": args.port, "skip_server_warmup": False,
         "warmups": None, "nccl_port": None, "dtype": "auto", "quantization": "fp8", "quantization_param_path": None,
-        "kv_cache_dtype": "auto", "mem_fraction_static": 0.82, "max_running_requests": None,
+        "kv_cache_dtype": "auto", "mem_fraction_static": 0.82, "max_running_requests": args.max_running_requests,
         "max_queued_requests": None, "max_total_tokens": None, "chunked_prefill_size": 8192,
         "max_prefill_tokens": 16384, "schedule_policy": "fcfs", "schedule_conservativeness": 1.0,
         "page_size": 64, "hybrid_kvcache_ratio": None, "swa_full_tokens_ratio": 0.8,
@@ -359,7 +383,7 @@ def server_args_repr(args: argparse.Namespace, gpus: list[int]) -> str:
         "constrained_json_whitespace_pattern": None, "watchdog_timeout": 300, "dist_timeout": None,
         "download_dir": None, "base_gpu_id": gpus[0], "gpu_id_step": 1, "sleep_on_idle": False,
         "log_level": "info", "log_level_http": None, "log_requests": False, "log_requests_level": 2,
-        "crash_dump_folder": None, "show_time_cost": False, "enable_metrics": True,
+        "crash_dump_folder": None, "show_time_cost": False, "enable_metrics": args.enable_metrics,
         "enable_metrics_for_all_schedulers": False, "bucket_time_to_first_token": None,
         "bucket_inter_token_latency": None, "bucket_e2e_request_latency": None, "collect_tokens_histogram": False,
         "decode_log_interval": 40, "enable_request_time_stats_logging": False, "kv_events_config": None,
@@ -424,10 +448,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         default=8998)
     parser.add_argument("--startup", type=float, default=3.0, help="seconds from start to the ready line")
     parser.add_argument("--fail", choices=FAIL_MODES, default=None)
+    parser.add_argument("--fail-after", type=float, default=FAIL_AFTER,
+                        help="generate-fails-later: seconds from the first generation served until they fail")
+    parser.add_argument("--fail-for", type=float, default=FAIL_FOR,
+                        help="generate-fails-later: seconds generations keep failing")
     parser.add_argument("--generation", choices=GENERATIONS, default=DEFAULT_GENERATION,
                         help="which SGLang release's wording and /health behaviour to play")
     parser.add_argument("--model", "--model-path", dest="model", default=DEFAULT_MODEL)
     parser.add_argument("--log-rate", type=float, default=0.5, help="steady-state batch lines per second")
+    parser.add_argument("--enable-metrics", action="store_true", help="serve SGLang's Prometheus metrics on /metrics")
+    parser.add_argument("--max-running-requests", type=int, default=None,
+                        help=f"requests running at once, the rest queue (default {DEFAULT_CAPACITY})")
     parser.add_argument("--gpus", default=None, help="GPU indexes (default: CUDA_VISIBLE_DEVICES, else 0)")
     parser.add_argument("--tp", "--tp-size", dest="tp", type=int, default=None)
     parser.add_argument("--disaggregation-transfer-backend", dest="transfer_backend", default="mooncake")
@@ -435,6 +466,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args, _sglang_only = parser.parse_known_args(argv)
     if args.log_rate <= 0:
         parser.error("--log-rate must be positive")
+    if args.max_running_requests is not None and args.max_running_requests < 1:
+        parser.error("--max-running-requests must be at least 1")
     if args.gpus is None:
         args.gpus = os.environ.get("CUDA_VISIBLE_DEVICES") or "0"
     return args

@@ -5,6 +5,11 @@ over gRPC (an HTTP/2 preface, which an HTTP/1.1 server rejects), then polls
 ``GET /health``, reads ``GET /server_info`` and ``GET /model_info``, and sends
 every generation request to both workers with ``bootstrap_host``,
 ``bootstrap_port`` and ``bootstrap_room`` added, returning the decode answer.
+
+A generation takes the time it would on a real server (see sim/serving.py): the
+prefill computes the prompt, the decode produces its tokens a few dozen a
+second, a stream sends each token's event as it comes. With ``--enable-metrics``
+``GET /metrics`` serves SGLang's Prometheus series; without it, 404 as SGLang's.
 """
 
 from __future__ import annotations
@@ -12,11 +17,12 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from pdtui.sim.httpserve import JsonHandler, Server
+from pdtui.sim.serving import MAX_TOTAL_TOKENS, Serving
 
 WORDS = ("The quick brown fox jumps over the lazy dog while the simulated decode worker streams "
          "tokens back through the router to whoever asked").split()
@@ -36,10 +42,25 @@ class WorkerState:
     bootstrap_port: int
     tp_size: int
     access_log: Callable[[str], None]
+    serving: Serving
+    metrics: Callable[[], tuple[bytes, str]] | None = None   # /metrics' body and type; None: not enabled
     fail_generate: bool = False
+    fail_later: tuple[float, float] | None = None    # (after, for): generations fail from ``after`` seconds past
+    fail_window: tuple[float, float] | None = None   # the first one served, for ``for`` seconds (monotonic clock)
     transfer_errors: bool = False                 # every routed request's KV transfer fails (logged, 500)
     error_log: Callable[[str], None] = print
     healthy: threading.Event = field(default_factory=threading.Event)
+
+    def generation_fails(self) -> bool:
+        """Whether this generation answers 500: always (generate-500), or inside the window that the first
+        generation served opens (generate-fails-later)."""
+        if self.fail_generate:
+            return True
+        now = time.monotonic()
+        if self.fail_later is not None and self.fail_window is None:
+            after, length = self.fail_later
+            self.fail_window = (now + after, now + after + length)
+        return self.fail_window is not None and self.fail_window[0] <= now < self.fail_window[1]
 
     def transfer_failed(self, request: dict[str, Any]) -> dict[str, Any]:
         """Log SGLang's per-request transfer error for a routed request; the error body its client gets."""
@@ -65,9 +86,10 @@ class WorkerState:
         return {"model_path": self.model, "tokenizer_path": self.model, "host": self.host, "port": self.port,
                 "tp_size": self.tp_size, "dp_size": 1, "pp_size": 1, "disaggregation_mode": self.role,
                 "disaggregation_bootstrap_port": self.bootstrap_port,
-                "disaggregation_transfer_backend": "mooncake", "max_total_num_tokens": 834615,
+                "disaggregation_transfer_backend": "mooncake", "max_total_num_tokens": MAX_TOTAL_TOKENS,
                 "chunked_prefill_size": 8192, "context_length": 32768, "version": "0.5.5-sim",
-                "internal_states": [{"last_gen_throughput": 0.0, "avg_spec_accept_length": None}]}
+                "internal_states": [{"last_gen_throughput": round(self.serving.snapshot().gen_throughput, 2),
+                                     "avg_spec_accept_length": None}]}
 
     def models(self) -> dict[str, Any]:
         return {"object": "list", "data": [{"id": self.model, "object": "model", "created": int(time.time()),
@@ -108,6 +130,8 @@ class WorkerHandler(JsonHandler):
             self.reply_json(200, state.server_info())
         elif route == "/v1/models":
             self.reply_json(200, state.models())
+        elif route == "/metrics" and state.metrics is not None:
+            self.reply(200, *state.metrics())
         elif route in GENERATE_PATHS:
             self.reply_json(405, {"detail": "Method Not Allowed"})
         else:
@@ -126,17 +150,30 @@ class WorkerHandler(JsonHandler):
             self.reply_json(404, {"detail": "Not Found"})
         elif not isinstance(request, dict):
             self.reply_json(400, _error("The request body must be a JSON object", 400))
-        elif self.state.fail_generate:
+        elif self.state.generation_fails():
             self.reply_json(500, _error("Internal server error: the scheduler returned no output", 500))
         elif self.state.transfer_errors and request.get("bootstrap_room") is not None:
             self.reply_json(500, self.state.transfer_failed(request))
         elif self.state.role == "prefill" and request.get("bootstrap_room") is None:
             self.reply_json(400, _error("Prefill disaggregation mode needs bootstrap_host, bootstrap_port "
                                         "and bootstrap_room (send requests through the router)", 400))
-        elif request.get("stream"):
-            self.reply_events(_stream(route, request, self.state))
         else:
-            self.reply_json(200, _answer(route, request, self.state))
+            self._generate(route, request)
+
+    def _generate(self, route: str, request: dict[str, Any]) -> None:
+        """Answer once the load model has taken the request through (a stream: each token as it comes)."""
+        started = time.monotonic()
+        prefix, prefix_tokens = _prefix(request)
+        limit = _max_tokens(route, request)
+        tokens = self.state.serving.serve(_prompt_tokens(request), limit, prefix, prefix_tokens)
+        try:
+            if request.get("stream"):
+                self.reply_events(_stream(route, request, self.state, tokens, limit))
+            else:
+                produced = sum(1 for _ in tokens)
+                self.reply_json(200, _answer(route, request, self.state, produced, limit, time.monotonic() - started))
+        finally:
+            tokens.close()     # a client gone mid-stream: the request ends here too
 
 
 def _error(message: str, code: int) -> dict[str, Any]:
@@ -144,11 +181,15 @@ def _error(message: str, code: int) -> dict[str, Any]:
     return {"object": "error", "message": message, "type": kind, "param": None, "code": code}
 
 
-def _answer(route: str, request: dict[str, Any], state: WorkerState) -> Any:
+def _text(produced: int) -> str:
+    """The answer's first ``produced`` tokens: the words, over again when it is longer than they are."""
+    return " ".join(WORDS[n % len(WORDS)] for n in range(produced))
+
+
+def _answer(route: str, request: dict[str, Any], state: WorkerState, produced: int, limit: int,
+            latency: float = 0.0) -> Any:
     """The body SGLang returns for ``route``; prefill generates nothing (decode answers for it)."""
-    limit = _max_tokens(route, request)
-    produced = 0 if state.role == "prefill" else min(limit, len(WORDS))
-    text = " ".join(WORDS[:produced])
+    text = _text(produced)
     finish = "length" if produced == limit else "stop"
     prompt = _prompt_tokens(request)
     usage = {"prompt_tokens": prompt, "completion_tokens": produced, "total_tokens": prompt + produced}
@@ -165,29 +206,35 @@ def _answer(route: str, request: dict[str, Any], state: WorkerState) -> Any:
                              "matched_stop": None}], "usage": usage}
     one = {"text": text, "meta_info": {"id": uuid.uuid4().hex, "finish_reason": {"type": finish, "length": produced},
                                        "prompt_tokens": prompt, "completion_tokens": produced, "cached_tokens": 0,
-                                       "e2e_latency": 0.01}}
+                                       "e2e_latency": round(latency, 4)}}
     texts = request.get("text")
     return [one] * len(texts) if isinstance(texts, list) else one
 
 
-def _stream(route: str, request: dict[str, Any], state: WorkerState) -> list[dict[str, Any]]:
-    """The events of a streamed answer: one per token, the last one carrying the finish reason."""
-    full = _answer(route, request, state)
+def _stream(route: str, request: dict[str, Any], state: WorkerState, tokens: Iterator[int],
+            limit: int) -> Iterator[dict[str, Any]]:
+    """The events of a streamed answer, each when its token is produced; the last carries the finish reason."""
+    produced = 0
     if route == "/generate":
-        words = full["text"].split()
-        return [{**full, "text": " ".join(words[:n + 1])} for n in range(len(words))] or [full]
+        for n in tokens:
+            produced = n + 1
+            yield _answer(route, request, state, produced, limit)
+        if not produced:
+            yield _answer(route, request, state, 0, limit)
+        return
     chat = route == "/v1/chat/completions"
-    choice = full["choices"][0]
-    words = (choice["message"]["content"] if chat else choice["text"]).split()
-    kind = "chat.completion.chunk" if chat else "text_completion"
-    head = {"id": full["id"], "object": kind, "created": full["created"], "model": full["model"]}
+    head = {"id": uuid.uuid4().hex, "object": "chat.completion.chunk" if chat else "text_completion",
+            "created": int(time.time()), "model": state.model}
 
     def chunk(text: str | None, finish: str | None) -> dict[str, Any]:
         body: dict[str, Any] = {"delta": {"role": "assistant", "content": text}} if chat else {"text": text or ""}
         return {**head, "choices": [{"index": 0, **body, "logprobs": None, "finish_reason": finish}]}
 
-    tokens = [chunk(("" if n == 0 else " ") + word, None) for n, word in enumerate(words)]
-    return [*tokens, {**chunk(None, choice["finish_reason"]), "usage": full["usage"]}]
+    for n in tokens:
+        produced = n + 1
+        yield chunk(("" if n == 0 else " ") + WORDS[n % len(WORDS)], None)
+    last = _answer(route, request, state, produced, limit)
+    yield {**chunk(None, last["choices"][0]["finish_reason"]), "usage": last["usage"]}
 
 
 def _max_tokens(route: str, request: dict[str, Any]) -> int:
@@ -199,11 +246,22 @@ def _max_tokens(route: str, request: dict[str, Any]) -> int:
 
 
 def _prompt_tokens(request: dict[str, Any]) -> int:
+    """The prompt's tokens, a word each."""
     messages = request.get("messages")
     if isinstance(messages, list):
         return sum(len(str(m.get("content", "")).split()) for m in messages if isinstance(m, dict))
     prompt = request.get("text", request.get("prompt", ""))
     return len(str(prompt).split())
+
+
+def _prefix(request: dict[str, Any]) -> tuple[str, int]:
+    """A chat's messages before the last (its system prompt, the turns so far) and their tokens: what a prefix
+    cache finds again when the same conversation, or the same system prompt, comes back."""
+    messages = request.get("messages")
+    if not isinstance(messages, list) or len(messages) < 2:
+        return "", 0
+    earlier = [str(m.get("content", "")) for m in messages[:-1] if isinstance(m, dict)]
+    return "\x00".join(earlier), sum(len(text.split()) for text in earlier)
 
 
 class WorkerServer(Server):

@@ -225,3 +225,9 @@ def exit_words(code: str) -> str:
     if status.isdigit() and int(status):
         return f"exit code {int(status)}"
     return ""
+
+
+def ended_words(job: JobRow, exit_code: str = "") -> str:
+    """``job 12 OUT_OF_MEMORY (OutOfMemory), exit code 1``: its state, Slurm's reason and how it exited."""
+    words = exit_words(exit_code or job.exit_code)
+    return f"job {job.job_id} {job.state}" + (f" ({job.reason})" if job.reason else "") + (f", {words}" if words else "")

@@ -25,6 +25,7 @@ from textual.theme import Theme
 from textual.widgets import Footer
 
 from pdtui.engine.events import (
+    CanaryResult,
     Done,
     Event,
     EventSource,
@@ -38,10 +39,12 @@ from pdtui.engine.events import (
     PhaseStarted,
     PlanReady,
     ProbeResult,
+    ServingFigures,
     StateChanged,
     StepChanged,
     UnitStatus,
 )
+from pdtui.engine.states import SERVING_STATES, ServiceState
 from pdtui.exits import EXIT_FAILED, EXIT_INTERRUPTED
 from pdtui.timeline import slower
 from pdtui.ui.bridge import EngineEvent, connect
@@ -181,6 +184,7 @@ class PdtuiApp(App[int]):
         self.run_worker(self._bring_up(), name="bring-up", exit_on_error=False)
         # advances the elapsed counters once a second, only while a bring-up is in progress
         self.ticker = self.set_interval(1.0, self._tick)
+        self.watch(self.screen, "maximized", lambda _: self._tell_shown(), init=False)
         self.set_interval(RELEASE_EVERY, self.collector.release, name="heap-release")
 
     async def on_unmount(self) -> None:
@@ -215,12 +219,24 @@ class PdtuiApp(App[int]):
         self.merged = MergedPane(list(self.panels), log_limit=self.log_limit)
         self.query_one("#body").mount(self.merged)
         self._relayout()
+        self._tell_shown()
         if self.panels:
             self.call_after_refresh(next(iter(self.panels.values())).log_view.focus)
         self.call_after_refresh(self.collector.settle)   # the screen is built: its objects stay
 
     def on_resize(self) -> None:
         self._relayout()
+
+    def _tell_shown(self) -> None:
+        """Tell the engine which panels are on screen: only their servers' figures are fetched."""
+        screen = self.screen
+        if screen.has_class("-merged"):
+            shown: list[str] = []
+        elif isinstance(screen.maximized, ServicePanel):
+            shown = [screen.maximized.service]
+        else:
+            shown = list(self.panels)
+        self.source.show_figures(shown)
 
     def _relayout(self) -> None:
         """Share the height between the backend rows and the router rows.
@@ -277,8 +293,37 @@ class PdtuiApp(App[int]):
             return
         if not self.in_progress and not event.new.is_final:
             self._retry_started()
+        serving = panel.view.figures is not None
         panel.view.apply(event)
         panel.redraw(self.elapsed.now())
+        if serving and panel.view.figures is None:
+            panel.show_figures()
+        if ServiceState.DEGRADED in (event.new, event.old) and event.new in SERVING_STATES:
+            self._canary_verdict(event)
+
+    def _canary_verdict(self, event: StateChanged) -> None:
+        """A ready router degraded (toast and bell: serving is failing), or serves again."""
+        if event.new is ServiceState.DEGRADED:
+            self.notify(f"{event.service} degraded: {event.reason}", severity="error", timeout=20, markup=False)
+            self.bell()
+        else:
+            self.notify(f"{event.service} ready again: {event.reason}", markup=False)
+        self._system_line(event.service, f"· {event.service} {event.new.value}: {event.reason}",
+                          LineKind.WARN if event.new is ServiceState.DEGRADED else LineKind.SYSTEM)
+
+    @apply.register
+    def _on_canary(self, event: CanaryResult) -> None:
+        panel = self.panels.get(event.service)
+        if panel is not None:
+            panel.view.apply_canary(event)
+            panel.redraw(self.elapsed.now())
+
+    @apply.register
+    def _on_figures(self, event: ServingFigures) -> None:
+        panel = self.panels.get(event.service)
+        if panel is not None and panel.view.state in SERVING_STATES:
+            panel.view.apply_figures(event)
+            panel.show_figures()
 
     def _retry_started(self) -> None:
         self.in_progress = True
@@ -455,12 +500,14 @@ class PdtuiApp(App[int]):
         screen = self.screen
         if screen.has_class("-merged"):
             screen.remove_class("-merged")
+            self._tell_shown()
             if self.panels:
                 next(iter(self.panels.values())).log_view.focus()
             return
         screen.minimize()
         self.merged.rebuild([list(panel.log_view.rows()) for panel in self.panels.values()])
         screen.add_class("-merged")
+        self._tell_shown()
         self.merged.log_view.focus()
 
     def action_save(self) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pdtui.engine.events import GpuInfo, JobStatus, ProbeResult, ServiceInfo
+from pdtui.engine.events import CanaryResult, Figures, GpuInfo, JobStatus, ProbeResult, ServiceInfo, ServingFigures
 from pdtui.engine.states import ServiceState
 from pdtui.text import inert
 
@@ -12,6 +12,7 @@ BADGE_LABELS: dict[ServiceState, str] = {
     ServiceState.QUEUED: "◌ queued",
     ServiceState.WAITING: "◐ waiting",
     ServiceState.READY: "✓ READY",
+    ServiceState.DEGRADED: "▼ DEGRADED",
     ServiceState.FAILED: "✗ FAILED",
     ServiceState.TIMED_OUT: "⧗ TIMED OUT",
     ServiceState.BLOCKED: "⊘ blocked",
@@ -103,3 +104,72 @@ def check_summary(checks: list[ProbeResult]) -> str:
             latency = f" {check.latency * 1000:.0f} ms" if check.latency is not None else ""
             parts.append(f"✓ {check.check}{latency}")
     return " · ".join(parts)
+
+
+def canary_summary(canary: CanaryResult, now: float) -> str:
+    """The router's latest canary: its latency (or why it failed) and how long ago it ran."""
+    ago = f"{duration(now - canary.elapsed)} ago"
+    if canary.ok:
+        latency = f" {canary.latency * 1000:.0f} ms" if canary.latency is not None else ""
+        return f"✓ canary{latency} ({ago})"
+    return f"✗ canary ({ago}): {inert(canary.detail, 120)}"
+
+
+def rate(tokens_per_s: float) -> str:
+    """A token rate in three significant figures at most: ``812``, ``3.1k``, ``12k``."""
+    if tokens_per_s >= 9999.5:
+        return f"{tokens_per_s / 1000:.0f}k"
+    if tokens_per_s >= 999.5:
+        return f"{tokens_per_s / 1000:.1f}k"
+    return f"{tokens_per_s:.0f}"
+
+
+def figures_summary(event: ServingFigures) -> str:
+    """A serving server's figures on one line: its throughput first (what moves), then load and latency."""
+    figures = event.figures
+    if figures.requests_ps is not None or figures.open_circuits is not None:
+        return _router_summary(figures)
+    parts = []
+    if figures.generation_tps is not None and (figures.generation_tps > 0 or figures.prompt_tps is None):
+        parts.append(f"{rate(figures.generation_tps)} tok/s")
+    elif figures.prompt_tps is not None:
+        parts.append(f"{rate(figures.prompt_tps)} prompt tok/s")
+    if figures.running is not None:
+        parts.append(f"{figures.running} running")
+    if figures.queued is not None:
+        parts.append(f"{figures.queued} queued")
+    if figures.token_usage is not None:
+        parts.append(f"KV {figures.token_usage * 100:.0f}%")
+    if figures.ttft_p50 is not None:
+        parts.append(f"TTFT p50 {_seconds(figures.ttft_p50)}")
+    if event.hint:
+        parts.append(event.hint)     # read from its batch lines: what would give the rest
+    return " · ".join(parts)
+
+
+def _router_summary(figures: Figures) -> str:
+    parts = []
+    if figures.requests_ps is not None:
+        parts.append(f"{figures.requests_ps:.1f} req/s")
+    if figures.running is not None:
+        parts.append(f"{figures.running} in flight")
+    if figures.latency_p50 is not None:
+        parts.append(f"p50 {_seconds(figures.latency_p50)}")
+    if figures.open_circuits:
+        parts.append(f"{figures.open_circuits} circuit{'s' * (figures.open_circuits != 1)} open")
+    return " · ".join(parts)
+
+
+def _seconds(value: float) -> str:
+    return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.1f} s"
+
+
+def throughput(event: ServingFigures) -> float:
+    """The figure the sparkline follows: generated tokens per second, the prompt's on a prefill, a router's
+    requests per second."""
+    figures = event.figures
+    if figures.requests_ps is not None:
+        return figures.requests_ps
+    if figures.generation_tps:
+        return figures.generation_tps
+    return figures.prompt_tps or 0.0

@@ -7,14 +7,25 @@ wall time.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from pdtui.engine.events import PhaseStarted, ProbeResult, ServiceInfo, StateChanged, UnitStatus
-from pdtui.engine.states import ServiceState
+from pdtui.engine.events import (
+    CanaryResult,
+    PhaseStarted,
+    ProbeResult,
+    ServiceInfo,
+    ServingFigures,
+    StateChanged,
+    UnitStatus,
+)
+from pdtui.engine.states import SERVING_STATES, ServiceState
 from pdtui.text import inert
 from pdtui.timeline import finished, slow
-from pdtui.ui.format import BADGE_LABELS, duration
+from pdtui.ui.format import BADGE_LABELS, duration, throughput
+
+THROUGHPUT_SAMPLES = 40   # the sparkline's history: 80 s at one sample each 2 s
 
 
 class ElapsedClock:
@@ -70,11 +81,24 @@ class ServiceView:
     attached: bool = False              # found running, not started: no time to ready of its own
     last: dict[str, float] = field(default_factory=dict)   # each phase's length in the last successful run
     phases: list[tuple[str, float | None]] = field(default_factory=list)   # start-up phases begun: (name, journal time)
+    canary: CanaryResult | None = None   # a ready router's latest canary
+    figures: ServingFigures | None = None   # a serving server's latest figures
+    history: deque[float] = field(default_factory=lambda: deque(maxlen=THROUGHPUT_SAMPLES))   # its throughput
+    degraded_at: float | None = None     # elapsed when it last turned degraded
+
 
     def apply(self, event: StateChanged) -> None:
         """Move to ``event.new`` and record the timing and explanation it carries."""
         new = event.new
         self.state = new
+        if ServiceState.DEGRADED in (new, event.old) and new in SERVING_STATES:
+            self.degraded_at = event.elapsed if new is ServiceState.DEGRADED else None
+            self.pinned = inert(event.reason) if new is ServiceState.DEGRADED else None
+            return    # the canary's verdict on a ready router: its time to ready stands
+        self.degraded_at = None
+        if new not in SERVING_STATES:
+            self.figures = None
+            self.history.clear()
         if new is ServiceState.PENDING:
             self.since = self.until = self.time_to_ready = None
             self.pinned = inert(event.reason) if event.reason else None   # "waiting for decode" (a restart)
@@ -90,13 +114,20 @@ class ServiceView:
         elif new.is_final:
             self.until = event.elapsed
         if new is ServiceState.READY:
-            self.pinned = None
+            self.pinned = self.canary = None
             self.time_to_ready = event.time_to_ready
             if self.time_to_ready is None and self.since is not None and not self.attached:
                 self.time_to_ready = event.elapsed - self.since
         elif new in (ServiceState.FAILED, ServiceState.TIMED_OUT, ServiceState.BLOCKED):
             explanation = event.line or event.reason
             self.pinned = inert(explanation) if explanation else None
+
+    def apply_canary(self, event: CanaryResult) -> None:
+        self.canary = event
+
+    def apply_figures(self, event: ServingFigures) -> None:
+        self.figures = event
+        self.history.append(throughput(event))
 
     def apply_phase(self, event: PhaseStarted) -> tuple[str, float, float] | None:
         """A start-up phase of the current invocation began; the phase it ended when that one was slow
@@ -119,6 +150,8 @@ class ServiceView:
     def badge(self, now: float) -> str:
         """State label with elapsed time (time-to-ready once ready; the unit's uptime when found running)."""
         label = BADGE_LABELS[self.state]
+        if self.state is ServiceState.DEGRADED and self.degraded_at is not None:
+            return f"{label} {duration(now - self.degraded_at)}"
         if self.state is ServiceState.READY and self.time_to_ready is not None:
             return f"{label} {duration(self.time_to_ready)}"
         if self.state is ServiceState.READY and self.up_since is not None:

@@ -7,12 +7,12 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.reactive import reactive, var
 from textual.widget import Widget
-from textual.widgets import Static
+from textual.widgets import Sparkline, Static
 
 from pdtui.engine.events import GpuInfo, JobStatus, LogRecord, ServiceInfo
 from pdtui.engine.states import ServiceState
 from pdtui.timeline import phase_bar
-from pdtui.ui.format import check_summary, gpu_gauges, placement, service_title
+from pdtui.ui.format import canary_summary, check_summary, figures_summary, gpu_gauges, placement, service_title
 from pdtui.ui.logview import LogView
 from pdtui.ui.model import ServiceView
 
@@ -72,6 +72,31 @@ class LogStatus(Static):
         self.display = bool(text)
 
 
+class FiguresRow(Horizontal):
+    """A serving server's live figures: a throughput sparkline and one line of figures; hidden until the first."""
+
+    DEFAULT_CSS = """
+    FiguresRow { height: 1; display: none; }
+    FiguresRow > Sparkline { width: 12; height: 1; margin-right: 1; }
+    FiguresRow > Static { width: 1fr; }
+    """
+
+    def __init__(self) -> None:
+        super().__init__(classes="figures")
+        self.sparkline = Sparkline([], summary_function=max)
+        self.line = Static()
+
+    def compose(self) -> ComposeResult:
+        yield self.sparkline
+        yield self.line
+
+    def show(self, view: ServiceView) -> None:
+        self.display = view.figures is not None
+        if view.figures is not None:
+            self.sparkline.data = list(view.history)
+            self.line.update(Text(figures_summary(view.figures), no_wrap=True, overflow="ellipsis"))
+
+
 class ServicePanel(Vertical):
     """A service's live view: title, badge, placement, pinned failure line, journal tail."""
 
@@ -85,6 +110,7 @@ class ServicePanel(Vertical):
         self._badge = Static(classes="badge")
         self._phases = Static(classes="phases")
         self._checks = Static(classes="checks")
+        self.figures = FiguresRow()
         self._pinned = Static(classes="pinned")
         self.status = LogStatus(classes="log-status")
         self._shown: dict[Static, str | None] = {}
@@ -101,6 +127,7 @@ class ServicePanel(Vertical):
         yield self.placement
         yield self._phases
         yield self._checks
+        yield self.figures
         yield self._pinned
         yield self.status
         yield self.log_view
@@ -118,12 +145,15 @@ class ServicePanel(Vertical):
             self.set_class(state is view.state, css_class)
         bar = phase_bar(view.phases, view.last) if view.phases else None
         self._show(self._phases, Text(bar, no_wrap=True, overflow="ellipsis") if bar else None)
-        checks = check_summary(list(view.checks.values())) if view.checks else None
+        parts = [check_summary(list(view.checks.values()))] if view.checks else []
+        if view.canary is not None:
+            parts.append(canary_summary(view.canary, now))
+        checks = " · ".join(parts) or None
         self._show(self._checks, Text(checks, no_wrap=True, overflow="ellipsis") if checks else None)
         if view.pinned is None:
             self._show(self._pinned, None)
         else:
-            marker = {ServiceState.BLOCKED: "⊘ ", ServiceState.PENDING: "… "}.get(view.state, "✗ ")
+            marker = {ServiceState.BLOCKED: "⊘ ", ServiceState.PENDING: "… ", ServiceState.DEGRADED: "▼ "}.get(view.state, "✗ ")
             self._show(self._pinned, Text(marker + view.pinned, no_wrap=True, overflow="ellipsis"))
 
     def _show(self, line: Static, text: Text | None) -> None:
@@ -135,6 +165,10 @@ class ServicePanel(Vertical):
         line.display = text is not None
         if text is not None:
             line.update(text)
+
+    def show_figures(self) -> None:
+        """The newest serving figures (or none: it stopped serving)."""
+        self.figures.show(self.view)
 
     def append(self, records: tuple[LogRecord, ...]) -> None:
         """Add a batch of journal lines."""

@@ -88,6 +88,8 @@ def session_command(config: str, args: argparse.Namespace, mode: str) -> list[st
     argv = [sys.executable, "-m", "pdtui", "status", config, "--served", mode, "--theme", args.theme]
     if args.no_smoke:
         argv.append("--no-smoke")
+    if args.no_canary:
+        argv.append("--no-canary")
     if getattr(args, "accept_new", False):
         argv.append("--accept-new")
     return argv

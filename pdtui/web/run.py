@@ -47,7 +47,7 @@ def serve_demo(deployment, config: Path, args: argparse.Namespace, options: WebO
     async def bring_up(preface: Preface) -> object:
         print("pdtui demo: bringing up the simulated deployment; the TUI opens here once it is decided\n",
               file=preface, flush=True)
-        orchestrator = Orchestrator(deployment, make_host, smoke=not args.no_smoke, intent=UP)
+        orchestrator = Orchestrator(deployment, make_host, smoke=not args.no_smoke, canary=not args.no_canary, intent=UP)
         orchestrator.subscribe(LinePrinter(out=preface))
         try:
             return await orchestrator.run()

@@ -69,14 +69,20 @@ async def test_an_out_of_memory_job_fails_naming_its_line_and_blocks_the_router(
     assert rec.states("router") == ["blocked"]
 
 
-async def test_a_job_that_never_leaves_the_queue_times_out_naming_slurms_reason(slurm):
-    done, rec, _ = await bring_up(deployment(slurm, failures={"decode": "pending"}, timeout="6s"))
+async def test_a_job_that_never_leaves_the_queue_times_out_naming_slurms_reason_and_a_watch_says_queued(slurm):
+    dep = deployment(slurm, failures={"decode": "pending"}, timeout="6s")
+    done, rec, _ = await bring_up(dep)
     assert done.exit_code == 1
     assert rec.states("decode") == ["starting", "queued", "timed_out"]
     timed_out = rec.change("decode", "timed_out")
     assert timed_out.reason.startswith("still pending after 6s: Resources (job ")
     assert jobs(rec)["decode"].reason == "Resources"
     assert rec.states("router") == ["blocked"]
+
+    done, rec, _ = await bring_up(dep, intent=STATUS)        # decided at once: it is queued, for Slurm's reason
+    assert done.exit_code == 1 and rec.states("decode") == ["queued"]
+    assert rec.change("decode", "queued").reason.startswith("attached: job ") and done.failures["decode"].endswith(
+        "pending (Resources)")
 
 
 def _plain_job(cluster: PrivateCluster, command: list[str], **job) -> Deployment:

@@ -27,7 +27,9 @@ from ui_fakes import (
 )
 
 from pdtui.engine.events import (
+    CanaryResult,
     Done,
+    Figures,
     JobStatus,
     LineKind,
     LogLines,
@@ -35,6 +37,7 @@ from pdtui.engine.events import (
     PhaseStarted,
     PlanReady,
     ServiceInfo,
+    ServingFigures,
     StateChanged,
     Step,
     StepChanged,
@@ -689,3 +692,82 @@ async def test_a_jobs_panel_shows_its_job_id_node_and_the_gpus_slurm_gave() -> N
                                  job_id="12", node="gpu07"))
         await settle(pilot)
         assert "job 12 RUNNING on gpu07 · GPU 4 5 6 7 · :30002" in screen_text(app)
+
+
+async def test_a_failed_canary_degrades_the_router_with_a_toast_and_bell_and_a_passing_one_restores_it() -> None:
+    app, source = make_app(ready_script())
+    bells: list[bool] = []
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(pilot)
+        app.bell = lambda: bells.append(True)  # type: ignore[method-assign]
+        ready_badge = badge(app, "router")
+        source.emit(CanaryResult("router", True, "answer 'OK' in 41 ms", 0.041, 70.0))
+        await settle(pilot)
+        assert "✓ canary 41 ms" in screen_text(app)
+        source.emit(CanaryResult("router", False, "HTTP 500: scheduler returned no output", 0.01, 100.0),
+                    StateChanged("router", S.READY, S.DEGRADED, "canary failed: HTTP 500: scheduler returned no output",
+                                 elapsed=100.0))
+        await settle(pilot)
+        assert badge(app, "router").startswith("▼ DEGRADED")
+        assert "▼ canary failed: HTTP 500" in screen_text(app)
+        assert "✗ canary" in screen_text(app)
+        assert bells == [True]
+        assert app.notices[-1] == "router degraded: canary failed: HTTP 500: scheduler returned no output"
+        source.emit(CanaryResult("router", True, "answer 'OK' in 38 ms", 0.038, 130.0),
+                    StateChanged("router", S.DEGRADED, S.READY, "canary passes again: answer 'OK' in 38 ms",
+                                 elapsed=130.0))
+        await settle(pilot)
+        assert badge(app, "router") == ready_badge, "its time to ready stands"
+        assert "▼ canary failed" not in screen_text(app), "the pinned reason goes"
+        assert app.notices[-1].startswith("router ready again")
+        assert bells == [True]
+
+
+def served(service: str, tps: float, elapsed: float, **figures: object) -> ServingFigures:
+    return ServingFigures(service, "metrics", Figures(generation_tps=tps, **figures), elapsed=elapsed)  # type: ignore[arg-type]
+
+
+async def test_a_serving_decode_shows_its_figures_and_a_sparkline_that_moves() -> None:
+    app, source = make_app(ready_script())
+    async with app.run_test(size=(180, 50)) as pilot:
+        await settle(pilot)
+        assert "tok/s" not in screen_text(app), "no figures before the first sample"
+        source.emit(served("decode", 812.4, 61.0, running=12, queued=0, token_usage=0.012, ttft_p50=0.084))
+        await settle(pilot)
+        assert "812 tok/s · 12 running · 0 queued · KV 1% · TTFT p50 84 ms" in screen_text(app)
+        source.emit(served("decode", 1630.0, 63.0, running=20, queued=3, token_usage=0.02, ttft_p50=0.12))
+        await settle(pilot)
+        assert "1.6k tok/s · 20 running · 3 queued" in screen_text(app)
+        assert app.panels["decode"].figures.sparkline.data == [812.4, 1630.0]
+        source.emit(StateChanged("decode", S.READY, S.PENDING, "restart", elapsed=70.0))
+        await settle(pilot)
+        assert "tok/s" not in screen_text(app), "a server that stopped serving shows no figures"
+
+
+async def test_without_metrics_the_batch_lines_figures_say_which_flag_adds_the_rest() -> None:
+    app, source = make_app(ready_script())
+    async with app.run_test(size=(180, 50)) as pilot:
+        await settle(pilot)
+        source.emit(ServingFigures("decode", "log", Figures(812.4, None, 12, 0, 0.01), "TTFT needs --enable-metrics", 61.0))
+        await settle(pilot)
+        assert "812 tok/s · 12 running · 0 queued · KV 1% · TTFT needs --enable-metrics" in screen_text(app)
+
+
+async def test_only_the_panels_on_screen_have_their_figures_fetched() -> None:
+    app, source = make_app(ready_script())
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(pilot)
+        assert source.shown[-1] == ["decode", "prefill", "router"]
+        app.panels["decode"].log_view.focus()
+        await pilot.press("z")
+        await settle(pilot)
+        assert source.shown[-1] == ["decode"]
+        await pilot.press("z")
+        await settle(pilot)
+        assert source.shown[-1] == ["decode", "prefill", "router"]
+        await pilot.press("a")
+        await settle(pilot)
+        assert source.shown[-1] == []
+        await pilot.press("a")
+        await settle(pilot)
+        assert source.shown[-1] == ["decode", "prefill", "router"]

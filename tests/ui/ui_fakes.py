@@ -41,6 +41,7 @@ class FakeSource:
         self.retry_result = retry_result
         self.played = False
         self.closed = False
+        self.shown: list[list[str]] = []          # each set of services the app said it shows
 
     def subscribe(self, callback: Callable[[Event], None]) -> None:
         self.callbacks.append(callback)
@@ -69,6 +70,9 @@ class FakeSource:
     def stop(self, service: str) -> bool:
         self.actions.append(("stop", service))
         return True
+
+    def show_figures(self, services) -> None:
+        self.shown.append(sorted(services))
 
     async def close(self) -> None:
         self.closed = True

@@ -433,3 +433,11 @@ def test_the_slurm_sample_loads_with_its_queue_and_start_timeouts() -> None:
     prefill = dep.services["prefill"]
     assert (prefill.timeout, prefill.queue_timeout) == (600.0, 1800.0)
     assert prefill.job is not None and prefill.job.setup == ("module load cuda/12.4", "source /shared/venvs/sglang/bin/activate")
+
+
+def test_a_router_sends_a_canary_every_30s_by_default_and_none_when_off() -> None:
+    assert parse_config(BASE).services["router"].canary == 30.0
+    assert parse_config(BASE + "    canary: 5s\n").services["router"].canary == 5.0
+    for off in ("false", "off", "OFF"):
+        assert parse_config(BASE + f"    canary: {off}\n").services["router"].canary is None
+    assert parse_config(BASE).services["decode"].canary is None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from pdtui.engine.events import Done, GpuSample, Notice
 from pdtui.headless import UntilDone
 
@@ -13,3 +15,16 @@ def test_nothing_is_printed_after_the_done():
     for event in events:
         gate(event)
     assert printed == events[:2]
+
+
+def test_a_canary_is_one_line_headless_and_a_canary_object_in_json():
+    from pdtui.engine.events import CanaryResult, StateChanged
+    from pdtui.engine.states import ServiceState
+    from pdtui.headless import LinePrinter, to_json
+    failed = CanaryResult("router", False, "HTTP 500: \x1b[2Jno output", 0.012, 40.0)
+    assert LinePrinter().format(failed) == "[   40.0s] router     canary: failed: HTTP 500: ␛[2Jno output [12 ms]"
+    assert json.loads(to_json(failed)) == {"kind": "canary", "service": "router", "ok": False,
+                                           "detail": "HTTP 500: \x1b[2Jno output", "latency": 0.012, "elapsed": 40.0}
+    degraded = StateChanged("router", ServiceState.READY, ServiceState.DEGRADED, "canary failed: HTTP 500", elapsed=40.0)
+    assert json.loads(to_json(degraded))["state"] == "degraded"
+    assert "DEGRADED" in LinePrinter().format(degraded)

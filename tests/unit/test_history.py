@@ -173,3 +173,30 @@ def test_a_phase_three_times_as_long_as_last_time_is_warned_in_the_headless_line
     assert len(warnings) == 1
     assert "decode: weights took 41s, 3.2× the last successful run's 13s" in warnings[0]
     assert lines.index(warnings[0]) < next(i for i, line in enumerate(lines) if "phase kv_cache" in line)
+
+
+def test_an_interrupted_bring_up_is_kept_with_each_service_as_far_as_it_got(tmp_path):
+    path = tmp_path / "h.sqlite3"
+    events = a_bring_up()
+    cut = next(i for i, e in enumerate(events) if isinstance(e, StateChanged) and e.service == "router")
+    recorder = record(path, events[:cut])
+    recorder.interrupted(130)
+    [run] = load_runs(connect(path, create=False))
+    assert (run.ok, run.exit_code, run.elapsed) == (False, 130, 58.0)
+    assert run.services["decode"].outcome == "ready"
+    router = run.services["router"]
+    assert (router.outcome, router.reason) == ("interrupted", "interrupted while pending")
+
+
+def test_an_interrupt_after_the_outcome_changes_nothing(tmp_path):
+    path = tmp_path / "h.sqlite3"
+    record(path, a_bring_up()).interrupted(130)
+    [run] = load_runs(connect(path, create=False))
+    assert (run.ok, run.exit_code) == (True, 0)
+
+
+def test_history_says_a_run_was_interrupted(tmp_path):
+    path = tmp_path / "h.sqlite3"
+    record(path, a_bring_up()[:5]).interrupted(130)
+    [run] = load_runs(connect(path, create=False))
+    assert "  interrupted  " in history_line(run)

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-import pytest
+import re
 
-from pdtui.engine.phases import NAMES, PhaseTracker, durations, phase_of
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pdtui.engine.phases import NAMES, PHASES, PhaseTracker, durations, phase_of
 from pdtui.sim.wording import WORDINGS
 from pdtui.timeline import phase_bar, took
 
@@ -99,3 +103,15 @@ def test_the_phase_bar_says_how_long_each_phase_took_last_time_and_flags_a_slow_
 def test_a_phase_under_a_second_is_never_slow():
     from pdtui.timeline import slow
     assert not slow(0.4, 0.1) and slow(1.0, 0.3) and not slow(5.0, None) and not slow(2.9, 1.0)
+
+
+_PLAIN = re.compile("|".join(f"(?P<{p.name}>{p.start.pattern})" for p in PHASES))
+_PIECES = [piece for line in [*REAL_LINES, *NOT_PHASES] for piece in re.split(r"(?<=[ .])", line)]
+
+
+@given(st.lists(st.one_of(st.sampled_from(_PIECES), st.text(max_size=8)), max_size=12))
+def test_the_hints_looked_for_first_never_hide_a_phase_line(parts):
+    """``phase_of`` looks for its hints before its patterns: it answers exactly as the patterns alone."""
+    line = "".join(parts)
+    found = _PLAIN.search(line)
+    assert phase_of(line) == (found.lastgroup if found else None)

@@ -11,7 +11,9 @@ import pytest
 
 from pdtui.slurm.commands import SlurmCommands, follow
 from pdtui.slurm.parse import (
+    JobRow,
     accounting_off,
+    ended_words,
     exit_words,
     first_host,
     gres_indices,
@@ -176,3 +178,14 @@ def test_elapsed_as_slurm_prints_it(text: str, seconds: float | None) -> None:
 def test_exit_codes_in_words() -> None:
     assert [exit_words(c) for c in ("1:0", "0:9", "0:0", "", "137:9")] == [
         "exit code 1", "killed by signal 9", "", "", "killed by signal 9"]
+
+
+@pytest.mark.parametrize(("state", "reason", "code", "words"), [
+    ("FAILED", "NonZeroExitCode", "1:0", "job 7 FAILED (NonZeroExitCode), exit code 1"),
+    ("OUT_OF_MEMORY", "OutOfMemory", "0:125", "job 7 OUT_OF_MEMORY (OutOfMemory), killed by signal 125"),
+    ("TIMEOUT", "TimeLimit", "0:15", "job 7 TIMEOUT (TimeLimit), killed by signal 15"),
+    ("NODE_FAIL", "NodeDown", "0:0", "job 7 NODE_FAIL (NodeDown)"),
+    ("CANCELLED", "", "0:15", "job 7 CANCELLED, killed by signal 15"),
+])
+def test_how_a_job_ended_in_slurms_words(state: str, reason: str, code: str, words: str) -> None:
+    assert ended_words(JobRow("7", state, reason, "gpu01", "", "x"), code) == words

@@ -30,7 +30,8 @@ def test_a_blocked_service_can_never_become_ready_directly():
 
 def test_final_states():
     assert {s for s in ServiceState if s.is_final} == {
-        ServiceState.READY, ServiceState.FAILED, ServiceState.TIMED_OUT, ServiceState.BLOCKED, ServiceState.STOPPED}
+        ServiceState.READY, ServiceState.DEGRADED, ServiceState.FAILED, ServiceState.TIMED_OUT, ServiceState.BLOCKED,
+        ServiceState.STOPPED}
 
 
 def test_a_stopping_service_ends_stopped_or_failed_only():
@@ -47,3 +48,9 @@ def test_a_queued_job_runs_fails_times_out_or_is_sent_back_and_never_is_ready_at
     assert ALLOWED[ServiceState.QUEUED] == {ServiceState.WAITING, ServiceState.FAILED, ServiceState.TIMED_OUT,
                                             ServiceState.PENDING, ServiceState.STOPPING}
     assert ServiceState.QUEUED in ALLOWED[ServiceState.STARTING] and not ServiceState.QUEUED.is_final
+
+
+def test_only_a_ready_service_degrades_and_a_degraded_one_goes_back_to_ready_fails_or_settles():
+    assert {old for old in ServiceState if ServiceState.DEGRADED in ALLOWED[old]} == {ServiceState.READY}
+    assert ALLOWED[ServiceState.DEGRADED] == {ServiceState.READY, ServiceState.FAILED, ServiceState.PENDING,
+                                              ServiceState.STOPPING}

@@ -1,0 +1,87 @@
+"""The serving figures of the services on screen: sampled every few seconds, only while shown and serving.
+
+A face says which services it shows (:meth:`FiguresWatch.show`); nothing is
+fetched for the others, nor for anyone when no face asks (headless). Each
+sample is one ``GET /metrics`` through the host's own connection (the SSH
+connection of a remote host). A server that answers 404 there runs without
+``--enable-metrics``: its batch lines, judged as they come, give its figures
+instead. A router whose unit pdtui generates (a ``launch:`` block) is read at
+the Prometheus port its unit was given.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Collection, Mapping
+from typing import TYPE_CHECKING
+
+from pdtui.config import Deployment
+from pdtui.engine.events import Event, ServingFigures
+from pdtui.engine.serving import METRICS_FLAG, MetricsSample, figures_between, parse_metrics, router_figures_between
+from pdtui.engine.states import SERVING_STATES
+from pdtui.unit_files import prometheus_ports
+
+if TYPE_CHECKING:
+    from pdtui.engine.service_run import ServiceRun
+
+SAMPLED_ROLES = ("prefill", "decode")     # the SGLang servers (and the routers pdtui made the units of)
+FETCH_TIMEOUT = 5.0
+WITHOUT_METRICS_HINT = f"TTFT needs {METRICS_FLAG}"
+
+
+class FiguresWatch:
+    def __init__(self, deployment: Deployment, runs: Mapping[str, ServiceRun], *, emit: Callable[[Event], None],
+                 clock: Callable[[], float], elapsed: Callable[[], float], interval: float) -> None:
+        self._runs = runs
+        self._ports = {name: cfg.port for name, cfg in deployment.services.items()
+                       if cfg.role in SAMPLED_ROLES and cfg.port} | prometheus_ports(deployment)
+        self._emit = emit
+        self._clock = clock
+        self._elapsed = elapsed
+        self._interval = interval
+        self._shown: frozenset[str] = frozenset()
+        self._last: dict[str, MetricsSample] = {}
+        self._without_metrics: set[str] = set()     # answered 404: its batch lines give its figures
+        self._task: asyncio.Task | None = None
+
+    def show(self, services: Collection[str]) -> None:
+        """Sample these services from now on (the SGLang servers among them), and only these."""
+        self._shown = frozenset(name for name in services if name in self._ports)
+        if self._shown and (self._task is None or self._task.done()):
+            self._task = asyncio.create_task(self._samples(), name="serving figures")
+
+    async def _samples(self) -> None:
+        """A sample of every shown server that serves, every interval, while any is shown."""
+        while self._shown:
+            serving = [self._runs[name] for name in sorted(self._shown) if self._runs[name].state in SERVING_STATES]
+            await asyncio.gather(*(self._sample(run) for run in serving))
+            await asyncio.sleep(self._interval)
+
+    async def _sample(self, run: ServiceRun) -> None:
+        if run.name not in self._without_metrics:
+            result = await run.w.session.prober.get(self._ports[run.name], "/metrics", timeout=FETCH_TIMEOUT,
+                                                    address=run.address)
+            if result.ok:
+                try:
+                    sample = parse_metrics(result.body.decode(errors="replace"), self._clock())
+                except ValueError:
+                    self._without_metrics.add(run.name)     # not Prometheus text: read its lines instead
+                else:
+                    between = router_figures_between if run.cfg.is_router else figures_between
+                    figures = between(self._last.get(run.name), sample)
+                    self._last[run.name] = sample
+                    self._emit(ServingFigures(run.name, "metrics", figures, elapsed=self._elapsed()))
+                    return
+            elif result.status == 404:
+                self._without_metrics.add(run.name)
+            else:
+                return      # no answer this time: the last figures stand until the next sample
+        batch = run.attempt.batch
+        if batch is not None:
+            self._emit(ServingFigures(run.name, "log", batch, WITHOUT_METRICS_HINT, self._elapsed()))
+
+    async def close(self) -> None:
+        self._shown = frozenset()
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)

@@ -1,0 +1,152 @@
+"""A ready SGLang server's live figures: read from its ``/metrics``, or from its batch lines without it.
+
+``/metrics`` (SGLang's ``--enable-metrics``) is Prometheus text, parsed with
+prometheus_client's own parser. Gauges give running and queued requests, KV
+token usage and decode's generation throughput; the time-to-first-token
+histogram gives a p50 over the requests between two samples. Without it, the
+batch lines each scheduler logs still give the running and queued requests,
+the KV usage and (decode) the generation throughput.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
+
+from pdtui.engine.events import Figures
+
+RUNNING = "sglang:num_running_reqs"
+QUEUED = "sglang:num_queue_reqs"
+TOKEN_USAGE = "sglang:token_usage"
+GEN_THROUGHPUT = "sglang:gen_throughput"
+PROMPT_TOKENS = "sglang:prompt_tokens"            # counters, named without their _total
+GENERATION_TOKENS = "sglang:generation_tokens"
+TTFT = "sglang:time_to_first_token_seconds"
+METRICS_FLAG = "--enable-metrics"
+# The routers' own (smg and sglang-router 0.3 export the same smg_* names).
+ROUTED = "smg_router_requests"
+ROUTED_SECONDS = "smg_router_request_duration_seconds"
+ACTIVE = "smg_worker_requests_active"
+CIRCUIT_STATE = "smg_worker_cb_state"           # per worker: 0 closed, 1 open, 2 half open
+OPEN_CIRCUITS = f"{CIRCUIT_STATE}:open"
+
+_BATCH = re.compile(r"(Decode|Prefill) batch\. (.*)")
+_FIELD = re.compile(r"(#[\w-]+|token usage|gen throughput \(token/s\)): ([\d.]+)")
+
+
+@dataclass(frozen=True, slots=True)
+class MetricsSample:
+    """One reading of ``/metrics``: each gauge and counter summed over its series, each histogram's buckets."""
+
+    at: float                                            # the engine's clock when it was read
+    values: Mapping[str, float] = field(default_factory=dict)
+    buckets: Mapping[str, tuple[tuple[float, float], ...]] = field(default_factory=dict)   # (le, cumulative)
+
+
+def parse_metrics(text: str, at: float) -> MetricsSample:
+    """The figures pdtui reads from a server's Prometheus text (ValueError when it is not that)."""
+    values: dict[str, float] = {}
+    buckets: dict[str, dict[float, float]] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in _first_rank(family.samples):
+            if family.name == CIRCUIT_STATE:
+                values[OPEN_CIRCUITS] = values.get(OPEN_CIRCUITS, 0.0) + (sample.value == 1)
+            if family.type == "histogram" and sample.name.endswith("_bucket"):
+                le = float(sample.labels["le"])
+                counts = buckets.setdefault(family.name, {})
+                counts[le] = counts.get(le, 0.0) + sample.value
+            elif family.type in ("gauge", "counter", "untyped") and not sample.name.endswith("_created"):
+                values[family.name] = values.get(family.name, 0.0) + sample.value
+    return MetricsSample(at, values, {name: tuple(sorted(counts.items())) for name, counts in buckets.items()})
+
+
+def _first_rank(samples: Iterable[Sample]) -> Iterable[Sample]:
+    """The series of tensor-parallel rank 0 (every rank may report the same scheduler), all data-parallel ones."""
+    return (s for s in samples if s.labels.get("tp_rank", "0") == "0")
+
+
+def figures_between(previous: MetricsSample | None, current: MetricsSample) -> Figures:
+    """The figures at ``current``; rates and the TTFT p50 over the time since ``previous``."""
+    values = current.values
+    seconds = current.at - previous.at if previous is not None else 0.0
+
+    def rate(name: str) -> float | None:
+        if previous is None or seconds <= 0 or name not in values or name not in previous.values:
+            return None
+        return max(0.0, values[name] - previous.values[name]) / seconds
+
+    generation = values.get(GEN_THROUGHPUT)
+    running, queued = values.get(RUNNING), values.get(QUEUED)
+    return Figures(
+        generation_tps=generation if generation is not None else rate(GENERATION_TOKENS),
+        prompt_tps=rate(PROMPT_TOKENS),
+        running=int(running) if running is not None else None,
+        queued=int(queued) if queued is not None else None,
+        token_usage=values.get(TOKEN_USAGE),
+        ttft_p50=_recent_quantile(0.5, previous, current, TTFT),
+    )
+
+
+def router_figures_between(previous: MetricsSample | None, current: MetricsSample) -> Figures:
+    """A router's figures at ``current``: requests per second and their p50 since ``previous``, in flight, open
+    circuits."""
+    values = current.values
+    seconds = current.at - previous.at if previous is not None else 0.0
+    routed = None
+    if previous is not None and seconds > 0 and ROUTED in previous.values:
+        routed = max(0.0, values.get(ROUTED, 0.0) - previous.values[ROUTED]) / seconds
+    active = values.get(ACTIVE)
+    circuits = values.get(OPEN_CIRCUITS)
+    return Figures(running=int(active) if active is not None else None, requests_ps=routed,
+                   latency_p50=_recent_quantile(0.5, previous, current, ROUTED_SECONDS),
+                   open_circuits=int(circuits) if circuits is not None else None)
+
+
+def _recent_quantile(q: float, previous: MetricsSample | None, current: MetricsSample, name: str) -> float | None:
+    """The ``q`` quantile of the observations made between the two samples (all of them without a previous)."""
+    now = current.buckets.get(name)
+    if not now:
+        return None
+    before = dict(previous.buckets.get(name, ())) if previous is not None else {}
+    return histogram_quantile(q, [(le, count - before.get(le, 0.0)) for le, count in now])
+
+
+def histogram_quantile(q: float, buckets: list[tuple[float, float]]) -> float | None:
+    """The ``q`` quantile of cumulative ``(le, count)`` buckets, interpolated inside its bucket as Prometheus'
+    ``histogram_quantile`` does; None with no observation. A quantile in the ``+Inf`` bucket is the highest
+    finite bound."""
+    if not buckets or buckets[-1][1] <= 0:
+        return None
+    rank = q * buckets[-1][1]
+    lower_bound, lower_count = 0.0, 0.0
+    for le, count in buckets:
+        if count >= rank:
+            if math.isinf(le):
+                return lower_bound
+            inside = count - lower_count
+            return lower_bound + (le - lower_bound) * ((rank - lower_count) / inside if inside else 1.0)
+        lower_bound, lower_count = le, count
+    return lower_bound
+
+
+def batch_figures(message: str) -> Figures | None:
+    """The figures of one scheduler batch line (``Decode batch. #running-req: 12, ...``), None for other lines."""
+    found = _BATCH.search(message)
+    if found is None:
+        return None
+    fields = dict(_FIELD.findall(found[2]))
+    try:
+        throughput = fields.get("gen throughput (token/s)")
+        return Figures(
+            generation_tps=float(throughput) if throughput is not None else None,
+            running=int(fields["#running-req"]) if "#running-req" in fields else None,
+            queued=int(fields["#queue-req"]) if "#queue-req" in fields else None,
+            token_usage=float(fields["token usage"]) if "token usage" in fields else None,
+        )
+    except ValueError:
+        return None

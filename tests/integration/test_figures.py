@@ -1,0 +1,104 @@
+"""Serving figures of the servers a face shows, sampled through the host, only while shown and serving."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+
+from pdtui.engine.events import ServingFigures
+from pdtui.engine.orchestrator import Orchestrator
+from pdtui.hosts import make_host
+from pdtui.sim.ports import free_port
+from tests.engine_helpers import FAST, Recorder, reference, router_argv, sim_deployment, worker_argv
+
+QUICK = dataclasses.replace(FAST, figures_poll=0.2)
+
+
+def figures(recorder: Recorder, service: str | None = None) -> list[ServingFigures]:
+    return [e for e in recorder.of(ServingFigures) if service is None or e.service == service]
+
+
+async def watch(deployment, shown: list[str], *, until, limit: float = 30.0) -> tuple[Recorder, Orchestrator]:
+    """Bring up, then show ``shown`` until ``until(recorder)`` holds; the orchestrator is closed after."""
+    recorder = Recorder()
+    orchestrator = Orchestrator(deployment, make_host, timing=QUICK)
+    orchestrator.subscribe(recorder)
+    try:
+        done = await orchestrator.run()
+        assert done.ok, done.failures
+        await asyncio.sleep(QUICK.figures_poll * 3)
+        assert not figures(recorder), "nothing is fetched before a face shows a panel"
+        orchestrator.show_figures(shown)
+        async with asyncio.timeout(limit):
+            while not until(recorder):
+                await asyncio.sleep(0.05)
+    finally:
+        await orchestrator.close()
+    return recorder, orchestrator
+
+
+def without_metrics(sandbox):
+    """prefill, decode and the router, the servers started without --enable-metrics."""
+    p, d, r, boot = (free_port() for _ in range(4))
+    return sim_deployment(sandbox, {
+        "prefill": (worker_argv("prefill", p, bootstrap=boot), {"role": "prefill", "port": p}),
+        "decode": (worker_argv("decode", d, bootstrap=boot), {"role": "decode", "port": d}),
+        "router": (router_argv(r, [(p, boot)], [d], package="sim"), {"role": "router", "port": r}),
+    })
+
+
+async def test_a_server_with_metrics_gives_its_figures_from_them_under_the_demos_load(sandbox):
+    deployment = reference(sandbox)
+    rec, _ = await watch(deployment, ["decode", "prefill"],
+                         until=lambda r: len(figures(r, "decode")) >= 3 and len(figures(r, "prefill")) >= 3)
+    decode = figures(rec, "decode")[-1]
+    assert decode.source == "metrics" and decode.hint == ""
+    assert decode.figures.generation_tps is not None and decode.figures.token_usage is not None
+    assert decode.figures.running is not None and decode.figures.queued is not None
+    assert figures(rec, "prefill")[-1].figures.prompt_tps is not None, "a rate once two samples were read"
+    assert not figures(rec, "router"), "only what is shown is fetched"
+
+
+async def test_without_metrics_the_batch_lines_give_the_figures_and_only_while_shown(sandbox):
+    recorder = Recorder()
+    orchestrator = Orchestrator(without_metrics(sandbox), make_host, timing=QUICK)
+    orchestrator.subscribe(recorder)
+    try:
+        done = await orchestrator.run()
+        assert done.ok, done.failures
+        await asyncio.sleep(QUICK.figures_poll * 3)
+        assert not figures(recorder), "nothing is fetched before a face shows a panel"
+        orchestrator.show_figures(["decode"])
+        async with asyncio.timeout(20):
+            while len(figures(recorder, "decode")) < 2:
+                await asyncio.sleep(0.05)
+        decode = figures(recorder, "decode")[-1]
+        assert decode.source == "log" and decode.hint == "TTFT needs --enable-metrics"
+        assert decode.figures.generation_tps is not None and decode.figures.running is not None
+        assert not figures(recorder, "prefill") and not figures(recorder, "router"), "only decode is shown"
+        orchestrator.show_figures([])
+        await asyncio.sleep(QUICK.figures_poll * 2)   # a sample under way when it was asked still lands
+        seen = len(figures(recorder))
+        await asyncio.sleep(QUICK.figures_poll * 3)
+        assert len(figures(recorder)) == seen, "nothing is fetched once no panel is shown"
+    finally:
+        await orchestrator.close()
+
+
+async def test_a_router_with_a_generated_unit_is_read_at_its_prometheus_port(sandbox, real_router):
+    recorder = Recorder()
+    orchestrator = Orchestrator(reference(sandbox, router=real_router), make_host, timing=QUICK)
+    orchestrator.subscribe(recorder)
+    try:
+        done = await orchestrator.run()
+        assert done.ok, done.failures
+        orchestrator.show_figures(["router"])
+        async with asyncio.timeout(20):
+            while len(figures(recorder, "router")) < 2:
+                await asyncio.sleep(0.05)
+    finally:
+        await orchestrator.close()
+    router = figures(recorder, "router")[-1]
+    assert router.source == "metrics"
+    assert router.figures.open_circuits == 0 and router.figures.requests_ps is not None
+    assert router.figures.running is not None

@@ -1,0 +1,63 @@
+"""Commands on a host: a cancel at any moment, or the session's close, ends them and leaves nothing behind."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+
+import pytest
+
+from pdtui.config import HostConfig
+from pdtui.engine.host_session import HostSession
+from pdtui.hosts.local import LocalHost
+
+SLEEPER = [sys.executable, "-c", "import os, time; print(os.getpid(), flush=True); time.sleep(60)"]
+
+
+@pytest.mark.parametrize("turns", [0, 1, 2, 3, 5, 8])
+async def test_a_command_cancelled_while_it_spawns_ends_at_once(turns: int) -> None:
+    """Cancelled within its first loop turns (while its pipes connect), the command still ends: CPython 3.11's
+    spawn, cancelled there, would wait for ever for pipes that never connected."""
+    for _ in range(5):
+        task = asyncio.create_task(LocalHost().run(SLEEPER, timeout=30))
+        for _ in range(turns):
+            await asyncio.sleep(0)
+        task.cancel()
+        async with asyncio.timeout(10):
+            with pytest.raises(asyncio.CancelledError):
+                await task
+
+
+async def test_a_cancelled_command_is_stopped() -> None:
+    host = LocalHost()
+    async with host.stream(SLEEPER) as lines:
+        pid = int((await anext(aiter(lines))).decode())
+    assert _gone(pid)
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+async def test_closing_a_session_stops_a_look_whose_asker_is_gone(tmp_path) -> None:
+    """A batched look runs in its own task: the asker's cancel leaves it running, the session's close ends it
+    (a task left for the event loop's own close was where a cancelled spawn could hang)."""
+    marker = tmp_path / "pid"
+    slow = [sys.executable, "-c", f"import os, time; open({str(marker)!r}, 'w').write(str(os.getpid())); time.sleep(60)"]
+    session = HostSession(HostConfig(name="h", local=True, commands={"systemctl": slow}), LocalHost(),
+                          command_timeout=30)
+    look = asyncio.create_task(session.looker.show("a.service"))
+    async with asyncio.timeout(20):
+        while not marker.exists() or not marker.read_text():
+            await asyncio.sleep(0.02)
+    look.cancel()
+    await asyncio.gather(look, return_exceptions=True)
+    async with asyncio.timeout(10):
+        await session.close()
+    assert [t for t in asyncio.all_tasks() if t is not asyncio.current_task()] == []
+    assert _gone(int(marker.read_text()))

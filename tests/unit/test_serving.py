@@ -1,0 +1,131 @@
+"""Serving figures read from Prometheus text (prometheus_client's own exposition) and from batch lines."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from pdtui.engine.events import Figures
+from pdtui.engine.serving import (
+    batch_figures,
+    figures_between,
+    histogram_quantile,
+    parse_metrics,
+    router_figures_between,
+)
+
+TTFT_BUCKETS = (0.05, 0.1, 0.2, 0.5, 1.0)
+
+
+class Server:
+    """A registry exposing SGLang's metric names as a server does."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        labels = ["model_name", "tp_rank"]
+        self.running = Gauge("sglang:num_running_reqs", "running", labels, registry=self.registry)
+        self.queued = Gauge("sglang:num_queue_reqs", "queued", labels, registry=self.registry)
+        self.usage = Gauge("sglang:token_usage", "usage", labels, registry=self.registry)
+        self.generated = Counter("sglang:generation_tokens", "generated", ["model_name"], registry=self.registry)
+        self.prompt = Counter("sglang:prompt_tokens", "prompt", ["model_name"], registry=self.registry)
+        self.ttft = Histogram("sglang:time_to_first_token_seconds", "ttft", ["model_name"], registry=self.registry,
+                              buckets=TTFT_BUCKETS)
+
+    def text(self) -> str:
+        return generate_latest(self.registry).decode()
+
+
+def test_gauges_are_read_from_rank_zero_and_rates_from_counters_between_samples() -> None:
+    server = Server()
+    for rank in ("0", "1"):      # every rank of one scheduler may report the same figures
+        server.running.labels("m", rank).set(12)
+        server.queued.labels("m", rank).set(3)
+        server.usage.labels("m", rank).set(0.25)
+    server.generated.labels("m").inc(1000)
+    server.prompt.labels("m").inc(4000)
+    first = parse_metrics(server.text(), at=10.0)
+    server.generated.labels("m").inc(1600)
+    server.prompt.labels("m").inc(2000)
+    second = parse_metrics(server.text(), at=12.0)
+    figures = figures_between(first, second)
+    assert figures == Figures(generation_tps=800.0, prompt_tps=1000.0, running=12, queued=3, token_usage=0.25,
+                              ttft_p50=None)
+    assert figures_between(None, second).generation_tps is None, "a rate needs two samples"
+
+
+def test_the_gen_throughput_gauge_wins_over_the_counter_rate() -> None:
+    server = Server()
+    Gauge("sglang:gen_throughput", "tps", ["model_name"], registry=server.registry).labels("m").set(812.44)
+    first = parse_metrics(server.text(), at=0.0)
+    server.generated.labels("m").inc(10)
+    assert figures_between(first, parse_metrics(server.text(), at=1.0)).generation_tps == 812.44
+
+
+def test_ttft_p50_covers_the_requests_since_the_last_sample() -> None:
+    server = Server()
+    for seconds in (0.03, 0.04, 0.06):
+        server.ttft.labels("m").observe(seconds)
+    first = parse_metrics(server.text(), at=0.0)
+    assert figures_between(None, first).ttft_p50 == pytest.approx(0.05 * 1.5 / 2)   # within (0, 0.05]
+    for seconds in (0.3, 0.4, 0.45, 0.6):
+        server.ttft.labels("m").observe(seconds)
+    second = parse_metrics(server.text(), at=2.0)
+    assert figures_between(first, second).ttft_p50 == pytest.approx(0.2 + 0.3 * (2 / 3))
+    assert figures_between(second, parse_metrics(server.text(), at=4.0)).ttft_p50 is None, "no new request"
+
+
+def test_text_that_is_not_prometheus_is_a_value_error() -> None:
+    with pytest.raises(ValueError):
+        parse_metrics("<html>not found</html>\n{", at=0.0)
+
+
+@given(st.lists(st.floats(min_value=0.0, max_value=2.0, allow_nan=False), min_size=1, max_size=60),
+       st.floats(min_value=0.01, max_value=0.99))
+def test_the_quantile_lies_in_the_bucket_that_holds_it(values: list[float], q: float) -> None:
+    bounds = [*TTFT_BUCKETS, math.inf]
+    buckets = [(le, float(sum(v <= le for v in values))) for le in bounds]
+    got = histogram_quantile(q, buckets)
+    assert got is not None
+    exact = sorted(values)[max(0, math.ceil(q * len(values)) - 1)]
+    upper = next(le for le in bounds if exact <= le)
+    lower = max([0.0, *(le for le in bounds if le < upper)])
+    assert lower <= got <= (upper if not math.isinf(upper) else lower)
+
+
+def test_no_observation_has_no_quantile() -> None:
+    assert histogram_quantile(0.5, [(0.1, 0.0), (math.inf, 0.0)]) is None
+    assert histogram_quantile(0.5, []) is None
+
+
+def test_batch_lines_give_the_figures_they_print() -> None:
+    decode = ("[2025-10-16 09:06:41 TP0] Decode batch. #running-req: 12, #token: 5632, token usage: 0.01, "
+              "gen throughput (token/s): 812.44, #queue-req: 0")
+    prefill = ("[2025-10-16 09:06:41 TP0] Prefill batch. #new-seq: 1, #new-token: 512, #cached-token: 0, "
+               "token usage: 0.03, #running-req: 0, #queue-req: 2")
+    assert batch_figures(decode) == Figures(generation_tps=812.44, running=12, queued=0, token_usage=0.01)
+    assert batch_figures(prefill) == Figures(running=0, queued=2, token_usage=0.03)
+    assert batch_figures("The server is fired up and ready to roll!") is None
+
+
+def test_a_routers_figures_are_its_routed_requests_their_p50_in_flight_and_open_circuits() -> None:
+    registry = CollectorRegistry()
+    routed = Counter("smg_router_requests", "routed", ["model", "endpoint"], registry=registry)
+    took = Histogram("smg_router_request_duration_seconds", "took", ["endpoint"], registry=registry,
+                     buckets=(0.1, 0.5, 1.0, 2.0))
+    active = Gauge("smg_worker_requests_active", "active", ["worker"], registry=registry)
+    state = Gauge("smg_worker_cb_state", "state", ["worker"], registry=registry)
+    for worker, (in_flight, circuit) in {"http://p:30000": (2, 0), "http://d:30002": (3, 1)}.items():
+        active.labels(worker).set(in_flight)
+        state.labels(worker).set(circuit)
+    routed.labels("m", "chat").inc(10)
+    first = parse_metrics(generate_latest(registry).decode(), at=0.0)
+    routed.labels("m", "chat").inc(8)
+    for seconds in (0.3, 0.4, 0.7, 1.5):
+        took.labels("chat").observe(seconds)
+    second = parse_metrics(generate_latest(registry).decode(), at=4.0)
+    figures = router_figures_between(first, second)
+    assert figures == Figures(running=5, requests_ps=2.0, latency_p50=pytest.approx(0.5), open_circuits=1)
