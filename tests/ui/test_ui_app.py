@@ -692,6 +692,8 @@ async def test_a_jobs_panel_shows_its_job_id_node_and_the_gpus_slurm_gave() -> N
                                  job_id="12", node="gpu07"))
         await settle(pilot)
         assert "job 12 RUNNING on gpu07 · GPU 4 5 6 7 · :30002" in screen_text(app)
+        shown = [line.rstrip() for line in log_lines(app.panels["decode"].log_view) if line.strip()]
+        assert shown == ["· job 12 PENDING (Resources)", "· job 12 RUNNING on gpu07"]
 
 
 async def test_a_failed_canary_degrades_the_router_with_a_toast_and_bell_and_a_passing_one_restores_it() -> None:
