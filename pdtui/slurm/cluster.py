@@ -133,6 +133,11 @@ class PrivateCluster:
         return {name: ["env", f"SLURM_CONF={self.conf}", program(name) or name] for name in CLIENTS}
 
     @property
+    def pids(self) -> list[int]:
+        """The PIDs of the daemons it started (munged, slurmctld, slurmd), the ones :meth:`stop` ends."""
+        return [proc.pid for _, proc in self._daemons]
+
+    @property
     def jobs_dir(self) -> Path:
         """Where jobs' scripts and output files go (a cluster config's ``output_dir``)."""
         return self.root / "jobs"

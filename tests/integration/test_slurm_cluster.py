@@ -43,7 +43,8 @@ def test_stopping_cancels_the_jobs_and_ends_every_process_it_started() -> None:
         pytest.skip(reason)
     cluster = PrivateCluster.start()
     try:
-        daemons = [proc.pid for _, proc in cluster._daemons]
+        daemons = cluster.pids
+        assert len(daemons) == 3
         job = submit(cluster, "trap '' TERM; sleep 300", "--gres=gpu:2")   # one that will not go quietly
         wait_until(lambda: state(cluster, job) == "RUNNING")
         assert holders(cluster.root), "a running job holds the cluster's folder"
