@@ -73,10 +73,10 @@ class TimedHost:
             self.timeline.add(start, self.timeline.now(), "stream " + " ".join(a for a in argv if "/" not in a))
             yield lines
 
-    async def open_tcp(self, port, *, timeout=None):
+    async def open_tcp(self, port, *, timeout=None, address="127.0.0.1"):
         start = self.timeline.now()
         try:
-            return await self.host.open_tcp(port, timeout=timeout)
+            return await self.host.open_tcp(port, timeout=timeout, address=address)
         finally:
             self.timeline.add(start, self.timeline.now(), f"tcp {port}")
 

@@ -69,7 +69,11 @@ def _parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="bring up a simulated deployment on this machine (no GPU, SSH or systemd)")
     demo.add_argument("--fail", action="append", default=[], metavar="SERVICE:MODE",
-                      help=f"inject a failure, e.g. decode:oom (modes: {', '.join(FAIL_MODES)})")
+                      help=f"inject a failure, e.g. decode:oom (modes: {', '.join(FAIL_MODES)}; with --slurm also "
+                           "pending: its job waits in the queue)")
+    demo.add_argument("--slurm", action="store_true",
+                      help="run the three as jobs on a private one-node Slurm cluster of this machine, gone when the "
+                           "demo ends (root and Debian's slurmctld, slurmd, slurm-client and munge)")
     demo.add_argument("--generation", choices=GENERATIONS, default=DEFAULT_GENERATION,
                       help="which SGLang release's log wording and /health behaviour the simulated "
                            f"workers play (default {DEFAULT_GENERATION})")
@@ -355,7 +359,7 @@ def _demo(args: argparse.Namespace) -> int:
     from pdtui.sim.commands import router_label
     from pdtui.sim.sandbox import Sandbox
     try:
-        failures = dict(demo.parse_failure(f) for f in args.fail)
+        failures = dict(demo.parse_failure(f, slurm=args.slurm) for f in args.fail)
         parse_duration(args.timeout)
         router = _demo_router(args.router)
     except ValueError as exc:
@@ -363,14 +367,18 @@ def _demo(args: argparse.Namespace) -> int:
     web = _web(args)
     if isinstance(web, str):
         return _error(web)
+    if args.slurm and (args.web or args.sandbox):
+        return _error("demo --slurm runs in the terminal or headless (no --web, no --sandbox)")
     if not args.json:
         print(f"pdtui demo: the router is {router_label(router)}", file=sys.stderr)
+    options = demo.DemoOptions(failures, args.startup, args.timeout, router=router, generation=args.generation)
+    if args.slurm:
+        return _demo_slurm(args, options)
     sandbox = Sandbox.create(args.sandbox)
     if not args.json:
         print(f"pdtui demo: the journal is {sandbox.journal_kind}", file=sys.stderr)
     try:
-        deployment = demo.build(sandbox, demo.DemoOptions(failures, args.startup, args.timeout, router=router,
-                                                          generation=args.generation))
+        deployment = demo.build(sandbox, options)
         if not args.no_load:
             demo.start_load(sandbox, deployment)     # stopped with the units, below
             if not args.json:
@@ -392,6 +400,30 @@ def _demo(args: argparse.Namespace) -> int:
     if not args.json:
         kept = f"; kept its sandbox {sandbox.root}" if args.sandbox else " and removed its sandbox"
         print(f"pdtui demo: stopped the simulated deployment{kept}", file=sys.stderr)
+    return code
+
+
+def _demo_slurm(args: argparse.Namespace, options) -> int:
+    """The demo as Slurm jobs on a private one-node cluster, stopped (its jobs, its daemons) when the demo ends."""
+    from pdtui import demo
+    from pdtui.hosts import make_host
+    from pdtui.slurm.cluster import ClusterError, ClusterUnavailable, PrivateCluster
+    try:
+        cluster = PrivateCluster.start()
+    except (ClusterUnavailable, ClusterError) as exc:
+        return _error(f"demo --slurm: {exc}")
+    try:
+        if not args.json:
+            print(f"pdtui demo: a private Slurm cluster runs the jobs (node {cluster.node}, {cluster.gpus} GPUs, "
+                  f"in {cluster.root})", file=sys.stderr)
+        deployment = demo.build_slurm(cluster, options)
+        code = _bring_up(deployment, make_host, args,
+                         follow_up="the demo cancels its jobs and stops its Slurm cluster on exit")
+    finally:
+        with _signals_ignored():
+            cluster.stop()
+    if not args.json:
+        print("pdtui demo: cancelled its jobs and stopped its private Slurm cluster", file=sys.stderr)
     return code
 
 

@@ -12,6 +12,10 @@ The workers serve ``/metrics`` (``--enable-metrics``, as the reference
 deployment's do), and unless asked not to, a light load runs through the router
 from the start (:mod:`pdtui.sim.load`, which waits for the router by itself), so
 there are live serving figures to watch. The sandbox stops it with the units.
+
+``--slurm``: the same three as jobs on a private one-node Slurm cluster of
+this machine (pdtui/slurm/cluster.py): prefill and decode each get four of its
+eight GPUs from Slurm, the router is submitted once both are ready.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from __future__ import annotations
 import socket
 import sys
 from dataclasses import dataclass, field
+from typing import Any
 
 import yaml
 
@@ -28,9 +33,15 @@ from pdtui.sim.commands import REAL_ROUTERS, SIM_ROUTER, default_router, sim_pyt
 from pdtui.sim.knobs import DEFAULT_GENERATION, DEFAULT_MODEL, FAIL_MODES
 from pdtui.sim.ports import free_port
 from pdtui.sim.sandbox import Sandbox
+from pdtui.sim.systemctl import package_env
+from pdtui.slurm.cluster import PrivateCluster
 from pdtui.unit_files import render_units
 
 BACKENDS = ("prefill", "decode")
+# What --slurm adds to the worker's failure modes: a job Slurm cannot place yet.
+SLURM_FAIL_MODES = {"pending": "its job asks for more GPUs than the cluster has free: it waits in the queue "
+                               "(Resources) until its timeout"}
+JOB_GPUS, PENDING_GPUS = 4, 6     # of the cluster's eight: prefill and decode fit, a 6-GPU job beside a 4 waits
 REFERENCE_PORTS = {"prefill": 30000, "router": 30001, "decode": 30002, "bootstrap": 8998, "metrics": 29000}
 
 
@@ -45,12 +56,14 @@ class DemoOptions:
     canary: str = "10s"               # the router's canary interval: often enough to watch it work
 
 
-def parse_failure(text: str) -> tuple[str, str]:
-    """``SERVICE:MODE`` as given to ``--fail``; ValueError with a one-line message otherwise."""
+def parse_failure(text: str, slurm: bool = False) -> tuple[str, str]:
+    """``SERVICE:MODE`` as given to ``--fail`` (with ``--slurm``, a Slurm mode too); ValueError with a one-line
+    message otherwise."""
     service, sep, mode = text.partition(":")
-    if not sep or service not in BACKENDS or mode not in FAIL_MODES:
+    modes = {**FAIL_MODES, **(SLURM_FAIL_MODES if slurm else {})}
+    if not sep or service not in BACKENDS or mode not in modes:
         raise ValueError(f"--fail expects SERVICE:MODE with SERVICE one of {', '.join(BACKENDS)} and MODE one of "
-                         f"{', '.join(FAIL_MODES)}, got {text!r}")
+                         f"{', '.join(modes)}, got {text!r}")
     return service, mode
 
 
@@ -91,10 +104,46 @@ def build(sandbox: Sandbox, options: DemoOptions) -> Deployment:
     return deployment
 
 
+def build_slurm(cluster: PrivateCluster, options: DemoOptions) -> Deployment:
+    """Write the demo's config as jobs on ``cluster`` (its ``demo.yaml``) and return its deployment."""
+    services = _services(options, _ports(options.reference_ports))
+    pythonpath = {"PYTHONPATH": package_env()["PYTHONPATH"]}     # the sim's programs run without site-packages
+    for svc in services.values():
+        svc["launch"]["env"] = pythonpath
+
+    def job(name: str) -> dict[str, Any]:
+        if name not in BACKENDS:
+            return {}
+        if options.failures.get(name) == "pending":     # it yields to the other (nice): that one gets its GPUs first
+            return {"gpus_per_node": PENDING_GPUS, "args": ["--nice=100"]}
+        return {"gpus_per_node": JOB_GPUS}
+
+    config = {"name": "dsv4-flash-pd (slurm demo)",
+              "clusters": {"slurm": {"local": True, "output_dir": str(cluster.jobs_dir), "commands": cluster.commands}},
+              "services": {name: {"cluster": "slurm", **svc, "job": job(name)} for name, svc in services.items()}}
+    text = yaml.safe_dump(config, sort_keys=False)
+    path = cluster.root / "demo.yaml"
+    path.write_text(text)
+    return parse_config(text, str(path))
+
+
 def _config(sandbox: Sandbox, options: DemoOptions, ports: dict[str, int]) -> dict:
+    services = _services(options, ports)
+    placed: dict[str, dict[str, Any]] = {"prefill": {"unit": "sglang-dsv4-prefill", "gpus": [0, 1, 2, 3], "numa": 0},
+              "decode": {"unit": "sglang-dsv4-decode", "gpus": [4, 5, 6, 7], "numa": 1},
+              "router": {"unit": "sglang-dsv4-router"}}
+    return {
+        "name": "dsv4-flash-pd (demo)",
+        "hosts": {"gpu0": {"local": True, "commands": sandbox.commands, "unit_dir": str(sandbox.root / "units")}},
+        "services": {name: {"host": "gpu0", **placed[name], **svc} for name, svc in services.items()},
+    }
+
+
+def _services(options: DemoOptions, ports: dict[str, int]) -> dict[str, dict]:
+    """The three services with their launch blocks, wherever they run."""
     def worker(service: str, startup: float) -> dict:
         args = ["--startup", f"{startup:g}", "--generation", options.generation, "--enable-metrics"]
-        if service in options.failures:
+        if options.failures.get(service) in FAIL_MODES:
             args += ["--fail", options.failures[service]]
         # With site-packages (no -S): its /metrics is prometheus_client's.
         return {"command": [sys.executable, "-m", "pdtui.sim.worker"], "model": DEFAULT_MODEL, "tp": 4,
@@ -103,20 +152,13 @@ def _config(sandbox: Sandbox, options: DemoOptions, ports: dict[str, int]) -> di
     router = (sim_python("pdtui.sim.router") if options.router == SIM_ROUTER
               else [sys.executable, "-m", f"{REAL_ROUTERS[options.router]}.launch_router"])
     return {
-        "name": "dsv4-flash-pd (demo)",
-        "hosts": {"gpu0": {"local": True, "commands": sandbox.commands, "unit_dir": str(sandbox.root / "units")}},
-        "services": {
-            "prefill": {"host": "gpu0", "unit": "sglang-dsv4-prefill", "role": "prefill",
-                        "gpus": [0, 1, 2, 3], "numa": 0, "port": ports["prefill"], "bootstrap_port": ports["bootstrap"],
-                        "timeout": options.timeout, "launch": worker("prefill", options.startup * 0.8)},
-            "decode": {"host": "gpu0", "unit": "sglang-dsv4-decode", "role": "decode",
-                       "gpus": [4, 5, 6, 7], "numa": 1, "port": ports["decode"], "timeout": options.timeout,
-                       "launch": worker("decode", options.startup)},
-            "router": {"host": "gpu0", "unit": "sglang-dsv4-router", "role": "router",
-                       "port": ports["router"], "timeout": options.timeout, "canary": options.canary,
-                       "launch": {"command": router, "host": "127.0.0.1", "prometheus_port": ports["metrics"],
-                                  **({"package": options.router} if options.router in REAL_ROUTERS else {})}},
-        },
+        "prefill": {"role": "prefill", "port": ports["prefill"], "bootstrap_port": ports["bootstrap"],
+                    "timeout": options.timeout, "launch": worker("prefill", options.startup * 0.8)},
+        "decode": {"role": "decode", "port": ports["decode"], "timeout": options.timeout,
+                   "launch": worker("decode", options.startup)},
+        "router": {"role": "router", "port": ports["router"], "timeout": options.timeout, "canary": options.canary,
+                   "launch": {"command": router, "host": "127.0.0.1", "prometheus_port": ports["metrics"],
+                              **({"package": options.router} if options.router in REAL_ROUTERS else {})}},
     }
 
 

@@ -20,6 +20,7 @@ from pdtui.engine.events import (
     Event,
     GpuSample,
     HostStatus,
+    JobStatus,
     LogLines,
     Notice,
     PhaseStarted,
@@ -36,8 +37,8 @@ from pdtui.text import inert
 from pdtui.timeline import finished, slow, slower
 
 KINDS = {PlanReady: "plan", StepChanged: "step", StateChanged: "state", LogLines: "log", PhaseStarted: "phase",
-         ProbeResult: "probe", CanaryResult: "canary", ServingFigures: "figures", UnitStatus: "unit", HostStatus: "host",
-         GpuSample: "gpus", Notice: "notice", Done: "done"}
+         ProbeResult: "probe", CanaryResult: "canary", ServingFigures: "figures", UnitStatus: "unit", JobStatus: "job",
+         HostStatus: "host", GpuSample: "gpus", Notice: "notice", Done: "done"}
 LOUD_STATES = (ServiceState.READY, ServiceState.DEGRADED, ServiceState.FAILED, ServiceState.TIMED_OUT,
                ServiceState.STOPPED)
 
@@ -91,6 +92,7 @@ class LinePrinter:
         self.title = "bringing up"
         self.baseline = baseline or {}       # each service's phase lengths in its last successful run
         self.phases: dict[str, list[tuple[str, float | None]]] = {}
+        self.jobs: dict[str, JobStatus] = {}  # each service's job as last told
 
     def __call__(self, event: Event) -> None:
         text = self.format(event)
@@ -105,10 +107,11 @@ class LinePrinter:
         if isinstance(event, PlanReady):
             self.width = max([len(s.name) for s in event.services] + [8])
             self.title = event.title
-            hosts = sorted({s.host for s in event.services})
+            hosts, clusters = ({s.host for s in event.services if s.job == job} for job in (False, True))
+            where = " and ".join(f"{len(found)} {kind}{'s' * (len(found) != 1)}"
+                                 for found, kind in ((hosts, "host"), (clusters, "Slurm cluster")) if found)
             what = "bring-up" if event.title == "bringing up" else event.title
-            return self._line(event.elapsed, f"{what} {event.deployment}: {len(event.services)} services on "
-                                              f"{len(hosts)} host{'s' * (len(hosts) != 1)}")
+            return self._line(event.elapsed, f"{what} {event.deployment}: {len(event.services)} services on {where}")
         if isinstance(event, StepChanged):
             if event.status in STEP_MARK:
                 return self._line(event.elapsed, f"{STEP_MARK[event.status]} {event.step.value}"
@@ -123,6 +126,8 @@ class LinePrinter:
             latency = f" [{event.latency * 1000:.0f} ms]" if event.latency is not None else ""
             return self._line(event.elapsed, f"{event.service:<{self.width}}   {event.check}: {mark}: "
                                              f"{inert(event.detail, 200)}{latency}")
+        if isinstance(event, JobStatus):
+            return self._job(event)
         if isinstance(event, CanaryResult):
             latency = f" [{event.latency * 1000:.0f} ms]" if event.latency is not None else ""
             return self._line(event.elapsed, f"{event.service:<{self.width}}   canary: "
@@ -150,6 +155,15 @@ class LinePrinter:
         if ended is not None and slow(ended[1], last.get(ended[0])):
             text = self._line(event.elapsed, f"warning: {event.service}: {slower(*ended, last[ended[0]])}") + "\n" + text
         return text
+
+    def _job(self, event: JobStatus) -> str | None:
+        """A queued job's new reason from Slurm (Priority, then Resources...): the state lines tell the rest."""
+        last = self.jobs.get(event.service)
+        self.jobs[event.service] = event
+        if last is None or last.job_id != event.job_id or event.state != "PENDING" or last.reason == event.reason:
+            return None
+        return self._line(event.elapsed, f"{event.service:<{self.width}}   job {inert(event.job_id)} "
+                                         f"{inert(event.state)}: {inert(event.reason or 'no reason given')}")
 
     def _state(self, event: StateChanged) -> str:
         state = event.new.value.upper().replace("_", " ") if event.new in LOUD_STATES else event.new.value

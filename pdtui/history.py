@@ -20,6 +20,7 @@ from pathlib import Path
 from pdtui.engine.events import (
     Done,
     Event,
+    JobStatus,
     PhaseStarted,
     PlanReady,
     StateChanged,
@@ -223,6 +224,8 @@ class HistoryRecorder:
             run.services[event.service].phases.append((event.phase, event.at))
         elif isinstance(event, UnitStatus) and event.service in run.services and event.invocation:
             run.services[event.service].invocation = event.invocation
+        elif isinstance(event, JobStatus) and event.service in run.services:
+            run.services[event.service].invocation = event.job_id       # a job's id is its invocation
         elif isinstance(event, StepChanged) and event.status is not StepStatus.PENDING:
             run.steps.append((event.step.value, event.status.value, event.detail, event.elapsed))
         elif isinstance(event, Done):

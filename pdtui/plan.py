@@ -9,20 +9,25 @@ from __future__ import annotations
 
 import shlex
 
-from pdtui.config import COMMANDS, Deployment, HostConfig, ServiceConfig
+from pdtui.config import COMMANDS, ClusterConfig, Deployment, HostConfig, ServiceConfig
 from pdtui.nvidia_smi import gpu_ranges
 from pdtui.text import inert
 
 
 def render_plan(dep: Deployment) -> str:
-    """The deployment, its hosts, the bring-up order and every service, as lines of text."""
+    """The deployment, its hosts and clusters, the bring-up order and every service, as lines of text."""
     lines = [f"deployment {dep.name}  ({inert(dep.source)})"]
     if dep.strict:
         lines.append("strict mode")
-    lines += ["", "hosts"]
-    width = max(len(name) for name in dep.hosts)
-    for host in dep.hosts.values():
-        lines += _host_lines(host, width)
+    width = max(len(name) for name in (*dep.hosts, *dep.clusters))
+    if dep.hosts:
+        lines += ["", "hosts"]
+        for host in dep.hosts.values():
+            lines += _host_lines(host, width)
+    if dep.clusters:
+        lines += ["", "Slurm clusters"]
+        for cluster in dep.clusters.values():
+            lines += _cluster_lines(cluster, width)
     lines += ["", "bring-up order"]
     lines += [f"  {number}. {_level_actions(dep, level)}" for number, level in enumerate(dep.levels(), 1)]
     lines += ["", "services"]
@@ -31,15 +36,20 @@ def render_plan(dep: Deployment) -> str:
     return "\n".join(lines)
 
 
-def _host_lines(host: HostConfig, width: int) -> list[str]:
-    where = "local (this machine, no SSH)" if host.local else f"{host.user + '@' if host.user else ''}{host.address}"
+def _where(machine: HostConfig | ClusterConfig) -> list[str]:
+    where = "local (this machine, no SSH)" if machine.local else f"{machine.user + '@' if machine.user else ''}{machine.address}"
     details = [where]
-    if host.port is not None:
-        details.append(f"port {host.port}")
+    if machine.port is not None:
+        details.append(f"port {machine.port}")
+    if machine.known_hosts:
+        details.append(f"known_hosts {inert(machine.known_hosts)}")
+    return details
+
+
+def _host_lines(host: HostConfig, width: int) -> list[str]:
+    details = _where(host)
     if host.sudo:
         details.append("sudo")
-    if host.known_hosts:
-        details.append(f"known_hosts {inert(host.known_hosts)}")
     lines = [f"  {host.name:<{width}}  " + ", ".join(details)]
     lines += [
         f"    {name} runs as: {inert(shlex.join(argv))}"
@@ -49,15 +59,25 @@ def _host_lines(host: HostConfig, width: int) -> list[str]:
     return lines
 
 
+def _cluster_lines(cluster: ClusterConfig, width: int) -> list[str]:
+    details = ["login host " + ", ".join(_where(cluster)), f"job output in {inert(cluster.output_dir)}"]
+    if cluster.partition:
+        details.append(f"partition {cluster.partition}")
+    lines = [f"  {cluster.name:<{width}}  " + ", ".join(details)]
+    lines += [f"    {name} runs as: {inert(shlex.join(argv))}" for name, argv in cluster.commands.items() if argv != (name,)]
+    return lines
+
+
 def _level_actions(dep: Deployment, level: list[str]) -> str:
-    """Backends are started; a router is enabled (it must survive a reboot) and then probed."""
-    started = [name for name in level if not dep.services[name].is_router]
-    routers = [name for name in level if dep.services[name].is_router]
+    """Backends are started (a job submitted); a router is enabled (it must survive a reboot), or submitted
+    once its backends' nodes are known, and then probed."""
     actions = []
-    if started:
-        actions.append("start " + ", ".join(started))
-    if routers:
-        actions.append("enable --now " + ", ".join(routers) + ", then probe")
+    for routers, unit_verb in ((False, "start"), (True, "enable --now")):
+        names = [name for name in level if dep.services[name].is_router is routers]
+        jobs = [name for name in names if dep.services[name].is_job]
+        for verb, group in ((unit_verb, [name for name in names if name not in jobs]), ("submit", jobs)):
+            if group:
+                actions.append(f"{verb} {', '.join(group)}" + (", then probe" if routers else ""))
     return "; ".join(actions)
 
 
@@ -72,12 +92,30 @@ def _service_lines(svc: ServiceConfig) -> list[str]:
     rows.append(("ready when", _readiness(svc)))
     if svc.fail:
         rows.append(("fails on", ", ".join(f"/{inert(regex)}/" for regex in svc.fail) + " (besides the defaults)"))
-    rows.append(("timeout", format_duration(svc.timeout)))
+    if svc.job is not None:
+        rows.append(("job", _job(svc)))
+    rows.append(("timeout", format_duration(svc.timeout) + (" from the job's start" if svc.is_job else "")))
+    if svc.is_job:
+        rows.append(("queue", f"may wait {format_duration(svc.queue_timeout)} for its place"))
     if svc.after:
         rows.append(("after", ", ".join(svc.after)))
     if svc.replaces:
         rows.append(("replaces", ", ".join(svc.replaces) + " (stopped and disabled first)"))
-    return [f"  {svc.name}  {svc.unit} @ {svc.host}"] + [f"    {label:<12}{value}" for label, value in rows]
+    what = f"job {svc.job.name}" if svc.job is not None else svc.unit
+    return [f"  {svc.name}  {what} @ {svc.host}"] + [f"    {label:<12}{value}" for label, value in rows]
+
+
+def _job(svc: ServiceConfig) -> str:
+    """What the job asks Slurm for, in words."""
+    assert svc.job is not None
+    job = svc.job
+    parts = [f"{job.nodes} node{'s' * (job.nodes != 1)}"]
+    if job.gpus_per_node:
+        parts.append(f"{job.gpus_per_node} {job.gpu_type + ' ' if job.gpu_type else ''}GPUs each")
+    parts += [f"{key} {getattr(job, key)}" for key in ("partition", "account", "qos", "constraint") if getattr(job, key)]
+    if job.time is not None:
+        parts.append(f"time limit {format_duration(job.time)}")
+    return ", ".join(parts)
 
 
 def _readiness(svc: ServiceConfig) -> str:

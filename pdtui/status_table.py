@@ -2,7 +2,7 @@
 
 A :class:`StatusBoard` follows the engine's events like any face and keeps, per
 service, the last of each: its state and reason, its unit as systemd reported
-it, its checks, its GPUs' memory. The JSON object is the contract documented in
+it (or its job as Slurm did), its checks, its GPUs' memory. The JSON object is the contract documented in
 README.md ("status --once --json").
 """
 
@@ -11,7 +11,18 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from pdtui.engine.events import Done, Event, GpuInfo, GpuSample, PlanReady, ProbeResult, ServiceInfo, StateChanged, UnitStatus
+from pdtui.engine.events import (
+    Done,
+    Event,
+    GpuInfo,
+    GpuSample,
+    JobStatus,
+    PlanReady,
+    ProbeResult,
+    ServiceInfo,
+    StateChanged,
+    UnitStatus,
+)
 from pdtui.engine.states import ServiceState
 from pdtui.nvidia_smi import gpu_ranges
 from pdtui.plan import format_duration
@@ -25,6 +36,7 @@ class ServiceStatus:
     reason: str = ""
     line: str | None = None
     unit: UnitStatus | None = None
+    job: JobStatus | None = None
     checks: dict[str, tuple[bool, str]] = field(default_factory=dict)
     gpus: dict[int, GpuInfo] = field(default_factory=dict)
 
@@ -46,6 +58,8 @@ class StatusBoard:
             status.state, status.reason, status.line = event.new, event.reason, event.line
         elif isinstance(event, UnitStatus) and event.service in self.services:
             self.services[event.service].unit = event
+        elif isinstance(event, JobStatus) and event.service in self.services:
+            self.services[event.service].job = event
         elif isinstance(event, ProbeResult) and event.service in self.services:
             self.services[event.service].checks[event.check] = (event.ok, event.detail)
         elif isinstance(event, GpuSample):
@@ -66,11 +80,12 @@ class StatusBoard:
         """One line per service: name, state, unit state and uptime, GPUs, then the reason."""
         rows = [("SERVICE", "STATE", "UNIT", "UP", "HOST", "GPUS", "WHY")]
         for s in self.services.values():
-            unit = s.unit
-            rows.append((s.info.name, s.state.value.upper().replace("_", " "),
-                         f"{unit.active} ({unit.sub})" if unit else "?",
+            unit, job = s.unit, s.job
+            what = f"job {job.job_id} {job.state}" if job else f"{unit.active} ({unit.sub})" if unit else "?"
+            rows.append((s.info.name, s.state.value.upper().replace("_", " "), inert(what, 60),
                          format_duration(round(unit.uptime)) if unit and unit.uptime is not None else "-",
-                         s.info.host, gpu_ranges(s.info.gpus) or "-", inert(s.reason, 200)))
+                         inert(f"{s.info.host}:{job.node}" if job and job.node else s.info.host, 60),
+                         gpu_ranges(job.gpus if job else s.info.gpus) or "-", inert(s.reason, 200)))
         widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
         lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False)) + "  " + row[-1]
                  for row in rows]
@@ -81,7 +96,7 @@ class StatusBoard:
 
 
 def _service_json(s: ServiceStatus) -> dict:
-    unit = s.unit
+    unit, job = s.unit, s.job
     return {
         "name": s.info.name, "role": s.info.role, "host": s.info.host, "unit": s.info.unit,
         "state": s.state.value, "reason": s.reason, "line": s.line,
@@ -89,7 +104,9 @@ def _service_json(s: ServiceStatus) -> dict:
         "invocation": (unit.invocation or None) if unit else None, "since": (unit.since or None) if unit else None,
         "uptime": round(unit.uptime, 1) if unit and unit.uptime is not None else None,
         "main_pid": unit.main_pid if unit and unit.main_pid else None,
-        "gpus": list(s.info.gpus), "numa": s.info.numa, "port": s.info.port,
+        "gpus": list(job.gpus if job else s.info.gpus), "numa": s.info.numa, "port": s.info.port,
+        "job": {"id": job.job_id, "state": job.state, "reason": job.reason, "node": job.node or None,
+                "exit_code": job.exit_code or None} if job else None,
         "checks": {name: {"ok": ok, "detail": detail} for name, (ok, detail) in s.checks.items()},
         "gpu_memory": [{"index": g.index, "used_mib": g.memory_used_mib, "total_mib": g.memory_total_mib,
                         "utilization": g.utilization} for g in sorted(s.gpus.values(), key=lambda g: g.index)],

@@ -10,6 +10,7 @@ version, when known).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from pdtui.config import DEFAULT_BOOTSTRAP_PORT, Deployment, ServiceConfig
@@ -39,14 +40,27 @@ def render_units(deployment: Deployment, *, systemd_versions: dict[str, int] | N
     versions = systemd_versions or {}
     prometheus = prometheus_ports(deployment)
     return [UnitFile(name, svc.host, svc.unit, render_unit(deployment, svc, versions.get(svc.host), prometheus.get(name)))
-            for name, svc in deployment.services.items() if svc.launch is not None]
+            for name, svc in deployment.services.items() if svc.launch is not None and svc.unit is not None]
+
+
+def command_line(deployment: Deployment, svc: ServiceConfig, prometheus_port: int | None = None,
+                 backend_urls: Mapping[str, str] | None = None) -> list[str]:
+    """What the service's ``launch:`` block runs: its unit's ExecStart (before any numactl), and its job's command.
+
+    ``backend_urls``: a router's backends where they are known only at run time
+    (jobs on nodes Slurm picked), by service name.
+    """
+    assert svc.launch is not None
+    if svc.is_router:
+        return _router_argv(deployment, svc, svc.launch, prometheus_port, backend_urls or {})
+    return _server_argv(deployment, svc, svc.launch)
 
 
 def render_unit(deployment: Deployment, svc: ServiceConfig, systemd: int | None = None,
                 prometheus_port: int | None = None) -> str:
     assert svc.launch is not None
     launch = svc.launch
-    argv = _router_argv(deployment, svc, launch, prometheus_port) if svc.is_router else _server_argv(deployment, svc, launch)
+    argv = command_line(deployment, svc, prometheus_port)
     numactl = svc.numa is not None and systemd is not None and systemd < SYSTEMD_NUMA
     if numactl:
         argv = ["numactl", f"--cpunodebind={svc.numa}", f"--membind={svc.numa}", *argv]
@@ -104,16 +118,16 @@ def _program(launch: LaunchSpec, module: str) -> list[str]:
 
 def listen_host(deployment: Deployment, svc: ServiceConfig) -> str:
     """Where a backend listens: its launch's ``host``, else every address when a router on another host
-    comes after it, else loopback."""
+    comes after it (or it is a job: its router's job may land on another node), else loopback."""
     if svc.launch is not None and svc.launch.host:
         return svc.launch.host
-    remote = any(router.host != svc.host for router in deployment.routers_of(svc.name))
+    remote = svc.is_job or any(router.host != svc.host for router in deployment.routers_of(svc.name))
     return "0.0.0.0" if remote else "127.0.0.1"
 
 
 def _server_argv(deployment: Deployment, svc: ServiceConfig, launch: LaunchSpec) -> list[str]:
     argv = [*_program(launch, SERVER_MODULE), "--model-path", launch.model or "", "--tp",
-            str(launch.tp or max(1, len(svc.gpus))), "--host", listen_host(deployment, svc)]
+            str(launch.tp or max(1, svc.gpu_count)), "--host", listen_host(deployment, svc)]
     if svc.port is not None:
         argv += ["--port", str(svc.port)]
     argv += ["--disaggregation-mode", svc.role, "--disaggregation-transfer-backend", launch.transfer_backend]
@@ -125,23 +139,30 @@ def _server_argv(deployment: Deployment, svc: ServiceConfig, launch: LaunchSpec)
 
 
 def backend_url(deployment: Deployment, router: ServiceConfig, backend: ServiceConfig) -> str:
-    """The URL a router reaches a backend at: loopback on its own host, the backend host's address elsewhere."""
+    """The URL a router reaches a backend unit at: loopback on its own host, the backend host's address elsewhere.
+
+    A job's URL is its node's, known once Slurm placed it: see :func:`command_line`."""
+    assert not backend.is_job, f"{backend.name}: a job's URL is its node's"
     host = deployment.hosts[backend.host]
     name = "127.0.0.1" if backend.host == router.host or host.local else (host.address or backend.host)
     return f"http://{name}:{backend.port}"
 
 
-def _router_argv(deployment: Deployment, svc: ServiceConfig, launch: LaunchSpec,
-                 prometheus_port: int | None) -> list[str]:
+def _router_argv(deployment: Deployment, svc: ServiceConfig, launch: LaunchSpec, prometheus_port: int | None,
+                 backend_urls: Mapping[str, str]) -> list[str]:
     argv = [*_program(launch, f"{ROUTER_PYTHON_PACKAGES[launch.package]}.launch_router"), "--pd-disaggregation"]
+
+    def url(backend: ServiceConfig) -> str:
+        return backend_urls.get(backend.name) or backend_url(deployment, svc, backend)
+
     for name in svc.after:
         backend = deployment.services[name]
         if backend.role == "prefill" and backend.port is not None:
-            argv += ["--prefill", backend_url(deployment, svc, backend), str(backend.bootstrap_port or DEFAULT_BOOTSTRAP_PORT)]
+            argv += ["--prefill", url(backend), str(backend.bootstrap_port or DEFAULT_BOOTSTRAP_PORT)]
     for name in svc.after:
         backend = deployment.services[name]
         if backend.role == "decode" and backend.port is not None:
-            argv += ["--decode", backend_url(deployment, svc, backend)]
+            argv += ["--decode", url(backend)]
     host = launch.host or "0.0.0.0"     # clients come from anywhere, unless the launch says otherwise
     argv += ["--host", host, "--port", str(svc.port)]
     if launch.policy:

@@ -9,6 +9,7 @@ Textual app under ``run_test``, and its snapshots).
 - ``each_journal``: the same, once on the real journal and once on the stand-in.
 - The real-SSH fixtures of tests/sshd.py (``sshd``, ``sshd_factory``,
   ``ssh_home``, ...), registered for every test module.
+- The private Slurm cluster of tests/slurm.py (``slurm``), likewise.
 
 Sandboxes log into a real journal (systemd-journal-remote, read by the real
 journalctl) wherever it is installed, as ``pdtui demo`` does; the stand-in's own
@@ -27,7 +28,7 @@ import pytest
 from pdtui.sim import realjournal
 from pdtui.sim.sandbox import Sandbox
 
-pytest_plugins = ["tests.sshd", "tests.conftest_sim", "tests.engine_helpers"]
+pytest_plugins = ["tests.sshd", "tests.conftest_sim", "tests.engine_helpers", "tests.slurm"]
 
 
 @pytest.fixture(autouse=True, scope="session")

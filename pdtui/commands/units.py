@@ -3,7 +3,9 @@
 Printed by default; ``--out DIR`` writes one ``<unit>.service`` per service;
 ``--diff`` compares them with the installed ones (``systemctl cat``) on each
 host; ``--install`` writes them there, through the same connection the
-bring-up uses.
+bring-up uses. A service that runs as a Slurm job has its job script printed
+(or written) instead: it is made and submitted by the bring-up itself, with a
+router's backends named by the nodes Slurm gives them.
 
 An install is atomic per file (a temporary file renamed over the unit), keeps
 a backup of a file it replaces, runs ``systemctl daemon-reload`` once per host
@@ -29,6 +31,7 @@ from pathlib import Path
 
 from pdtui.config import Deployment
 from pdtui.hosts.base import Host, HostError
+from pdtui.slurm.script import preview_scripts
 from pdtui.systemd import Commands, parse_cat
 from pdtui.unit_files import UnitFile, render_units
 
@@ -101,7 +104,7 @@ async def _targets(deployment: Deployment, factory: HostFactory) -> AsyncIterato
     """Every host with units to generate, connected (one connection each) and closed after."""
     by_host: dict[str, list[str]] = {}
     for svc in deployment.services.values():
-        if svc.launch is not None:
+        if svc.launch is not None and svc.unit is not None:
             by_host.setdefault(svc.host, []).append(svc.unit)
     targets = [_Target(name, factory(deployment.hosts[name]), Commands.for_host(deployment.hosts[name]), units)
                for name, units in by_host.items()]
@@ -181,10 +184,21 @@ async def _write_host(deployment: Deployment, target: _Target,
     return 0
 
 
+def job_files(deployment: Deployment) -> list[UnitFile]:
+    """The job scripts of the services that run on a cluster, printed and written as the units are."""
+    return [UnitFile(script.service, deployment.services[script.service].host, f"{script.name}.sbatch", script.text)
+            for script in preview_scripts(deployment)]
+
+
 def run(deployment: Deployment, *, out: str | None = None, diff_them: bool = False, install_them: bool = False,
         yes: bool = False, factory: HostFactory | None = None) -> int:
     units = render_units(deployment)
-    if not units:
+    jobs = any(svc.is_job for svc in deployment.services.values())
+    if not units and (diff_them or install_them) and jobs:
+        print(f"pdtui: the services of {deployment.source} run as Slurm jobs: no unit to compare or install "
+              f"(pdtui units CONFIG prints their job scripts)", file=sys.stderr)
+        return 1
+    if not units and not jobs:
         print(f"pdtui: no service of {deployment.source} has a launch: block, so there is no unit to generate",
               file=sys.stderr)
         return 1
@@ -197,6 +211,7 @@ def run(deployment: Deployment, *, out: str | None = None, diff_them: bool = Fal
         except HostError as exc:
             print(f"pdtui: {exc}", file=sys.stderr)
             return 1
+    units += job_files(deployment)      # a job's script is made at submission: shown, never installed
     if out is None:
         print_units(units)
         return 0

@@ -24,11 +24,12 @@ from pdtui.config.defaults import (
 )
 from pdtui.config.errors import ConfigError
 from pdtui.config.fields import parse_duration
+from pdtui.config.job import JobSpec
 from pdtui.config.loader import load_config, parse_config
-from pdtui.config.schema import Deployment, HostConfig, ReadySpec, ServiceConfig
+from pdtui.config.schema import ClusterConfig, Deployment, HostConfig, ReadySpec, ServiceConfig
 
 __all__ = [
     "BACKEND_ROLES", "COMMANDS", "DEFAULT_BOOTSTRAP_PORT", "DEFAULT_TIMEOUT", "DEFAULT_UNHEALTHY_AFTER", "ROLES",
-    "ConfigError", "Deployment", "HostConfig", "ReadySpec", "Role", "ServiceConfig", "load_config", "parse_config",
-    "parse_duration",
+    "ClusterConfig", "ConfigError", "Deployment", "HostConfig", "JobSpec", "ReadySpec", "Role", "ServiceConfig",
+    "load_config", "parse_config", "parse_duration",
 ]

@@ -54,12 +54,12 @@ def describe(path: NodePath) -> str:
     """Where a mapping sits, in the words of an error message."""
     if not path:
         return "the top level"
-    if len(path) == 2 and path[0] == "hosts":
-        return f"host '{path[1]}'"
+    if len(path) == 2 and path[0] in ("hosts", "clusters"):
+        return f"{path[0].removesuffix('s')} '{path[1]}'"
     if len(path) == 2 and path[0] == "services":
         return f"service '{path[1]}'"
-    if len(path) == 3 and path[0] == "hosts":
-        return f"'{path[2]}' of host '{path[1]}'"
+    if len(path) == 3 and path[0] in ("hosts", "clusters"):
+        return f"'{path[2]}' of {path[0].removesuffix('s')} '{path[1]}'"
     if len(path) == 3 and path[0] == "services":
         return f"'{path[2]}' of service '{path[1]}'"
     return "'" + ".".join(str(part) for part in path) + "'"

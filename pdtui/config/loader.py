@@ -8,30 +8,35 @@ from typing import Any
 from pydantic import ValidationError
 
 from pdtui.config.errors import ConfigError, NodePath, describe, show, unknown_key
+from pdtui.config.job import JobSpec
 from pdtui.config.launch import LaunchSpec
-from pdtui.config.schema import Deployment, HostConfig, ReadySpec, ServiceConfig
+from pdtui.config.schema import ClusterConfig, Deployment, HostConfig, ReadySpec, ServiceConfig
 from pdtui.config.yamlpos import Positions, Walker, compose, read_text
 
 _USER_KEYS: dict[NodePath, tuple[str, ...]] = {
     (): tuple(f for f in Deployment.model_fields if f != "source"),
     ("hosts", "*"): tuple(f for f in HostConfig.model_fields if f != "name"),
+    ("clusters", "*"): tuple(f for f in ClusterConfig.model_fields if f != "name"),
     ("services", "*"): tuple(f for f in ServiceConfig.model_fields if f != "name"),
     ("services", "*", "ready"): tuple(ReadySpec.model_fields),
     ("services", "*", "launch"): tuple(LaunchSpec.model_fields),
+    ("services", "*", "job"): tuple(JobSpec.model_fields),
 }
 
 _EXPECTED: dict[NodePath, str] = {
     ("hosts", "*"): "a mapping of host settings (address, user, port, ...)",
+    ("clusters", "*"): "a mapping of cluster settings (address or local, output_dir, ...)",
     ("services", "*"): "a mapping of service settings (host, unit, role, ...)",
     ("services", "*", "ready"): "a mapping of readiness checks (log, http, tcp)",
     ("services", "*", "launch"): "a mapping of launch settings (model, tp, args, ...)",
+    ("services", "*", "job"): "a mapping of job settings (partition, gpus_per_node, time, ...)",
 }
 
 
 def _shape(path: NodePath) -> NodePath:
     """The schema position of a path: entry names become ``*``, list indexes go."""
     parts = [part for part in path if not isinstance(part, int)]
-    if len(parts) > 1 and parts[0] in ("hosts", "services"):
+    if len(parts) > 1 and parts[0] in ("hosts", "clusters", "services"):
         parts[1] = "*"
     return tuple(parts)
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Mapping
 from functools import cached_property
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar, Self
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
@@ -43,6 +44,7 @@ from pdtui.config.fields import (
     list_of,
     normalize_unit,
 )
+from pdtui.config.job import SLURM_COMMANDS, JobSpec, OutputDir, check_job, check_word
 from pdtui.config.launch import LaunchSpec, check_launch_keys
 
 
@@ -67,8 +69,10 @@ class ReadySpec(_Model):
         return value
 
 
-class HostConfig(_Model):
-    """A machine the deployment runs on, reached over SSH or (``local``) directly."""
+class _Reached(_Model):
+    """A machine pdtui reaches: over SSH (address, user, port, known_hosts) or directly (``local``)."""
+
+    KIND: ClassVar[str] = "host"
 
     name: str
     address: Address | None = None
@@ -76,39 +80,66 @@ class HostConfig(_Model):
     user: UserName | None = None
     port: Port | None = None
     known_hosts: FilePath | None = None
+
+    @model_validator(mode="after")
+    def _address_or_local(self) -> Self:
+        if self.local and self.address is not None:
+            raise fail(f"{self.KIND} '{self.name}' has both an address and local: true, expected one of them", "local",
+                       on="key")
+        if not self.local and self.address is None:
+            raise fail(f"{self.KIND} '{self.name}' needs an address (or local: true)", on="key")
+        return self
+
+
+class HostConfig(_Reached):
+    """A machine the deployment's units run on, reached over SSH or (``local``) directly."""
+
     sudo: Bool = False
     unit_dir: UnitDir = "/etc/systemd/system"    # where `pdtui units --install` writes units
-    commands: dict[str, tuple[str, ...]] = Field(default_factory=lambda: _default_commands())
+    commands: dict[str, tuple[str, ...]] = Field(default_factory=lambda: _default_commands(COMMANDS))
 
     @field_validator("commands", mode="before")
     @classmethod
     def _commands(cls, value: Any) -> dict[str, tuple[str, ...]]:
-        """Fill every command; a string is split like a shell would, a list is taken as argv."""
-        if not isinstance(value, Mapping):
-            raise fail(f"expected a mapping of {', '.join(COMMANDS)} to commands, got {show(value)}")
-        commands = _default_commands()
-        for key, argv in value.items():
-            if key not in COMMANDS:
-                raise fail(
-                    f"unknown command '{key}', expected one of {', '.join(COMMANDS)}{did_you_mean(key, COMMANDS)}",
-                    key,
-                    on="key",
-                )
-            commands[key] = _argv(key, argv)
-        return commands
-
-    @model_validator(mode="after")
-    def _address_or_local(self) -> HostConfig:
-        if self.local and self.address is not None:
-            raise fail(f"host '{self.name}' has both an address and local: true, expected one of them", "local", on="key")
-        if not self.local and self.address is None:
-            raise fail(f"host '{self.name}' needs an address (or local: true)", on="key")
-        return self
+        return _commands(COMMANDS, value)
 
 
-def _default_commands() -> dict[str, tuple[str, ...]]:
-    """Each command as itself (found on the host's PATH)."""
-    return {name: (name,) for name in COMMANDS}
+class ClusterConfig(_Reached):
+    """A Slurm cluster, reached through its login host (over SSH, or ``local``: this machine is one).
+
+    Jobs write their script and output under ``output_dir``, a folder the nodes
+    and the login host share: pdtui follows a job's output there.
+    """
+
+    KIND: ClassVar[str] = "cluster"
+
+    output_dir: OutputDir
+    partition: Annotated[str, BeforeValidator(lambda v: check_word(v, "a partition name"))] | None = None
+    account: Annotated[str, BeforeValidator(lambda v: check_word(v, "an account name"))] | None = None
+    commands: dict[str, tuple[str, ...]] = Field(default_factory=lambda: _default_commands(SLURM_COMMANDS))
+
+    @field_validator("commands", mode="before")
+    @classmethod
+    def _commands(cls, value: Any) -> dict[str, tuple[str, ...]]:
+        return _commands(SLURM_COMMANDS, value)
+
+
+def _commands(names: tuple[str, ...], value: Any) -> dict[str, tuple[str, ...]]:
+    """Fill every command; a string is split like a shell would, a list is taken as argv."""
+    if not isinstance(value, Mapping):
+        raise fail(f"expected a mapping of {', '.join(names)} to commands, got {show(value)}")
+    commands = _default_commands(names)
+    for key, argv in value.items():
+        if key not in names:
+            raise fail(f"unknown command '{key}', expected one of {', '.join(names)}{did_you_mean(key, names)}",
+                       key, on="key")
+        commands[key] = _argv(key, argv)
+    return commands
+
+
+def _default_commands(names: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
+    """Each command as itself (found on the machine's PATH)."""
+    return {name: (name,) for name in names}
 
 
 def _argv(command: str, value: Any) -> tuple[str, ...]:
@@ -139,11 +170,13 @@ def _default_ready(role: str, port: Any) -> dict[str, Any]:
 
 
 class ServiceConfig(_Model):
-    """One systemd service of the deployment and how to tell it is ready."""
+    """One service of the deployment (a systemd unit on a host, or a Slurm job on a cluster) and how to tell
+    it is ready."""
 
     name: str
-    host: HostName
-    unit: Unit
+    host: HostName               # where its commands run: its host, or (a job) its cluster's login host
+    cluster: HostName | None = None  # set for a Slurm job: ``host`` is then the cluster's name too
+    unit: Unit | None = None     # a unit's name; a job is found by its job's name
     role: Annotated[Role, BeforeValidator(check_role)] = "other"
     gpus: Annotated[tuple[int, ...], BeforeValidator(list_of(gpu_index, "a list of GPU indexes (integers)"))] = ()
     numa: NumaNode | None = None
@@ -159,6 +192,21 @@ class ServiceConfig(_Model):
         tuple[str, ...], BeforeValidator(list_of(lambda v: check_name(v, "service"), "a list of service names"))
     ] = ()
     launch: LaunchSpec | None = None
+    job: JobSpec | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _on_cluster(cls, data: Any) -> Any:
+        """A job on a cluster: its commands run on the cluster's login host, under the cluster's name."""
+        if not isinstance(data, Mapping) or "cluster" not in data:
+            return data
+        if "host" in data:
+            raise fail(f"service '{data.get('name')}' has a host and a cluster, expected one of them (a unit on a "
+                       f"host, or a job on a cluster)", "cluster", on="key")
+        filled = {**data, "job": data.get("job", {})}
+        if isinstance(data["cluster"], str):
+            filled["host"] = data["cluster"]
+        return filled
 
     @model_validator(mode="before")
     @classmethod
@@ -193,6 +241,23 @@ class ServiceConfig(_Model):
         """The one definition of a router: its role (it comes after the backends it routes to)."""
         return self.role == "router"
 
+    @property
+    def gpu_count(self) -> int:
+        """How many GPUs it runs on: its own, or those its job asks for on all of its nodes."""
+        if self.job is not None:
+            return (self.job.gpus_per_node or 0) * self.job.nodes
+        return len(self.gpus)
+
+    @property
+    def queue_timeout(self) -> float:
+        """How long its job may wait in Slurm's queue (its ``timeout`` then counts from the job's start)."""
+        return self.job.queue_timeout if self.job is not None and self.job.queue_timeout else self.timeout
+
+    @property
+    def is_job(self) -> bool:
+        """Whether it runs as a Slurm job (on ``cluster``) rather than as a unit on a host."""
+        return self.cluster is not None
+
     @model_validator(mode="after")
     def _consistent(self) -> ServiceConfig:
         if self.role == "router" and self.port is None:
@@ -212,14 +277,35 @@ class ServiceConfig(_Model):
             raise fail(f"service '{self.name}' cannot replace its own unit {self.unit}", "replaces", self.replaces.index(self.unit))
         if self.launch is not None:
             check_launch_keys(self.name, self.role, self.launch)
+        if self.job is not None and self.cluster is not None:
+            self._check_job(self.job)
+        elif self.job is not None:
+            raise fail(f"service '{self.name}' has a job block but runs on host '{self.host}': a job runs on a "
+                       f"cluster (cluster: NAME instead of host: NAME)", "job", on="key")
+        elif self.unit is None:
+            raise fail(f"service '{self.name}' is missing required key 'unit'", on="key")
         return self
+
+    def _check_job(self, job: JobSpec) -> None:
+        """A job: Slurm places it (no unit, GPUs or NUMA node of its own) and runs its launch block."""
+        where = f"service '{self.name}' is a job on cluster '{self.cluster}'"
+        if self.unit is not None:
+            raise fail(f"{where}: it has no unit (its job is found by its name, job: name)", "unit", on="key")
+        for key in ("gpus", "numa", "replaces"):
+            if getattr(self, key) not in (None, ()):
+                raise fail(f"{where}: Slurm places it, so it has no {key} of its own (ask with job: gpus_per_node, "
+                           f"gpu_type, constraint)", key, on="key")
+        if self.launch is None:
+            raise fail(f"{where}: it needs a launch block (its job script runs that command line)", on="key")
+        check_job(self.name, self.role, job)
 
 
 class Deployment(_Model):
     """The whole deployment: hosts, services, and the order to bring them up in."""
 
     name: DeploymentName
-    hosts: dict[str, HostConfig]
+    hosts: dict[str, HostConfig] = Field(default_factory=dict)
+    clusters: dict[str, ClusterConfig] = Field(default_factory=dict)
     services: dict[str, ServiceConfig]
     source: str = "<config>"
     strict: Bool = False
@@ -231,26 +317,33 @@ class Deployment(_Model):
         if not isinstance(data, Mapping):
             return data
         named = dict(data)
-        for section, what in (("hosts", "host"), ("services", "service")):
+        for section, what in (("hosts", "host"), ("clusters", "cluster"), ("services", "service")):
             entries = data.get(section)
             if isinstance(entries, Mapping):
                 named[section] = {key: _named(section, what, key, entry) for key, entry in entries.items()}
         if isinstance(named.get("services"), Mapping):
-            named["services"] = _router_after(named["services"])
+            named["services"] = _job_names(data.get("name"), _router_after(named["services"]))
+        if "hosts" not in data and "clusters" not in data:
+            raise fail("the top level is missing required key 'hosts' (or 'clusters', for Slurm jobs)", on="key")
         return named
 
-    @field_validator("hosts", "services", mode="before")
+    @field_validator("hosts", "clusters", "services", mode="before")
     @classmethod
     def _not_empty(cls, value: Any, info: Any) -> Any:
-        what = "host" if info.field_name == "hosts" else "service"
+        what = info.field_name.removesuffix("s")
         if not isinstance(value, Mapping) or not value:
             raise fail(f"expected a mapping of {what} names to {what}s (at least one), got {show(value)}")
         return value
 
     @model_validator(mode="after")
     def _cross_checks(self) -> Deployment:
+        for name in self.hosts.keys() & self.clusters.keys():
+            raise fail(f"'{name}' names both a host and a cluster, expected names of their own", "clusters", name, on="key")
         for name, service in self.services.items():
-            if service.host not in self.hosts:
+            if service.cluster is not None and service.cluster not in self.clusters:
+                raise fail(f"unknown cluster '{service.cluster}', expected one of {', '.join(self.clusters) or '(none)'}"
+                           f"{did_you_mean(service.cluster, self.clusters)}", "services", name, "cluster")
+            if service.cluster is None and service.host not in self.hosts:
                 raise fail(
                     f"unknown host '{service.host}', expected one of {', '.join(self.hosts)}"
                     f"{did_you_mean(service.host, self.hosts)}",
@@ -266,7 +359,17 @@ class Deployment(_Model):
                     )
         self._check_cycles()
         self._check_sharing()
+        self._check_router_urls()
         return self
+
+    def _check_router_urls(self) -> None:
+        """A router unit's file names its backends' URLs: a backend that is a job has none until Slurm places it."""
+        for name, svc in self.services.items():
+            jobs = [dep for dep in svc.after if self.services[dep].is_job]
+            if svc.is_router and not svc.is_job and jobs:
+                raise fail(f"router '{name}' is a unit on host '{svc.host}' but '{jobs[0]}' is a job on a node Slurm "
+                           f"picks: its unit cannot name that URL; run the router as a job too (cluster: "
+                           f"{self.services[jobs[0]].cluster})", "services", name, "host")
 
     def _check_cycles(self) -> None:
         """The entry closing the first cycle (depth-first, in config order) is blamed."""
@@ -285,12 +388,16 @@ class Deployment(_Model):
         ports: dict[tuple[str, int], str] = {}
         gpus: dict[tuple[str, int], str] = {}
         for name, svc in self.services.items():
-            if (owner := units.setdefault((svc.host, svc.unit), name)) != name:
+            if svc.job is not None and (owner := units.setdefault((svc.host, f"job {svc.job.name}"), name)) != name:
+                raise fail(f"job name {svc.job.name} on cluster '{svc.host}' is already used by service '{owner}'",
+                           "services", name, "job", "name")
+            if svc.unit is not None and (owner := units.setdefault((svc.host, svc.unit), name)) != name:
                 raise fail(f"unit {svc.unit} on host '{svc.host}' is already used by service '{owner}'", "services", name, "unit")
             for key in ("port", "bootstrap_port"):
                 port = getattr(svc, key)
                 if port is not None and (owner := ports.setdefault((svc.host, port), name)) != name:
-                    raise fail(f"port {port} on host '{svc.host}' is already used by service '{owner}'", "services", name, key)
+                    where = f"cluster '{svc.host}' (its jobs may share a node)" if svc.is_job else f"host '{svc.host}'"
+                    raise fail(f"port {port} on {where} is already used by service '{owner}'", "services", name, key)
             if svc.role not in BACKEND_ROLES:
                 continue
             for index, gpu in enumerate(svc.gpus):
@@ -326,13 +433,33 @@ def _named(section: str, what: str, key: str, entry: Any) -> Any:
     _check_name_key(section, what, key)
     if isinstance(entry, Mapping):
         if "name" in entry:
-            model = HostConfig if section == "hosts" else ServiceConfig
+            model = SECTION_MODELS[section]
             known = tuple(f for f in model.model_fields if f != "name")
             raise fail(unknown_key((section, key), "name", known), section, key, "name", on="key")
         return {"name": key, **entry}
-    if isinstance(entry, (HostConfig, ServiceConfig)) and entry.name != key:
+    if isinstance(entry, (HostConfig, ClusterConfig, ServiceConfig)) and entry.name != key:
         raise fail(f"{what} named '{entry.name}' is filed under '{key}'", section, key, on="key")
     return entry
+
+
+SECTION_MODELS: dict[str, type[_Model]] = {"hosts": HostConfig, "clusters": ClusterConfig, "services": ServiceConfig}
+
+
+def job_name(deployment: str, service: str) -> str:
+    """A job's default name: the deployment's and the service's, in the characters a job name keeps well."""
+    stem = re.sub(r"[^A-Za-z0-9_.-]+", "-", deployment).strip("-.") or "pdtui"
+    return f"{stem}-{service}"
+
+
+def _job_names(deployment: Any, services: Mapping[str, Any]) -> dict[str, Any]:
+    """Each job named as its deployment and service, unless its job block names it."""
+    filled = dict(services)
+    for name, entry in services.items():
+        if isinstance(entry, Mapping) and "cluster" in entry:
+            job = entry.get("job", {})
+            if isinstance(job, Mapping) and "name" not in job:
+                filled[name] = {**entry, "job": {**job, "name": job_name(str(deployment or ""), name)}}
+    return filled
 
 
 def _check_name_key(section: str, what: str, key: str) -> None:

@@ -60,6 +60,7 @@ class ServiceInfo:
     timeout: float
     restart_command: str = ""    # what a restart or stop from the UI runs, exactly, on ``host``
     stop_command: str = ""
+    job: bool = False            # a Slurm job (``unit`` is its job's name, ``host`` its cluster)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +91,9 @@ class StateChanged:
     reason: str = ""
     line: str | None = None            # the log line that caused it (a failure or ready line)
     elapsed: float = 0.0
-    time_to_ready: float | None = None  # seconds from start command to READY
+    time_to_ready: float | None = None  # seconds from start command (a job: from its start) to READY
+    job_id: str | None = None          # a Slurm job's id and node (its first, on several), once known
+    node: str | None = None
 
 
 @dataclass(slots=True)
@@ -199,6 +202,20 @@ class UnitStatus:
 
 
 @dataclass(frozen=True, slots=True)
+class JobStatus:
+    """A service's Slurm job as Slurm last reported it, told when it changes."""
+
+    service: str
+    job_id: str
+    state: str                   # Slurm's: PENDING, RUNNING, FAILED, OUT_OF_MEMORY, ...
+    reason: str = ""             # Slurm's reason: Resources, Priority, NonZeroExitCode, ...
+    node: str = ""               # its node (its first, on several), once it runs
+    gpus: tuple[int, ...] = ()   # the GPU indices Slurm gave it there
+    exit_code: str = ""          # once it ended: "1:0"
+    elapsed: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
 class HostStatus:
     host: str
     status: str                # "connecting", "connected", "reconnecting", "unreachable" (may pass), "error", "closed"
@@ -246,7 +263,7 @@ class Done:
 
 
 Event = (PlanReady | StepChanged | StateChanged | LogLines | PhaseStarted | ProbeResult | CanaryResult
-         | ServingFigures | UnitStatus | HostStatus | GpuSample | Notice | Done)
+         | ServingFigures | UnitStatus | JobStatus | HostStatus | GpuSample | Notice | Done)
 
 
 class EventSource(Protocol):

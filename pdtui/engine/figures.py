@@ -59,7 +59,8 @@ class FiguresWatch:
 
     async def _sample(self, run: ServiceRun) -> None:
         if run.name not in self._without_metrics:
-            result = await run.w.session.prober.get(self._ports[run.name], "/metrics", timeout=FETCH_TIMEOUT)
+            result = await run.w.session.prober.get(self._ports[run.name], "/metrics", timeout=FETCH_TIMEOUT,
+                                                    address=run.address)
             if result.ok:
                 try:
                     sample = parse_metrics(result.body.decode(errors="replace"), self._clock())

@@ -1,9 +1,11 @@
 """One host of a deployment, as the engine uses it: its connection and everything that runs over it.
 
-A session owns the Host (one connection), how its systemctl and journalctl
-are invoked, the HTTP prober whose requests travel through the connection,
-the batched unit looks, starts and invocation-history reads, and the one
-journal tail that follows all of its units. The orchestrator keeps one per
+A :class:`Session` owns the Host (one connection), its commands and the HTTP
+prober whose requests travel through the connection. A :class:`HostSession`
+adds what a host of units needs: how its systemctl and journalctl are
+invoked, the batched unit looks, starts and invocation-history reads, and the
+one journal tail that follows all of its units. (A cluster's login host has a
+ClusterSession: engine/cluster_session.py.) The orchestrator keeps one per
 host instead of a dict per tool.
 """
 
@@ -11,37 +13,73 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any, Protocol
 
 from pdtui.config import HostConfig
 from pdtui.engine.http import HttpProber
 from pdtui.engine.journal import JournalTail
-from pdtui.engine.units import InvocationHistory, UnitLooker, UnitStarter
+from pdtui.engine.units import Batcher, InvocationHistory, UnitLooker, UnitStarter
 from pdtui.hosts.base import Host, HostError, Result
 from pdtui.systemd import Commands, JournalEntry, sudo_needs_password
 
 
-class HostSession:
-    def __init__(self, config: HostConfig, host: Host, *, command_timeout: float,
+class Looks(Protocol):
+    """What a session's batched looks tell of themselves: a slow machine is looked at less often."""
+
+    last_took: float
+
+
+class Session:
+    """A machine's connection as a run uses it: commands within a deadline, HTTP probes through it."""
+
+    looker: Looks
+
+    def __init__(self, name: str, host: Host, *, command_timeout: float,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        self.name = config.name
-        self.config = config
+        self.name = name
         self.host = host
-        self.commands = Commands.for_host(config)
         self.prober = HttpProber(host)
-        self.looker = UnitLooker(self.command, self.commands)
-        self.starter = UnitStarter(self.command, self.commands)
-        self.history = InvocationHistory(self.command, self.commands)
-        self.tail: JournalTail | None = None
+        self.batchers: list[Batcher[Any]] = []     # its batched commands: ended at close
         self._command_timeout = command_timeout
         self._clock = clock
 
     async def command(self, argv: list[str], deadline: float | None = None) -> Result:
-        """Run ``argv`` there, within the command timeout and ``deadline``; sudo asking for a password
-        is the host's failure, said once in words the user can act on."""
+        """Run ``argv`` there, within the command timeout and ``deadline``."""
         timeout = self._command_timeout
         if deadline is not None:
             timeout = max(0.1, min(timeout, deadline - self._clock()))
-        result = await self.host.run(argv, timeout=timeout)
+        return await self.host.run(argv, timeout=timeout)
+
+    async def close(self) -> None:
+        """End the commands under way (a look whose askers are gone must not outlive the session), the probes'
+        connections, then the connection."""
+        for batcher in self.batchers:
+            await batcher.close()
+        await self.prober.close()
+        try:
+            await self.host.close()
+        except Exception:   # closing a broken connection must not hide the real outcome
+            pass
+
+
+class HostSession(Session):
+    looker: UnitLooker
+
+    def __init__(self, config: HostConfig, host: Host, *, command_timeout: float,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__(config.name, host, command_timeout=command_timeout, clock=clock)
+        self.config = config
+        self.commands = Commands.for_host(config)
+        self.looker = UnitLooker(self.command, self.commands)
+        self.starter = UnitStarter(self.command, self.commands)
+        self.history = InvocationHistory(self.command, self.commands)
+        self.batchers = [self.looker, self.starter, self.history]
+        self.tail: JournalTail | None = None
+
+    async def command(self, argv: list[str], deadline: float | None = None) -> Result:
+        """Run ``argv`` there, within the command timeout and ``deadline``; sudo asking for a password
+        is the host's failure, said once in words the user can act on."""
+        result = await super().command(argv, deadline)
         if not result.ok and sudo_needs_password(result.stderr):
             raise HostError(f"{self.name}: sudo asks for a password; pdtui needs passwordless sudo "
                             f"(sudo -n) for systemctl and journalctl")
@@ -62,12 +100,3 @@ class HostSession:
         needs no look at its history.
         """
         return self.tail is not None and self.tail.cursor is not None
-
-    async def close(self) -> None:
-        for batcher in (self.looker, self.starter, self.history):
-            await batcher.close()
-        await self.prober.close()
-        try:
-            await self.host.close()
-        except Exception:   # closing a broken connection must not hide the real outcome
-            pass

@@ -3,7 +3,9 @@
 httpcore does the HTTP; this module only gives it a network backend whose
 "connect" is :meth:`Host.open_tcp`, so a probe of a remote port travels
 through the host's SSH connection (a service bound to 127.0.0.1 over there
-is reachable, and the host needs no curl).
+is reachable, and the host needs no curl). A port elsewhere (a job's, on its
+node) is reached the same way, from the host that reaches it: the URL's
+address is handed to the host's connect.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any
 
 import httpcore
 
-from pdtui.hosts.base import Host, HostError
+from pdtui.hosts.base import LOOPBACK_ADDRESS, Host, HostError
 
 DEFAULT_TIMEOUT = 5.0
 CLOSE_TIMEOUT = 2.0      # a stream's close, after which it is aborted
@@ -73,7 +75,7 @@ class _HostBackend(httpcore.AsyncNetworkBackend):
     async def connect_tcp(self, host: str, port: int, timeout: float | None = None,
                           local_address: str | None = None, socket_options: Any = None) -> httpcore.AsyncNetworkStream:
         try:
-            reader, writer = await self._host.open_tcp(port, timeout=timeout)
+            reader, writer = await self._host.open_tcp(port, timeout=timeout, address=host)
         except (OSError, HostError) as exc:
             raise httpcore.ConnectError(str(exc) or type(exc).__name__) from None
         return _HostStream(reader, writer)
@@ -115,8 +117,9 @@ class HttpProber:
         self._pool = httpcore.AsyncConnectionPool(network_backend=_HostBackend(host), max_connections=8)
 
     async def request(self, method: str, port: int, path: str, *, body: Any = None,
-                      timeout: float = DEFAULT_TIMEOUT) -> HttpResult:
-        headers = [(b"Host", f"127.0.0.1:{port}".encode())]
+                      timeout: float = DEFAULT_TIMEOUT, address: str = LOOPBACK_ADDRESS) -> HttpResult:
+        origin = f"[{address}]:{port}" if ":" in address else f"{address}:{port}"    # an IPv6 address in brackets
+        headers = [(b"Host", origin.encode())]
         content = b""
         if body is not None:
             content = json.dumps(body).encode()
@@ -124,7 +127,7 @@ class HttpProber:
         started = time.perf_counter()
         try:
             response = await self._pool.request(
-                method, f"http://127.0.0.1:{port}{path}", headers=headers, content=content,
+                method, f"http://{origin}{path}", headers=headers, content=content,
                 extensions={"timeout": {"connect": timeout, "read": timeout, "write": timeout, "pool": timeout}})
         except httpcore.TimeoutException:
             return HttpResult(None, b"", time.perf_counter() - started, f"no answer within {timeout:g}s")
@@ -133,8 +136,9 @@ class HttpProber:
             return HttpResult(None, b"", time.perf_counter() - started, f"{what}: {exc}")
         return HttpResult(response.status, response.content, time.perf_counter() - started)
 
-    async def get(self, port: int, path: str, *, timeout: float = DEFAULT_TIMEOUT) -> HttpResult:
-        return await self.request("GET", port, path, timeout=timeout)
+    async def get(self, port: int, path: str, *, timeout: float = DEFAULT_TIMEOUT,
+                  address: str = LOOPBACK_ADDRESS) -> HttpResult:
+        return await self.request("GET", port, path, timeout=timeout, address=address)
 
     async def close(self) -> None:
         await self._pool.aclose()

@@ -1,8 +1,9 @@
 """The bring-up: preflight -> start backends -> wait for readiness -> start router -> probe; and the life after.
 
 The orchestrator wires the deployment together: one :class:`HostSession` per
-host (its journal tail routed to the services' runs), the preflight, one
-:class:`ServiceRun` per service brought up by its own task once the services
+host (its journal tail routed to the services' runs) and one ClusterSession per
+Slurm cluster, the preflight, one :class:`ServiceRun` per service (a
+:class:`JobRun` for a Slurm job) brought up by its own task once the services
 it comes ``after`` are ready, log lines handed out in batches, and the outcome.
 What it is asked to do is an :class:`Intent` (``up``, ``status``, ``restart``,
 ``down``): each becomes an :class:`Action` per service, and the TUI's restart
@@ -18,16 +19,19 @@ import asyncio
 import math
 import shlex
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Awaitable, Callable, Collection
 from functools import partial
+from typing import TypeVar
 
 from pdtui.backoff import Backoff
-from pdtui.config import Deployment, ServiceConfig
+from pdtui.config import Deployment
+from pdtui.engine.cluster_session import ClusterSession
 from pdtui.engine.events import Done, Event, HostStatus, Notice, PlanReady, ServiceInfo, Step, StepChanged, StepStatus
 from pdtui.engine.figures import FiguresWatch
 from pdtui.engine.gpus import GpuSampler, Inventory, host_inventories, preflight_findings
-from pdtui.engine.host_session import HostSession
+from pdtui.engine.host_session import HostSession, Session
 from pdtui.engine.intent import UP, Action, Intent, Verb
+from pdtui.engine.job_run import JobRun
 from pdtui.engine.readiness import LineJudge
 from pdtui.engine.service_run import ServiceRun, Wiring
 from pdtui.engine.signatures import signatures_for
@@ -38,6 +42,8 @@ from pdtui.exits import EXIT_FAILED, EXIT_OK
 from pdtui.hosts.base import Host, HostError, HostUnreachable
 from pdtui.nvidia_smi import sampler_argv
 from pdtui.plan import format_duration
+from pdtui.slurm.commands import SlurmCommands
+from pdtui.slurm.script import script_path
 from pdtui.systemd import Commands, JournalEntry, parse_cat, unit_processes
 from pdtui.unit_drift import parse_installed, service_drift
 
@@ -45,6 +51,7 @@ __all__ = ["Orchestrator", "Timing"]
 
 S = ServiceState
 HostFactory = Callable[..., Host]
+T = TypeVar("T")
 
 BAD_OUTCOMES = frozenset({S.FAILED, S.TIMED_OUT, S.BLOCKED})
 BUSY_NOW = frozenset({S.STARTING, S.STOPPING})   # a restart or stop from the UI waits until these are over
@@ -67,12 +74,13 @@ class Orchestrator:
         self.timing = timing
         self._subscribers: list[Callable[[Event], None]] = []
         self._t0 = clock()
-        self._sessions: dict[str, HostSession] = {}
+        self._sessions: dict[str, Session] = {}
         self._reaching: dict[str, float] = {}       # host -> until when the preflight tries to reach it
         self._retried: set[str] = set()             # hosts the preflight reached only after retries
-        self._runs = {name: ServiceRun(cfg, LineJudge(cfg.ready.log, signatures_for(cfg.role, cfg.fail)))
+        self._runs = {name: (JobRun if cfg.is_job else ServiceRun)(cfg, LineJudge(cfg.ready.log,
+                                                                                   signatures_for(cfg.role, cfg.fail)))
                       for name, cfg in deployment.services.items()}
-        self._by_unit = {(r.cfg.host, r.cfg.unit): r for r in self._runs.values()}
+        self._by_unit = {(r.cfg.host, r.cfg.unit): r for r in self._runs.values() if not r.cfg.is_job}
         self._groups = split(list(self._runs.values()))     # backends, routers
         self._on_host: dict[str, list[ServiceRun]] = {}       # the runs of each host, in config order
         for run in self._runs.values():
@@ -226,6 +234,7 @@ class Orchestrator:
     async def close(self) -> None:
         """Stop watching: end tails, probes and connections. Never stops a unit."""
         tasks = [*self._tails, *(r.task for r in self._runs.values() if r.task)]
+        tasks += [r.follower for r in self._runs.values() if isinstance(r, JobRun) and r.follower]
         tasks += [t for t in (self._done_task, self._notifier) if t is not None]
         for task in tasks:
             task.cancel()
@@ -265,17 +274,20 @@ class Orchestrator:
 
     def _begin(self) -> None:
         self._t0 = self.clock()
-        hosts = self.deployment.hosts
-        services = tuple(_info(r.cfg, Commands.for_host(hosts[r.cfg.host])) for r in self._runs.values())
+        services = tuple(_info(self.deployment, r) for r in self._runs.values())
         steps = () if self.intent.verb is Verb.DOWN else tuple(Step)
         self._emit(PlanReady(self.deployment.name, services, steps, title=self.intent.title,
                              watching=self.intent.watching))
         self._update_steps()
+        timeout = self.timing.command_timeout
         for name, cfg in self.deployment.hosts.items():
             if name in self._on_host:
                 host = self.host_factory(cfg, on_status=self._host_status)
-                self._sessions[name] = HostSession(cfg, host, command_timeout=self.timing.command_timeout,
-                                                   clock=self.clock)
+                self._sessions[name] = HostSession(cfg, host, command_timeout=timeout, clock=self.clock)
+        for name, cluster in self.deployment.clusters.items():
+            if name in self._on_host:
+                host = self.host_factory(cluster, on_status=self._host_status)
+                self._sessions[name] = ClusterSession(cluster, host, command_timeout=timeout, clock=self.clock)
         for run in self._runs.values():
             run.wire(Wiring(self.deployment, self._sessions[run.cfg.host], self.timing, self.clock, self.elapsed,
                             self._emit, self._on_change, self._schedule_flush, self._runs, lambda: self._t0, self.smoke,
@@ -283,7 +295,9 @@ class Orchestrator:
 
     def _follow_journals(self) -> None:
         for name, session in self._sessions.items():
-            units = [r.cfg.unit for r in self._on_host[name]]
+            if not isinstance(session, HostSession):
+                continue                    # a cluster's jobs are followed each by its run, file by file
+            units = [r.unit for r in self._on_host[name]]
             tail = session.follow(units, on_entry=partial(self._on_entry, name), on_problem=self._tail_problem)
             self._tails.append(asyncio.create_task(tail.run(), name=f"journal {name}"))
 
@@ -344,9 +358,12 @@ class Orchestrator:
         return own
 
     async def _preflight_host(self, host_name: str, deadline: float) -> bool:
+        if isinstance(self._sessions[host_name], ClusterSession):
+            return await self._preflight_cluster(host_name, deadline)
         ok = True
         runs = self._on_host[host_name]
-        looks = await asyncio.gather(*(self._reach(run, deadline) for run in runs), return_exceptions=True)
+        looks = await asyncio.gather(*(self._reach(run.show, run.cfg.host, deadline) for run in runs),
+                                     return_exceptions=True)
         self._reaching.pop(host_name, None)
         for run, props in zip(runs, looks, strict=False):
             if isinstance(props, HostError):
@@ -364,6 +381,19 @@ class Orchestrator:
             return ok     # nothing will be started: what the unit files say is not in question
         return await self._preflight_drift(host_name, present) and ok
 
+    async def _preflight_cluster(self, name: str, deadline: float) -> bool:
+        """A cluster: its login host reached and Slurm answering, each job's name looked up (one squeue)."""
+        jobs = [run for run in self._on_host[name] if isinstance(run, JobRun)]
+        looks = await asyncio.gather(*(self._reach(run.look, name, deadline) for run in jobs), return_exceptions=True)
+        ok = True
+        for run, found in zip(jobs, looks, strict=True):
+            if isinstance(found, HostError):
+                run.transition(S.FAILED, str(found) if str(found).startswith(name) else f"{name}: {found}")
+                ok = False
+            elif isinstance(found, BaseException):
+                raise found
+        return ok
+
     async def _preflight_drift(self, host_name: str, runs: list[ServiceRun]) -> bool:
         """Each installed unit against the config (one ``systemctl cat`` for the host): a unit that runs
         something else (other GPUs, NUMA node, port, mode, router backends) fails its service before start."""
@@ -371,7 +401,8 @@ class Orchestrator:
             return True
         try:
             session = self._sessions[host_name]
-            result = await session.command(session.commands.cat([r.cfg.unit for r in runs]))
+            assert isinstance(session, HostSession)     # a cluster's preflight has no units to compare
+            result = await session.command(session.commands.cat([r.unit for r in runs]))
         except HostError:
             return True     # the unit looks just passed: a host lost now is the bring-up's to tell
         installed = parse_cat(result.stdout)
@@ -387,20 +418,21 @@ class Orchestrator:
                     ok = False
         return ok
 
-    async def _reach(self, run: ServiceRun, deadline: float) -> dict[str, str]:
-        """The unit's load state; a host that cannot be reached (sshd not up yet) is tried again until the deadline.
+    async def _reach(self, look: Callable[[], Awaitable[T]], host: str, deadline: float) -> T:
+        """A first look (a unit's load state, a job's queue); a host that cannot be reached (sshd not up yet) is
+        tried again until the deadline.
 
         The host's status tells so, once (see :meth:`_host_status`). The last try is at the deadline.
         """
         backoff = Backoff(PREFLIGHT_RETRY, PREFLIGHT_RETRY_MAX)
         while True:
             try:
-                return await run.show()
+                return await look()
             except HostUnreachable:
                 left = deadline - self.clock()
                 if left <= 0:
                     raise
-                self._retried.add(run.cfg.host)
+                self._retried.add(host)
                 await asyncio.sleep(min(backoff.next(), left))
 
     def _tail_problem(self, message: str) -> None:
@@ -477,15 +509,16 @@ class Orchestrator:
     def _decided(self) -> bool:
         """The outcome is known: every service settled, or one failed and all it blocks is marked blocked already.
 
-        Watching (status), a service whose unit is still starting is settled
-        once it has been judged; taking down, once it is stopped (or would not stop).
+        Watching (status), a service whose unit is still starting (or whose job
+        still waits in Slurm's queue) is settled once it has been judged; taking
+        down, once it is stopped (or would not stop).
         """
         runs = list(self._runs.values())
         verb = self.intent.verb
         if verb is Verb.DOWN:
             return all(r.state in (S.STOPPED, S.FAILED) and (r.task is None or r.task.done()) for r in runs)
         if verb is Verb.STATUS:
-            return all(r.state in FINAL_STATES or (r.judged and r.state is S.WAITING) for r in runs)
+            return all(r.state in FINAL_STATES or (r.judged and r.state in (S.WAITING, S.QUEUED)) for r in runs)
         if any(r.state is S.PENDING and any(self._runs[d].state in BAD_OUTCOMES for d in r.cfg.after) for r in runs):
             return False
         return all(r.state in FINAL_STATES for r in runs) or any(r.state in (S.FAILED, S.TIMED_OUT) for r in runs)
@@ -510,7 +543,7 @@ class Orchestrator:
 
     def left_running(self) -> tuple[str, ...]:
         """Units this bring-up started that were running when last looked at."""
-        return tuple(r.cfg.unit for r in self._runs.values() if r.started_by_us and r.running)
+        return tuple(r.unit for r in self._runs.values() if r.started_by_us and r.running)
 
     def _update_steps(self) -> None:
         if self._steps_handle is not None:
@@ -524,7 +557,16 @@ class Orchestrator:
                 self._emit(StepChanged(step, status, "", self.elapsed()))
 
 
-def _info(cfg: ServiceConfig, commands: Commands) -> ServiceInfo:
-    return ServiceInfo(cfg.name, cfg.role, cfg.unit, cfg.host, tuple(cfg.gpus), cfg.numa, cfg.port,
-                       tuple(cfg.after), cfg.timeout, shlex.join(commands.restart(cfg.unit)),
-                       shlex.join(commands.stop(cfg.unit)))
+def _info(deployment: Deployment, run: ServiceRun) -> ServiceInfo:
+    """The service as the faces draw it, with the exact commands a restart or stop from the UI runs."""
+    cfg = run.cfg
+    if cfg.cluster is not None:
+        cluster = deployment.clusters[cfg.cluster]
+        cancel = shlex.join(SlurmCommands.for_cluster(cluster).cancel_named(run.unit))
+        restart = f"{cancel}; sbatch {script_path(cluster.output_dir, run.unit)}"
+        return ServiceInfo(cfg.name, cfg.role, run.unit, cfg.host, (), None, cfg.port, tuple(cfg.after), cfg.timeout,
+                           restart, cancel, job=True)
+    commands = Commands.for_host(deployment.hosts[cfg.host])
+    return ServiceInfo(cfg.name, cfg.role, run.unit, cfg.host, tuple(cfg.gpus), cfg.numa, cfg.port,
+                       tuple(cfg.after), cfg.timeout, shlex.join(commands.restart(run.unit)),
+                       shlex.join(commands.stop(run.unit)))

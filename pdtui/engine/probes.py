@@ -21,8 +21,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from pdtui.config import DEFAULT_BOOTSTRAP_PORT
-from pdtui.engine.http import HttpProber
-from pdtui.hosts.base import Host, HostError
+from pdtui.engine.http import HttpProber, HttpResult
+from pdtui.hosts.base import LOOPBACK_ADDRESS, Host, HostError
 
 LOOPBACK = {"127.0.0.1", "localhost", "0.0.0.0", "::1", "[::1]"}
 SMOKE_PROMPT = "Say OK."
@@ -50,26 +50,26 @@ class Backend:
     addresses: frozenset[str]   # host names under which the router may know it
 
 
-async def tcp_check(host: Host, port: int) -> Check:
+async def tcp_check(host: Host, port: int, address: str = LOOPBACK_ADDRESS) -> Check:
     started = time.perf_counter()
     try:
-        _, writer = await host.open_tcp(port, timeout=3)
+        _, writer = await host.open_tcp(port, timeout=3, address=address)
     except (OSError, HostError) as exc:
         return Check("tcp", False, f"port {port} not accepting ({exc})")
     writer.close()
     return Check("tcp", True, f"port {port} accepting", time.perf_counter() - started)
 
 
-async def http_check(prober: HttpProber, port: int, path: str) -> Check:
-    result = await prober.get(port, path)
+async def http_check(prober: HttpProber, port: int, path: str, address: str = LOOPBACK_ADDRESS) -> Check:
+    result = await prober.get(port, path, address=address)
     return Check(f"http {path}", result.ok, result.describe(), result.latency)
 
 
-async def bootstrap_port(prober: HttpProber, port: int) -> int:
+async def bootstrap_port(prober: HttpProber, port: int, address: str = LOOPBACK_ADDRESS) -> int:
     """The bootstrap port a PD prefill says it serves (``/server_info``, ``/get_server_info`` on older
     builds), or SGLang's default when it does not say."""
     for path in ("/server_info", "/get_server_info"):
-        result = await prober.get(port, path)
+        result = await prober.get(port, path, address=address)
         info = result.json() if result.ok else None
         if isinstance(info, dict):
             value = info.get("disaggregation_bootstrap_port")
@@ -132,9 +132,11 @@ class RouterProbe:
     """
 
     def __init__(self, prober: HttpProber, port: int, backends: Sequence[Backend], *, smoke: bool = True,
-                 transfer_error: TransferError | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+                 transfer_error: TransferError | None = None, clock: Callable[[], float] = time.monotonic,
+                 address: str = LOOPBACK_ADDRESS) -> None:
         self.prober = prober
         self.port = port
+        self.address = address      # where the router listens, as its host sees it (a job: its node's address)
         self.backends = list(backends)
         self.smoke = smoke
         self.smoke_failures = 0
@@ -154,18 +156,21 @@ class RouterProbe:
             yield await self._smoke(self._model)
 
     async def _tcp(self, host: Host) -> Check:
-        return await tcp_check(host, self.port)
+        return await tcp_check(host, self.port, self.address)
+
+    async def _get(self, path: str) -> HttpResult:
+        return await self.prober.get(self.port, path, address=self.address)
 
     async def _readiness(self) -> Check:
-        result = await self.prober.get(self.port, "/readiness")
+        result = await self._get("/readiness")
         if result.status == 404:
             # Older routers have no /readiness; their /health reflects the workers.
-            result = await self.prober.get(self.port, "/health")
+            result = await self._get("/health")
             return Check("health", result.ok, result.describe(), result.latency)
         return Check("readiness", result.ok, result.describe(), result.latency)
 
     async def _workers(self) -> Check:
-        result = await self.prober.get(self.port, "/workers")
+        result = await self._get("/workers")
         if result.status == 401:
             # An API key (--api-key, or control-plane keys) guards /workers; waiting will not change that.
             return Check("workers", False, WORKERS_NEED_KEY, result.latency, final=True)
@@ -175,7 +180,7 @@ class RouterProbe:
         return Check(check.name, check.ok, check.detail, result.latency)
 
     async def _models(self) -> Check:
-        result = await self.prober.get(self.port, "/v1/models")
+        result = await self._get("/v1/models")
         data = result.json() if result.ok else None
         models = [m.get("id") for m in (data or {}).get("data", []) if isinstance(m, dict)] if isinstance(data, dict) else []
         self._model = next((m for m in models if m), None)
@@ -205,7 +210,8 @@ class RouterProbe:
         body = {"model": model, "messages": [{"role": "user", "content": SMOKE_PROMPT}],
                 "max_tokens": SMOKE_MAX_TOKENS, "temperature": 0}
         started = self.clock()
-        result = await self.prober.request("POST", self.port, "/v1/chat/completions", body=body, timeout=30)
+        result = await self.prober.request("POST", self.port, "/v1/chat/completions", body=body, timeout=30,
+                                           address=self.address)
         answer = _answer(result.json()) if result.ok else None
         quoted = await self.transfer_error(started, answer is None) if self.transfer_error else None
         if answer is None or quoted:

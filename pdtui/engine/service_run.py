@@ -33,7 +33,7 @@ from pdtui.engine.events import (
     UnitStatus,
 )
 from pdtui.engine.gpus import gpu_holders
-from pdtui.engine.host_session import HostSession
+from pdtui.engine.host_session import HostSession, Session
 from pdtui.engine.intent import Action
 from pdtui.engine.phases import PhaseTracker
 from pdtui.engine.probes import LOOPBACK, Backend, Check, RouterProbe, bootstrap_port, http_check, tcp_check
@@ -43,7 +43,7 @@ from pdtui.engine.signatures import BOOTSTRAP, Severity, Signature
 from pdtui.engine.states import ALLOWED, JUDGED_STATES, SERVING_STATES, ServiceState, check_transition
 from pdtui.engine.timing import Timing
 from pdtui.engine.units import attached_history
-from pdtui.hosts.base import Host, HostDisconnected, HostError, HostUnreachable
+from pdtui.hosts.base import LOOPBACK_ADDRESS, Host, HostDisconnected, HostError, HostUnreachable
 from pdtui.systemd import JournalEntry, parse_timestamp
 
 S = ServiceState
@@ -97,7 +97,7 @@ class Wiring:
     """What a run uses of the bring-up around it."""
 
     deployment: Deployment
-    session: HostSession
+    session: Session                              # its host's (a unit's run: a HostSession) or its cluster's
     timing: Timing
     clock: Callable[[], float]
     elapsed: Callable[[], float]
@@ -131,10 +131,17 @@ class ServiceRun:
         self.wake = asyncio.Event()
         self.task: asyncio.Task | None = None
         self.wiring: Wiring | None = None
+        self.address = LOOPBACK_ADDRESS             # where its ports are reached from its session's host
 
     @property
     def name(self) -> str:
         return self.cfg.name
+
+    @property
+    def unit(self) -> str:
+        """Its unit: a service run by this class has one (a Slurm job's run is a JobRun)."""
+        assert self.cfg.unit is not None, f"{self.name}: a job has no unit"
+        return self.cfg.unit
 
     @property
     def running(self) -> bool:
@@ -154,6 +161,24 @@ class ServiceRun:
         assert self.wiring is not None, f"{self.name}: not wired to a bring-up"
         return self.wiring
 
+    @property
+    def units(self) -> HostSession:
+        """The session of its unit's host: systemctl, the journal (a job's run has a cluster's session)."""
+        assert isinstance(self.w.session, HostSession), f"{self.name}: not a unit's run"
+        return self.w.session
+
+    def placed(self) -> tuple[str | None, str | None]:
+        """Its job's id and node, for the state it tells (a unit has neither)."""
+        return None, None
+
+    def names_for(self, router: ServiceConfig) -> frozenset[str]:
+        """The host names under which ``router`` knows this backend (its workers' URLs name one of them)."""
+        host = self.w.deployment.hosts[self.cfg.host]
+        names = {n for n in (host.address, self.cfg.host) if n}
+        if self.cfg.host == router.host or host.local:
+            names |= LOOPBACK
+        return frozenset(names)
+
     # -- the state machine ---------------------------------------------------
     def transition(self, new: ServiceState, reason: str = "", line: str | None = None) -> None:
         check_transition(self.name, self.state, new)
@@ -164,7 +189,7 @@ class ServiceRun:
             self.judged = False
         if new is S.READY and old is not S.DEGRADED and self.attempt.started_at is not None and not self.attempt.attached:
             ttr = self.time_to_ready = round(self.w.clock() - self.attempt.started_at, 3)
-        self.w.emit(StateChanged(self.name, old, new, reason, line, self.w.elapsed(), ttr))
+        self.w.emit(StateChanged(self.name, old, new, reason, line, self.w.elapsed(), ttr, *self.placed()))
         self.w.changed()
 
     def probe_result(self, check: Check) -> None:
@@ -334,7 +359,7 @@ class ServiceRun:
         since = props.get("ActiveEnterTimestamp", "")
         self.transition(S.WAITING, f"{reason} (active since {since})" if since else reason)
         assert attempt.invocation is not None
-        session = self.w.session
+        session = self.units
         start_up = (entered - 1.0, entered + self.cfg.timeout) if entered is not None else None
         try:
             lines = await attached_history(session.command, session.commands, attempt.invocation,
@@ -345,17 +370,17 @@ class ServiceRun:
 
     async def show(self) -> dict[str, str]:
         """The unit's properties (one batched ``systemctl show`` for the host's looks)."""
-        return await self.w.session.looker.show(self.cfg.unit)
+        return await self.units.looker.show(self.unit)
 
     async def _start(self, action: Action) -> None:
         """Start the unit (a router: ``enable --now``), or restart it; then read what its new invocation logged."""
-        session = self.w.session
+        session = self.units
         commands = session.commands
         restart = action is Action.RESTART and (self.running or not self.cfg.is_router)
         if restart:
-            argv, verb = commands.restart(self.cfg.unit), "systemctl restart"
+            argv, verb = commands.restart(self.unit), "systemctl restart"
         elif self.cfg.is_router:
-            argv, verb = commands.enable_now(self.cfg.unit), "systemctl enable --now"
+            argv, verb = commands.enable_now(self.unit), "systemctl enable --now"
         else:
             argv, verb = None, "systemctl start"    # shared with the host's other backends
         assert self.attempt.started_at is not None
@@ -369,7 +394,7 @@ class ServiceRun:
         self.attempt.collecting = True
         tail_live = session.tail_live
         if argv is None:
-            result = await session.starter.start(self.cfg.unit, deadline)
+            result = await session.starter.start(self.unit, deadline)
         else:
             result = await session.command(argv, deadline)
         if not result.ok:
@@ -387,7 +412,7 @@ class ServiceRun:
     async def stop(self, *, disable: bool = False) -> None:
         """Stop the unit (``systemctl stop``, or ``disable --now``), wait until it is inactive and its GPUs'
         memory is released; STOPPED, or FAILED naming what still runs or what still holds GPU memory."""
-        session, clock = self.w.session, self.w.clock
+        session, clock = self.units, self.w.clock
         deadline = clock() + self.w.timing.stop_timeout
         try:
             props = await self.show()
@@ -398,7 +423,7 @@ class ServiceRun:
             if not self.running and not disable:
                 self._settle(S.STOPPED, f"unit {self.cfg.unit} was not running ({self.active_state or 'inactive'})")
                 return
-            argv = session.commands.disable_now(self.cfg.unit) if disable else session.commands.stop(self.cfg.unit)
+            argv = session.commands.disable_now(self.unit) if disable else session.commands.stop(self.unit)
             verb = "systemctl disable --now" if disable else "systemctl stop"
             self.transition(S.STOPPING, f"{verb} {self.cfg.unit}")
             result = await session.command(argv, deadline)
@@ -441,7 +466,7 @@ class ServiceRun:
             return None
         nvidia_smi = self.w.deployment.hosts[self.cfg.host].commands["nvidia-smi"]
         while True:
-            held = await gpu_holders(self.w.session.host, nvidia_smi, self.cfg.gpus)
+            held = await gpu_holders(self.units.host, nvidia_smi, self.cfg.gpus)
             if not held:
                 if held is not None:
                     self.probe_result(Check("gpus", True, "GPU memory released"))
@@ -460,7 +485,7 @@ class ServiceRun:
         attempt = self.attempt
         lines: Iterable[JournalEntry] = history if history is not None else ()
         if history is None and attempt.invocation and read:
-            result, lines = await self.w.session.history.lines(attempt.invocation)
+            result, lines = await self.units.history.lines(attempt.invocation)
             if not result.ok:
                 raise HostError(f"{self.cfg.host}: journalctl failed, so readiness cannot be judged: "
                                 f"{last_line(result.stderr) or f'exit status {result.exit_status}'}")
@@ -605,9 +630,9 @@ class ServiceRun:
             return await self._probe_router(host)
         checks = []
         if self.cfg.ready.tcp and self.cfg.port:
-            checks.append(await tcp_check(host, self.cfg.port))
+            checks.append(await tcp_check(host, self.cfg.port, self.address))
         if self.cfg.ready.http and self.cfg.port and all(c.ok for c in checks):
-            checks.append(await http_check(self.w.session.prober, self.cfg.port, self.cfg.ready.http))
+            checks.append(await http_check(self.w.session.prober, self.cfg.port, self.cfg.ready.http, self.address))
         if self.cfg.role == "prefill" and self.cfg.port and all(c.ok for c in checks):
             checks.append(await self._bootstrap_check(host))
         for check in checks:
@@ -619,8 +644,9 @@ class ServiceRun:
         attempt = self.attempt
         if attempt.bootstrap is None:
             assert self.cfg.port is not None
-            attempt.bootstrap = self.cfg.bootstrap_port or await bootstrap_port(self.w.session.prober, self.cfg.port)
-        check = await tcp_check(host, attempt.bootstrap)
+            attempt.bootstrap = self.cfg.bootstrap_port or await bootstrap_port(self.w.session.prober, self.cfg.port,
+                                                                                self.address)
+        check = await tcp_check(host, attempt.bootstrap, self.address)
         return Check(BOOTSTRAP, check.ok, f"bootstrap server {check.detail}", check.latency)
 
     def _router_probe(self) -> RouterProbe:
@@ -630,7 +656,7 @@ class ServiceRun:
             assert self.cfg.port is not None      # the config requires a router's port
             probe = self.attempt.router_probe = RouterProbe(
                 self.w.session.prober, self.cfg.port, self._backends(), smoke=self.w.smoke,
-                transfer_error=self._transfer_error_since, clock=self.w.clock)
+                transfer_error=self._transfer_error_since, clock=self.w.clock, address=self.address)
         return probe
 
     async def _probe_router(self, host: Host) -> bool | Check | None:
@@ -663,14 +689,11 @@ class ServiceRun:
     def _backends(self) -> list[Backend]:
         backends = []
         for name in self.cfg.after:
-            cfg = self.w.peers[name].cfg
+            peer = self.w.peers[name]
+            cfg = peer.cfg
             if cfg.role not in ("prefill", "decode") or not cfg.port:
                 continue
-            host = self.w.deployment.hosts[cfg.host]
-            names = {n for n in (host.address, cfg.host) if n}
-            if cfg.host == self.cfg.host or host.local:
-                names |= LOOPBACK
-            backends.append(Backend(name, cfg.role, cfg.port, frozenset(names)))
+            backends.append(Backend(name, cfg.role, cfg.port, peer.names_for(self.cfg)))
         return backends
 
     def _waiting_for(self) -> str:
@@ -724,7 +747,7 @@ class ServiceRun:
         """One health check of a ready service; a failure once it has failed long enough in a row."""
         assert self.cfg.port is not None and self.cfg.ready.http is not None
         attempt = self.attempt
-        check = await http_check(self.w.session.prober, self.cfg.port, self.cfg.ready.http)
+        check = await http_check(self.w.session.prober, self.cfg.port, self.cfg.ready.http, self.address)
         self.probe_result(check)
         now = self.w.clock()
         if check.ok:

@@ -13,6 +13,7 @@ from enum import Enum
 class ServiceState(str, Enum):
     PENDING = "pending"      # not started yet: waiting for its turn or its dependencies
     STARTING = "starting"    # the start command is running
+    QUEUED = "queued"        # a Slurm job waiting in the queue (PENDING, for Slurm's reason)
     WAITING = "waiting"      # started; waiting until every readiness check holds
     READY = "ready"
     DEGRADED = "degraded"    # a router was ready, then its canary generation failed (back to ready when one passes)
@@ -39,8 +40,9 @@ JUDGED_STATES = frozenset({S.STARTING, S.WAITING, S.READY, S.DEGRADED})   # its 
 _SETTLED_TO = frozenset({S.PENDING, S.STOPPING})
 ALLOWED: dict[ServiceState, frozenset[ServiceState]] = {
     # FAILED: preflight refused it; WAITING / STOPPED: found running / not running (attached, not started)
-    S.PENDING: frozenset({S.STARTING, S.BLOCKED, S.FAILED, S.WAITING, S.STOPPED, S.STOPPING}),
-    S.STARTING: frozenset({S.WAITING, S.FAILED, S.TIMED_OUT}),
+    S.PENDING: frozenset({S.STARTING, S.BLOCKED, S.FAILED, S.WAITING, S.STOPPED, S.STOPPING, S.QUEUED}),
+    S.STARTING: frozenset({S.WAITING, S.FAILED, S.TIMED_OUT, S.QUEUED}),
+    S.QUEUED: frozenset({S.WAITING, S.FAILED, S.TIMED_OUT}) | _SETTLED_TO,     # WAITING: the job started
     S.WAITING: frozenset({S.READY, S.FAILED, S.TIMED_OUT}) | _SETTLED_TO,   # PENDING: what it waits on restarts
     S.READY: frozenset({S.FAILED, S.DEGRADED}) | _SETTLED_TO,               # FAILED: crashed after it was ready
     S.DEGRADED: frozenset({S.READY, S.FAILED}) | _SETTLED_TO,               # READY: a canary passed again

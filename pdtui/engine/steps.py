@@ -80,7 +80,7 @@ def _proven(states: set[ServiceState]) -> set[ServiceState]:
 def _start_status(runs: Sequence[ServiceProgress], states: set[ServiceState]) -> StepStatus:
     if not runs or states == {S.BLOCKED}:
         return StepStatus.SKIPPED
-    if S.STARTING in states:
+    if S.STARTING in states or S.QUEUED in states:     # a queued job has its place yet to come
         return StepStatus.RUNNING
     if S.FAILED in states and any(r.state is S.FAILED and not r.under_way for r in runs):
         return StepStatus.FAILED

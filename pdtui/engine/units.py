@@ -20,7 +20,7 @@ import asyncio
 import math
 import time
 from collections.abc import Awaitable, Callable, Hashable
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from pdtui.hosts.base import HostError, Result
 from pdtui.systemd import Commands, JournalEntry, parse_entry, parse_show_units
@@ -30,10 +30,16 @@ RunCommand = Callable[[list[str], float | None], Awaitable[Result]]   # (argv, d
 GATHER_WINDOW = 0.005   # asks within this many seconds share a command
 
 
-class _Batcher:
-    """Asks gathered into commands: one running at a time, each answering every ask it took."""
+C = TypeVar("C")
 
-    def __init__(self, run: RunCommand, commands: Commands) -> None:
+
+class Batcher(Generic[C]):
+    """Asks gathered into commands: one running at a time, each answering every ask it took.
+
+    ``commands`` builds the argv (a host's systemd Commands, a cluster's SlurmCommands).
+    """
+
+    def __init__(self, run: RunCommand, commands: C) -> None:
         self._run = run
         self._commands = commands
         self._waiting: dict[Hashable, list[asyncio.Future]] = {}
@@ -91,7 +97,7 @@ class _Batcher:
         raise NotImplementedError
 
 
-class UnitLooker(_Batcher):
+class UnitLooker(Batcher[Commands]):
     """``systemctl show`` of a host's units, batched."""
 
     last_took = 0.0     # seconds the last look took: a slow host is looked at less often
@@ -113,7 +119,7 @@ class UnitLooker(_Batcher):
         return {u: by_unit.get(u, {"Id": u, "LoadState": "not-found"} if result.ok else {}) for u in units}
 
 
-class UnitStarter(_Batcher):
+class UnitStarter(Batcher[Commands]):
     """``systemctl start`` of a host's units, batched (systemd runs the start jobs side by side)."""
 
     async def start(self, unit: str, deadline: float | None = None) -> Result:
@@ -148,7 +154,7 @@ def _names(line: str, unit: str) -> bool:
     return unit in {word.strip("\"'.,:;()") for word in line.split()}
 
 
-class InvocationHistory(_Batcher):
+class InvocationHistory(Batcher[Commands]):
     """Every line so far of given invocations: one ``journalctl`` for all asked together."""
 
     async def lines(self, invocation: str) -> tuple[Result, list[JournalEntry]]:

@@ -2,7 +2,8 @@
 
 A host runs an argv to completion, streams the output lines of a long-running
 argv (a ``journalctl -f``, an ``nvidia-smi -lms``), and opens TCP connections to
-ports on itself (HTTP probes). The local host does this with subprocesses; the
+ports on itself, or on machines it reaches (a cluster's login host, the nodes
+of its jobs): HTTP probes. The local host does this with subprocesses; the
 SSH host with channels on one connection. The engine only sees this protocol.
 """
 
@@ -19,6 +20,8 @@ MAX_LINE = 16 * 1024 * 1024
 """A line longer than this is handed over in pieces rather than held in memory whole."""
 STDERR_KEEP = 4096
 """Bytes of a command's stderr kept for its error message (the end, where the reason is)."""
+LOOPBACK_ADDRESS = "127.0.0.1"
+"""Where a host's own services are reached from the host: a unit's ports (a job's are on its node's address)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,8 +112,9 @@ class Host(Protocol):
         """
         ...
 
-    async def open_tcp(self, port: int, *, timeout: float | None = None) -> tuple[TcpReader, TcpWriter]:
-        """Connect to ``port`` on this host (127.0.0.1 as the host sees it)."""
+    async def open_tcp(self, port: int, *, timeout: float | None = None,
+                       address: str = LOOPBACK_ADDRESS) -> tuple[TcpReader, TcpWriter]:
+        """Connect to ``address:port`` as this host sees it (by default a port of its own)."""
         ...
 
     async def close(self) -> None:

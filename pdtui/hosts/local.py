@@ -8,7 +8,7 @@ import signal
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 
-from pdtui.hosts.base import MAX_LINE, HostError, Result, each_line, last_bytes, line_batches
+from pdtui.hosts.base import LOOPBACK_ADDRESS, MAX_LINE, HostError, Result, each_line, last_bytes, line_batches
 
 STREAM_LIMIT = MAX_LINE
 """asyncio's stream buffer limit: the longest line a ``readuntil`` (an HTTP header, say) may take."""
@@ -48,12 +48,12 @@ class LocalHost:
             await proc.wait()
             await lines.finish()
 
-    async def open_tcp(self, port: int, *, timeout: float | None = None):
+    async def open_tcp(self, port: int, *, timeout: float | None = None, address: str = LOOPBACK_ADDRESS):
         try:
             async with asyncio.timeout(timeout):
-                return await asyncio.open_connection("127.0.0.1", port, limit=STREAM_LIMIT)
+                return await asyncio.open_connection(address, port, limit=STREAM_LIMIT)
         except TimeoutError:
-            raise ConnectionError(f"connecting to 127.0.0.1:{port} timed out") from None
+            raise ConnectionError(f"connecting to {address}:{port} timed out") from None
 
     async def close(self) -> None:
         return None

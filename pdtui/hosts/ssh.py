@@ -23,6 +23,7 @@ import asyncssh
 
 from pdtui.backoff import Backoff
 from pdtui.hosts.base import (
+    LOOPBACK_ADDRESS,
     HostDisconnected,
     HostError,
     HostKeyChanged,
@@ -126,27 +127,28 @@ class SshHost:
             finally:
                 await lines.finish()
 
-    async def open_tcp(self, port: int, *, timeout: float | None = None) -> tuple[asyncssh.SSHReader, asyncssh.SSHWriter]:
-        """A direct-tcpip channel to 127.0.0.1:port as the host sees it.
+    async def open_tcp(self, port: int, *, timeout: float | None = None,
+                       address: str = LOOPBACK_ADDRESS) -> tuple[asyncssh.SSHReader, asyncssh.SSHWriter]:
+        """A direct-tcpip channel to address:port as the host sees it (127.0.0.1: a port of its own).
 
         The reader and writer have the asyncio stream methods pdtui uses (read, write,
         drain, close, wait_closed). A closed port raises ConnectionRefusedError and a
         timeout ConnectionError, as for the local host.
         """
         conn = await self._connection()
+        where = f"{address}:{port}"
         try:
             async with asyncio.timeout(timeout):
-                return await conn.open_connection("127.0.0.1", port)
+                return await conn.open_connection(address, port)
         except TimeoutError:
-            raise ConnectionError(f"{self.name}: connecting to 127.0.0.1:{port} timed out") from None
+            raise ConnectionError(f"{self.name}: connecting to {where} timed out") from None
         except asyncssh.ChannelOpenError as exc:
             if exc.code == asyncssh.OPEN_CONNECT_FAILED:
-                raise ConnectionRefusedError(f"{self.name}: 127.0.0.1:{port}: {_one_line(exc.reason)}") from None
-            raise HostError(f"{self.name}: sshd refused to forward to 127.0.0.1:{port} "
+                raise ConnectionRefusedError(f"{self.name}: {where}: {_one_line(exc.reason)}") from None
+            raise HostError(f"{self.name}: sshd refused to forward to {where} "
                             f"({_one_line(exc.reason)}); is AllowTcpForwarding off?") from None
         except (asyncssh.Error, OSError):
-            raise HostDisconnected(f"{self.name}: connection to {self.target} lost while opening "
-                                   f"127.0.0.1:{port}") from None
+            raise HostDisconnected(f"{self.name}: connection to {self.target} lost while opening {where}") from None
 
     async def close(self) -> None:
         if self._closed:

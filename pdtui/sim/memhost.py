@@ -87,6 +87,7 @@ class MemoryService:
 
     @property
     def unit(self) -> str:
+        assert self.cfg.unit is not None, "the fleet's services are units"
         return self.cfg.unit
 
     def stop(self) -> None:
@@ -367,7 +368,8 @@ class MemoryHost:
         else:
             raise HostError(f"{self.name}: the memory host streams no {program}")
 
-    async def open_tcp(self, port: int, *, timeout: float | None = None) -> tuple[MemoryConnection, MemoryConnection]:
+    async def open_tcp(self, port: int, *, timeout: float | None = None,
+                       address: str = "127.0.0.1") -> tuple[MemoryConnection, MemoryConnection]:
         self._connect()
         await asyncio.sleep(0)
         self.fleet.counts["tcp connect"] += 1

@@ -31,6 +31,7 @@ from pdtui.engine.events import (
     EventSource,
     GpuSample,
     HostStatus,
+    JobStatus,
     LineKind,
     LogLines,
     LogRecord,
@@ -382,6 +383,17 @@ class PdtuiApp(App[int]):
         if panel is not None:
             panel.view.apply_unit(event)
             panel.redraw(self.elapsed.now())
+
+    @apply.register
+    def _on_job(self, event: JobStatus) -> None:
+        """A job's id, state, node and GPUs on its placement line; each change of Slurm's word in its log too (a
+        queued job's log has nothing else to say)."""
+        panel = self.panels.get(event.service)
+        if panel is not None:
+            panel.placement.job = event
+            reason = f" ({event.reason})" if event.reason else ""
+            where = f" on {event.node}" if event.node else ""
+            self._system_line(event.service, f"· job {event.job_id} {event.state}{reason}{where}")
 
     @apply.register
     def _on_gpus(self, event: GpuSample) -> None:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from pdtui.engine.events import CanaryResult, Figures, GpuInfo, ProbeResult, ServiceInfo, ServingFigures
+from pdtui.engine.events import CanaryResult, Figures, GpuInfo, JobStatus, ProbeResult, ServiceInfo, ServingFigures
 from pdtui.engine.states import ServiceState
 from pdtui.text import inert
 
 BADGE_LABELS: dict[ServiceState, str] = {
     ServiceState.PENDING: "○ pending",
     ServiceState.STARTING: "◔ starting",
+    ServiceState.QUEUED: "◌ queued",
     ServiceState.WAITING: "◐ waiting",
     ServiceState.READY: "✓ READY",
     ServiceState.DEGRADED: "▼ DEGRADED",
@@ -34,14 +35,18 @@ def duration(seconds: float) -> str:
 
 
 def service_title(info: ServiceInfo) -> str:
-    """The panel title: name, role (when it adds something), unit @ host."""
+    """The panel title: name, role (when it adds something), unit (or job) @ host (or cluster)."""
     role = "" if info.role == info.name else f" ({info.role})"
-    return f"{info.name}{role}  {info.unit} @ {info.host}"
+    return f"{info.name}{role}  {'job ' if info.job else ''}{info.unit} @ {info.host}"
 
 
-def placement(info: ServiceInfo) -> str:
-    """GPUs, NUMA node, port and dependencies as one short line."""
+def placement(info: ServiceInfo, job: JobStatus | None = None) -> str:
+    """GPUs, NUMA node, port and dependencies as one short line; a job's id, node and the GPUs Slurm gave it."""
     parts: list[str] = []
+    if job is not None:
+        parts.append(f"job {inert(job.job_id)} {inert(job.state)}" + (f" on {inert(job.node)}" if job.node else ""))
+        if job.gpus:
+            parts.append("GPU " + " ".join(str(gpu) for gpu in job.gpus))
     if info.gpus:
         parts.append("GPU " + " ".join(str(gpu) for gpu in info.gpus))
     if info.numa is not None:

@@ -9,7 +9,7 @@ from textual.reactive import reactive, var
 from textual.widget import Widget
 from textual.widgets import Sparkline, Static
 
-from pdtui.engine.events import GpuInfo, LogRecord, ServiceInfo
+from pdtui.engine.events import GpuInfo, JobStatus, LogRecord, ServiceInfo
 from pdtui.engine.states import ServiceState
 from pdtui.timeline import phase_bar
 from pdtui.ui.format import canary_summary, check_summary, figures_summary, gpu_gauges, placement, service_title
@@ -29,6 +29,8 @@ class PlacementLine(Widget):
 
     gpus: reactive[tuple[GpuInfo, ...]] = reactive((), layout=True)
     """The newest reading of each of the service's GPUs, in its order; the gauges' line comes with the first."""
+    job: reactive[JobStatus | None] = reactive(None)
+    """A Slurm job's id, state, node and GPUs, as Slurm last told them."""
 
     def __init__(self, info: ServiceInfo) -> None:
         super().__init__()
@@ -41,7 +43,7 @@ class PlacementLine(Widget):
 
     def render(self) -> Text:
         width = self.size.width or 80
-        where = placement(self.info)
+        where = placement(self.info, self.job)
         if not self.gpus:
             return Text(where, no_wrap=True, overflow="ellipsis")
         if self.screen.has_class("-narrow"):

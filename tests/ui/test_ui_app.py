@@ -30,10 +30,13 @@ from pdtui.engine.events import (
     CanaryResult,
     Done,
     Figures,
+    JobStatus,
     LineKind,
     LogLines,
     LogRecord,
     PhaseStarted,
+    PlanReady,
+    ServiceInfo,
     ServingFigures,
     StateChanged,
     Step,
@@ -669,6 +672,28 @@ async def test_a_phase_three_times_slower_than_last_time_is_flagged_in_its_bar_a
         await settle(pilot)
         assert "weights 41s (last 13s, 3.2×)" in screen_text(app)
         assert app.notices == ["decode: weights took 41s, 3.2× the last successful run's 13s"]
+
+
+async def test_a_jobs_panel_shows_its_job_id_node_and_the_gpus_slurm_gave() -> None:
+    job = ServiceInfo("decode", "decode", "pd-decode", "hpc", (), None, 30002, (), 360.0,
+                      "scancel --me --name=pd-decode; sbatch /o/pd-decode.sbatch", "scancel --me --name=pd-decode",
+                      job=True)
+    app, source = make_app([PlanReady("pd", (job,), tuple(Step))])
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settle(pilot)
+        assert "decode  job pd-decode @ hpc" in screen_text(app)
+        source.emit(StateChanged("decode", S.PENDING, S.STARTING, "sbatch /o/pd-decode.sbatch", elapsed=0.5),
+                    JobStatus("decode", "12", "PENDING", "Resources", elapsed=0.6),
+                    StateChanged("decode", S.STARTING, S.QUEUED, "submitted: job 12 pending (Resources)", elapsed=0.6))
+        await settle(pilot)
+        assert badge(app, "decode").startswith("◌ queued") and "job 12 PENDING · :30002" in screen_text(app)
+        source.emit(JobStatus("decode", "12", "RUNNING", "", "gpu07", (4, 5, 6, 7), elapsed=3.0),
+                    StateChanged("decode", S.QUEUED, S.WAITING, "started: job 12 running on gpu07", elapsed=3.0,
+                                 job_id="12", node="gpu07"))
+        await settle(pilot)
+        assert "job 12 RUNNING on gpu07 · GPU 4 5 6 7 · :30002" in screen_text(app)
+        shown = [line.rstrip() for line in log_lines(app.panels["decode"].log_view) if line.strip()]
+        assert shown == ["· job 12 PENDING (Resources)", "· job 12 RUNNING on gpu07"]
 
 
 async def test_a_failed_canary_degrades_the_router_with_a_toast_and_bell_and_a_passing_one_restores_it() -> None:

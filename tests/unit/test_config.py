@@ -364,6 +364,77 @@ def test_pathological_regex_is_a_config_error(regex: str) -> None:
     assert (error.line, "expected a valid regular expression" in error.message) == (12, True)
 
 
+# --------------------------------------------------------------------------- Slurm: clusters and jobs
+
+SLURM = """\
+name: dsv4 pd
+clusters:
+  hpc:
+    address: login0
+    user: alice
+    output_dir: /shared/pdtui/
+    partition: gpu
+    commands:
+      sbatch: env SLURM_CONF=/etc/x.conf sbatch
+services:
+  prefill:
+    cluster: hpc
+    role: prefill
+    port: 30000
+    job: {gpus_per_node: 4, time: 2h, queue_timeout: 20m, mem: 200G, args: [--mail-type=FAIL]}
+    launch: {model: m}
+  decode:
+    cluster: hpc
+    role: decode
+    port: 30002
+    job: {gpus_per_node: 4, nodes: 2, name: my-decode}
+    launch: {model: m}
+  router:
+    cluster: hpc
+    role: router
+    port: 30001
+    launch: {package: smg}
+"""
+
+
+def test_a_deployment_of_jobs_needs_no_hosts() -> None:
+    dep = parse_config(SLURM)
+    assert dep.hosts == {}
+    hpc = dep.clusters["hpc"]
+    assert (hpc.address, hpc.user, hpc.local, hpc.output_dir, hpc.partition) == ("login0", "alice", False, "/shared/pdtui", "gpu")
+    assert hpc.commands["sbatch"] == ("env", "SLURM_CONF=/etc/x.conf", "sbatch")
+    assert hpc.commands["squeue"] == ("squeue",)
+
+
+def test_a_job_runs_its_commands_under_its_clusters_name_and_has_no_unit() -> None:
+    dep = parse_config(SLURM)
+    prefill, decode, router = (dep.services[name] for name in ("prefill", "decode", "router"))
+    assert (prefill.host, prefill.cluster, prefill.unit, prefill.is_job) == ("hpc", "hpc", None, True)
+    assert prefill.job is not None and (prefill.job.gpus_per_node, prefill.job.time, prefill.job.mem) == (4, 7200.0, "200G")
+    assert (prefill.queue_timeout, decode.queue_timeout) == (1200.0, decode.timeout)
+    assert (prefill.gpu_count, decode.gpu_count, router.gpu_count) == (4, 8, 0)
+    assert router.after == ("prefill", "decode") and router.job is not None and router.job.nodes == 1
+
+
+def test_a_jobs_name_defaults_to_the_deployment_and_the_service() -> None:
+    dep = parse_config(SLURM)
+    assert [svc.job.name for svc in dep.services.values() if svc.job] == ["dsv4-pd-prefill", "my-decode", "dsv4-pd-router"]
+
+
+def test_units_and_jobs_side_by_side() -> None:
+    text = SLURM.replace("clusters:\n", "hosts:\n  gpu0: {address: 10.0.0.1}\nclusters:\n") + (
+        "  other:\n    host: gpu0\n    unit: helper\n    port: 9000\n")
+    dep = parse_config(text)
+    assert (dep.services["other"].is_job, dep.services["other"].unit) == (False, "helper.service")
+
+
+def test_the_slurm_sample_loads_with_its_queue_and_start_timeouts() -> None:
+    dep = load_config(SAMPLES_DIR / "slurm.yaml")
+    prefill = dep.services["prefill"]
+    assert (prefill.timeout, prefill.queue_timeout) == (600.0, 1800.0)
+    assert prefill.job is not None and prefill.job.setup == ("module load cuda/12.4", "source /shared/venvs/sglang/bin/activate")
+
+
 def test_a_router_sends_a_canary_every_30s_by_default_and_none_when_off() -> None:
     assert parse_config(BASE).services["router"].canary == 30.0
     assert parse_config(BASE + "    canary: 5s\n").services["router"].canary == 5.0

@@ -72,7 +72,7 @@ class _Silent:
 class _SilentHost:
     name = "silent"
 
-    async def open_tcp(self, port: int, *, timeout: float | None = None):
+    async def open_tcp(self, port: int, *, timeout: float | None = None, address: str = "127.0.0.1"):
         peer = _Silent()
         return peer, peer
 

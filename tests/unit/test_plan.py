@@ -92,3 +92,13 @@ services:
 )
 def test_format_duration_writes_what_the_config_would(seconds: float, text: str) -> None:
     assert format_duration(seconds) == text
+
+
+def test_plan_of_slurm_jobs_names_the_cluster_each_job_and_its_two_timeouts() -> None:
+    plan = render_plan(load_config(Path(__file__).parents[2] / "sample_configs" / "slurm.yaml")).splitlines()
+    assert "  hpc  login host alice@login0.hpc.example.org, job output in /shared/pdtui/jobs, partition gpu" in plan
+    assert plan[plan.index("bring-up order") + 1:][:2] == ["  1. submit prefill, decode", "  2. submit router, then probe"]
+    start = plan.index("  prefill  job dsv4-flash-pd-prefill @ hpc")
+    assert plan[start + 4:start + 7] == ["    job         1 node, 4 GPUs each, time limit 12h",
+                                         "    timeout     10m from the job's start",
+                                         "    queue       may wait 30m for its place"]

@@ -44,6 +44,12 @@ def test_a_ready_service_can_be_restarted_or_stopped_but_never_starts_directly()
     assert ServiceState.STARTING not in ALLOWED[ServiceState.READY]
 
 
+def test_a_queued_job_runs_fails_times_out_or_is_sent_back_and_never_is_ready_at_once():
+    assert ALLOWED[ServiceState.QUEUED] == {ServiceState.WAITING, ServiceState.FAILED, ServiceState.TIMED_OUT,
+                                            ServiceState.PENDING, ServiceState.STOPPING}
+    assert ServiceState.QUEUED in ALLOWED[ServiceState.STARTING] and not ServiceState.QUEUED.is_final
+
+
 def test_only_a_ready_service_degrades_and_a_degraded_one_goes_back_to_ready_fails_or_settles():
     assert {old for old in ServiceState if ServiceState.DEGRADED in ALLOWED[old]} == {ServiceState.READY}
     assert ALLOWED[ServiceState.DEGRADED] == {ServiceState.READY, ServiceState.FAILED, ServiceState.PENDING,

@@ -66,7 +66,7 @@ def _per_step(runs) -> dict:
         states = {r.state for r in group}
         if not group or states == {S.BLOCKED}:
             return SKIPPED
-        if S.STARTING in states:
+        if S.STARTING in states or S.QUEUED in states:     # a job waiting for its place is still being started
             return RUNNING
         if any(r.state is S.FAILED and not r.under_way for r in group):
             return FAILED

@@ -1,0 +1,98 @@
+"""Slurm in the config: a cluster (its login host and where jobs write) and a service's ``job:`` block.
+
+A service on a cluster runs as a batch job whose script pdtui writes from the
+service's ``job:`` block (the ``#SBATCH`` lines) and ``launch:`` block (the
+command line its unit would run): see pdtui/slurm/script.py. Every value that
+becomes an ``#SBATCH`` line is one word: sbatch splits those lines itself.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict
+
+from pdtui.config.errors import fail, show
+from pdtui.config.fields import Bool, Port, check_absolute_dir, check_duration, check_int, check_text, list_of
+
+SLURM_COMMANDS: tuple[str, ...] = ("sbatch", "squeue", "sacct", "scontrol", "scancel")
+_MEMORY = re.compile(r"\d+[KMGT]?")
+
+
+def check_word(value: Any, expected: str) -> str:
+    """One word of an ``#SBATCH`` line: printable, no spaces, not an option."""
+    text = check_text(value, expected)
+    if text.startswith("-") or any(ch.isspace() for ch in text):
+        raise fail(f"expected {expected} (one word, not starting with '-'), got {show(value)}")
+    return text
+
+
+def _word(expected: str) -> Any:
+    return BeforeValidator(lambda v: check_word(v, expected))
+
+
+def _memory(value: Any) -> str:
+    text = str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+    if not isinstance(text, str) or not _MEMORY.fullmatch(text):
+        raise fail(f"expected memory per node as sbatch takes it (a number of MB, or with K, M, G or T: 200G; "
+                   f"0 for all of it), got {show(value)}")
+    return text
+
+
+def _option(value: Any) -> str:
+    """An extra sbatch option: ``--mail-type=FAIL``, ``--nodelist=gpu[01-02]``."""
+    text = check_text(value, "an sbatch option")
+    if not text.startswith("-"):
+        raise fail(f"expected an sbatch option starting with '-' (like --exclusive or --qos=high), got {show(value)}")
+    return text
+
+
+def _line(value: Any) -> str:
+    """A shell line run before the command (``module load cuda``, ``source venv/bin/activate``)."""
+    if not isinstance(value, str) or not value.strip() or not value.isprintable():
+        raise fail(f"expected a shell line (one line of text), got {show(value)}")
+    return value
+
+
+def _count(expected: str, low: int) -> Any:
+    return BeforeValidator(lambda v: check_int(v, expected, low))
+
+
+class JobSpec(BaseModel):
+    """How a service's job asks Slurm for its place; every key optional (a backend names its GPUs)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: Annotated[str, _word("a job name")] | None = None          # filled by the deployment: DEPLOYMENT-SERVICE
+    partition: Annotated[str, _word("a partition name")] | None = None
+    account: Annotated[str, _word("an account name")] | None = None
+    qos: Annotated[str, _word("a QOS name")] | None = None
+    reservation: Annotated[str, _word("a reservation name")] | None = None
+    constraint: Annotated[str, _word("a node feature constraint (like h100&ib)")] | None = None
+    nodes: Annotated[int, _count("a number of nodes (an integer >= 1)", 1)] = 1
+    gpus_per_node: Annotated[int, _count("a number of GPUs per node (an integer >= 0)", 0)] | None = None
+    gpu_type: Annotated[str, _word("a GPU type as the cluster's gres names it (like h100)")] | None = None
+    cpus_per_task: Annotated[int, _count("a number of CPUs (an integer >= 1)", 1)] | None = None
+    mem: Annotated[str, BeforeValidator(_memory)] | None = None
+    time: Annotated[float, BeforeValidator(check_duration)] | None = None     # the job's time limit
+    exclusive: Bool = False
+    queue_timeout: Annotated[float, BeforeValidator(check_duration)] | None = None   # default: the service's timeout
+    dist_port: Port = 50000         # a multi-node server's --dist-init-addr port, on its first node
+    setup: Annotated[tuple[str, ...], BeforeValidator(list_of(_line, "a list of shell lines run before the command"))] = ()
+    args: Annotated[tuple[str, ...], BeforeValidator(list_of(_option, "a list of extra sbatch options"))] = ()
+
+
+def check_job(name: str, role: str, job: JobSpec) -> None:
+    """What a job of this role needs: an SGLang server asks for GPUs; a router is one process on one node."""
+    if role in ("prefill", "decode") and not job.gpus_per_node:
+        raise fail(f"the job of service '{name}' needs gpus_per_node (how many GPUs Slurm gives its {role} on each "
+                   f"node)", "job", on="key")
+    if role == "router" and job.nodes != 1:
+        raise fail(f"service '{name}' is a router: its job runs on one node, got nodes: {job.nodes}", "job", "nodes")
+    if job.gpu_type is not None and not job.gpus_per_node:
+        raise fail(f"the job of service '{name}' names a gpu_type but asks for no GPUs (gpus_per_node)",
+                   "job", "gpu_type", on="key")
+
+
+OutputDir = Annotated[str, BeforeValidator(lambda v: check_absolute_dir(v))]
