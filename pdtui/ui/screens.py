@@ -9,6 +9,8 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
+from pdtui.ui.format import BADGE_LABELS
+
 HELP_KEYS: tuple[tuple[str, str], ...] = (
     ("?", "this help"),
     ("tab / shift+tab", "focus the next / previous panel"),
@@ -25,7 +27,8 @@ HELP_KEYS: tuple[tuple[str, str], ...] = (
     ("q", "quit (services keep running: only a confirmed stop stops one)"),
 )
 
-BADGES = "○ pending  ◔ starting  ◐ waiting  ✓ READY\n        ✗ FAILED  ⧗ TIMED OUT  ⊘ blocked  ◑ stopping  ■ stopped"
+_LABELS = list(BADGE_LABELS.values())
+BADGES = "  ".join(_LABELS[:6]) + "\n        " + "  ".join(_LABELS[6:])   # every state's badge, from its one home
 
 
 def help_text() -> Text:
