@@ -39,9 +39,9 @@ from pdtui.config import Deployment, parse_config  # noqa: E402
 from pdtui.engine.events import StateChanged, Step, StepChanged, StepStatus  # noqa: E402
 from pdtui.engine.orchestrator import Orchestrator  # noqa: E402
 from pdtui.engine.states import ServiceState  # noqa: E402
+from pdtui.heap import QuietCollector  # noqa: E402
 from pdtui.sim.knobs import DEFAULT_MODEL  # noqa: E402
 from pdtui.sim.memhost import MemoryFleet  # noqa: E402
-from pdtui.ui.heap import QuietCollector  # noqa: E402
 from pdtui.unit_files import render_units  # noqa: E402
 
 GPUS_PER_HOST = 8
@@ -55,10 +55,10 @@ def options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runs", type=int, default=1, help="bring-ups in this process; figures are their medians")
     parser.add_argument("--sweep", action="store_true", help="8, 16, ... services up to --max-services, a process each")
     parser.add_argument("--max-services", type=int, default=1024)
-    parser.add_argument("--collector", choices=("default", "app"), default="default",
-                        help="the garbage collector as Python sets it (headless, --json), or as the TUI tunes it "
-                             "(pdtui.ui.heap.QuietCollector: young collections after 10,000 allocations, what "
-                             "exists at the start frozen)")
+    parser.add_argument("--collector", choices=("python", "pdtui"), default="pdtui",
+                        help="the garbage collector as pdtui's faces tune it (pdtui.heap.QuietCollector: young "
+                             "collections after 10,000 allocations, what exists at the start frozen), or as Python "
+                             "sets it")
 
 
 def fleet_config(hosts: int, per_host: int) -> dict:
@@ -180,7 +180,7 @@ def one_size(args: argparse.Namespace) -> dict:
     t0 = time.perf_counter()
     deployment = load(fleet_config(args.hosts, args.services_per_host))
     parse_s = time.perf_counter() - t0
-    collector = QuietCollector() if args.collector == "app" else None
+    collector = QuietCollector() if args.collector == "pdtui" else None
     runs = []
     for _ in range(args.runs):
         if collector is not None:

@@ -479,6 +479,7 @@ def _bring_up(deployment, host_factory, args: argparse.Namespace, follow_up: str
 
 def _headless(orchestrator, args: argparse.Namespace, baseline=None) -> int:
     from pdtui.headless import InterruptSummary, JsonPrinter, LinePrinter, UntilDone
+    from pdtui.heap import QuietCollector
     printer = JsonPrinter(logs=args.logs) if args.json else LinePrinter(logs=args.logs, baseline=baseline)
     summary = InterruptSummary()
     orchestrator.subscribe(UntilDone(printer))
@@ -491,6 +492,9 @@ def _headless(orchestrator, args: argparse.Namespace, baseline=None) -> int:
         finally:
             await orchestrator.close()
 
+    collector = QuietCollector()
+    collector.start()
+    collector.settle()           # the deployment and the engine's objects live as long as the bring-up
     try:
         return asyncio.run(bring_up())
     except KeyboardInterrupt:
@@ -500,3 +504,5 @@ def _headless(orchestrator, args: argparse.Namespace, baseline=None) -> int:
         else:
             print(f"pdtui: {summary.text(left)}", file=sys.stderr)
         return EXIT_INTERRUPTED
+    finally:
+        collector.restore()

@@ -46,12 +46,12 @@ from pdtui.engine.events import (
 )
 from pdtui.engine.states import SERVING_STATES, ServiceState
 from pdtui.exits import EXIT_FAILED, EXIT_INTERRUPTED
+from pdtui.heap import RELEASE_EVERY, QuietCollector
 from pdtui.timeline import slower
 from pdtui.ui.bridge import EngineEvent, connect
 from pdtui.ui.filterbar import FilterBar
 from pdtui.ui.format import duration
 from pdtui.ui.header import PlanStrip, TitleBar
-from pdtui.ui.heap import RELEASE_EVERY, QuietCollector
 from pdtui.ui.logview import LogView
 from pdtui.ui.merged import MergedPane
 from pdtui.ui.model import ElapsedClock
