@@ -64,7 +64,7 @@ class FiguresWatch:
             if result.ok:
                 try:
                     sample = parse_metrics(result.body.decode(errors="replace"), self._clock())
-                except ValueError:
+                except (ValueError, KeyError, IndexError, TypeError):   # hostile or broken text: not figures
                     self._without_metrics.add(run.name)     # not Prometheus text: read its lines instead
                 else:
                     last = self._last.get(run.name)

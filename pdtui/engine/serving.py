@@ -54,6 +54,8 @@ def parse_metrics(text: str, at: float) -> MetricsSample:
     buckets: dict[str, dict[float, float]] = {}
     for family in text_string_to_metric_families(text):
         for sample in _first_rank(family.samples):
+            if not math.isfinite(sample.value):
+                continue        # NaN and infinities say nothing a panel can show
             if family.name == CIRCUIT_STATE:
                 values[OPEN_CIRCUITS] = values.get(OPEN_CIRCUITS, 0.0) + (sample.value == 1)
             if family.type == "histogram" and sample.name.endswith("_bucket"):

@@ -130,3 +130,19 @@ def test_a_routers_figures_are_its_routed_requests_their_p50_in_flight_and_open_
     second = parse_metrics(generate_latest(registry).decode(), at=4.0)
     figures = router_figures_between(first, second)
     assert figures == Figures(running=5, requests_ps=2.0, latency_p50=pytest.approx(0.5), open_circuits=1)
+
+
+HOSTILE = ["# TYPE x histogram\nx_bucket 1\n", '# TYPE x histogram\nx_bucket{le="abc"} 1\n',
+           "# TYPE sglang:num_running_reqs gauge\nsglang:num_running_reqs inf\n",
+           "# TYPE sglang:num_queue_reqs gauge\nsglang:num_queue_reqs nan\n", "x 1e999999\n", "\x00\x1b[2J"]
+
+
+@given(st.one_of(st.sampled_from(HOSTILE), st.text(max_size=300)))
+def test_any_text_gives_figures_or_one_of_the_errors_the_watch_expects(text: str) -> None:
+    """What a server's /metrics says is read or refused in words the watch catches; never a crash."""
+    try:
+        sample = parse_metrics(text, at=1.0)
+    except (ValueError, KeyError, IndexError, TypeError):
+        return
+    figures = figures_between(parse_metrics("", at=0.0), sample)
+    assert figures.running is None and figures.queued is None, "a value that is not a number is not shown"
