@@ -362,6 +362,7 @@ def _demo(args: argparse.Namespace) -> int:
         failures = dict(demo.parse_failure(f, slurm=args.slurm) for f in args.fail)
         parse_duration(args.timeout)
         router = _demo_router(args.router)
+        reference_ports = demo.reference_ports_wanted(os.environ)
     except ValueError as exc:
         return _error(str(exc))
     web = _web(args)
@@ -371,7 +372,8 @@ def _demo(args: argparse.Namespace) -> int:
         return _error("demo --slurm runs in the terminal or headless (no --web, no --sandbox)")
     if not args.json:
         print(f"pdtui demo: the router is {router_label(router)}", file=sys.stderr)
-    options = demo.DemoOptions(failures, args.startup, args.timeout, router=router, generation=args.generation)
+    options = demo.DemoOptions(failures, args.startup, args.timeout, router=router, generation=args.generation,
+                               reference_ports=reference_ports)
     if args.slurm:
         return _demo_slurm(args, options)
     sandbox = Sandbox.create(args.sandbox)

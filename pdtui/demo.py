@@ -21,6 +21,7 @@ eight GPUs from Slurm, the router is submitted once both are ready.
 from __future__ import annotations
 
 import socket
+from collections.abc import Mapping
 import sys
 from dataclasses import dataclass, field
 from typing import Any
@@ -65,6 +66,19 @@ def parse_failure(text: str, slurm: bool = False) -> tuple[str, str]:
         raise ValueError(f"--fail expects SERVICE:MODE with SERVICE one of {', '.join(BACKENDS)} and MODE one of "
                          f"{', '.join(modes)}, got {text!r}")
     return service, mode
+
+
+PORTS_ENV = "PDTUI_DEMO_PORTS"   # "any": ports the OS picks instead of the reference deployment's
+
+
+def reference_ports_wanted(environ: Mapping[str, str]) -> bool:
+    """Whether the demo takes the reference ports (30000...) where free, or (``PDTUI_DEMO_PORTS=any``) ports the OS
+    picks: a port found free can still be taken by another program before the worker binds it, so a run beside
+    other demos (a test suite, a second demo) asks for OS-picked ones. ValueError for anything else."""
+    value = environ.get(PORTS_ENV, "reference")
+    if value not in ("reference", "any"):
+        raise ValueError(f"{PORTS_ENV} expects reference or any, got {value!r}")
+    return value == "reference"
 
 
 def port_is_free(port: int) -> bool:

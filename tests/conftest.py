@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from pdtui.demo import PORTS_ENV
 from pdtui.sim import realjournal
 from pdtui.sim.sandbox import Sandbox
 
@@ -41,6 +42,19 @@ def _state_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
         os.environ.pop("XDG_STATE_HOME", None)
     else:
         os.environ["XDG_STATE_HOME"] = before
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _demo_ports() -> Iterator[None]:
+    """Every demo a test starts takes ports the OS picks: the reference ports (30000...) are the machine's to share
+    with other demos and servers, and one found free can be taken before the worker binds it."""
+    before = os.environ.get(PORTS_ENV)
+    os.environ[PORTS_ENV] = "any"
+    yield
+    if before is None:
+        os.environ.pop(PORTS_ENV, None)
+    else:
+        os.environ[PORTS_ENV] = before
 
 
 @pytest.fixture

@@ -29,6 +29,7 @@ def test_demo_headless_brings_everything_up():
     assert "all ready" in out
     assert out.index("router   starting") > out.index("prefill  READY")
     assert out.index("router   starting") > out.index("decode   READY")
+    assert "port 30001 accepting" not in out, "a test's demo takes ports the OS picks (PDTUI_DEMO_PORTS=any)"
 
 
 def test_demo_json_contract():
