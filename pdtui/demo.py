@@ -21,8 +21,8 @@ eight GPUs from Slurm, the router is submitted once both are ready.
 from __future__ import annotations
 
 import socket
-from collections.abc import Mapping
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
