@@ -40,12 +40,13 @@ class FiguresWatch:
         self._elapsed = elapsed
         self._interval = interval
         self._shown: frozenset[str] = frozenset()
-        self._last: dict[str, MetricsSample] = {}
-        self._without_metrics: set[str] = set()     # answered 404: its batch lines give its figures
+        # Per attempt (a restarted server's counters start again, and it may have gained --enable-metrics):
+        self._last: dict[tuple[str, int], MetricsSample] = {}
+        self._without_metrics: set[tuple[str, int]] = set()     # answered 404: its batch lines give its figures
         self._task: asyncio.Task | None = None
 
     def show(self, services: Collection[str]) -> None:
-        """Sample these services from now on (the SGLang servers among them), and only these."""
+        """Sample these services from now on (the SGLang servers and readable routers among them), and only these."""
         self._shown = frozenset(name for name in services if name in self._ports)
         if self._shown and (self._task is None or self._task.done()):
             self._task = asyncio.create_task(self._samples(), name="serving figures")
@@ -58,23 +59,24 @@ class FiguresWatch:
             await asyncio.sleep(self._interval)
 
     async def _sample(self, run: ServiceRun) -> None:
-        if run.name not in self._without_metrics:
+        key = (run.name, run.attempt.number)
+        if key not in self._without_metrics:
             result = await run.w.session.prober.get(self._ports[run.name], "/metrics", timeout=FETCH_TIMEOUT,
                                                     address=run.address)
             if result.ok:
                 try:
                     sample = parse_metrics(result.body.decode(errors="replace"), self._clock())
                 except (ValueError, KeyError, IndexError, TypeError):   # hostile or broken text: not figures
-                    self._without_metrics.add(run.name)     # not Prometheus text: read its lines instead
+                    self._without_metrics.add(key)     # not Prometheus text: read its lines instead
                 else:
-                    last = self._last.get(run.name)
+                    last = self._last.get(key)
                     figures = (router_figures_between(last, sample) if run.cfg.is_router
                                else figures_between(last, sample, run.cfg.role))
-                    self._last[run.name] = sample
+                    self._last[key] = sample
                     self._emit(ServingFigures(run.name, "metrics", figures, elapsed=self._elapsed()))
                     return
             elif result.status == 404:
-                self._without_metrics.add(run.name)
+                self._without_metrics.add(key)
             else:
                 return      # no answer this time: the last figures stand until the next sample
         batch = run.attempt.batch

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
+from collections.abc import AsyncIterator
 
 from pdtui.engine.events import ServingFigures
 from pdtui.engine.orchestrator import Orchestrator
@@ -18,8 +20,9 @@ def figures(recorder: Recorder, service: str | None = None) -> list[ServingFigur
     return [e for e in recorder.of(ServingFigures) if service is None or e.service == service]
 
 
-async def watch(deployment, shown: list[str], *, until, limit: float = 30.0) -> tuple[Recorder, Orchestrator]:
-    """Bring up, then show ``shown`` until ``until(recorder)`` holds; the orchestrator is closed after."""
+@contextlib.asynccontextmanager
+async def brought_up(deployment) -> AsyncIterator[tuple[Recorder, Orchestrator]]:
+    """A deployment brought up, nothing fetched yet (no face has shown a panel); closed after."""
     recorder = Recorder()
     orchestrator = Orchestrator(deployment, make_host, timing=QUICK)
     orchestrator.subscribe(recorder)
@@ -28,13 +31,15 @@ async def watch(deployment, shown: list[str], *, until, limit: float = 30.0) -> 
         assert done.ok, done.failures
         await asyncio.sleep(QUICK.figures_poll * 3)
         assert not figures(recorder), "nothing is fetched before a face shows a panel"
-        orchestrator.show_figures(shown)
-        async with asyncio.timeout(limit):
-            while not until(recorder):
-                await asyncio.sleep(0.05)
+        yield recorder, orchestrator
     finally:
         await orchestrator.close()
-    return recorder, orchestrator
+
+
+async def until(condition, limit: float = 30.0) -> None:
+    async with asyncio.timeout(limit):
+        while not condition():
+            await asyncio.sleep(0.05)
 
 
 def without_metrics(sandbox):
@@ -48,9 +53,9 @@ def without_metrics(sandbox):
 
 
 async def test_a_server_with_metrics_gives_its_figures_from_them_under_the_demos_load(sandbox):
-    deployment = reference(sandbox)
-    rec, _ = await watch(deployment, ["decode", "prefill"],
-                         until=lambda r: len(figures(r, "decode")) >= 3 and len(figures(r, "prefill")) >= 3)
+    async with brought_up(reference(sandbox)) as (rec, orchestrator):
+        orchestrator.show_figures(["decode", "prefill"])
+        await until(lambda: len(figures(rec, "decode")) >= 3 and len(figures(rec, "prefill")) >= 3)
     decode = figures(rec, "decode")[-1]
     assert decode.source == "metrics" and decode.hint == ""
     assert decode.figures.generation_tps is not None and decode.figures.token_usage is not None
@@ -60,18 +65,9 @@ async def test_a_server_with_metrics_gives_its_figures_from_them_under_the_demos
 
 
 async def test_without_metrics_the_batch_lines_give_the_figures_and_only_while_shown(sandbox):
-    recorder = Recorder()
-    orchestrator = Orchestrator(without_metrics(sandbox), make_host, timing=QUICK)
-    orchestrator.subscribe(recorder)
-    try:
-        done = await orchestrator.run()
-        assert done.ok, done.failures
-        await asyncio.sleep(QUICK.figures_poll * 3)
-        assert not figures(recorder), "nothing is fetched before a face shows a panel"
+    async with brought_up(without_metrics(sandbox)) as (recorder, orchestrator):
         orchestrator.show_figures(["decode"])
-        async with asyncio.timeout(20):
-            while len(figures(recorder, "decode")) < 2:
-                await asyncio.sleep(0.05)
+        await until(lambda: len(figures(recorder, "decode")) >= 2)
         decode = figures(recorder, "decode")[-1]
         assert decode.source == "log" and decode.hint == "TTFT needs --enable-metrics"
         assert decode.figures.generation_tps is not None and decode.figures.running is not None
@@ -81,23 +77,12 @@ async def test_without_metrics_the_batch_lines_give_the_figures_and_only_while_s
         seen = len(figures(recorder))
         await asyncio.sleep(QUICK.figures_poll * 3)
         assert len(figures(recorder)) == seen, "nothing is fetched once no panel is shown"
-    finally:
-        await orchestrator.close()
 
 
 async def test_a_router_with_a_generated_unit_is_read_at_its_prometheus_port(sandbox, real_router):
-    recorder = Recorder()
-    orchestrator = Orchestrator(reference(sandbox, router=real_router), make_host, timing=QUICK)
-    orchestrator.subscribe(recorder)
-    try:
-        done = await orchestrator.run()
-        assert done.ok, done.failures
+    async with brought_up(reference(sandbox, router=real_router)) as (recorder, orchestrator):
         orchestrator.show_figures(["router"])
-        async with asyncio.timeout(20):
-            while len(figures(recorder, "router")) < 2:
-                await asyncio.sleep(0.05)
-    finally:
-        await orchestrator.close()
+        await until(lambda: len(figures(recorder, "router")) >= 2)
     router = figures(recorder, "router")[-1]
     assert router.source == "metrics"
     assert router.figures.open_circuits == 0 and router.figures.requests_ps is not None
