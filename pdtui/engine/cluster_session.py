@@ -23,12 +23,6 @@ from pdtui.slurm.script import JobScript
 from pdtui.systemd import JournalEntry
 
 
-def last_line(result: Result) -> str:
-    """What a failed command said last, or its exit status."""
-    lines = [line.strip() for line in (result.stderr or result.stdout).splitlines() if line.strip()]
-    return lines[-1] if lines else f"exit status {result.exit_status}"
-
-
 class JobLooker(Batcher[SlurmCommands]):
     """``squeue`` of a cluster's jobs by name, batched: one command for every name asked at once."""
 
@@ -45,7 +39,7 @@ class JobLooker(Batcher[SlurmCommands]):
         finally:
             self.last_took = time.monotonic() - started
         if not result.ok:
-            raise HostError(f"squeue failed: {last_line(result)}")
+            raise HostError(f"squeue failed: {result.last_words}")
         by_name: dict[str, list[JobRow]] = {name: [] for name in names}
         for row in parse_squeue(result.stdout):
             if row.name in by_name:
@@ -75,7 +69,7 @@ class ClusterSession(Session):
         """Write the script on the login host and submit it: (its job id, "") or (None, what sbatch said)."""
         result = await self.command(self.slurm.submit(script.folder, script.path, script.text), deadline)
         job_id = parse_submitted(result.stdout) if result.ok else None
-        return job_id, "" if job_id else last_line(result)
+        return job_id, "" if job_id else result.last_words
 
     async def detail(self, job_id: str) -> JobDetail | None:
         """``scontrol show job -d``: its node and GPUs; None once Slurm has forgotten it."""
@@ -96,7 +90,7 @@ class ClusterSession(Session):
         if not result.ok:
             if accounting_off(result.stderr):
                 return None
-            raise HostError(f"{self.name}: sacct failed: {last_line(result)}")
+            raise HostError(f"{self.name}: sacct failed: {result.last_words}")
         return parse_sacct(result.stdout)
 
     async def cancel(self, name: str, deadline: float | None = None) -> Result:

@@ -21,7 +21,7 @@ import asyncio
 import shlex
 
 from pdtui.config import ServiceConfig
-from pdtui.engine.cluster_session import ClusterSession, last_line
+from pdtui.engine.cluster_session import ClusterSession
 from pdtui.engine.events import JobStatus, Notice
 from pdtui.engine.intent import Action
 from pdtui.engine.job_output import JobOutput
@@ -344,7 +344,7 @@ class JobRun(ServiceRun):
         """scancel its jobs and wait until none is queued or running; None then, else what is wrong."""
         result = await self.cluster.cancel(self.unit, deadline)
         if not result.ok:
-            return f"scancel failed: {last_line(result)}"
+            return f"scancel failed: {result.last_words}"
         while True:
             rows = await self.look()
             live = [row for row in rows if not row.ended]

@@ -388,7 +388,7 @@ class ServiceRun:
         self.transition(S.STARTING, f"{verb} {self.cfg.unit}")
         for old in self.cfg.replaces:
             result = await session.command(commands.disable_now(old), deadline)
-            text = f"stopped and disabled {old}" if result.ok else f"could not stop {old}: {last_line(result.stderr)}"
+            text = f"stopped and disabled {old}" if result.ok else f"could not stop {old}: {result.last_words}"
             self.w.emit(Notice("info" if result.ok else "warning", text, self.name, self.w.elapsed()))
         self._release_held()     # the lines so far are an earlier invocation's
         self.attempt.collecting = True
@@ -399,7 +399,7 @@ class ServiceRun:
             result = await session.command(argv, deadline)
         if not result.ok:
             self._release_held()
-            self.transition(S.FAILED, f"{verb} failed: {last_line(result.stderr) or f'exit status {result.exit_status}'}")
+            self.transition(S.FAILED, f"{verb} failed: {result.last_words}")
             return
         self.started_by_us = True
         self.attempt.unit_problem = None     # the look before the start saw the unit stopped, as it was
@@ -428,7 +428,7 @@ class ServiceRun:
             self.transition(S.STOPPING, f"{verb} {self.cfg.unit}")
             result = await session.command(argv, deadline)
             if not result.ok:
-                self.transition(S.FAILED, f"{verb} failed: {last_line(result.stderr) or f'exit status {result.exit_status}'}")
+                self.transition(S.FAILED, f"{verb} failed: {result.last_words}")
                 return
             problem = await self._until_inactive(deadline) or await self._until_gpus_released(deadline)
             if problem:
@@ -488,7 +488,7 @@ class ServiceRun:
             result, lines = await self.units.history.lines(attempt.invocation)
             if not result.ok:
                 raise HostError(f"{self.cfg.host}: journalctl failed, so readiness cannot be judged: "
-                                f"{last_line(result.stderr) or f'exit status {result.exit_status}'}")
+                                f"{result.last_words}")
         # The tail keeps buffering while this yields now and then (a burst of history must not hold the loop).
         cursors: set[str] = set()
         for count, entry in enumerate(lines, 1):
@@ -775,7 +775,3 @@ async def yield_every(count: int, every: int = 200) -> None:
     if count % every == 0:
         await asyncio.sleep(0)
 
-
-def last_line(text: str) -> str:
-    lines = [line for line in text.strip().splitlines() if line.strip()]
-    return lines[-1].strip() if lines else ""

@@ -37,6 +37,12 @@ class Result:
     def ok(self) -> bool:
         return self.exit_status == 0
 
+    @property
+    def last_words(self) -> str:
+        """What it said last (its stderr's last line, else its stdout's), or its exit status: why it failed."""
+        lines = [line.strip() for line in (self.stderr or self.stdout).splitlines() if line.strip()]
+        return lines[-1] if lines else f"exit status {self.exit_status}"
+
 
 StatusCallback = Callable[[str, str, str], None]
 """How a host tells its connection status: (host name, status, detail)."""
