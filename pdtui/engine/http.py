@@ -1,11 +1,17 @@
 """HTTP probes through a Host's own TCP connections.
 
-httpcore does the HTTP; this module only gives it a network backend whose
-"connect" is :meth:`Host.open_tcp`, so a probe of a remote port travels
+A connection is :meth:`Host.open_tcp`, so a probe of a remote port travels
 through the host's SSH connection (a service bound to 127.0.0.1 over there
 is reachable, and the host needs no curl). A port elsewhere (a job's, on its
 node) is reached the same way, from the host that reaches it: the URL's
 address is handed to the host's connect.
+
+h11 speaks HTTP/1.1 (framing, parsing, keep-alive rules); this module only
+moves its bytes and keeps a port's idle connections for the next probe.
+A probe is a handful of small requests to a few ports, so that is all the
+pooling it needs: a general pool (httpcore's, with anyio's locks and cancel
+scopes around every request) costs 3.5 times as much per request, and a
+fleet's readiness burst is 900 of them (bench/http_probe.py).
 """
 
 from __future__ import annotations
@@ -16,72 +22,77 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-import httpcore
+import h11
 
-from pdtui.hosts.base import LOOPBACK_ADDRESS, Host, HostError
+from pdtui.hosts.base import LOOPBACK_ADDRESS, READ_SIZE, Host, HostError, TcpReader, TcpWriter
 
 DEFAULT_TIMEOUT = 5.0
-CLOSE_TIMEOUT = 2.0      # a stream's close, after which it is aborted
+CLOSE_TIMEOUT = 2.0         # closing the kept connections at the end, after which they are aborted
+MAX_REQUESTS = 8            # in flight at once per host, as many as a host's services are probed at once
+KEPT_PER_PORT = 2           # idle connections kept per port
+MAX_BODY = 8 << 20          # an answer larger than this is a broken server, not a probe's answer
 
 
-class _HostStream(httpcore.AsyncNetworkStream):
-    """A connection through the host. Timeouts are ``asyncio.timeout`` blocks: Python 3.11's ``wait_for``
-    loses a cancellation that comes as the read completes, and a probe cancelled then ran on for ever."""
+class _Unanswered(Exception):
+    """The peer closed a connection before any byte of its answer: on a kept connection, asked once more."""
 
-    def __init__(self, reader: Any, writer: Any) -> None:
-        self._reader, self._writer = reader, writer
 
-    # asyncio.timeout, not wait_for: wait_for runs the read as a task of its own, a loop turn more per read.
-    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+class _Connection:
+    """One TCP connection through the host and its HTTP/1.1 state."""
+
+    __slots__ = ("reader", "writer", "http")
+
+    def __init__(self, reader: TcpReader, writer: TcpWriter) -> None:
+        self.reader, self.writer = reader, writer
+        self.http = h11.Connection(h11.CLIENT)
+
+    def stale(self) -> bool:
+        """The peer closed it while it sat idle (a server's keep-alive timeout)."""
+        return self.reader.at_eof()
+
+    async def exchange(self, method: str, target: str, headers: list[tuple[str, str]],
+                       content: bytes) -> tuple[int, bytes]:
+        """Send one request and read its whole answer: status and body."""
+        http = self.http
+        data = http.send(h11.Request(method=method, target=target, headers=headers))
+        if content:
+            data += http.send(h11.Data(data=content))
         try:
-            async with asyncio.timeout(timeout):
-                return await self._reader.read(max_bytes)
-        except TimeoutError:
-            raise httpcore.ReadTimeout("read timed out") from None
+            self.writer.write(data + http.send(h11.EndOfMessage()))
+            await self.writer.drain()
+            chunk = await self.reader.read(READ_SIZE)
+        except ConnectionError as exc:
+            raise _Unanswered(str(exc) or type(exc).__name__) from None
+        if not chunk:
+            raise _Unanswered("the server closed the connection without answering")
+        http.receive_data(chunk)
+        status, body = None, bytearray()
+        while True:
+            event = http.next_event()
+            if event is h11.NEED_DATA:
+                http.receive_data(await self.reader.read(READ_SIZE))
+            elif isinstance(event, h11.Response):
+                status = event.status_code
+            elif isinstance(event, h11.Data):
+                body += event.data
+                if len(body) > MAX_BODY:
+                    raise h11.RemoteProtocolError(f"an answer larger than {MAX_BODY >> 20} MiB")
+            elif isinstance(event, h11.EndOfMessage):
+                assert status is not None       # h11 gives the response before its end
+                return status, bytes(body)
+            elif isinstance(event, h11.ConnectionClosed):
+                raise h11.RemoteProtocolError("the server closed the connection mid-answer")
+            # else an h11.InformationalResponse (100 Continue): the answer follows
 
-    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        self._writer.write(buffer)
-        try:
-            async with asyncio.timeout(timeout):
-                await self._writer.drain()
-        except TimeoutError:
-            raise httpcore.WriteTimeout("write timed out") from None
+    def reusable(self) -> bool:
+        """After an answer: both ends are done and neither asked to close; ready for the next request."""
+        if self.http.our_state is h11.DONE and self.http.their_state is h11.DONE:
+            self.http.start_next_cycle()
+            return True
+        return False
 
-    async def aclose(self) -> None:
-        """Close the stream. Its close waiter is shielded: a probe cancelled while closing must not cancel
-        it for whoever closes the same connection later (the pool, at the end)."""
-        self._writer.close()
-        try:
-            async with asyncio.timeout(CLOSE_TIMEOUT):
-                await asyncio.shield(self._writer.wait_closed())
-        except TimeoutError:
-            # A peer that stopped reading keeps the write buffer, and so the close, pending for ever.
-            transport = getattr(self._writer, "transport", None)
-            if transport is not None:
-                transport.abort()
-        except (OSError, EOFError):
-            pass
-        except asyncio.CancelledError:
-            task = asyncio.current_task()
-            if task is not None and task.cancelling():
-                raise       # this task is being cancelled: let it
-            # else the waiter was cancelled with an earlier probe: the stream is closed all the same
-
-
-class _HostBackend(httpcore.AsyncNetworkBackend):
-    def __init__(self, host: Host) -> None:
-        self._host = host
-
-    async def connect_tcp(self, host: str, port: int, timeout: float | None = None,
-                          local_address: str | None = None, socket_options: Any = None) -> httpcore.AsyncNetworkStream:
-        try:
-            reader, writer = await self._host.open_tcp(port, timeout=timeout, address=host)
-        except (OSError, HostError) as exc:
-            raise httpcore.ConnectError(str(exc) or type(exc).__name__) from None
-        return _HostStream(reader, writer)
-
-    async def sleep(self, seconds: float) -> None:
-        await asyncio.sleep(seconds)
+    def close(self) -> None:
+        self.writer.close()
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,35 +121,107 @@ class HttpResult:
         return f"HTTP {self.status}" + (f": {excerpt}" if excerpt else "")
 
 
+class _CannotConnect(Exception):
+    pass
+
+
 class HttpProber:
-    """HTTP requests to ports of one host, reusing connections between probes."""
+    """HTTP requests to ports of one host, reusing connections between probes.
+
+    A request's timeout covers all of it: waiting its turn, connecting, sending, the whole answer.
+    """
 
     def __init__(self, host: Host) -> None:
-        self._pool = httpcore.AsyncConnectionPool(network_backend=_HostBackend(host), max_connections=8)
+        self._host = host
+        self._kept: dict[tuple[str, int], list[_Connection]] = {}
+        self._turns = asyncio.Semaphore(MAX_REQUESTS)
 
     async def request(self, method: str, port: int, path: str, *, body: Any = None,
                       timeout: float = DEFAULT_TIMEOUT, address: str = LOOPBACK_ADDRESS) -> HttpResult:
         origin = f"[{address}]:{port}" if ":" in address else f"{address}:{port}"    # an IPv6 address in brackets
-        headers = [(b"Host", origin.encode())]
+        headers = [("Host", origin)]
         content = b""
         if body is not None:
             content = json.dumps(body).encode()
-            headers.append((b"Content-Type", b"application/json"))
+            headers += [("Content-Type", "application/json"), ("Content-Length", str(len(content)))]
         started = time.perf_counter()
         try:
-            response = await self._pool.request(
-                method, f"http://{origin}{path}", headers=headers, content=content,
-                extensions={"timeout": {"connect": timeout, "read": timeout, "write": timeout, "pool": timeout}})
-        except httpcore.TimeoutException:
+            async with asyncio.timeout(timeout), self._turns:
+                status, answer = await self._ask((address, port), method, path, headers, content)
+        except TimeoutError:
             return HttpResult(None, b"", time.perf_counter() - started, f"no answer within {timeout:g}s")
-        except (httpcore.NetworkError, httpcore.ProtocolError) as exc:
-            what = "cannot connect" if isinstance(exc, httpcore.ConnectError) else "connection error"
-            return HttpResult(None, b"", time.perf_counter() - started, f"{what}: {exc}")
-        return HttpResult(response.status, response.content, time.perf_counter() - started)
+        except _CannotConnect as exc:
+            return HttpResult(None, b"", time.perf_counter() - started, f"cannot connect: {exc}")
+        except (OSError, EOFError, h11.ProtocolError, _Unanswered) as exc:
+            return HttpResult(None, b"", time.perf_counter() - started,
+                              f"connection error: {str(exc) or type(exc).__name__}")
+        return HttpResult(status, answer, time.perf_counter() - started)
 
     async def get(self, port: int, path: str, *, timeout: float = DEFAULT_TIMEOUT,
                   address: str = LOOPBACK_ADDRESS) -> HttpResult:
         return await self.request("GET", port, path, timeout=timeout, address=address)
 
+    async def _ask(self, origin: tuple[str, int], method: str, path: str, headers: list[tuple[str, str]],
+                   content: bytes) -> tuple[int, bytes]:
+        """On a kept connection if there is one; once more on a fresh one if that was closed as it was asked
+        (the server's keep-alive ran out as the request left: nothing was answered, so nothing is lost)."""
+        kept = self._take(origin)
+        if kept is not None:
+            try:
+                return await self._over(kept, origin, method, path, headers, content)
+            except _Unanswered:
+                pass
+        return await self._over(await self._connect(origin), origin, method, path, headers, content)
+
+    async def _over(self, connection: _Connection, origin: tuple[str, int], method: str, path: str,
+                    headers: list[tuple[str, str]], content: bytes) -> tuple[int, bytes]:
+        """One exchange; the connection is kept after a clean answer, closed otherwise (a cancelled probe too)."""
+        kept = False
+        try:
+            answer = await connection.exchange(method, path, headers, content)
+            kept = connection.reusable() and self._keep(origin, connection)
+            return answer
+        finally:
+            if not kept:
+                connection.close()
+
+    async def _connect(self, origin: tuple[str, int]) -> _Connection:
+        address, port = origin
+        try:
+            reader, writer = await self._host.open_tcp(port, address=address)
+        except (OSError, HostError) as exc:
+            raise _CannotConnect(str(exc) or type(exc).__name__) from None
+        return _Connection(reader, writer)
+
+    def _take(self, origin: tuple[str, int]) -> _Connection | None:
+        kept = self._kept.get(origin)
+        while kept:
+            connection = kept.pop()
+            if not connection.stale():
+                return connection
+            connection.close()
+        return None
+
+    def _keep(self, origin: tuple[str, int], connection: _Connection) -> bool:
+        kept = self._kept.setdefault(origin, [])
+        if len(kept) >= KEPT_PER_PORT:
+            return False
+        kept.append(connection)
+        return True
+
     async def close(self) -> None:
-        await self._pool.aclose()
+        """Close the kept connections; one whose peer stopped reading is aborted after CLOSE_TIMEOUT."""
+        connections = [c for kept in self._kept.values() for c in kept]
+        self._kept.clear()
+        for connection in connections:
+            connection.close()
+        if not connections:
+            return
+        waits = [asyncio.ensure_future(c.writer.wait_closed()) for c in connections]
+        _, pending = await asyncio.wait(waits, timeout=CLOSE_TIMEOUT)
+        for connection, wait in zip(connections, waits, strict=True):
+            if wait in pending:
+                wait.cancel()
+                if (transport := getattr(connection.writer, "transport", None)) is not None:
+                    transport.abort()
+        await asyncio.gather(*waits, return_exceptions=True)   # a peer that reset as it closed is no news

@@ -88,6 +88,8 @@ class TcpReader(Protocol):
 
     async def read(self, n: int = -1) -> bytes: ...
 
+    def at_eof(self) -> bool: ...
+
 
 class TcpWriter(Protocol):
     """The writing end of a TCP connection a host opened (asyncio's or asyncssh's)."""

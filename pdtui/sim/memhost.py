@@ -8,7 +8,7 @@ process, no socket and no file. It answers the commands the engine sends
 for the journal's end and an invocation's history, ``nvidia-smi`` queries and
 sysfs ``cat``), streams ``journalctl -f -o json`` and ``nvidia-smi -lms`` output,
 and serves HTTP on its services' ports through in-memory connections, so the
-engine's own HTTP client (httpcore, through :meth:`MemoryHost.open_tcp`) does
+engine's own HTTP client (through :meth:`MemoryHost.open_tcp`) does
 the probes.
 
 Each backend logs SGLang's start-up in the current generation's wording
@@ -29,7 +29,7 @@ import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache, partial
 from pathlib import PurePosixPath
 
@@ -83,7 +83,7 @@ class MemoryService:
     healthy: bool = False            # /health (a router: /readiness) answers 200
     started_at: float | None = None  # time.perf_counter() of the current run's start
     ready_at: float | None = None    # ... and of its ready line (a router: its workers activated)
-    timers: list[asyncio.TimerHandle] = field(default_factory=list)
+    timer: asyncio.TimerHandle | None = None     # the next step of its start-up script
 
     @property
     def unit(self) -> str:
@@ -91,9 +91,9 @@ class MemoryService:
         return self.cfg.unit
 
     def stop(self) -> None:
-        for timer in self.timers:
-            timer.cancel()
-        self.timers.clear()
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
         self.active, self.listening, self.bootstrap_up, self.healthy, self.pid = "inactive", False, False, False, 0
 
 
@@ -241,6 +241,9 @@ class MemoryConnection:
         chunk = bytes(self._out[:size])
         del self._out[:size]
         return chunk
+
+    def at_eof(self) -> bool:
+        return self._closed and not self._out
 
     def _wake(self) -> None:
         if self._readable is not None and not self._readable.done():
@@ -437,13 +440,19 @@ class MemoryHost:
         service.active, service.invocation, service.pid = "active", uuid.uuid4().hex, next(_pids)
         service.started_at, service.ready_at = time.perf_counter(), None
         self._system(service, f"Started {service.unit} - {service.cfg.role} {service.cfg.name}.")
-        loop = asyncio.get_running_loop()
         script = self._router_script(service) if service.cfg.role == "router" else self._backend_script(service)
-        service.timers = [loop.call_later(fraction * service.startup, self._step, step) for fraction, step in script]
+        self._play(service, asyncio.get_running_loop().time(), script)
 
-    def _step(self, step: Callable[[], None]) -> None:
+    def _play(self, service: MemoryService, start: float, script: list[tuple[float, Callable[[], None]]]) -> None:
+        """The steps of a start-up script now due, then one timer for the next: a thousand services' scripts
+        as a thousand timers, not twenty thousand (the event loop's timer heap is the engine's too)."""
         with self.fleet.meter:
-            step()
+            loop = asyncio.get_running_loop()
+            while script and start + script[0][0] * service.startup <= loop.time():
+                script.pop(0)[1]()
+            service.timer = None
+            if script:
+                service.timer = loop.call_at(start + script[0][0] * service.startup, self._play, service, start, script)
 
     def _stop(self, service: MemoryService) -> None:
         if service.active != "active":

@@ -31,6 +31,7 @@ EXPECTED = {
     "timeline": {"timeline"},
     "fleet": {"services", "hosts", "bringup_overhead_s", "cpu_s", "engine_cpu_s", "rss_mb", "phases", "target"},
     "attach": {"history_lines", "attach_lines", "runs", "journals"},
+    "http_probe": {"pdtui_us_per_request", "httpcore_us_per_request", "ratio"},
 }
 
 
