@@ -101,6 +101,8 @@ def _text(cell: str) -> str | None:
 def _int(cell: str) -> int | None:
     """A number, with or without its unit (``81559``, ``81559 MiB``, ``0 %``)."""
     value = _text(cell)
+    if value is not None and value.isascii() and value.isdigit():   # a bare count: most cells of a sample
+        return int(value)
     match = _NUMBER.fullmatch(value) if value else None
     return int(match[1]) if match else None
 

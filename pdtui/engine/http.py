@@ -6,12 +6,13 @@ is reachable, and the host needs no curl). A port elsewhere (a job's, on its
 node) is reached the same way, from the host that reaches it: the URL's
 address is handed to the host's connect.
 
-h11 speaks HTTP/1.1 (framing, parsing, keep-alive rules); this module only
-moves its bytes and keeps a port's idle connections for the next probe.
-A probe is a handful of small requests to a few ports, so that is all the
-pooling it needs: a general pool (httpcore's, with anyio's locks and cancel
-scopes around every request) costs 3.5 times as much per request, and a
-fleet's readiness burst is 900 of them (bench/http_probe.py).
+httptools (llhttp, Node's HTTP parser) reads the answers: framing, chunks,
+keep-alive; this module writes the requests (a line and a few headers), moves
+the bytes and keeps a port's idle connections for the next probe. A probe is a
+handful of small requests to a few ports, so that is all the pooling it needs:
+a general pool (httpcore's, with anyio's locks and cancel scopes around every
+request, on h11's pure-Python state machine) costs several times as much per
+request, and a fleet's readiness burst is 900 of them (bench/http_probe.py).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-import h11
+import httptools
 
 from pdtui.hosts.base import LOOPBACK_ADDRESS, READ_SIZE, Host, HostError, TcpReader, TcpWriter
 
@@ -37,59 +38,94 @@ class _Unanswered(Exception):
     """The peer closed a connection before any byte of its answer: on a kept connection, asked once more."""
 
 
-class _Connection:
-    """One TCP connection through the host and its HTTP/1.1 state."""
+class _Broken(Exception):
+    """An answer that is not HTTP, is cut short, or is too large."""
 
-    __slots__ = ("reader", "writer", "http")
+
+class _Answer:
+    """httptools' callbacks for one answer: its body, whether it is complete, whether its length is known."""
+
+    __slots__ = ("body", "complete", "headers_done", "framed", "parser", "status", "keep")
+
+    def __init__(self) -> None:
+        self.body = bytearray()
+        self.complete = self.headers_done = self.framed = self.keep = False
+        self.status = 0
+        self.parser = httptools.HttpResponseParser(self)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if name.lower() in (b"content-length", b"transfer-encoding"):
+            self.framed = True
+
+    def on_headers_complete(self) -> None:
+        self.headers_done = True
+
+    def on_body(self, body: bytes) -> None:
+        self.body += body
+
+    def on_message_complete(self) -> None:
+        """The status and whether the connection may be kept are read now: llhttp forgets them for the next."""
+        self.status = self.parser.get_status_code()
+        if 100 <= self.status < 200:        # an interim answer (103 Early Hints): the answer follows
+            self.body.clear()
+            self.headers_done = self.framed = False
+            return
+        self.keep = self.parser.should_keep_alive()
+        self.complete = True
+
+
+def _request(method: str, target: str, headers: list[tuple[str, str]], content: bytes) -> bytes:
+    """The request's bytes. Its parts come from the config and the engine, never from a server; a part
+    that would break the request's framing (a space or a line break in the path) is refused, not sent."""
+    lines = [f"{method} {target} HTTP/1.1", *(f"{name}: {value}" for name, value in headers)]
+    if not all(line.isascii() and line.isprintable() for line in lines) or " " in target:
+        raise _Broken(f"cannot ask for {target!r}: not a plain URL path")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + content
+
+
+class _Connection:
+    """One TCP connection through the host. httptools (llhttp, Node's parser) reads the answers."""
+
+    __slots__ = ("reader", "writer", "keep")
 
     def __init__(self, reader: TcpReader, writer: TcpWriter) -> None:
         self.reader, self.writer = reader, writer
-        self.http = h11.Connection(h11.CLIENT)
+        self.keep = False       # the last answer left the connection fit for another request
 
     def stale(self) -> bool:
         """The peer closed it while it sat idle (a server's keep-alive timeout)."""
         return self.reader.at_eof()
 
-    async def exchange(self, method: str, target: str, headers: list[tuple[str, str]],
-                       content: bytes) -> tuple[int, bytes]:
+    async def exchange(self, request: bytes) -> tuple[int, bytes]:
         """Send one request and read its whole answer: status and body."""
-        http = self.http
-        data = http.send(h11.Request(method=method, target=target, headers=headers))
-        if content:
-            data += http.send(h11.Data(data=content))
+        self.keep = False
         try:
-            self.writer.write(data + http.send(h11.EndOfMessage()))
+            self.writer.write(request)
             await self.writer.drain()
             chunk = await self.reader.read(READ_SIZE)
         except ConnectionError as exc:
             raise _Unanswered(str(exc) or type(exc).__name__) from None
         if not chunk:
             raise _Unanswered("the server closed the connection without answering")
-        http.receive_data(chunk)
-        status, body = None, bytearray()
+        answer = _Answer()
+        parser = answer.parser
         while True:
-            event = http.next_event()
-            if event is h11.NEED_DATA:
-                http.receive_data(await self.reader.read(READ_SIZE))
-            elif isinstance(event, h11.Response):
-                status = event.status_code
-            elif isinstance(event, h11.Data):
-                body += event.data
-                if len(body) > MAX_BODY:
-                    raise h11.RemoteProtocolError(f"an answer larger than {MAX_BODY >> 20} MiB")
-            elif isinstance(event, h11.EndOfMessage):
-                assert status is not None       # h11 gives the response before its end
-                return status, bytes(body)
-            elif isinstance(event, h11.ConnectionClosed):
-                raise h11.RemoteProtocolError("the server closed the connection mid-answer")
-            # else an h11.InformationalResponse (100 Continue): the answer follows
-
-    def reusable(self) -> bool:
-        """After an answer: both ends are done and neither asked to close; ready for the next request."""
-        if self.http.our_state is h11.DONE and self.http.their_state is h11.DONE:
-            self.http.start_next_cycle()
-            return True
-        return False
+            try:
+                parser.feed_data(chunk)
+            except httptools.HttpParserUpgrade:
+                raise _Broken("the server switched protocols") from None
+            except httptools.HttpParserError as exc:
+                raise _Broken(f"not an HTTP answer ({exc})") from None
+            if len(answer.body) > MAX_BODY:
+                raise _Broken(f"an answer larger than {MAX_BODY >> 20} MiB")
+            if answer.complete:
+                self.keep = answer.keep
+                return answer.status, bytes(answer.body)
+            chunk = await self.reader.read(READ_SIZE)
+            if not chunk:
+                if answer.headers_done and not answer.framed:     # a body that lasts until the server closes
+                    return parser.get_status_code(), bytes(answer.body)
+                raise _Broken("the server closed the connection mid-answer")
 
     def close(self) -> None:
         self.writer.close()
@@ -146,13 +182,14 @@ class HttpProber:
             headers += [("Content-Type", "application/json"), ("Content-Length", str(len(content)))]
         started = time.perf_counter()
         try:
+            request = _request(method, path, headers, content)
             async with asyncio.timeout(timeout), self._turns:
-                status, answer = await self._ask((address, port), method, path, headers, content)
+                status, answer = await self._ask((address, port), request)
         except TimeoutError:
             return HttpResult(None, b"", time.perf_counter() - started, f"no answer within {timeout:g}s")
         except _CannotConnect as exc:
             return HttpResult(None, b"", time.perf_counter() - started, f"cannot connect: {exc}")
-        except (OSError, EOFError, h11.ProtocolError, _Unanswered) as exc:
+        except (OSError, EOFError, _Broken, _Unanswered) as exc:
             return HttpResult(None, b"", time.perf_counter() - started,
                               f"connection error: {str(exc) or type(exc).__name__}")
         return HttpResult(status, answer, time.perf_counter() - started)
@@ -161,25 +198,23 @@ class HttpProber:
                   address: str = LOOPBACK_ADDRESS) -> HttpResult:
         return await self.request("GET", port, path, timeout=timeout, address=address)
 
-    async def _ask(self, origin: tuple[str, int], method: str, path: str, headers: list[tuple[str, str]],
-                   content: bytes) -> tuple[int, bytes]:
+    async def _ask(self, origin: tuple[str, int], request: bytes) -> tuple[int, bytes]:
         """On a kept connection if there is one; once more on a fresh one if that was closed as it was asked
         (the server's keep-alive ran out as the request left: nothing was answered, so nothing is lost)."""
         kept = self._take(origin)
         if kept is not None:
             try:
-                return await self._over(kept, origin, method, path, headers, content)
+                return await self._over(kept, origin, request)
             except _Unanswered:
                 pass
-        return await self._over(await self._connect(origin), origin, method, path, headers, content)
+        return await self._over(await self._connect(origin), origin, request)
 
-    async def _over(self, connection: _Connection, origin: tuple[str, int], method: str, path: str,
-                    headers: list[tuple[str, str]], content: bytes) -> tuple[int, bytes]:
+    async def _over(self, connection: _Connection, origin: tuple[str, int], request: bytes) -> tuple[int, bytes]:
         """One exchange; the connection is kept after a clean answer, closed otherwise (a cancelled probe too)."""
         kept = False
         try:
-            answer = await connection.exchange(method, path, headers, content)
-            kept = connection.reusable() and self._keep(origin, connection)
+            answer = await connection.exchange(request)
+            kept = connection.keep and self._keep(origin, connection)
             return answer
         finally:
             if not kept:

@@ -90,8 +90,7 @@ class Orchestrator:
                                      interval=timing.figures_poll)
         self._steps: dict[Step, StepStatus] = {}
         self._preflight = StepStatus.PENDING
-        self._changed = asyncio.Condition()         # notified after every state change
-        self._notifier: asyncio.Task | None = None
+        self._changed = asyncio.Event()             # pulsed after every state change (see _until)
         self._flush_handle: asyncio.TimerHandle | None = None
         self._steps_handle: asyncio.Handle | None = None
         self._done_task: asyncio.Task | None = None
@@ -235,7 +234,7 @@ class Orchestrator:
         """Stop watching: end tails, probes and connections. Never stops a unit."""
         tasks = [*self._tails, *(r.task for r in self._runs.values() if r.task)]
         tasks += [r.follower for r in self._runs.values() if isinstance(r, JobRun) and r.follower]
-        tasks += [t for t in (self._done_task, self._notifier) if t is not None]
+        tasks += [self._done_task] if self._done_task is not None else []
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -490,21 +489,20 @@ class Orchestrator:
 
     # -- the whole ---------------------------------------------------------------
     async def _until(self, condition: Callable[[], bool]) -> None:
-        """Wait until ``condition`` holds; it is looked at after every state change."""
-        async with self._changed:
-            await self._changed.wait_for(condition)
+        """Wait until ``condition`` holds; it is looked at after every state change.
+
+        Changes pulse an Event (set, then cleared), which wakes every waiter in
+        the same turn of the loop, and changes made before a waiter runs share
+        its look. A Condition would hand its lock from waiter to waiter, a turn
+        each: with a fleet's 128 routers waiting, the last one heard its
+        backends were ready a hundred turns late, in the busiest moment.
+        """
+        while not condition():
+            await self._changed.wait()
 
     def _notify_changed(self) -> None:
-        """Wake the waiters of :meth:`_until`: ``notify_all`` needs the condition's lock, taken in a task.
-
-        Changes that come before it runs share it: each waiter looks at its condition anew.
-        """
-        if self._notifier is None or self._notifier.done():
-            self._notifier = asyncio.create_task(self._notify_all())
-
-    async def _notify_all(self) -> None:
-        async with self._changed:
-            self._changed.notify_all()
+        self._changed.set()
+        self._changed.clear()
 
     def _decided(self) -> bool:
         """The outcome is known: every service settled, or one failed and all it blocks is marked blocked already.

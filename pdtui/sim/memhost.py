@@ -65,8 +65,15 @@ class Meter:
         self.seconds += time.perf_counter() - self._t0
 
 
+_clock: list = [0, ""]      # the second last stamped, and its text
+
+
 def _stamp(rank: str = "") -> str:
-    return f"[{time.strftime('%Y-%m-%d %H:%M:%S')}{rank}]"
+    """SGLang's time stamp, made once a second (a fleet logs thousands of lines in one)."""
+    now = int(time.time())
+    if now != _clock[0]:
+        _clock[:] = [now, time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now))]
+    return f"[{_clock[1]}{rank}]"
 
 
 @dataclass
@@ -278,6 +285,48 @@ def _server_args(role: str, port: int, bootstrap: int, gpus: tuple[int, ...]) ->
     return f"server_args={server_args_repr(args, list(gpus) or [0])}"
 
 
+Step = tuple[float, str, str]
+"""One step of a start-up script: (fraction of the start-up time, what, its text). What: ``log``, ``log TP0``
+(a line of rank TP0), ``log pid`` (the text's ``{pid}`` is the process's), ``set`` (the text names a flag of
+:class:`MemoryService` that turns true), ``ready``, ``activate`` (a router's workers, a line each)."""
+
+
+@lru_cache(maxsize=256)
+def _backend_steps(role: str, port: int, bootstrap: int, gpus: tuple[int, ...]) -> tuple[Step, ...]:
+    """SGLang's start-up, as :mod:`pdtui.sim.worker` plays it: made once per shape, as every host of a fleet
+    has the same services."""
+    steps: list[Step] = [
+        (0.0, "log", _server_args(role, port, bootstrap, gpus)),
+        (0.12, "log TP0", "Load weight begin. avail mem=137.34 GB"),
+        (0.40, "log TP0", "Load weight end. type=DeepseekV4ForCausalLM, dtype=torch.bfloat16, avail mem=71.08 GB, "
+                          "mem usage=66.26 GB."),
+        (0.45, "log TP0", "KV Cache is allocated. #tokens: 834615, K size: 24.12 GB, V size: 24.12 GB"),
+        (0.46, "log TP0", "Memory pool end. avail mem=14.61 GB")]
+    if role == "prefill" and WORDING.bootstrap_started:
+        steps += [(0.46, "set", "bootstrap_up"),
+                  (0.46, "log TP0", WORDING.bootstrap_started.format(host="127.0.0.1", port=bootstrap))]
+    steps += [(0.50, "log TP0", WORDING.graph_begin), (0.75, "log", WORDING.graph_end),
+              (0.80, "log pid", "INFO:     Started server process [{pid}]"),
+              (0.80, "log", "INFO:     Waiting for application startup."),
+              (0.80, "log", "INFO:     Application startup complete."),
+              (0.80, "set", "listening"),
+              (0.80, "log", f"INFO:     Uvicorn running on http://127.0.0.1:{port} (Press CTRL+C to quit)"),
+              (0.84, "log", WORDING.warmup_start),
+              (0.98, "log", 'INFO:     127.0.0.1:40002 - "POST /generate HTTP/1.1" 200 OK'),
+              *((0.98, "log", line) for line in WORDING.warmup_ok),
+              (0.98, "set", "healthy"),
+              (1.0, "log", READY_LINE), (1.0, "ready", "")]
+    return tuple(steps)
+
+
+@lru_cache(maxsize=64)
+def _router_steps(port: int) -> tuple[Step, ...]:
+    """A router: listening at once, its workers activated (and so ready) at the end of its start-up."""
+    return ((0.0, "log", f"INFO smg::server: Starting router on 127.0.0.1:{port} | mode: PD | policy: RoundRobin"),
+            (0.0, "set", "listening"),
+            (1.0, "activate", "INFO smg::core::steps::worker::shared::activate: Activated 1 worker(s) (marked as healthy)"))
+
+
 def _kind(program: str, args: list[str]) -> str:
     """A command as counted: its program and verb (``systemctl show``, ``journalctl history``)."""
     if program == "systemctl":
@@ -309,6 +358,9 @@ class MemoryFleet:
         self.unit_files = unit_files or {}
         self.services = {name: MemoryService(cfg, router_startup if cfg.role == "router" else startup)
                          for name, cfg in deployment.services.items()}
+        self._on_host: dict[str, list[MemoryService]] = {}
+        for service in self.services.values():
+            self._on_host.setdefault(service.cfg.host, []).append(service)
         self.hosts: dict[str, MemoryHost] = {}
         self.counts: Counter[str] = Counter()     # commands by verb, HTTP requests by path, TCP connects
         self.meter = Meter()
@@ -316,8 +368,7 @@ class MemoryFleet:
     def host(self, config: HostConfig, *, on_status: Callable[[str, str, str], None] | None = None,
              **_: object) -> MemoryHost:
         if config.name not in self.hosts:
-            services = [s for s in self.services.values() if s.cfg.host == config.name]
-            self.hosts[config.name] = MemoryHost(self, config, services, on_status)
+            self.hosts[config.name] = MemoryHost(self, config, self._on_host.get(config.name, []), on_status)
         return self.hosts[config.name]
 
     def stop_all(self) -> None:
@@ -440,19 +491,39 @@ class MemoryHost:
         service.active, service.invocation, service.pid = "active", uuid.uuid4().hex, next(_pids)
         service.started_at, service.ready_at = time.perf_counter(), None
         self._system(service, f"Started {service.unit} - {service.cfg.role} {service.cfg.name}.")
-        script = self._router_script(service) if service.cfg.role == "router" else self._backend_script(service)
-        self._play(service, asyncio.get_running_loop().time(), script)
+        cfg = service.cfg
+        steps = _router_steps(cfg.port or 0) if cfg.role == "router" else \
+            _backend_steps(cfg.role, cfg.port or 0, self.bootstrap_of(service), cfg.gpus)
+        self._play(service, asyncio.get_running_loop().time(), steps, 0)
 
-    def _play(self, service: MemoryService, start: float, script: list[tuple[float, Callable[[], None]]]) -> None:
+    def _play(self, service: MemoryService, start: float, steps: tuple[Step, ...], at: int) -> None:
         """The steps of a start-up script now due, then one timer for the next: a thousand services' scripts
         as a thousand timers, not twenty thousand (the event loop's timer heap is the engine's too)."""
         with self.fleet.meter:
             loop = asyncio.get_running_loop()
-            while script and start + script[0][0] * service.startup <= loop.time():
-                script.pop(0)[1]()
+            while at < len(steps) and start + steps[at][0] * service.startup <= loop.time():
+                self._do(service, steps[at][1], steps[at][2])
+                at += 1
             service.timer = None
-            if script:
-                service.timer = loop.call_at(start + script[0][0] * service.startup, self._play, service, start, script)
+            if at < len(steps):
+                service.timer = loop.call_at(start + steps[at][0] * service.startup, self._play, service, start, steps, at)
+
+    def _do(self, service: MemoryService, what: str, text: str) -> None:
+        """One step of a start-up script (see :data:`Step`)."""
+        if what == "log":
+            self._log(service, text)
+        elif what == "log TP0":
+            self._log(service, text, " TP0")
+        elif what == "log pid":
+            self._log(service, text.format(pid=service.pid))
+        elif what == "set":
+            setattr(service, text, True)
+        elif what == "ready":
+            service.ready_at = time.perf_counter()
+        elif what == "activate":        # a router: its workers activated, then it is ready
+            for _ in self._workers(service):
+                self._log(service, text)
+            service.healthy, service.ready_at = True, time.perf_counter()
 
     def _stop(self, service: MemoryService) -> None:
         if service.active != "active":
@@ -465,58 +536,10 @@ class MemoryHost:
     def _system(self, service: MemoryService, message: str) -> None:
         self.journal.append(service.unit, service.invocation, message, pid=1, comm="systemd", system=True)
 
-    def _log(self, service: MemoryService, message: str, rank: str = "") -> Callable[[], None]:
-        """A step of a start-up script: one line of the service's own."""
-        def write() -> None:
-            self.journal.append(service.unit, service.invocation, f"{_stamp(rank)} {message}", pid=service.pid,
-                                comm="python3", system=False)
-        return write
-
-    def _set(self, service: MemoryService, **changes: bool) -> Callable[[], None]:
-        def apply() -> None:
-            for key, value in changes.items():
-                setattr(service, key, value)
-        return apply
-
-    def _backend_script(self, s: MemoryService) -> list[tuple[float, Callable[[], None]]]:
-        """SGLang's start-up, as :mod:`pdtui.sim.worker` plays it, at fractions of the start-up time."""
-        cfg, log, tp = s.cfg, self._log, " TP0"
-        bootstrap = self.bootstrap_of(s)
-        steps = [(0.0, log(s, _server_args(cfg.role, cfg.port or 0, bootstrap, cfg.gpus))),
-                 (0.12, log(s, "Load weight begin. avail mem=137.34 GB", tp)),
-                 (0.40, log(s, "Load weight end. type=DeepseekV4ForCausalLM, dtype=torch.bfloat16, avail mem=71.08 GB, "
-                               "mem usage=66.26 GB.", tp)),
-                 (0.45, log(s, "KV Cache is allocated. #tokens: 834615, K size: 24.12 GB, V size: 24.12 GB", tp)),
-                 (0.46, log(s, "Memory pool end. avail mem=14.61 GB", tp))]
-        if cfg.role == "prefill" and WORDING.bootstrap_started:
-            steps += [(0.46, self._set(s, bootstrap_up=True)),
-                      (0.46, log(s, WORDING.bootstrap_started.format(host="127.0.0.1", port=bootstrap), tp))]
-        steps += [(0.50, log(s, WORDING.graph_begin, tp)), (0.75, log(s, WORDING.graph_end)),
-                  (0.80, log(s, f"INFO:     Started server process [{s.pid}]")),
-                  (0.80, log(s, "INFO:     Waiting for application startup.")),
-                  (0.80, log(s, "INFO:     Application startup complete.")),
-                  (0.80, self._set(s, listening=True)),
-                  (0.80, log(s, f"INFO:     Uvicorn running on http://127.0.0.1:{cfg.port} (Press CTRL+C to quit)")),
-                  (0.84, log(s, WORDING.warmup_start)),
-                  (0.98, log(s, 'INFO:     127.0.0.1:40002 - "POST /generate HTTP/1.1" 200 OK')),
-                  *((0.98, log(s, line)) for line in WORDING.warmup_ok),
-                  (0.98, self._set(s, healthy=True)),
-                  (1.0, log(s, READY_LINE)), (1.0, partial(self._ready, s))]
-        return steps
-
-    def _ready(self, service: MemoryService) -> None:
-        service.ready_at = time.perf_counter()
-
-    def _router_script(self, s: MemoryService) -> list[tuple[float, Callable[[], None]]]:
-        """A router: listening at once, its workers activated (and so ready) at the end of its start-up."""
-        def activate() -> None:
-            for _ in self._workers(s):
-                self._log(s, "INFO smg::core::steps::worker::shared::activate: Activated 1 worker(s) (marked as healthy)")()
-            s.healthy = True
-            self._ready(s)
-        return [(0.0, self._log(s, f"INFO smg::server: Starting router on 127.0.0.1:{s.cfg.port} | mode: PD | policy: "
-                                   "RoundRobin")),
-                (0.0, self._set(s, listening=True)), (1.0, activate)]
+    def _log(self, service: MemoryService, message: str, rank: str = "") -> None:
+        """One line of the service's own."""
+        self.journal.append(service.unit, service.invocation, f"{_stamp(rank)} {message}", pid=service.pid,
+                            comm="python3", system=False)
 
     # -- journalctl, nvidia-smi, cat --------------------------------------------------
     def _journalctl(self, args: list[str]) -> tuple[int, str, str]:

@@ -212,3 +212,48 @@ async def test_a_read_cancelled_as_its_data_arrives_is_cancelled():
         probe.cancel()
         with pytest.raises(asyncio.CancelledError):
             await probe
+
+
+async def test_a_chunked_answer_is_read_whole_and_the_connection_kept():
+    async def handle(server: Server, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, n: int) -> None:
+        while await server.request(reader) is not None:
+            writer.write(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n")
+    async with serving(handle) as (server, prober, port):
+        first = await prober.get(port, "/metrics")
+        second = await prober.get(port, "/metrics")
+    assert first.body == second.body == b"hello world"
+    assert server.connections == 1
+
+
+async def test_an_answer_without_a_length_lasts_until_the_server_closes():
+    async def handle(server: Server, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, n: int) -> None:
+        await server.request(reader)
+        writer.write(b"HTTP/1.0 200 OK\r\ncontent-type: text/plain\r\n\r\nall of it")
+    async with serving(handle) as (server, prober, port):
+        result = await prober.get(port, "/health")
+    assert (result.status, result.body) == (200, b"all of it")
+
+
+async def test_an_interim_answer_is_passed_over():
+    async def handle(server: Server, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, n: int) -> None:
+        await server.request(reader)
+        writer.write(b"HTTP/1.1 103 Early Hints\r\nlink: </x>\r\n\r\n" + answer(b"final"))
+    async with serving(handle) as (server, prober, port):
+        result = await prober.get(port, "/health")
+    assert (result.status, result.body) == (200, b"final")
+
+
+async def test_an_answer_that_is_not_http_is_a_connection_error():
+    async def handle(server: Server, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, n: int) -> None:
+        await server.request(reader)
+        writer.write(b"SSH-2.0-OpenSSH_9.2\r\n")
+    async with serving(handle) as (server, prober, port):
+        result = await prober.get(port, "/health")
+    assert result.status is None and result.error.startswith("connection error: not an HTTP answer")
+
+
+async def test_a_path_that_would_break_the_request_is_refused_unsent():
+    async with serving(keep_alive) as (server, prober, port):
+        result = await prober.get(port, "/health HTTP/1.1\r\nX-Injected: 1")
+    assert result.status is None and result.error.startswith("connection error: cannot ask for")
+    assert server.connections == 0
