@@ -318,23 +318,30 @@ class GpuSampler:
         """Follow one nvidia-smi process until it ends."""
         try:
             async with self.host.stream(self.argv) as lines:
-                async for raw in lines:
-                    gpu = parse_gpu_line(raw.decode(errors="replace"), SAMPLE_FIELDS)
-                    if gpu is not None:
-                        self._add(gpu)
+                async for batch in lines.batches():
+                    self._add_all(batch)
         except HostError:
             pass
         finally:
             self._cancel_timer()
         self._flush()
 
-    def _add(self, gpu: Gpu) -> None:
-        """Add a line to the round; a repeated index closes the previous round first."""
-        if gpu.index in self._round:
-            self._flush()
-        self._round[gpu.index] = self.inventory.info(gpu)
-        self._cancel_timer()
-        self._timer = asyncio.get_running_loop().call_later(self.pause, self._flush)
+    def _add_all(self, batch: list[bytes]) -> None:
+        """Add the lines that came together to the round (a repeated index closes the previous round first);
+        the round ends ``pause`` after the last of them unless a line comes sooner. A round's lines come
+        together: one timer per read, not per line (128 hosts' rounds come in the same moment)."""
+        added = False
+        for raw in batch:
+            gpu = parse_gpu_line(raw.decode(errors="replace"), SAMPLE_FIELDS)
+            if gpu is None:
+                continue
+            if gpu.index in self._round:
+                self._flush()
+            self._round[gpu.index] = self.inventory.info(gpu)
+            added = True
+        if added:
+            self._cancel_timer()
+            self._timer = asyncio.get_running_loop().call_later(self.pause, self._flush)
 
     def _flush(self) -> None:
         self._cancel_timer()

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from pdtui.engine.events import GpuInfo, GpuSample
 from pdtui.engine.gpus import GpuSampler, inventory
-from pdtui.hosts.base import HostError
+from pdtui.hosts.base import HostError, each_line
 from pdtui.hosts.local import LocalHost
 from pdtui.nvidia_smi import sampler_argv
 from pdtui.sim.systemctl import ROOT_ENV
@@ -101,16 +101,26 @@ class ScriptedHost:
     async def stream(self, argv):
         self.opened += 1
 
-        async def produce():
-            for line in self.lines:
-                yield line.encode()
-            if self.then_hang:
-                await asyncio.Event().wait()
-
         try:
-            yield produce()
+            yield ScriptedLines(self.lines, self.then_hang)
         finally:
             self.closed += 1
+
+
+class ScriptedLines:
+    """A stream's lines (the Lines protocol), one read each."""
+
+    def __init__(self, lines: list[str], then_hang: bool) -> None:
+        self.lines, self.then_hang = lines, then_hang
+
+    def __aiter__(self):
+        return each_line(self.batches())
+
+    async def batches(self):
+        for line in self.lines:
+            yield [line.encode()]
+        if self.then_hang:
+            await asyncio.Event().wait()
 
 
 async def test_a_repeated_index_closes_a_round():
