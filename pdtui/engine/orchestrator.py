@@ -491,18 +491,20 @@ class Orchestrator:
     async def _until(self, condition: Callable[[], bool]) -> None:
         """Wait until ``condition`` holds; it is looked at after every state change.
 
-        Changes pulse an Event (set, then cleared), which wakes every waiter in
-        the same turn of the loop, and changes made before a waiter runs share
-        its look. A Condition would hand its lock from waiter to waiter, a turn
-        each: with a fleet's 128 routers waiting, the last one heard its
-        backends were ready a hundred turns late, in the busiest moment.
+        A change sets the Event the waiters wait on and puts a fresh one in its
+        place: every waiter wakes in the same turn of the loop, changes made
+        before it runs share its look, and a change costs nothing more while
+        the woken have not yet waited again (a fleet's services change state
+        thousands of times a second while 128 routers wait). A Condition would
+        hand its lock from waiter to waiter, a turn each: the last router heard
+        its backends were ready a hundred turns late, in the busiest moment.
         """
         while not condition():
             await self._changed.wait()
 
     def _notify_changed(self) -> None:
         self._changed.set()
-        self._changed.clear()
+        self._changed = asyncio.Event()
 
     def _decided(self) -> bool:
         """The outcome is known: every service settled, or one failed and all it blocks is marked blocked already.
