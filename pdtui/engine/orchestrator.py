@@ -495,9 +495,9 @@ class Orchestrator:
         place: every waiter wakes in the same turn of the loop, changes made
         before it runs share its look, and a change costs nothing more while
         the woken have not yet waited again (a fleet's services change state
-        thousands of times a second while 128 routers wait). A Condition would
-        hand its lock from waiter to waiter, a turn each: the last router heard
-        its backends were ready a hundred turns late, in the busiest moment.
+        thousands of times a second while 128 routers wait). After a
+        Condition's notify_all each waiter takes its lock in turn, handed on a
+        loop turn at a time: the last of 129 looked 128 turns late.
         """
         while not condition():
             await self._changed.wait()
