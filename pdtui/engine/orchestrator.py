@@ -90,7 +90,7 @@ class Orchestrator:
                                      interval=timing.figures_poll)
         self._steps: dict[Step, StepStatus] = {}
         self._preflight = StepStatus.PENDING
-        self._changed = asyncio.Event()             # pulsed after every state change (see _until)
+        self._changed = asyncio.Event()             # set and replaced at every state change (see _until)
         self._flush_handle: asyncio.TimerHandle | None = None
         self._steps_handle: asyncio.Handle | None = None
         self._done_task: asyncio.Task | None = None
