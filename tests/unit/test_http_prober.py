@@ -178,6 +178,16 @@ async def test_a_peer_that_never_answers_is_a_timeout_within_the_probe_timeout()
     assert result.status is None and result.error == "no answer within 0.1s"
 
 
+async def cancel_once_asked(server: Server, prober: HttpProber, port: int) -> None:
+    """Start a probe, cancel it as soon as the server has its request; the cancellation must come through."""
+    probe = asyncio.create_task(prober.get(port, "/health"))
+    while not server.requests:
+        await asyncio.sleep(0)
+    probe.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await probe
+
+
 async def test_a_cancelled_probe_closes_its_connection_and_the_next_probe_opens_another():
     async def handle(server: Server, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, n: int) -> None:
         await server.request(reader)
@@ -187,12 +197,7 @@ async def test_a_cancelled_probe_closes_its_connection_and_the_next_probe_opens_
             writer.write(answer(b"second"))
             await server.request(reader)
     async with serving(handle) as (server, prober, port):
-        probe = asyncio.create_task(prober.get(port, "/health"))
-        while not server.requests:
-            await asyncio.sleep(0.01)
-        probe.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await probe
+        await cancel_once_asked(server, prober, port)
         await asyncio.wait_for(server.closed.wait(), 5)
         result = await prober.get(port, "/health")
     assert (result.status, result.body) == (200, b"second")
@@ -206,12 +211,7 @@ async def test_a_read_cancelled_as_its_data_arrives_is_cancelled():
         writer.write(answer(b"late"))
         await server.request(reader)
     async with serving(handle) as (server, prober, port):
-        probe = asyncio.create_task(prober.get(port, "/health"))
-        while not server.requests:
-            await asyncio.sleep(0)
-        probe.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await probe
+        await cancel_once_asked(server, prober, port)
 
 
 async def test_a_chunked_answer_is_read_whole_and_the_connection_kept():
