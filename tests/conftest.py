@@ -29,7 +29,7 @@ from pdtui.demo import PORTS_ENV
 from pdtui.sim import realjournal
 from pdtui.sim.sandbox import Sandbox
 
-pytest_plugins = ["tests.sshd", "tests.conftest_sim", "tests.engine_helpers", "tests.slurm"]
+pytest_plugins = ["tests.sshd", "tests.conftest_sim", "tests.engine_helpers", "tests.slurm", "tests.systemd_host"]
 
 
 @pytest.fixture(autouse=True, scope="session")

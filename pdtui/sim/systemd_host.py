@@ -1,0 +1,250 @@
+"""A real systemd 252 with a real journald, booted in a container and reached over real SSH.
+
+The stand-ins (sim/systemctl.py, sim/journalctl.py) serve ``pdtui demo`` without
+root; this is the real manager they must agree with. It boots this machine's
+own OS read-only under a throw-away overlay (``systemd-nspawn --volatile=overlay``),
+in a private mount namespace and a cgroup of its own, so nothing it does reaches
+the machine's files or its other processes: the container's systemd manages only
+its own subtree and has its own /tmp. Its boot target pulls in basic.target and
+an sshd on 127.0.0.1 at a free port, nothing else (the container shares the
+machine's network: the default target would start the machine's own services).
+
+Only this way, never another: systemd booted on the machine's own root, or in a
+bare namespace, empties every temporary folder at boot.
+
+Needs root, ``systemd-nspawn`` (Debian's ``systemd-container``), OpenSSH's sshd
+and the hybrid cgroup layout (v1 controllers with the unified hierarchy beside
+them); :func:`missing_reason` says which is missing. Stopped by SIGTERM to
+nspawn (the container powers off), or SIGKILL to the container's PID 1 when it
+does not; never SIGKILL to nspawn itself, which would leave its overlay behind.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from itertools import count
+from pathlib import Path
+
+import asyncssh
+
+from pdtui.sim.ports import free_port
+from pdtui.sim.sshd import public_line, write_key
+
+NSPAWN = "/usr/bin/systemd-nspawn"
+SSHD = "/usr/sbin/sshd"
+CGROUP = Path("/sys/fs/cgroup")
+HYBRID = ("systemd", "unified")        # the named v1 hierarchy systemd uses, and the unified (v2) one beside it
+TARGET = "pdtui-test.target"
+SSHD_UNIT = "pdtui-sshd.service"
+CONFIG_DIR = "/etc/pdtui-sshd"
+BOOT_TIMEOUT = 30.0
+STOP_TIMEOUT = 10.0
+# Timers would run the machine's apt, man-db and tmpfiles jobs inside: nothing a test wants beside its units.
+MASKED = ("systemd-machine-id-commit.service", "timers.target")
+
+_names = count()
+
+
+def missing_reason() -> str | None:
+    """Why a container cannot be booted here, or None when it can."""
+    if os.geteuid() != 0:
+        return "booting systemd in a container needs root"
+    if not os.access(NSPAWN, os.X_OK):
+        return "systemd-nspawn is not installed (apt-get install --no-install-recommends systemd-container)"
+    if not os.access(SSHD, os.X_OK):
+        return "OpenSSH's sshd is not installed (apt-get install openssh-server)"
+    if shutil.which("nsenter") is None or shutil.which("unshare") is None:
+        return "nsenter and unshare (util-linux) are not installed"
+    layout = cgroup_layout()
+    if layout != "hybrid":
+        return (f"this machine's cgroup layout is {layout}: the container recipe is measured on the hybrid layout "
+                f"(v1 controllers with {CGROUP / 'unified'}) only")
+    return None
+
+
+def available() -> bool:
+    return missing_reason() is None
+
+
+def cgroup_layout() -> str:
+    """``hybrid`` (v1 with the unified hierarchy beside), ``unified`` (pure v2), ``legacy`` (v1 alone) or ``none``."""
+    mounts = {fields[1]: fields[2] for fields in (line.split() for line in Path("/proc/mounts").read_text().splitlines())
+              if len(fields) > 2}
+    if mounts.get(str(CGROUP)) == "cgroup2":
+        return "unified"
+    if mounts.get(str(CGROUP / "systemd")) == "cgroup":
+        return "hybrid" if mounts.get(str(CGROUP / "unified")) == "cgroup2" else "legacy"
+    return "none"
+
+
+@dataclass
+class SystemdHost:
+    """One booted container: where its sshd listens, the keys to reach it, and how to stop it."""
+
+    name: str
+    folder: Path
+    port: int
+    host_key: asyncssh.SSHKey
+    client_key: asyncssh.SSHKey
+    nspawn: subprocess.Popen = field(repr=False)
+    pid1: int = 0
+    cgroups: tuple[Path, ...] = ()
+
+    @property
+    def known_hosts_line(self) -> str:
+        return f"[127.0.0.1]:{self.port} {public_line(self.host_key)}\n"
+
+    def console(self) -> str:
+        """What the container printed on its console (the boot, and its shutdown)."""
+        return (self.folder / "console.log").read_text(errors="replace")
+
+    def run(self, *argv: str, timeout: float = 30.0) -> subprocess.CompletedProcess[str]:
+        """A command inside the container (its namespaces, its systemd and journal), for a test's own look."""
+        return subprocess.run(["nsenter", "-t", str(self.pid1), "-a", *argv], capture_output=True, text=True,
+                              timeout=timeout, stdin=subprocess.DEVNULL)
+
+    def stop(self) -> None:
+        """Power the container off, and remove its cgroups: no process, cgroup or mount is left."""
+        try:
+            if self.nspawn.poll() is None:
+                self.nspawn.send_signal(signal.SIGTERM)
+                try:
+                    self.nspawn.wait(STOP_TIMEOUT)
+                except subprocess.TimeoutExpired:
+                    if self.pid1:
+                        _kill(self.pid1)      # never nspawn itself: it removes the overlay when its child ends
+                    self.nspawn.wait(STOP_TIMEOUT)
+        finally:
+            for cgroup in self.cgroups:
+                _remove_cgroup(cgroup)
+            root = self.folder / "root"
+            if root.exists():
+                root.rmdir()
+
+
+def boot(folder: Path, *, timeout: float = BOOT_TIMEOUT) -> SystemdHost:
+    """Boot a container whose sshd trusts a fresh client key; back once its systemd says ``running``."""
+    reason = missing_reason()
+    if reason:
+        raise RuntimeError(reason)
+    folder.mkdir(parents=True, exist_ok=True)
+    name = f"pdtui{os.getpid()}n{next(_names)}"
+    port = free_port()
+    host_key = asyncssh.generate_private_key("ssh-ed25519")
+    client_key = asyncssh.generate_private_key("ssh-ed25519")
+    binds = _files(folder, name, port, host_key, client_key)
+    cgroups = tuple(CGROUP / hierarchy / name for hierarchy in HYBRID)
+    for cgroup in cgroups:
+        cgroup.mkdir()
+    (folder / "root").mkdir()
+    script = _boot_script(folder / "root", cgroups, name, binds)
+    with (folder / "console.log").open("wb") as console:
+        nspawn = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "bash", "-c", script],
+                                  stdin=subprocess.DEVNULL, stdout=console, stderr=subprocess.STDOUT)
+    host = SystemdHost(name, folder, port, host_key, client_key, nspawn, cgroups=cgroups)
+    try:
+        host.pid1 = _container_pid1(nspawn, timeout)
+        _until_running(host, time.monotonic() + timeout)
+    except BaseException:
+        host.stop()
+        raise
+    return host
+
+
+def _files(folder: Path, name: str, port: int, host_key: asyncssh.SSHKey,
+           client_key: asyncssh.SSHKey) -> dict[str, Path]:
+    """The files bound read-only into the container, by where they appear there."""
+    config = folder / "sshd"
+    config.mkdir(exist_ok=True)
+    write_key(config / "host_key", host_key)
+    (config / "authorized_keys").write_text(public_line(client_key) + "\n")
+    (config / "sshd_config").write_text(
+        f"Port {port}\nListenAddress 127.0.0.1\nHostKey {CONFIG_DIR}/host_key\n"
+        f"AuthorizedKeysFile {CONFIG_DIR}/authorized_keys\nPermitRootLogin prohibit-password\n"
+        "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\nPidFile none\nStrictModes no\n"
+        "UseDNS no\nPrintMotd no\nAllowTcpForwarding yes\nMaxSessions 64\nLogLevel VERBOSE\n")
+    (folder / SSHD_UNIT).write_text(
+        "[Unit]\nDescription=sshd of pdtui's test host\n\n[Service]\nType=notify\n"
+        f"ExecStart={SSHD} -D -f {CONFIG_DIR}/sshd_config\nRuntimeDirectory=sshd\n")
+    (folder / TARGET).write_text(
+        "[Unit]\nDescription=pdtui's test host\nRequires=basic.target\n"
+        f"Wants={SSHD_UNIT}\nAfter=basic.target {SSHD_UNIT}\nAllowIsolate=yes\n")
+    machine_id = subprocess.run(["systemd-id128", "new"], capture_output=True, text=True, check=True).stdout
+    (folder / "machine-id").write_text(machine_id)
+    (folder / "hostname").write_text(name + "\n")
+    return {CONFIG_DIR: config, "/etc/machine-id": folder / "machine-id", "/etc/hostname": folder / "hostname",
+            f"/etc/systemd/system/{SSHD_UNIT}": folder / SSHD_UNIT,
+            f"/etc/systemd/system/{TARGET}": folder / TARGET}
+
+
+def _boot_script(root: Path, cgroups: tuple[Path, ...], name: str, binds: dict[str, Path]) -> str:
+    """The shell that, in its private mount namespace, binds / read-only, enters its cgroups and becomes nspawn."""
+    argv = [NSPAWN, "--quiet", "--register=no", "--keep-unit", "-M", name, "-D", str(root), "--volatile=overlay",
+            "--link-journal=no", "--console=read-only", "--resolv-conf=off", "--timezone=off",
+            *(f"--bind-ro={source}:{target}" for target, source in binds.items()),
+            "-b", "--", f"systemd.unit={TARGET}", *(f"systemd.mask={unit}" for unit in MASKED)]
+    enter = "; ".join(f"echo $$ > {cgroup}/cgroup.procs" for cgroup in cgroups)
+    return f"set -e; mount -o bind,ro / {root}; {enter}; exec {' '.join(map(_shell_word, argv))}"
+
+
+def _shell_word(word: str) -> str:
+    return "'" + word.replace("'", "'\\''") + "'"
+
+
+def _container_pid1(nspawn: subprocess.Popen, timeout: float) -> int:
+    """nspawn's child whose name is ``systemd`` (a short-lived helper child comes first)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if nspawn.poll() is not None:
+            raise RuntimeError(f"systemd-nspawn exited ({nspawn.returncode}) before the container booted")
+        for child in _children(nspawn.pid):
+            if _comm(child) == "systemd":
+                return child
+        time.sleep(0.02)
+    raise RuntimeError(f"the container's systemd did not appear within {timeout:g}s")
+
+
+def _until_running(host: SystemdHost, deadline: float) -> None:
+    state = ""
+    while time.monotonic() < deadline:
+        state = host.run("systemctl", "is-system-running").stdout.strip()
+        if state in ("running", "degraded"):
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"the container's systemd is still {state or 'silent'} after {BOOT_TIMEOUT:g}s:\n"
+                       f"{host.console()[-2000:]}")
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _remove_cgroup(cgroup: Path) -> None:
+    """Depth first: nspawn leaves ``payload/`` and ``supervisor/`` inside, each empty once the container is gone."""
+    if not cgroup.exists():
+        return
+    for folder in sorted((p for p in cgroup.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
+        folder.rmdir()
+    cgroup.rmdir()

@@ -1,0 +1,91 @@
+"""A real systemd and journald reached over real SSH (pdtui/sim/systemd_host.py), registered by tests/conftest.py.
+
+``systemd_host`` boots a fresh container for one test (about half a second) and
+powers it off at teardown, pass or fail: every unit the test installed dies with
+it, and no process, cgroup or mount is left. ~/.ssh (``ssh_home``) then trusts its
+host key and offers the key it trusts. Where it cannot boot here (not root, no
+``systemd-nspawn``, another cgroup layout) the test skips saying why.
+
+``real_deployment`` writes the reference shape for it: the sim's workers and a
+router (real or the sim's) as units generated from ``launch:`` blocks, which
+``install`` puts on the host with ``pdtui units --install``.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from pdtui.commands import units
+from pdtui.config import Deployment, parse_config
+from pdtui.hosts import make_host
+from pdtui.sim import systemd_host as container
+from pdtui.sim.commands import REAL_ROUTERS
+from pdtui.sim.ports import free_port
+from tests.sshd import SshHome
+
+__all__ = ["install", "real_deployment", "systemd_host"]
+
+REPO = Path(__file__).resolve().parents[1]
+# The units run this checkout's sim, whatever pdtui the container's Python would find first.
+UNIT_ENV = {"PYTHONPATH": str(REPO)}
+
+
+@pytest.fixture
+def systemd_host(tmp_path: Path, ssh_home: SshHome) -> Iterator[container.SystemdHost]:
+    reason = container.missing_reason()
+    if reason:
+        pytest.skip(f"no real systemd: {reason}")
+    host = container.boot(tmp_path / "container")
+    try:
+        ssh_home.use_key(host.client_key)
+        with ssh_home.known_hosts.open("a") as out:
+            out.write(host.known_hosts_line)
+        yield host
+    finally:
+        host.stop()
+
+
+def real_deployment(host: container.SystemdHost, folder: Path, *, router: str = "sim", timeout: str = "30s",
+                    prefill: list[str] = (), decode: list[str] = (), startup: float = 0.4,   # type: ignore[assignment]
+                    **top: Any) -> Deployment:
+    """prefill, decode and a router on the container, each a unit made from its ``launch:`` block.
+
+    ``prefill``/``decode``: extra flags for that worker (``["--fail", "oom"]``); ``router``: ``sim`` or a real
+    router's package; ``top``: more top-level keys of the config.
+    """
+    p, d, r, boot = (free_port() for _ in range(4))
+
+    def worker(extra: list[str]) -> dict:
+        return {"command": [sys.executable, "-m", "pdtui.sim.worker"], "model": "m", "tp": 1,
+                "args": ["--startup", str(startup), *extra], "env": UNIT_ENV}
+
+    if router in REAL_ROUTERS:
+        router_launch: dict = {"package": router, "python": sys.executable}
+    else:
+        router_launch = {"command": [sys.executable, "-m", "pdtui.sim.router"], "env": UNIT_ENV}
+    config = {
+        "name": "real", **top,
+        "hosts": {"gpu0": {"address": "127.0.0.1", "port": host.port, "user": "root"}},
+        "services": {
+            "prefill": {"host": "gpu0", "unit": "t-prefill", "role": "prefill", "port": p, "bootstrap_port": boot,
+                        "timeout": timeout, "launch": worker(list(prefill))},
+            "decode": {"host": "gpu0", "unit": "t-decode", "role": "decode", "port": d, "timeout": timeout,
+                       "launch": worker(list(decode))},
+            "router": {"host": "gpu0", "unit": "t-router", "role": "router", "port": r, "timeout": timeout,
+                       "launch": {**router_launch, "host": "127.0.0.1", "prometheus_port": free_port()}},
+        },
+    }
+    path = folder / "pdtui.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return parse_config(path.read_text(), str(path))
+
+
+async def install(deployment: Deployment, *, yes: bool = False) -> None:
+    """``pdtui units --install``: the units written on the host and systemd reloaded."""
+    assert await units.install(deployment, make_host, yes=yes) == 0
