@@ -1,0 +1,152 @@
+"""pdtui's journal tail on a real systemd 252 and journald, over real SSH: no line lost at the start, none twice.
+
+Each test boots its own container (tests/systemd_host.py) and follows a unit
+that has never logged: every entry journald kept of its first run must reach
+the tail exactly once, systemd's ``Started`` line included, whichever way the
+tail chose where to start. ``--lines=0``, the old start for a journal whose
+newest entry could not be read, delivered 1 of 202 such entries here.
+
+On a real journald the journal is never empty: journald writes a line of its own
+into every new file (``journalctl --rotate --vacuum-files=1`` leaves that one),
+and sshd logs each login. So the start for an empty journal is reached by a
+``last_entry`` that matches nothing, and the start for an unreadable one by a
+``last_entry`` the real journalctl refuses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shlex
+
+import pytest
+
+from pdtui.engine.journal import RECENT, JournalTail
+from pdtui.hosts.ssh import SshHost
+from pdtui.sim.systemd_host import SystemdHost
+from pdtui.systemd import Commands, JournalEntry
+
+LINES = 300
+WAIT = 60.0      # seconds: generous, a loaded machine is slow; never a measured bound
+# Rate limits off: journald drops lines of a fast burst on purpose, and this is about pdtui's losses.
+NUMBERED = """[Service]
+LogRateLimitIntervalSec=0
+ExecStart=/bin/sh -c 'for i in $(seq 1 {lines}); do echo "line $i"; {pause}done; sleep 1'
+"""
+"""It sleeps a second after its lines: a process gone by the time journald reads its lines leaves them without
+``_SYSTEMD_INVOCATION_ID`` (seen here: a unit that exited at once had none on 200 of its 202 entries)."""
+
+
+class NewestMatchesNothing(Commands):
+    """What pdtui sees of an empty journal: the newest entry is asked for and none comes (exit 0)."""
+
+    def last_entry(self) -> list[str]:
+        return self.journalctl("--output=json", "--no-pager", "--quiet", "--lines=1", "_SYSTEMD_UNIT=none.service")
+
+
+class NewestUnreadable(Commands):
+    """A journalctl that fails when asked for the newest entry (the real one, refusing an output format)."""
+
+    def last_entry(self) -> list[str]:
+        return self.journalctl("--no-pager", "--quiet", "--lines=1", "--output=no-such-format")
+
+
+def install(host: SystemdHost, unit: str) -> None:
+    text = NUMBERED.format(lines=LINES, pause="")
+    written = host.run("sh", "-c", f"printf %s {shlex.quote(text)} > /etc/systemd/system/{unit}")
+    assert written.returncode == 0, written.stderr
+    assert host.run("systemctl", "daemon-reload").returncode == 0
+
+
+def kept(host: SystemdHost, unit: str) -> list[dict]:
+    """Every entry the container's journal kept of ``unit``, read there with its own journalctl."""
+    out = host.run("journalctl", "--output=json", "--all", "--no-pager", "--quiet", f"--unit={unit}").stdout
+    return [json.loads(line) for line in out.splitlines()]
+
+
+class Followed:
+    """A JournalTail over SSH to the container, and what it delivered."""
+
+    def __init__(self, host: SshHost, commands: Commands, unit: str) -> None:
+        self.entries: list[JournalEntry] = []
+        self.problems: list[str] = []
+        self.argvs: list[list[str]] = []
+        self.ended = asyncio.Event()
+        self.unit = unit
+        stream = host.stream
+
+        def recorded(argv: list[str]):
+            self.argvs.append(argv)
+            return stream(argv)
+
+        host.stream = recorded     # type: ignore[method-assign]
+
+        self.tail = JournalTail(host, commands, [unit], self._on_entry, self.problems.append)
+        self.task = asyncio.create_task(self.tail.run())
+
+    def _on_entry(self, entry: JournalEntry) -> None:
+        self.entries.append(entry)
+        if entry.system and entry.message == f"{self.unit}: Deactivated successfully.":
+            self.ended.set()
+
+    async def stop(self) -> None:
+        self.task.cancel()
+        await asyncio.gather(self.task, return_exceptions=True)
+
+
+async def first_run(systemd_host: SystemdHost, host: SshHost, commands: Commands) -> tuple[Followed, list[dict]]:
+    """Follow a unit that never logged, start it once the tail's stream is open, until its run has ended."""
+    unit = "t-numbered.service"
+    install(systemd_host, unit)
+    assert kept(systemd_host, unit) == []
+    followed = Followed(host, commands, unit)
+    try:
+        async with asyncio.timeout(WAIT):
+            await followed.tail.started.wait()
+        started = await asyncio.to_thread(systemd_host.run, "systemctl", "start", unit)
+        assert started.returncode == 0, started.stderr
+        async with asyncio.timeout(WAIT):
+            await followed.ended.wait()    # journalctl shows entries in order: all before it have come
+    finally:
+        await followed.stop()
+    return followed, kept(systemd_host, unit)
+
+
+def assert_every_entry_once(followed: Followed, journal: list[dict]) -> None:
+    messages = [e["MESSAGE"] for e in journal]
+    assert f"Started {followed.unit}." in messages
+    assert [f"line {i}" for i in range(1, LINES + 1)] == [m for m in messages if m.startswith("line ")]
+    print(f"\n{followed.unit}: the journal kept {len(journal)} entries, the tail delivered "
+          f"{len(followed.entries)} ({len({e.cursor for e in followed.entries})} distinct)")
+    assert [e.cursor for e in followed.entries] == [e["__CURSOR"] for e in journal]
+    assert followed.problems == []
+
+
+@pytest.mark.parametrize("rotated", [False, True], ids=["booted-journal", "rotated-and-vacuumed"])
+async def test_a_tail_from_the_newest_entry_gets_every_entry_of_a_units_first_run_once(
+        systemd_host, make_host, rotated):
+    if rotated:
+        fresh = systemd_host.run("journalctl", "--rotate", "--vacuum-files=1")
+        assert fresh.returncode == 0, fresh.stderr
+    host = make_host(systemd_host.port, config={"user": "root"})
+    followed, journal = await first_run(systemd_host, host, Commands())
+    assert any(a.startswith("--cursor=") for a in followed.argvs[0])
+    assert_every_entry_once(followed, journal)
+
+
+async def test_a_tail_on_a_journal_that_showed_no_entry_starts_at_its_head_and_gets_every_entry_once(
+        systemd_host, make_host):
+    host = make_host(systemd_host.port, config={"user": "root"})
+    followed, journal = await first_run(systemd_host, host, NewestMatchesNothing())
+    assert not any(a.startswith(("--cursor", "--since", "--lines")) for a in followed.argvs[0])
+    assert_every_entry_once(followed, journal)
+
+
+async def test_a_tail_whose_newest_entry_cannot_be_read_starts_some_seconds_back_and_gets_every_entry_once(
+        systemd_host, make_host):
+    host = make_host(systemd_host.port, config={"user": "root"})
+    followed, journal = await first_run(systemd_host, host, NewestUnreadable())
+    assert f"--since=-{RECENT:g}s" in followed.argvs[0]
+    # Those seconds may hold other lines (sshd's are not followed): of the unit, only its run came.
+    assert_every_entry_once(followed, journal)
+    assert followed.tail.since == followed.entries[0].realtime
