@@ -193,6 +193,17 @@ def test_invocation_history_as_pdtui_asks(both):
     assert_same(*both.entries(*without_all))
 
 
+def test_invocation_history_up_to_a_microsecond_includes_the_entries_stamped_with_it(both):
+    whole, _ = both.entries(*OPTS, "-u", "a")
+    for k in (0, len(whole) // 2, len(whole) - 1):
+        stamp = int(whole[k]["__REALTIME_TIMESTAMP"])
+        until = parse_entry(json.dumps(whole[k])).realtime
+        real, stand_in = both.entries(*OPTS, "-u", "a", f"--until=@{until:.6f}")
+        assert_same(real, stand_in)
+        assert project(real) == project([e for e in whole if int(e["__REALTIME_TIMESTAMP"]) <= stamp])
+        assert real[-1]["__REALTIME_TIMESTAMP"] == str(stamp)
+
+
 def test_after_cursor_resumes_at_the_same_entry(both):
     real, stand_in = both.entries(*OPTS, "-u", "a", "-u", "b")
     for k in (0, 5, len(real) - 2, len(real) - 1):

@@ -18,10 +18,13 @@ from __future__ import annotations
 import asyncio
 import json
 import shlex
+from collections.abc import Callable
 
 import pytest
 
 from pdtui.engine.journal import RECENT, JournalTail
+from pdtui.engine.units import InvocationHistory
+from pdtui.hosts.base import Result
 from pdtui.hosts.ssh import SshHost
 from pdtui.sim.systemd_host import SystemdHost
 from pdtui.systemd import Commands, JournalEntry
@@ -51,8 +54,8 @@ class NewestUnreadable(Commands):
         return self.journalctl("--no-pager", "--quiet", "--lines=1", "--output=no-such-format")
 
 
-def install(host: SystemdHost, unit: str) -> None:
-    text = NUMBERED.format(lines=LINES, pause="")
+def install(host: SystemdHost, unit: str, *, pause: float = 0.0) -> None:
+    text = NUMBERED.format(lines=LINES, pause=f"sleep {pause}; " if pause else "")
     written = host.run("sh", "-c", f"printf %s {shlex.quote(text)} > /etc/systemd/system/{unit}")
     assert written.returncode == 0, written.stderr
     assert host.run("systemctl", "daemon-reload").returncode == 0
@@ -88,6 +91,11 @@ class Followed:
         self.entries.append(entry)
         if entry.system and entry.message == f"{self.unit}: Deactivated successfully.":
             self.ended.set()
+
+    async def until(self, ready: Callable[[], bool]) -> None:
+        async with asyncio.timeout(WAIT):
+            while not ready():
+                await asyncio.sleep(0.02)
 
     async def stop(self) -> None:
         self.task.cancel()
@@ -150,3 +158,40 @@ async def test_a_tail_whose_newest_entry_cannot_be_read_starts_some_seconds_back
     # Those seconds may hold other lines (sshd's are not followed): of the unit, only its run came.
     assert_every_entry_once(followed, journal)
     assert followed.tail.since == followed.entries[0].realtime
+
+
+async def test_history_read_up_to_where_a_late_tail_starts_and_that_tail_hold_each_line_once(
+        systemd_host, make_host):
+    """A unit logging before its host's tail knows where it starts: the read stops there and the tail has the rest."""
+    unit = "t-slow.service"
+    install(systemd_host, unit, pause=0.01)
+    started = await asyncio.to_thread(systemd_host.run, "systemctl", "start", unit)
+    assert started.returncode == 0, started.stderr
+    invocation = systemd_host.run("systemctl", "show", "-p", "InvocationID", "--value", unit).stdout.strip()
+    host = make_host(systemd_host.port, config={"user": "root"})
+    followed = None
+    try:
+        async with asyncio.timeout(WAIT):
+            while sum(e["MESSAGE"].startswith("line ") for e in kept(systemd_host, unit)) < 20:
+                await asyncio.sleep(0.05)
+        followed = Followed(host, Commands(), unit)
+        await followed.until(lambda: followed.tail.since is not None)
+
+        async def run(argv: list[str], deadline: float | None) -> Result:
+            return await host.run(argv, timeout=WAIT)
+
+        result, history = await InvocationHistory(run, Commands(), until=lambda: followed.tail.since).lines(invocation)
+        assert result.ok, result.stderr
+        async with asyncio.timeout(WAIT):
+            await followed.ended.wait()
+    finally:
+        if followed is not None:
+            await followed.stop()
+    own = [e["__CURSOR"] for e in kept(systemd_host, unit) if e.get("_SYSTEMD_INVOCATION_ID") == invocation]
+    read = [e.cursor for e in history]
+    tailed = [e.cursor for e in followed.entries if not e.system and e.invocation == invocation]
+    # As ServiceRun.consume does: what the read had, the tail's copy of it is dropped.
+    assert read + [c for c in tailed if c not in set(read)] == own
+    assert 20 <= len(read) < len(own) - 100, "the read stopped where the tail begins"
+    since = followed.tail.since
+    assert since is not None and all(e.realtime is not None and e.realtime <= since for e in history)
