@@ -19,6 +19,7 @@ import asyncio
 import json
 import shlex
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import pytest
 
@@ -32,12 +33,16 @@ from pdtui.systemd import Commands, JournalEntry
 LINES = 300
 WAIT = 60.0      # seconds: generous, a loaded machine is slow; never a measured bound
 # Rate limits off: journald drops lines of a fast burst on purpose, and this is about pdtui's losses.
-NUMBERED = """[Service]
+UNIT = """[Service]
 LogRateLimitIntervalSec=0
-ExecStart=/bin/sh -c 'for i in $(seq 1 {lines}); do echo "line $i"; {pause}done; sleep 1'
+ExecStart=/bin/sh -c '{lines}; sleep 1'
 """
 """It sleeps a second after its lines: a process gone by the time journald reads its lines leaves them without
 ``_SYSTEMD_INVOCATION_ID`` (seen here: a unit that exited at once had none on 200 of its 202 entries)."""
+AT_ONCE = f'for i in $(seq 1 {LINES}); do echo "line $i"; done'
+# Ten lines a write, a tenth of a second apart: journald stamps each ten it reads at once with one microsecond.
+# (%% is systemd's: %d alone would be its credentials folder.)
+IN_TENS = f'for t in $(seq 0 {LINES // 10 - 1}); do printf "line %%d\\n" $(seq $((t*10+1)) $((t*10+10))); sleep 0.1; done'
 
 
 class NewestMatchesNothing(Commands):
@@ -47,6 +52,16 @@ class NewestMatchesNothing(Commands):
         return self.journalctl("--output=json", "--no-pager", "--quiet", "--lines=1", "_SYSTEMD_UNIT=none.service")
 
 
+@dataclass(frozen=True)
+class NewestIs(Commands):
+    """A journal whose newest entry, as pdtui reads it, is the one with this message."""
+
+    message: str = ""
+
+    def last_entry(self) -> list[str]:
+        return self.journalctl("--output=json", "--no-pager", "--quiet", "--lines=1", f"MESSAGE={self.message}")
+
+
 class NewestUnreadable(Commands):
     """A journalctl that fails when asked for the newest entry (the real one, refusing an output format)."""
 
@@ -54,8 +69,8 @@ class NewestUnreadable(Commands):
         return self.journalctl("--no-pager", "--quiet", "--lines=1", "--output=no-such-format")
 
 
-def install(host: SystemdHost, unit: str, *, pause: float = 0.0) -> None:
-    text = NUMBERED.format(lines=LINES, pause=f"sleep {pause}; " if pause else "")
+def install(host: SystemdHost, unit: str, lines: str = AT_ONCE) -> None:
+    text = UNIT.format(lines=lines)
     written = host.run("sh", "-c", f"printf %s {shlex.quote(text)} > /etc/systemd/system/{unit}")
     assert written.returncode == 0, written.stderr
     assert host.run("systemctl", "daemon-reload").returncode == 0
@@ -162,9 +177,13 @@ async def test_a_tail_whose_newest_entry_cannot_be_read_starts_some_seconds_back
 
 async def test_history_read_up_to_where_a_late_tail_starts_and_that_tail_hold_each_line_once(
         systemd_host, make_host):
-    """A unit logging before its host's tail knows where it starts: the read stops there and the tail has the rest."""
-    unit = "t-slow.service"
-    install(systemd_host, unit, pause=0.01)
+    """A unit logs before its host's tail knows where it starts: the read stops there and the tail has the rest.
+
+    The tail's place is line 25, inside a ten journald stamped with one microsecond: lines 26-30 have the stamp
+    the read stops at, so both have them, and only the drop by cursor keeps each once.
+    """
+    unit = "t-tens.service"
+    install(systemd_host, unit, IN_TENS)
     started = await asyncio.to_thread(systemd_host.run, "systemctl", "start", unit)
     assert started.returncode == 0, started.stderr
     invocation = systemd_host.run("systemctl", "show", "-p", "InvocationID", "--value", unit).stdout.strip()
@@ -172,9 +191,9 @@ async def test_history_read_up_to_where_a_late_tail_starts_and_that_tail_hold_ea
     followed = None
     try:
         async with asyncio.timeout(WAIT):
-            while sum(e["MESSAGE"].startswith("line ") for e in kept(systemd_host, unit)) < 20:
+            while sum(e["MESSAGE"].startswith("line ") for e in kept(systemd_host, unit)) < 30:
                 await asyncio.sleep(0.05)
-        followed = Followed(host, Commands(), unit)
+        followed = Followed(host, NewestIs(message="line 25"), unit)
         await followed.until(lambda: followed.tail.since is not None)
 
         async def run(argv: list[str], deadline: float | None) -> Result:
@@ -187,11 +206,14 @@ async def test_history_read_up_to_where_a_late_tail_starts_and_that_tail_hold_ea
     finally:
         if followed is not None:
             await followed.stop()
-    own = [e["__CURSOR"] for e in kept(systemd_host, unit) if e.get("_SYSTEMD_INVOCATION_ID") == invocation]
+    own = [e for e in kept(systemd_host, unit) if e.get("_SYSTEMD_INVOCATION_ID") == invocation]
     read = [e.cursor for e in history]
     tailed = [e.cursor for e in followed.entries if not e.system and e.invocation == invocation]
+    shared = set(read) & set(tailed)
+    print(f"\n{unit}: {len(own)} lines; the read had {len(read)}, the tail {len(tailed)}, {len(shared)} of them both")
     # As ServiceRun.consume does: what the read had, the tail's copy of it is dropped.
-    assert read + [c for c in tailed if c not in set(read)] == own
-    assert 20 <= len(read) < len(own) - 100, "the read stopped where the tail begins"
-    since = followed.tail.since
-    assert since is not None and all(e.realtime is not None and e.realtime <= since for e in history)
+    assert read + [c for c in tailed if c not in set(read)] == [e["__CURSOR"] for e in own]
+    assert [e.message for e in history][:25] == [f"line {i}" for i in range(1, 26)]
+    assert len(read) < len(own) - 100, "the read stopped where the tail begins"
+    place = next(e for e in own if e["MESSAGE"] == "line 25")["__REALTIME_TIMESTAMP"]
+    assert len(shared) == sum(e["__REALTIME_TIMESTAMP"] == place for e in own[25:])
