@@ -176,7 +176,7 @@ def _recording_hosts(asked: list[list[str]]):
     return factory
 
 
-async def test_a_unit_started_once_the_tail_delivers_needs_no_history_and_loses_no_line(sandbox):
+async def test_a_unit_started_after_the_tail_found_its_place_needs_no_history_and_loses_no_line(sandbox):
     early, late = free_port(), free_port()
     deployment = sim_deployment(sandbox, {
         "early": (worker_argv("prefill", early, bootstrap=free_port()), {"role": "prefill", "port": early}),
@@ -189,9 +189,14 @@ async def test_a_unit_started_once_the_tail_delivers_needs_no_history_and_loses_
     finally:
         await orchestrator.close()
     assert done.ok, done    # late's ready line came through the tail alone
+    show = [*sandbox.commands["systemctl"], "show", "-p", "InvocationID", deployment.services["late"].unit]
+    late_invocation = subprocess.run(show, capture_output=True, text=True, check=True).stdout.strip().partition("=")[2]
+    assert late_invocation
     histories = [[w for w in argv if w.startswith("_SYSTEMD_INVOCATION_ID=")] for argv in asked
                  if "--output=json" in argv and "--follow" not in argv and "--lines=1" not in argv]
-    assert len(histories) == 1 and len(histories[0]) == 1, "early's history only"
+    # The tail finds its place during the preflight: early's start reads a history only if it had not yet.
+    assert len(histories) <= 1 and all(len(h) == 1 for h in histories)
+    assert f"_SYSTEMD_INVOCATION_ID={late_invocation}" not in [w for h in histories for w in h]
 
 
 async def test_a_service_logging_while_probed_is_probed_again_without_waiting_for_the_poll(sandbox):
