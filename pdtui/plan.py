@@ -69,10 +69,10 @@ def _cluster_lines(cluster: ClusterConfig, width: int) -> list[str]:
 
 
 def _level_actions(dep: Deployment, level: list[str]) -> str:
-    """Backends are started (a job submitted); a router is enabled (it must survive a reboot), or submitted
-    once its backends' nodes are known, and then probed."""
+    """Backends are started (a job submitted); a router is started, then enabled (it must survive a reboot), or
+    submitted once its backends' nodes are known, and then probed."""
     actions = []
-    for routers, unit_verb in ((False, "start"), (True, "enable --now")):
+    for routers, unit_verb in ((False, "start"), (True, "start and enable")):
         names = [name for name in level if dep.services[name].is_router is routers]
         jobs = [name for name in names if dep.services[name].is_job]
         for verb, group in ((unit_verb, [name for name in names if name not in jobs]), ("submit", jobs)):

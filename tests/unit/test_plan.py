@@ -28,7 +28,7 @@ def test_plan_lists_hosts_with_user_and_address(reference_plan: str) -> None:
 def test_plan_gives_the_bring_up_order_by_level(reference_plan: str) -> None:
     lines = reference_plan.splitlines()
     order = lines[lines.index("bring-up order") + 1 : lines.index("bring-up order") + 3]
-    assert order == ["  1. start prefill, decode", "  2. enable --now router, then probe"]
+    assert order == ["  1. start prefill, decode", "  2. start and enable router, then probe"]
 
 
 def test_plan_describes_each_service(reference_plan: str) -> None:
@@ -84,7 +84,7 @@ services:
   r: {host: h, unit: r, role: router, port: 2, after: []}
 """
     )
-    assert "  1. start p; enable --now r, then probe" in render_plan(dep).splitlines()
+    assert "  1. start p; start and enable r, then probe" in render_plan(dep).splitlines()
 
 
 @pytest.mark.parametrize(
