@@ -127,8 +127,9 @@ class SystemdHost:
                 root.rmdir()
 
 
-def boot(folder: Path, *, timeout: float = BOOT_TIMEOUT) -> SystemdHost:
-    """Boot a container whose sshd trusts a fresh client key; back once its systemd says ``running``."""
+def boot(folder: Path, *, client_key: asyncssh.SSHKey | None = None, timeout: float = BOOT_TIMEOUT) -> SystemdHost:
+    """Boot a container whose sshd trusts ``client_key`` (default: a fresh one); back once its systemd says
+    ``running``."""
     reason = missing_reason()
     if reason:
         raise RuntimeError(reason)
@@ -136,7 +137,7 @@ def boot(folder: Path, *, timeout: float = BOOT_TIMEOUT) -> SystemdHost:
     name = f"pdtui{os.getpid()}n{next(_names)}"
     port = free_port()
     host_key = asyncssh.generate_private_key("ssh-ed25519")
-    client_key = asyncssh.generate_private_key("ssh-ed25519")
+    client_key = client_key or asyncssh.generate_private_key("ssh-ed25519")
     binds = _files(folder, name, port, host_key, client_key)
     cgroups = tuple(CGROUP / hierarchy / name for hierarchy in HYBRID)
     for cgroup in cgroups:
