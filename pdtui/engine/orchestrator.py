@@ -456,7 +456,14 @@ class Orchestrator:
     async def _bring_up(self, run: ServiceRun, action: Action, *, wait: bool = True) -> None:
         """Once what ``run`` comes after is ready (when ``wait``), its life; blocked when one of those failed."""
         deps = [self._runs[d] for d in run.cfg.after] if wait else []
-        await self._until(lambda: all(d.state is S.READY for d in deps) or any(d.state in BAD_OUTCOMES for d in deps))
+        looking = asyncio.create_task(run.keep_looking()) if deps and not run.cfg.is_job else None
+        try:
+            await self._until(lambda: all(d.state is S.READY for d in deps) or any(d.state in BAD_OUTCOMES
+                                                                                 for d in deps))
+        finally:
+            if looking is not None:
+                looking.cancel()
+                await asyncio.gather(looking, return_exceptions=True)
         bad = [d for d in deps if d.state in BAD_OUTCOMES] or [d for d in deps if d.state is not S.READY]
         if bad:
             run.transition(S.BLOCKED, f"{bad[0].name} {bad[0].state.value.replace('_', ' ')}")

@@ -52,6 +52,9 @@ S = ServiceState
 UNIT_END_MARKERS = ("Main process exited", "Failed with result", "Deactivated successfully", "Stopped ")
 # A host's unit looks take at most about 1/(1 + LOOK_REST) of its time (see ServiceRun.beat).
 LOOK_REST = 4.0
+# A look this many beats old still decides how a unit is started: looks on the beat are a beat apart, plus the
+# time each command takes.
+FRESH_LOOKS = 1.5
 # After ready, health must fail this many checks in a row (over the service's unhealthy_after) to fail it.
 HEALTH_FAILS_IN_A_ROW = 3
 # A Python exception's own line, the last of a traceback: what a warning quotes.
@@ -333,13 +336,26 @@ class ServiceRun:
         return False
 
     async def _fresh_look(self) -> Mapping[str, str]:
-        """The unit's properties: the preflight's look when it is this recent (a fleet's thousand backends start
-        right after it), else a new one."""
-        if self._looked is not None and self.w.clock() - self._looked[0] < self.w.timing.unit_poll:
+        """The unit's properties: the preflight's look, or the latest of :meth:`keep_looking`, when it is this
+        recent (a fleet's thousand backends start right after the preflight; a router right after its backends
+        are ready), else a new one."""
+        if self._looked is not None and self.w.clock() - self._looked[0] < FRESH_LOOKS * self.w.timing.unit_poll:
             return self._looked[1]
         props = await self.show()
         self.note_unit(props)
         return props
+
+    async def keep_looking(self) -> None:
+        """While it waits for what it comes after, look at the unit on its host's beat (the same command as the
+        host's other looks): once they are ready it starts at once, no look of its own between their last ready
+        line and its start."""
+        while True:
+            now = self.w.clock()
+            await asyncio.sleep(self.beat(now) - now)
+            try:
+                self.note_unit(await self.show())
+            except HostError:
+                pass      # told by the look its start makes, if it lasts
 
     def _running_invocation(self, props: Mapping[str, str]) -> bool:
         return self.running and bool(props.get("InvocationID")) and not _restarting(props)
@@ -427,11 +443,9 @@ class ServiceRun:
             problem = None if result.ok else result.last_words
         except HostError as exc:
             problem = str(exc)
-        if problem is None:
-            text, level = f"enabled {self.cfg.unit}: it starts again at boot", "info"
-        else:
-            text, level = f"could not enable {self.cfg.unit} (it runs, but will not start at boot): {problem}", "warning"
-        self.w.emit(Notice(level, text, self.name, self.w.elapsed()))
+        if problem is not None:
+            self.w.emit(Notice("warning", f"could not enable {self.cfg.unit} (it runs, but will not start at boot): "
+                                          f"{problem}", self.name, self.w.elapsed()))
 
     # -- down ----------------------------------------------------------------------
     async def stop(self, *, disable: bool = False) -> None:
