@@ -13,8 +13,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 
-from pdtui.backoff import Backoff
 from pdtui.hosts.base import Host, HostError, HostNotFound, HostUnreachable
+from pdtui.support.backoff import Backoff
 from pdtui.systemd import Commands, JournalEntry, parse_entry
 
 BACKOFF_START = 0.2

@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from pdtui.engine.events import LogLines
-from pdtui.headless import JsonPrinter, LinePrinter
+from pdtui.faces.headless import JsonPrinter, LinePrinter
 from pdtui.sim.sandbox import Sandbox
 from tests.engine_helpers import sim_deployment
 

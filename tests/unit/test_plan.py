@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from pdtui.config import load_config, parse_config
-from pdtui.plan import format_duration, render_plan
+from pdtui.config.fields import format_duration
+from pdtui.faces.plan import render_plan
 
 REFERENCE = Path(__file__).parents[2] / "sample_configs" / "reference.yaml"
 
