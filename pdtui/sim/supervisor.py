@@ -73,7 +73,8 @@ class Supervisor:
             self._exec_failed(exc)
             return False
         now_us = time.time_ns() // 1000
-        self.save(active="active", sub="running", main_pid=self.child.pid, child=ident(self.child.pid), since_us=now_us)
+        self.save(active="active", sub="running", main_pid=self.child.pid, child=ident(self.child.pid), since_us=now_us,
+                  active_enter_us=now_us)
         self.log(f"Started {self.unit.title}.")
         return True
 
@@ -85,7 +86,9 @@ class Supervisor:
         self.log(f"{name}: Failed at step EXEC spawning {self.unit.argv[0]}: {reason}", 3)
         self.log(f"{name}: Main process exited, code=exited, status=203/EXEC", 5)
         self.log(f"{name}: Failed with result 'exit-code'.", 4)
-        self.save(active="failed", sub="failed", exec_main_status=203, result="exit-code", since_us=time.time_ns() // 1000)
+        now_us = time.time_ns() // 1000     # Type=simple: active once forked, so it has an ActiveEnterTimestamp
+        self.save(active="failed", sub="failed", exec_main_status=203, result="exit-code", since_us=now_us,
+                  active_enter_us=now_us)
 
     def run(self, wake_fd: int) -> None:
         """Pump the child's output into the journal until it has exited, then record how.

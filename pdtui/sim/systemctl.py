@@ -1,7 +1,7 @@
 """``python -m pdtui.sim.systemctl [--root ROOT] VERB [UNIT...]``: systemctl for a sandbox.
 
 It speaks like the real one where pdtui reads it: the same exit codes
-(``is-active`` 0/3/4, 5 for an unknown unit on start/stop), the same error
+(``is-active`` 0/3, an unknown unit 3 too; 5 for an unknown unit on start/stop), the same error
 wording, ``show -p`` as KEY=VALUE lines.  ``start`` spawns a detached
 supervisor (``pdtui.sim.supervisor``) and returns once the unit is active, as
 for Type=simple; starting an active unit changes nothing.
@@ -48,9 +48,7 @@ def package_env() -> dict[str, str]:
 def effective_state(state: UnitState) -> UnitState:
     """The state as it really is: a run whose supervisor vanished (killed, crashed) has failed."""
     if state.active in RUNNING_STATES and not state.running():
-        return UnitState(active="failed", sub="failed", invocation=state.invocation,
-                         exec_main_status=state.exec_main_status, result="signal", since_us=state.since_us,
-                         n_restarts=state.n_restarts, supervisor=state.supervisor, child=state.child)
+        return state.replaced(active="failed", sub="failed", main_pid=0, result="signal")
     return state
 
 
@@ -117,7 +115,8 @@ def _spawn_supervisor(store: UnitStore, unit: UnitFile) -> int:
         )
         previous = store.read_state(unit.name)
         store.write_state(unit.name, UnitState(active="activating", sub="start", invocation=invocation,
-                                               n_restarts=previous.n_restarts, supervisor=ident(proc.pid)))
+                                               n_restarts=previous.n_restarts, supervisor=ident(proc.pid),
+                                               active_enter_us=previous.active_enter_us))
     except BaseException:
         os.close(ready_r)
         raise
@@ -156,7 +155,7 @@ def show_properties(store: UnitStore, name: str) -> dict[str, str]:
         "ExecMainStatus": str(state.exec_main_status),
         "NRestarts": str(state.n_restarts),
         "InvocationID": state.invocation,
-        "ActiveEnterTimestamp": _timestamp(state.since_us) if state.active in ("active", "reloading", "deactivating") else "",
+        "ActiveEnterTimestamp": _timestamp(state.active_enter_us),
         "UnitFileState": ("enabled" if store.is_enabled(name) else "disabled") if unit else "",
         "FragmentPath": str(store.unit_path(name)) if unit else "",
     }
@@ -253,15 +252,15 @@ class Systemctl:
         return self.each(verb, "Failed to {verb} unit: Unit file {unit} does not exist.", 1, apply)
 
     def is_active(self) -> int:
-        any_active, unknown = False, False
+        """Each unit's ActiveState; exit 0 when one is active, else 3, an unknown unit too (systemd 252)."""
+        any_active = False
         for name in self.args.units:
             known = self.store.load(name) is not None
-            unknown |= not known
             state = effective_state(self.store.read_state(name)).active if known else "inactive"
             any_active |= state in ("active", "reloading")
             if not self.args.quiet:
                 print(state)
-        return 0 if any_active else (4 if unknown else 3)
+        return 0 if any_active else 3
 
     def is_enabled(self) -> int:
         any_enabled = False

@@ -108,15 +108,21 @@ class UnitState:
     """A unit's runtime state, as ``systemctl show`` reports it (and as its JSON state file holds it)."""
 
     __slots__ = ("active", "sub", "main_pid", "invocation", "exec_main_status", "result", "since_us", "n_restarts",
-                 "supervisor", "child")
+                 "supervisor", "child", "active_enter_us")
 
     def __init__(self, active: str = "inactive", sub: str = "dead", main_pid: int = 0, invocation: str = "",
                  exec_main_status: int = 0, result: str = "success", since_us: int = 0, n_restarts: int = 0,
-                 supervisor: list[int] | None = None, child: list[int] | None = None) -> None:
+                 supervisor: list[int] | None = None, child: list[int] | None = None, active_enter_us: int = 0) -> None:
         self.active, self.sub, self.main_pid, self.invocation = active, sub, main_pid, invocation
         self.exec_main_status, self.result, self.since_us, self.n_restarts = exec_main_status, result, since_us, n_restarts
         self.supervisor = supervisor     # [pid, start ticks]
         self.child = child
+        self.active_enter_us = active_enter_us
+        """When the unit last became active: systemd's ActiveEnterTimestamp, kept once it is stopped or failed."""
+
+    def replaced(self, **changes: object) -> UnitState:
+        """A copy with ``changes``."""
+        return UnitState(**{**self.as_dict(), **changes})  # type: ignore[arg-type]
 
     def as_dict(self) -> dict[str, object]:
         return {name: getattr(self, name) for name in self.__slots__}

@@ -1,0 +1,221 @@
+"""The stand-ins (pdtui/sim's systemctl, supervisor and journal) answer as a real systemd 252 and journald do.
+
+Each test installs the same unit files on both sides: a sandbox, whose stand-in
+systemctl and journalctl pdtui reaches through a LocalHost, and a container
+booted with a real systemd (tests/systemd_host.py), reached over real SSH
+through an SshHost, as pdtui reaches any host. Both are driven with the argvs
+pdtui builds (:class:`pdtui.systemd.Commands`), and what pdtui's own parsers
+make of the answers is compared: values where systemd's are deterministic
+(states, exit codes, NRestarts, Result, LoadState, messages), shapes where they
+are not (PIDs, invocation IDs, timestamps, cursors).
+
+The sandbox reads its journal with the stand-in journalctl: that the real
+journalctl reads the sim's journal files alike is test_journal_conformance's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import TypeVar
+
+import pytest
+import pytest_asyncio
+
+from pdtui.config import HostConfig
+from pdtui.hosts import Host, Result, make_host
+from pdtui.sim import systemd_host as container
+from pdtui.sim.sandbox import Sandbox
+from pdtui.sim.systemd_host import SystemdHost
+from pdtui.systemd import SHOW_PROPERTIES, Commands, JournalEntry, parse_entry, parse_show_units, parse_timestamp
+from tests.sshd import SshHome
+
+T = TypeVar("T")
+
+WAIT = 20.0
+"""How long a unit may take to reach the state a test waits for (a bound, not a measure)."""
+REAL_UNIT_DIR = "/etc/systemd/system"
+WRITE = 'while [ "$#" -gt 1 ]; do mkdir -p "$(dirname "$1")" && printf %s "$2" > "$1" || exit; shift 2; done'
+"""sh script writing each file $1 with the text $2 given after it: one command, alike through a LocalHost and an
+SshHost (each command over SSH costs a fifth of a second here)."""
+
+
+@dataclass
+class Side:
+    """One systemd, stand-in or real, as pdtui reaches it."""
+
+    name: str
+    host: Host
+    commands: Commands
+    unit_dir: str
+
+    async def run(self, argv: list[str]) -> Result:
+        return await self.host.run(argv, timeout=60)
+
+    async def systemctl(self, *args: str) -> Result:
+        return await self.run(self.commands.systemctl(*args))
+
+    async def install(self, files: Mapping[str, str]) -> None:
+        """Unit files (and drop-ins) by path under the unit folder, then ``daemon-reload``."""
+        pairs = [word for path, text in files.items() for word in (f"{self.unit_dir}/{path}", text)]
+        result = await self.run(["sh", "-c", WRITE, "sh", *pairs])
+        assert result.ok, result.stderr
+        assert (await self.systemctl("daemon-reload")).ok
+
+    async def show(self, units: list[str], properties: tuple[str, ...] = SHOW_PROPERTIES) -> dict[str, dict[str, str]]:
+        result = await self.run(self.commands.show(units, properties))
+        assert result.ok, result.stderr
+        return parse_show_units(result.stdout)
+
+    async def until(self, unit: str, done: Callable[[dict[str, str]], bool], what: str) -> dict[str, str]:
+        """The unit's properties once ``done`` holds for them; the test fails when it never does."""
+        deadline = time.monotonic() + WAIT
+        while True:
+            props = (await self.show([unit], (*SHOW_PROPERTIES, "Result")))[unit]
+            if done(props):
+                return props
+            if time.monotonic() > deadline:
+                pytest.fail(f"{self.name}: {unit} not {what} within {WAIT:g}s: {props}")
+            await asyncio.sleep(0.05)
+
+    async def journal(self, argv: list[str]) -> list[JournalEntry]:
+        result = await self.run(argv)
+        assert result.ok, result.stderr
+        entries = [parse_entry(line) for line in result.stdout.splitlines()]
+        assert None not in entries, result.stdout
+        return entries     # type: ignore[return-value]
+
+
+@dataclass
+class World:
+    """The two systemds of this module's tests, each test's units named apart: one boot for all (0.5 s each)."""
+
+    container: SystemdHost
+    sandbox: Sandbox
+    scenes: set[str]
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    reason = container.missing_reason()
+    if reason:
+        pytest.skip(f"no real systemd: {reason}")
+    host = container.boot(tmp_path_factory.mktemp("container"))
+    try:
+        with Sandbox.create(tmp_path_factory.mktemp("sandbox") / "sim", real_journal=False) as sandbox:
+            yield World(host, sandbox, set())
+    finally:
+        host.stop()
+
+
+@dataclass
+class Both:
+    stand_in: Side
+    real: Side
+    world: World
+
+    @property
+    def sides(self) -> tuple[Side, Side]:
+        return self.stand_in, self.real
+
+    async def each(self, call: Callable[[Side], Awaitable[T]]) -> list[T]:
+        """``call`` on the stand-in, then on the real one."""
+        return [await call(side) for side in self.sides]
+
+    async def scene(self, name: str, build: Callable[[Side], Awaitable[None]]) -> None:
+        """``build`` on each side, once for the module: the tests that read the same units share them."""
+        if name not in self.world.scenes:
+            await self.each(build)
+            self.world.scenes.add(name)
+
+
+@pytest_asyncio.fixture
+async def both(world: World, ssh_home: SshHome) -> AsyncIterator[Both]:
+    """Both sides as pdtui reaches them: the stand-in through a LocalHost, the real one over SSH."""
+    ssh_home.use_key(world.container.client_key)
+    with ssh_home.known_hosts.open("a") as out:
+        out.write(world.container.known_hosts_line)
+    local = HostConfig(name="stand-in", local=True, commands=world.sandbox.commands)
+    remote = HostConfig(name="real", address="127.0.0.1", port=world.container.port, user="root")
+    pair = Both(Side("stand-in", make_host(local), Commands.for_host(local), str(world.sandbox.store.units_dir)),
+                Side("real", make_host(remote), Commands.for_host(remote), REAL_UNIT_DIR), world)
+    try:
+        yield pair
+    finally:
+        for side in pair.sides:
+            await side.host.close()
+
+
+def unit_file(exec_start: str, *, description: str = "", unit: str = "", service: str = "",
+              install: bool = False) -> str:
+    """A unit file's text: ExecStart and what else a test sets."""
+    head = [*([f"Description={description}"] if description else []), *([unit] if unit else [])]
+    return "\n".join(["[Unit]", *head, "", "[Service]", f"ExecStart={exec_start}", *([service] if service else []),
+                      *(["", "[Install]", "WantedBy=multi-user.target"] if install else []), ""])
+
+
+# -- units in each state -----------------------------------------------------------
+
+SLEEP = "/bin/sleep 600"
+STATES = {
+    "running": unit_file(SLEEP),
+    "stopped": unit_file(SLEEP, install=True),     # enabled: the real one keeps it loaded once stopped (see below)
+    "failed": unit_file("/bin/sh -c 'echo bye; exit 7'"),
+}
+"""A unit per state."""
+
+
+async def in_states(both: Both) -> None:
+    """Every unit of STATES in its state on both sides, and ``not-found.service`` on neither."""
+    async def bring(side: Side) -> None:
+        await side.install({f"{name}.service": text for name, text in STATES.items()})
+        assert (await side.systemctl("enable", "stopped.service")).ok
+        assert (await side.systemctl("start", *(f"{name}.service" for name in STATES))).ok
+        assert (await side.systemctl("stop", "stopped.service")).ok
+        await side.until("failed.service", lambda p: p["ActiveState"] == "failed", "failed")
+    await both.scene("states", bring)
+
+
+UNIT_STATES = [*STATES, "not-found"]
+DETERMINISTIC = ("Id", "LoadState", "ActiveState", "SubState", "NRestarts", "ExecMainStatus", "Result")
+
+
+def shape(props: Mapping[str, str]) -> dict[str, str]:
+    """What of a unit's properties must agree: deterministic values as they are, the others by their shape."""
+    found = {key: props[key] for key in DETERMINISTIC if key in props}
+    found["MainPID"] = "0" if props["MainPID"] == "0" else "a PID" if props["MainPID"].isdigit() else props["MainPID"]
+    invocation = props["InvocationID"]
+    found["InvocationID"] = "an ID" if re.fullmatch("[0-9a-f]{32}", invocation) else invocation
+    stamp = props["ActiveEnterTimestamp"]
+    found["ActiveEnterTimestamp"] = "a time" if stamp and parse_timestamp(stamp) is not None else stamp
+    return found
+
+
+@pytest.mark.parametrize("state", UNIT_STATES)
+async def test_show_reports_a_unit_in_each_state_alike(both, state):
+    await in_states(both)
+    unit = f"{state}.service"
+    stand_in, real = await both.each(lambda side: side.show([unit]))
+    assert set(real) == {unit} and set(real[unit]) == set(SHOW_PROPERTIES)
+    assert set(stand_in[unit]) == set(real[unit])
+    assert shape(stand_in[unit]) == shape(real[unit])
+
+
+async def test_show_of_several_units_answers_for_each_alike(both):
+    """One ``systemctl show`` for all of a host's units, as pdtui's UnitLooker asks, the not-found one included."""
+    await in_states(both)
+    units = [f"{state}.service" for state in UNIT_STATES]
+    stand_in, real = await both.each(lambda side: side.show(units, (*SHOW_PROPERTIES, "Result")))
+    assert list(real) == units
+    assert {u: shape(p) for u, p in stand_in.items()} == {u: shape(p) for u, p in real.items()}
+
+
+@pytest.mark.parametrize("state", UNIT_STATES)
+async def test_is_active_prints_the_same_state_with_the_same_exit_status(both, state):
+    await in_states(both)
+    argv = lambda side: side.run(side.commands.is_active(f"{state}.service"))  # noqa: E731
+    stand_in, real = await both.each(argv)
+    assert (stand_in.stdout, stand_in.exit_status) == (real.stdout, real.exit_status)
