@@ -2,8 +2,10 @@
 
 ``systemctl start`` spawns one detached supervisor per start.  It gives the run
 a new InvocationID, starts ExecStart in its own process group with stdout and
-stderr captured, turns every line into a journal entry (PRIORITY 6 for stdout,
-3 for stderr), writes systemd's own lines about the unit, keeps
+stderr on one pipe, as systemd gives both one stream to journald (so a unit's
+lines keep the order it wrote them in), turns every line into a journal entry
+(PRIORITY 6, or a ``<N>`` prefix's level, as journald's SyslogLevelPrefix=),
+writes systemd's own lines about the unit, keeps
 ``ROOT/state/UNIT.json`` current, and ends when its child ends.  SIGTERM means
 ``systemctl stop``: SIGTERM to the child's group, SIGKILL after TimeoutStopSec.
 """
@@ -66,7 +68,7 @@ class Supervisor:
         env = {**os.environ, **self.unit.env, "INVOCATION_ID": self.invocation}
         try:
             self.child = subprocess.Popen(
-                self.unit.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                self.unit.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                 cwd=self.unit.workdir, env=env, start_new_session=True,
             )
         except OSError as exc:
@@ -96,12 +98,11 @@ class Supervisor:
         ``wake_fd`` is the read end of the signal wakeup pipe: a stop request
         arrives there as the signal number, so the loop sees it as an event.
         """
-        assert self.child is not None and self.child.stdout and self.child.stderr
+        assert self.child is not None and self.child.stdout
         pump = _Pump(self.unit.name, self.invocation, self.child.pid, _comm(self.unit.argv), self.journal.mirrored)
         sel = selectors.DefaultSelector()
-        for stream, priority in ((self.child.stdout, 6), (self.child.stderr, 3)):
-            os.set_blocking(stream.fileno(), False)
-            sel.register(stream.fileno(), selectors.EVENT_READ, priority)
+        os.set_blocking(self.child.stdout.fileno(), False)
+        sel.register(self.child.stdout.fileno(), selectors.EVENT_READ, 6)
         sel.register(wake_fd, selectors.EVENT_READ, "signal")
         exit_fd = _pidfd(self.child.pid)
         if exit_fd is not None:
@@ -112,7 +113,7 @@ class Supervisor:
 
     def _loop(self, sel: selectors.BaseSelector, pump: _Pump, poll_exit: bool) -> None:
         assert self.child is not None
-        open_pipes, exited = 2, False
+        open_pipes, exited = 1, False
         while open_pipes:
             events = sel.select(self._timeout(exited, poll_exit))
             for key, _ in events:

@@ -176,7 +176,7 @@ def _status_text(store: UnitStore, unit: UnitFile) -> str:
         active += f" since {stamp}; {ago}s ago"
     bullet = "×" if state.active == "failed" else "●"
     lines = [
-        f"{bullet} {unit.name} - {unit.title}",
+        f"{bullet} {unit.name} - {unit.description or unit.name}",
         f"     Loaded: loaded ({props['FragmentPath']}; {props['UnitFileState']}; preset: disabled)",
         f"     Active: {active}",
     ]

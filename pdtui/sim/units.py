@@ -42,8 +42,9 @@ class UnitFile(namedtuple("UnitFile", "name description argv env workdir stop_ti
 
     @property
     def title(self) -> str:
-        """How PID-1 lines name the unit ("Started <title>.")."""
-        return self.description or self.name
+        """How PID-1 lines name the unit, as systemd 252 does: ``Started a.service - Its description.``, or
+        ``Started a.service.`` without a description."""
+        return f"{self.name} - {self.description}" if self.description else self.name
 
 
 def parse_unit(name: str, text: str) -> UnitFile:

@@ -49,7 +49,7 @@ def test_start_makes_unit_active_with_its_child_running(sandbox):
     result = ctl(sandbox, "is-active", "sleeper")
     assert (result.returncode, result.stdout) == (0, "active\n")
     wait_until(lambda: "up" in messages(sandbox, "-u", unit))
-    assert messages(sandbox, "-u", unit)[0] == "Started A sleeper."
+    assert messages(sandbox, "-u", unit)[0] == "Started sleeper.service - A sleeper."
 
 
 def test_starting_an_active_unit_keeps_its_invocation(sandbox):
@@ -70,8 +70,9 @@ def test_stop_ends_the_processes_and_logs_like_systemd(sandbox):
     assert show(sandbox, unit)["ActiveState"] == "inactive" and show(sandbox, unit)["MainPID"] == "0"
     result = ctl(sandbox, "is-active", unit)
     assert (result.returncode, result.stdout) == (3, "inactive\n")
-    assert messages(sandbox, "-u", unit)[-3:] == ["Stopping A sleeper...", "sleeper.service: Deactivated successfully.",
-                                                  "Stopped A sleeper."]
+    assert messages(sandbox, "-u", unit)[-3:] == ["Stopping sleeper.service - A sleeper...",
+                                                  "sleeper.service: Deactivated successfully.",
+                                                  "Stopped sleeper.service - A sleeper."]
 
 
 def test_two_runs_have_different_invocations_and_match_filters_split_them(sandbox):
@@ -98,7 +99,8 @@ def test_failing_process_marks_unit_failed_with_systemd_lines(sandbox):
     assert [e["MESSAGE"] for e in entries][-3:] == [
         "oops", "bad.service: Main process exited, code=exited, status=1/FAILURE",
         "bad.service: Failed with result 'exit-code'."]
-    assert entries[-3]["PRIORITY"] == "3" and entries[-3]["_SYSTEMD_UNIT"] == unit
+    # stderr shares stdout's stream to journald: its lines have the stream's PRIORITY, 6, not 3
+    assert entries[-3]["PRIORITY"] == "6" and entries[-3]["_SYSTEMD_UNIT"] == unit
     assert ctl(sandbox, "is-active", unit).returncode == 3
 
 
@@ -210,7 +212,7 @@ def test_a_crashing_worker_unit_leaves_its_traceback_in_the_journal(sandbox):
     inv = show(sandbox, unit)["InvocationID"]
     own = journal(sandbox, "-u", unit, f"_SYSTEMD_INVOCATION_ID={inv}")
     oom = next(e for e in own if e["MESSAGE"].startswith("torch.OutOfMemoryError"))
-    assert oom["PRIORITY"] == "3" and own[0]["MESSAGE"].split("] ", 1)[1].startswith("server_args=")
+    assert oom["PRIORITY"] == "6" and own[0]["MESSAGE"].split("] ", 1)[1].startswith("server_args=")
     assert messages(sandbox, "-u", unit)[-1] == "decode.service: Failed with result 'exit-code'."
 
 

@@ -16,6 +16,7 @@ journalctl reads the sim's journal files alike is test_journal_conformance's.
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
@@ -219,3 +220,100 @@ async def test_is_active_prints_the_same_state_with_the_same_exit_status(both, s
     argv = lambda side: side.run(side.commands.is_active(f"{state}.service"))  # noqa: E731
     stand_in, real = await both.each(argv)
     assert (stand_in.stdout, stand_in.exit_status) == (real.stdout, real.exit_status)
+
+
+# -- the journal -----------------------------------------------------------------
+
+OPTS = ("--output=json", "--all", "--no-pager", "--quiet")
+COLOURED = "\x1b[32mgreen\x1b[0m text"
+JOURNALED = unit_file(
+    '/usr/bin/python3 -c "import sys, time; print(\'to stdout\', flush=True); '
+    'print(\'to stderr\', file=sys.stderr, flush=True); print(\'<4>with a level prefix\', flush=True); '
+    'print(chr(27) + \'[32mgreen\' + chr(27) + \'[0m text\', flush=True); time.sleep(0.3); sys.exit(1)"',
+    description="Journaled")
+"""Lines on stdout and on stderr, one with a syslog level prefix, one in ANSI colours; then a failure.
+
+It lives on a moment after its last line: journald reads the metadata of a line from its process, and a line
+of one already gone can lack _SYSTEMD_INVOCATION_ID (seen on a unit that printed and exited at once)."""
+OWN_LINES = ["to stdout", "to stderr", "with a level prefix", COLOURED]
+
+
+async def journaled(both: Both) -> None:
+    async def run(side: Side) -> None:
+        await side.install({"journaled.service": JOURNALED})
+        assert (await side.systemctl("start", "journaled.service")).ok
+        await side.until("journaled.service", lambda p: p["ActiveState"] == "failed", "failed")
+    await both.scene("journaled", run)
+
+
+def summary(entries: list[JournalEntry], invocation: str) -> dict[str, list[tuple]]:
+    """What pdtui reads of a unit's entries: systemd's own lines and the unit's, each in its order (journald
+    may put a unit's first line before systemd's ``Started``), every field but the cursor and the time."""
+    def fields(e: JournalEntry) -> tuple:
+        return e.message, e.priority, e.unit, e.invocation == invocation or e.invocation
+    assert all(e.cursor and isinstance(e.realtime, float) for e in entries)
+    return {"systemd": [fields(e) for e in entries if e.system], "unit": [fields(e) for e in entries if not e.system]}
+
+
+async def invocation_of(side: Side, unit: str) -> str:
+    return (await side.show([unit]))[unit]["InvocationID"]
+
+
+async def test_a_units_run_is_journaled_with_the_same_fields(both):
+    await journaled(both)
+
+    async def read(side: Side) -> dict[str, list[tuple]]:
+        entries = await side.journal(side.commands.journalctl(*OPTS, "--unit=journaled.service"))
+        return summary(entries, await invocation_of(side, "journaled.service"))
+    stand_in, real = await both.each(read)
+    assert [line[0] for line in real["unit"]] == OWN_LINES
+    assert stand_in == real
+
+
+async def test_an_invocations_history_holds_the_units_own_lines_only(both):
+    """pdtui's backfill (``-u UNIT _SYSTEMD_INVOCATION_ID=ID``): systemd's lines carry INVOCATION_ID instead."""
+    await journaled(both)
+
+    async def read(side: Side) -> dict[str, list[tuple]]:
+        invocation = await invocation_of(side, "journaled.service")
+        return summary(await side.journal(side.commands.invocation_history("journaled.service", invocation)),
+                       invocation)
+    stand_in, real = await both.each(read)
+    assert real["systemd"] == [] and [line[0] for line in real["unit"]] == OWN_LINES
+    assert stand_in == real
+
+
+async def test_a_message_in_ansi_colours_is_a_byte_array_decoded_to_the_same_text(both):
+    await journaled(both)
+
+    async def coloured(side: Side) -> tuple[object, str]:
+        result = await side.run(side.commands.journalctl(*OPTS, "--unit=journaled.service", "--grep=green"))
+        [line] = result.stdout.splitlines()
+        entry = parse_entry(line)
+        assert entry is not None
+        return json.loads(line)["MESSAGE"], entry.message
+    stand_in, real = await both.each(coloured)
+    assert real == (list(COLOURED.encode()), COLOURED)
+    assert stand_in == real
+
+
+async def test_following_from_a_cursor_begins_with_the_entry_it_names(both):
+    """pdtui's resumed tail (``--follow --cursor=C --no-tail``): C's own entry first (pdtui drops it), then on."""
+    await journaled(both)
+
+    async def follow(side: Side) -> tuple[bool, dict[str, list[tuple]]]:
+        every = await side.journal(side.commands.journalctl(*OPTS, "--unit=journaled.service"))
+        cursor = every[0].cursor
+        seen: list[JournalEntry] = []
+        async with asyncio.timeout(WAIT), side.host.stream(side.commands.follow(["journaled.service"], cursor)) as lines:
+            async for line in lines:
+                entry = parse_entry(line)
+                assert entry is not None, line
+                seen.append(entry)
+                if len(seen) == len(every):
+                    break
+        invocation = await invocation_of(side, "journaled.service")
+        return seen[0].cursor == cursor, summary(seen, invocation)
+    stand_in, real = await both.each(follow)
+    assert real[0] and [line[0] for line in real[1]["unit"]] == OWN_LINES
+    assert stand_in == real
