@@ -311,7 +311,8 @@ class Systemctl:
         return 0
 
     def cat(self) -> int:
-        """Each unit's file under a ``# PATH`` line, as systemctl prints it; a missing one said on stderr."""
+        """Each unit's file, then its drop-ins (``NAME.service.d/*.conf``, by name), each under a ``# PATH`` line
+        as systemctl prints them; a missing unit said on stderr."""
         texts, rc = [], 0
         for name in self.args.units:
             path = self.store.unit_path(name)
@@ -320,6 +321,8 @@ class Systemctl:
             except (FileNotFoundError, NotADirectoryError):
                 self.fail(f"No files found for {unit_name(name)}.", 1)
                 rc = 1
+                continue
+            texts += [f"# {conf}\n{conf.read_text()}" for conf in sorted(path.with_name(f"{path.name}.d").glob("*.conf"))]
         if texts:
             sys.stdout.write("\n".join(texts))
         return rc

@@ -31,7 +31,16 @@ from pdtui.hosts import Host, Result, make_host
 from pdtui.sim import systemd_host as container
 from pdtui.sim.sandbox import Sandbox
 from pdtui.sim.systemd_host import SystemdHost
-from pdtui.systemd import SHOW_PROPERTIES, Commands, JournalEntry, parse_entry, parse_show_units, parse_timestamp
+from pdtui.systemd import (
+    SHOW_PROPERTIES,
+    Commands,
+    JournalEntry,
+    parse_cat,
+    parse_entry,
+    parse_show_units,
+    parse_timestamp,
+)
+from pdtui.unit_drift import parse_installed
 from tests.sshd import SshHome
 
 T = TypeVar("T")
@@ -316,4 +325,36 @@ async def test_following_from_a_cursor_begins_with_the_entry_it_names(both):
         return seen[0].cursor == cursor, summary(seen, invocation)
     stand_in, real = await both.each(follow)
     assert real[0] and [line[0] for line in real[1]["unit"]] == OWN_LINES
+    assert stand_in == real
+
+
+# -- systemctl cat -----------------------------------------------------------------
+
+DROPPED = {
+    "dropped.service": unit_file("/usr/bin/python3 -m sglang.launch_server --port 30000",
+                                 service="Environment=CUDA_VISIBLE_DEVICES=0,1"),
+    "dropped.service.d/20-port.conf": "[Service]\nExecStart=\nExecStart=/usr/bin/python3 -m sglang.launch_server "
+                                      "--port 30001 --disaggregation-mode decode\n",
+    "dropped.service.d/10-gpus.conf": "[Service]\nEnvironment=CUDA_VISIBLE_DEVICES=4,5,6,7\n",
+    "dropped.service.d/README": "not a drop-in: systemd reads *.conf only\n",
+    "plain.service": unit_file(SLEEP),
+}
+"""A unit whose drop-ins change its GPUs and its port (in another order than written), and one without."""
+
+
+async def test_cat_gives_each_unit_file_then_its_drop_ins_as_the_drift_check_reads_them(both):
+    await both.scene("dropped", lambda side: side.install(DROPPED))
+
+    async def cat(side: Side) -> tuple:
+        result = await side.run(side.commands.cat(["dropped.service", "plain.service", "missing.service"]))
+        files = {unit: [(path.removeprefix(f"{side.unit_dir}/"), text) for path, text in found]
+                 for unit, found in parse_cat(result.stdout).items()}
+        installed = {unit: parse_installed(found) for unit, found in parse_cat(result.stdout).items()}
+        return result.exit_status, result.stderr, files, installed
+    stand_in, real = await both.each(cat)
+    status, stderr, files, installed = real
+    assert (status, stderr) == (1, "No files found for missing.service.\n")
+    assert [path for path, _ in files["dropped.service"]] == [
+        "dropped.service", "dropped.service.d/10-gpus.conf", "dropped.service.d/20-port.conf"]
+    assert installed["dropped.service"].environment == {"CUDA_VISIBLE_DEVICES": "4,5,6,7"}
     assert stand_in == real
