@@ -104,6 +104,26 @@ def test_failing_process_marks_unit_failed_with_systemd_lines(sandbox):
     assert ctl(sandbox, "is-active", unit).returncode == 3
 
 
+def test_restart_on_failure_restarts_in_new_invocations_until_the_start_limit(sandbox):
+    """What tests/integration/test_systemd_conformance.py compares with a real systemd, where none can boot."""
+    unit = "looper.service"
+    sandbox.store.unit_path(unit).write_text(
+        "[Unit]\nStartLimitIntervalSec=600\nStartLimitBurst=3\n\n[Service]\n"
+        "ExecStart=/bin/sh -c 'echo try; exit 3'\nRestart=on-failure\nRestartSec=0.1\n")
+    assert ctl(sandbox, "start", unit).returncode == 0
+    wait_until(lambda: show(sandbox, unit)["ActiveState"] == "failed")
+    assert {k: show(sandbox, unit)[k] for k in ("NRestarts", "ExecMainStatus")} == {"NRestarts": "3", "ExecMainStatus": "3"}
+    runs = {e["_SYSTEMD_INVOCATION_ID"] for e in journal(sandbox, "-u", unit) if e["_PID"] != "1"}
+    assert len(runs) == 3 and show(sandbox, unit)["InvocationID"] in runs
+    assert messages(sandbox, "-u", unit)[-3:] == ["looper.service: Start request repeated too quickly.",
+                                                  "looper.service: Failed with result 'exit-code'.",
+                                                  "Failed to start looper.service."]
+    refused = ctl(sandbox, "start", unit)
+    assert (refused.returncode, refused.stderr.splitlines()[0]) == (
+        1, "Job for looper.service failed because the control process exited with error code.")
+    assert ctl(sandbox, "reset-failed", unit).returncode == 0 and ctl(sandbox, "start", unit).returncode == 0
+
+
 def test_missing_executable_fails_with_status_203(sandbox):
     unit = sandbox.add_unit("ghost", ["/nonexistent/binary"])
     assert ctl(sandbox, "start", unit).returncode == 0

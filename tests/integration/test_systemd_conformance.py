@@ -174,8 +174,9 @@ STATES = {
     "running": unit_file(SLEEP),
     "stopped": unit_file(SLEEP, install=True),     # enabled: the real one keeps it loaded once stopped (see below)
     "failed": unit_file("/bin/sh -c 'echo bye; exit 7'"),
+    "activating": unit_file("/bin/sh -c 'exit 3'", service="Restart=on-failure\nRestartSec=600"),
 }
-"""A unit per state."""
+"""A unit per state. ``activating``: failed once, waiting 600 s to be restarted (SubState=auto-restart)."""
 
 
 async def in_states(both: Both) -> None:
@@ -186,6 +187,7 @@ async def in_states(both: Both) -> None:
         assert (await side.systemctl("start", *(f"{name}.service" for name in STATES))).ok
         assert (await side.systemctl("stop", "stopped.service")).ok
         await side.until("failed.service", lambda p: p["ActiveState"] == "failed", "failed")
+        await side.until("activating.service", lambda p: p["SubState"] == "auto-restart", "waiting to restart")
     await both.scene("states", bring)
 
 
@@ -255,13 +257,21 @@ async def journaled(both: Both) -> None:
     await both.scene("journaled", run)
 
 
-def summary(entries: list[JournalEntry], invocation: str) -> dict[str, list[tuple]]:
+def summary(entries: list[JournalEntry]) -> dict[str, list[tuple]]:
     """What pdtui reads of a unit's entries: systemd's own lines and the unit's, each in its order (journald
-    may put a unit's first line before systemd's ``Started``), every field but the cursor and the time."""
+    may put a unit's first line before systemd's ``Started``), every field but the cursor and the time; each
+    invocation as the how-manieth run it is."""
+    runs = invocations(entries)
+
     def fields(e: JournalEntry) -> tuple:
-        return e.message, e.priority, e.unit, e.invocation == invocation or e.invocation
+        return e.message, e.priority, e.unit, f"run {runs.index(e.invocation) + 1}" if e.invocation else None
     assert all(e.cursor and isinstance(e.realtime, float) for e in entries)
     return {"systemd": [fields(e) for e in entries if e.system], "unit": [fields(e) for e in entries if not e.system]}
+
+
+def invocations(entries: list[JournalEntry]) -> list[str]:
+    """The invocation IDs of ``entries``, in the order they first appear."""
+    return list(dict.fromkeys(e.invocation for e in entries if e.invocation))
 
 
 async def invocation_of(side: Side, unit: str) -> str:
@@ -273,7 +283,8 @@ async def test_a_units_run_is_journaled_with_the_same_fields(both):
 
     async def read(side: Side) -> dict[str, list[tuple]]:
         entries = await side.journal(side.commands.journalctl(*OPTS, "--unit=journaled.service"))
-        return summary(entries, await invocation_of(side, "journaled.service"))
+        assert invocations(entries) == [await invocation_of(side, "journaled.service")]
+        return summary(entries)
     stand_in, real = await both.each(read)
     assert [line[0] for line in real["unit"]] == OWN_LINES
     assert stand_in == real
@@ -285,8 +296,9 @@ async def test_an_invocations_history_holds_the_units_own_lines_only(both):
 
     async def read(side: Side) -> dict[str, list[tuple]]:
         invocation = await invocation_of(side, "journaled.service")
-        return summary(await side.journal(side.commands.invocation_history("journaled.service", invocation)),
-                       invocation)
+        entries = await side.journal(side.commands.invocation_history("journaled.service", invocation))
+        assert invocations(entries) == [invocation]
+        return summary(entries)
     stand_in, real = await both.each(read)
     assert real["systemd"] == [] and [line[0] for line in real["unit"]] == OWN_LINES
     assert stand_in == real
@@ -321,10 +333,69 @@ async def test_following_from_a_cursor_begins_with_the_entry_it_names(both):
                 seen.append(entry)
                 if len(seen) == len(every):
                     break
-        invocation = await invocation_of(side, "journaled.service")
-        return seen[0].cursor == cursor, summary(seen, invocation)
+        return seen[0].cursor == cursor, summary(seen)
     stand_in, real = await both.each(follow)
     assert real[0] and [line[0] for line in real[1]["unit"]] == OWN_LINES
+    assert stand_in == real
+
+
+# -- Restart= and the start limit --------------------------------------------------------
+
+LOOPER = unit_file("/bin/sh -c 'echo try; sleep 0.2; exit 3'", description="Looper",
+                   unit="StartLimitIntervalSec=600\nStartLimitBurst=3", service="Restart=on-failure\nRestartSec=0.1")
+"""Fails at every run, restarted at once: as pdtui's generated units, 3 starts in 10 minutes at most."""
+LOOPED = {"ActiveState": "failed", "SubState": "failed", "Result": "exit-code", "NRestarts": "3",
+          "ExecMainStatus": "3", "MainPID": "0", "InvocationID": "an ID"}
+
+
+async def test_restart_on_failure_runs_until_the_start_limit_then_a_start_fails_alike(both):
+    async def loop(side: Side) -> tuple:
+        await side.install({"looper.service": LOOPER})
+        assert (await side.systemctl("start", "looper.service")).ok
+        props = await side.until("looper.service", lambda p: p["ActiveState"] == "failed", "failed")
+        entries = await side.journal(side.commands.journalctl(*OPTS, "--unit=looper.service"))
+        assert invocations(entries)[-1] == props["InvocationID"]
+        again = await side.systemctl("start", "looper.service")
+        after = (await side.show(["looper.service"], (*SHOW_PROPERTIES, "Result")))["looper.service"]
+        return shape(props), summary(entries), (again.exit_status, again.stderr, again.last_words), shape(after)
+    stand_in, real = await both.each(loop)
+    looped, journal, again, after = real
+    assert looped.items() >= LOOPED.items() and after == looped
+    assert len(invocations_in(journal)) == 3 and journal["systemd"][-3][0] == "looper.service: Start request " \
+        "repeated too quickly." and again[0] == 1
+    assert stand_in == real
+
+
+def invocations_in(journal: dict[str, list[tuple]]) -> set[str]:
+    return {line[3] for lines in journal.values() for line in lines if line[3]}
+
+
+LIMITED = unit_file(SLEEP, unit="StartLimitIntervalSec=600\nStartLimitBurst=1")
+
+
+async def test_a_restart_over_the_start_limit_fails_with_the_same_words(both):
+    """pdtui's RESTART of a unit that ran cleanly: it had no failure to keep, its Result becomes start-limit-hit."""
+    async def over(side: Side) -> tuple:
+        await side.install({"limited.service": LIMITED})
+        assert (await side.systemctl("start", "limited.service")).ok
+        again = await side.run(side.commands.restart("limited.service"))
+        props = (await side.show(["limited.service"], (*SHOW_PROPERTIES, "Result")))["limited.service"]
+        return again.exit_status, again.stderr, shape(props)
+    stand_in, real = await both.each(over)
+    assert real[0] == 1 and real[2]["Result"] == "start-limit-hit"
+    assert stand_in == real
+
+
+async def test_a_stopped_unit_nothing_refers_to_starts_again_whatever_its_start_limit(both):
+    """systemd unloads an inactive unit no other unit refers to (not enabled), and its start limit goes with it:
+    ``pdtui down`` then ``up`` within the limit's window starts the backends again."""
+    async def again(side: Side) -> tuple:
+        await side.install({"unloaded.service": LIMITED})
+        for verb in ("start", "stop", "start"):
+            assert (await side.systemctl(verb, "unloaded.service")).ok, verb
+        return shape((await side.show(["unloaded.service"], (*SHOW_PROPERTIES, "Result")))["unloaded.service"])
+    stand_in, real = await both.each(again)
+    assert real["ActiveState"] == "active"
     assert stand_in == real
 
 
