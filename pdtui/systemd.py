@@ -78,19 +78,31 @@ class Commands:
         return self.systemctl("list-unit-files", "--type=service", "--no-legend", "--no-pager")
 
     # -- journalctl --------------------------------------------------------
-    def follow(self, units: Sequence[str], cursor: str | None = None) -> list[str]:
-        """One tail for several units: new lines only, or everything from a cursor on (resume).
+    def follow(self, units: Sequence[str], cursor: str | None = None, *, recent: float | None = None) -> list[str]:
+        """One tail for several units: everything from a cursor on, from ``recent`` seconds ago, or from the start.
 
         ``--cursor``, not ``--after-cursor``: when the cursor's entry is gone (the
         journal was vacuumed), journalctl seeks to the nearest entry after it, and
         ``--after-cursor`` would then skip that one, a line never seen. The entry
         the cursor names, if it is still there, comes first: :class:`JournalTail`
-        drops it. ``--no-tail``: journalctl 252 ``-f`` from a cursor on its last
-        entry shows only 10 of the lines that arrive while it starts up.
+        drops it. ``--no-tail`` always: journalctl 252 ``-f`` from a cursor on its
+        last entry shows only 10 of the lines that arrive while it starts up.
+
+        Never ``--lines=0``: journalctl 252 ``-f --lines=0 -u A`` started before A
+        has any entry seeks to the end of nothing and shows only the last entry of
+        A's first batch (a unit's 200 quick lines: 1 of 202 delivered, 4 of 4 runs
+        on a real journald). ``--since=-Ns`` is read by the host's own clock, so a
+        skewed clock here cannot move it; without cursor or ``recent`` the tail
+        starts at the journal's head (for a journal that was empty).
         """
-        position = [f"--cursor={cursor}", "--no-tail"] if cursor else ["--lines=0"]
+        if cursor:
+            position = [f"--cursor={cursor}"]
+        elif recent is not None:
+            position = [f"--since=-{recent:g}s"]
+        else:
+            position = []
         return self.journalctl("--follow", "--output=json", "--all", "--no-pager", "--quiet",
-                               *position, *(f"--unit={u}" for u in units))
+                               *position, "--no-tail", *(f"--unit={u}" for u in units))
 
     def last_entry(self) -> list[str]:
         """The journal's newest entry, whatever it is about: where a first tail starts after."""

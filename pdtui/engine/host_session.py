@@ -72,7 +72,7 @@ class HostSession(Session):
         self.commands = Commands.for_host(config)
         self.looker = UnitLooker(self.command, self.commands)
         self.starter = UnitStarter(self.command, self.commands)
-        self.history = InvocationHistory(self.command, self.commands)
+        self.history = InvocationHistory(self.command, self.commands, until=self.tail_since)
         self.batchers = [self.looker, self.starter, self.history]
         self.tail: JournalTail | None = None
 
@@ -91,12 +91,16 @@ class HostSession(Session):
         self.tail = JournalTail(self.host, self.commands, units, on_entry=on_entry, on_problem=on_problem)
         return self.tail
 
+    def tail_since(self) -> float | None:
+        """The realtime (the host's journal) from which on the tail surely has every entry; None while unknown."""
+        return self.tail.since if self.tail is not None else None
+
     @property
     def tail_live(self) -> bool:
         """Whether the tail surely sees every line written from now on.
 
-        Once it has delivered a line, its journalctl follows, and a broken tail
-        resumes after the last cursor it delivered: a unit started after that
-        needs no look at its history.
+        Once it knows where it starts (see :attr:`JournalTail.since`), every
+        entry after that place comes through it, also when its stream breaks
+        and opens again: a unit started after that needs no look at its history.
         """
-        return self.tail is not None and self.tail.cursor is not None
+        return self.tail_since() is not None

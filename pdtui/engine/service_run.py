@@ -519,7 +519,10 @@ class ServiceRun:
         """Judge the lines the invocation wrote before the tail saw them, then what the tail buffered.
 
         ``history``: those lines, read already; else they are read now (``read``:
-        unless the tail surely saw them all).
+        unless the tail surely saw them all), up to where the tail starts having
+        every entry (InvocationHistory): a burst is held by the tail's buffer or
+        by the read, never whole by both. The few entries both have are the
+        tail's copies dropped here by cursor.
         """
         attempt = self.attempt
         lines: Iterable[JournalEntry] = history if history is not None else ()

@@ -20,6 +20,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable
+from decimal import Decimal
 from pathlib import Path
 
 from pdtui.sim.journal import THRESHOLD, CursorError, Journal, encode_value, too_long, value_bytes
@@ -168,19 +169,9 @@ def _content(*tests: Callable[[dict], bool] | None) -> Callable[[bytes], bool]:
 
 
 def _window(args: argparse.Namespace) -> Callable[[dict], bool] | None:
-    """``--since``/``--until``, in the one form pdtui writes them: ``@SECONDS`` since the epoch."""
-    bounds: list[int | None] = []
-    for text in (args.since, args.until):
-        if text is None:
-            bounds.append(None)
-            continue
-        try:
-            bounds.append(int(float(text.removeprefix("@")) * 1e6) if text.startswith("@") else None)
-        except ValueError:
-            bounds.append(None)
-        if bounds[-1] is None:
-            raise Failure(f"Failed to parse timestamp: {text}")
-    since, until = bounds
+    """``--since``/``--until``, in the forms pdtui writes them: ``@SECONDS`` since the epoch (to the microsecond,
+    inclusive), or ``-SECONDSs``, that long before now."""
+    since, until = (_timestamp(text) for text in (args.since, args.until))
     if since is None and until is None:
         return None
 
@@ -189,6 +180,24 @@ def _window(args: argparse.Namespace) -> Callable[[dict], bool] | None:
         return (since is None or stamp >= since) and (until is None or stamp <= until)
 
     return within
+
+
+_AGO = re.compile(r"-(\d+(?:\.\d+)?)s")
+
+
+def _timestamp(text: str | None) -> int | None:
+    """A ``--since``/``--until`` value in microseconds since the epoch; None when not given."""
+    if text is None:
+        return None
+    try:
+        if text.startswith("@"):
+            return int(Decimal(text[1:]) * 1_000_000)   # exact: a float would be a microsecond off now and then
+    except (ArithmeticError, ValueError):   # not a number, or NaN
+        pass
+    ago = _AGO.fullmatch(text)
+    if ago:
+        return int((time.time() - float(ago[1])) * 1e6)
+    raise Failure(f"Failed to parse timestamp: {text}")
 
 
 def _grep(args: argparse.Namespace) -> Callable[[dict], bool] | None:
@@ -222,7 +231,8 @@ class _Parser(argparse.ArgumentParser):
 def _lines(args: argparse.Namespace) -> int | None:
     """How many of the last matching entries to show first; None for all."""
     if args.lines is None:
-        return 10 if args.follow and not args.no_tail and args.after_cursor is None and args.cursor is None else None
+        starts = (args.after_cursor, args.cursor, args.since)
+        return 10 if args.follow and not args.no_tail and all(a is None for a in starts) else None
     if args.lines == "all":
         return None
     try:

@@ -193,6 +193,17 @@ def test_invocation_history_as_pdtui_asks(both):
     assert_same(*both.entries(*without_all))
 
 
+def test_invocation_history_up_to_a_microsecond_includes_the_entries_stamped_with_it(both):
+    whole, _ = both.entries(*OPTS, "-u", "a")
+    for k in (0, len(whole) // 2, len(whole) - 1):
+        stamp = int(whole[k]["__REALTIME_TIMESTAMP"])
+        until = parse_entry(json.dumps(whole[k])).realtime
+        real, stand_in = both.entries(*OPTS, "-u", "a", f"--until=@{until:.6f}")
+        assert_same(real, stand_in)
+        assert project(real) == project([e for e in whole if int(e["__REALTIME_TIMESTAMP"]) <= stamp])
+        assert real[-1]["__REALTIME_TIMESTAMP"] == str(stamp)
+
+
 def test_after_cursor_resumes_at_the_same_entry(both):
     real, stand_in = both.entries(*OPTS, "-u", "a", "-u", "b")
     for k in (0, 5, len(real) - 2, len(real) - 1):
@@ -217,7 +228,10 @@ def test_an_empty_journal(tmp_path):
     realjournal.real_dir(empty).mkdir(parents=True)
     real_argv = Sandbox(empty).commands["journalctl"]
     stand_in_argv = Sandbox(empty).sim_command("journalctl")
-    for args in (("--follow", *OPTS, "--lines=0", "-u", "a"), (*OPTS,), ("-o", "json", "-u", "a")):
+    commands = Commands(journalctl_prefix=())
+    follows = (commands.follow(["a.service"]), commands.follow(["a.service"], recent=10.0),
+               ["--follow", *OPTS, "--lines=0", "-u", "a"])
+    for args in (*follows, (*OPTS,), ("-o", "json", "-u", "a"), commands.last_entry()):
         real = subprocess.run([*real_argv, *args], capture_output=True, timeout=30)
         stand_in = subprocess.run([*stand_in_argv, *args], capture_output=True, timeout=30)
         assert (stand_in.returncode, stand_in.stdout, stand_in.stderr) == (real.returncode, real.stdout, real.stderr)
@@ -230,7 +244,7 @@ def _follow_both(both: Both, procs: Procs, args: list[str], tag: str) -> tuple[l
     try:
         pings = 0
         seen: list[list[str]] = [[], []]
-        # Until both show a ping: a follower that has not yet reached the end would skip lines (--lines=0).
+        # Until both show a ping: each follows by then.
         waiting = set(range(2))
         while waiting:
             journal.append([unit_entry("b.service", "p" * 32, 7, "w", f"{tag} ping {pings}".encode(), 6)])
@@ -251,22 +265,18 @@ def _follow_both(both: Both, procs: Procs, args: list[str], tag: str) -> tuple[l
         journal.close()
     for follower in followers:
         procs.stop(follower)
-    real, stand_in = ([json.loads(line) for line in lines] for lines in seen)
-    # Both start at the end; how many pings each saw before it followed depends on its start-up.
-    first = max(int(e["MESSAGE"].rsplit(" ", 1)[1]) for e in (real[0], stand_in[0])
-                if isinstance(e["MESSAGE"], str) and f"{tag} ping" in e["MESSAGE"])
-    def trim(entries: list[dict]) -> list[dict]:
-        for n, e in enumerate(entries):
-            if e["MESSAGE"] == f"{tag} ping {first}":
-                return entries[n:]
-        return entries
-    return trim(real), trim(stand_in)
+    return [json.loads(line) for line in seen[0]], [json.loads(line) for line in seen[1]]
 
 
-def test_follow_as_pdtui_does(both, procs):
-    args = Commands(journalctl_prefix=()).follow(["a.service", "b.service"])
-    real, stand_in = _follow_both(both, procs, args, "fresh")
-    assert [e["MESSAGE"] for e in real][-1] == "fresh end" and "not followed" not in [e["MESSAGE"] for e in real]
+@pytest.mark.parametrize("recent", [None, 3600.0], ids=["from-the-head", "an-hour-back"])
+def test_follow_without_a_cursor_as_pdtui_does(both, procs, recent):
+    before, _ = both.entries(*OPTS, "-u", "a", "-u", "b")
+    args = Commands(journalctl_prefix=()).follow(["a.service", "b.service"], recent=recent)
+    real, stand_in = _follow_both(both, procs, args, f"fresh {recent}")
+    messages = [e["MESSAGE"] for e in real]
+    assert messages[-1] == f"fresh {recent} end" and "not followed" not in messages
+    # Everything the two units had logged comes first (the fixture wrote it all within the hour).
+    assert project(real[:len(before)]) == project(before)
     assert_same(real, stand_in)
 
 

@@ -20,9 +20,15 @@ import pytest
 import yaml
 
 from pdtui.engine.events import LogLines
+from pdtui.engine.host_session import HostSession
+from pdtui.engine.journal import JournalTail
+from pdtui.engine.orchestrator import Orchestrator
+from pdtui.engine.units import UnitStarter
 from pdtui.faces.headless import JsonPrinter, LinePrinter
+from pdtui.hosts import make_host
+from pdtui.hosts.base import Result
 from pdtui.sim.sandbox import Sandbox
-from tests.engine_helpers import sim_deployment
+from tests.engine_helpers import FAST, sim_deployment
 
 BURST = 100_000
 BIG = 1 << 20
@@ -106,20 +112,55 @@ class Heartbeat:
         self._task.cancel()
 
 
-async def test_hostile_burst_through_engine_and_headless_printers_stays_inert_and_bounded(sandbox):
+async def until_journaled(sandbox: Sandbox, unit: str, last: str) -> None:
+    """Until ``last`` is the newest line of ``unit`` in the sandbox's journal."""
+    argv = [*sandbox.commands["journalctl"], "--output=cat", "--lines=1", "--quiet", f"--unit={unit}"]
+    while True:
+        proc = await asyncio.create_subprocess_exec(*argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        out, _ = await proc.communicate()
+        if out.decode(errors="replace").strip() == last:
+            return
+        await asyncio.sleep(0.05)
+
+
+def burst_before_anything_is_read(sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The worst order, every time: the host's tail has found its place (as it does during the preflight, which
+    it begins before), the unit starts, and its whole burst is in the journal before the run reads anything.
+
+    A run that then read the invocation's whole history held the burst twice, the read beside the tail's
+    buffer (247 MiB); left to chance, the burst landed before the read now and then (a peak of 14 or 200+ MiB).
+    """
+    tails: list[JournalTail] = []
+    follow, start = HostSession.follow, UnitStarter.start
+
+    def follow_noted(session: HostSession, *args, **kwargs) -> JournalTail:
+        tails.append(follow(session, *args, **kwargs))
+        return tails[-1]
+
+    async def start_then_burst(starter: UnitStarter, unit: str, deadline: float | None = None) -> Result:
+        while not tails or tails[0].since is None:
+            await asyncio.sleep(0.01)
+        result = await start(starter, unit, deadline)
+        await until_journaled(sandbox, unit, "HOSTILE-END")
+        return result
+
+    monkeypatch.setattr(HostSession, "follow", follow_noted)
+    monkeypatch.setattr(UnitStarter, "start", start_then_burst)
+
+
+async def test_hostile_burst_through_engine_and_headless_printers_stays_inert_and_bounded(sandbox, monkeypatch):
     deployment = sim_deployment(sandbox, {"noisy": (hostile_argv(sandbox), SERVICE)})
     keep = ("markup", "clipboard", "title", "utf8", "AAAA", "inside", "c1 ", "bell", "colour", "clear")
     human, machine = Sink(keep), Sink(keep)
-    counted = {"lines": 0, "batches": 0}
+    counted = {"lines": 0, "batches": 0, "burst": 0}
 
     def count(event) -> None:
         if isinstance(event, LogLines):
             counted["lines"] += len(event.lines)
             counted["batches"] += 1
+            counted["burst"] += sum(r.text.startswith("burst ") for r in event.lines)
 
-    from pdtui.engine.orchestrator import Orchestrator
-    from pdtui.hosts import make_host
-    from tests.engine_helpers import FAST
+    burst_before_anything_is_read(sandbox, monkeypatch)
     orchestrator = Orchestrator(deployment, make_host, timing=FAST)
     for subscriber in (LinePrinter(human, logs=True), JsonPrinter(machine, logs=True), count):
         orchestrator.subscribe(subscriber)
@@ -136,6 +177,7 @@ async def test_hostile_burst_through_engine_and_headless_printers_stays_inert_an
           f"peak traced memory {peak / 2**20:.1f} MiB, longest event-loop stall {heartbeat.longest * 1000:.0f} ms")
     assert done.ok, done
     assert counted["lines"] >= len(HOSTILE) + 1 + BURST + 1
+    assert counted["burst"] == BURST     # each line of the burst once: none lost, none read twice
     assert human.active == [] and machine.active == []
     human_text = "\n".join(human.kept)
     assert "[bold red]markup[/] [link=https://evil.example]click[/link]" in human_text
@@ -149,7 +191,8 @@ async def test_hostile_burst_through_engine_and_headless_printers_stays_inert_an
     texts = {r["text"] for r in records}
     assert "\x1b]52;c;cm0gLXJmIH4K\x07 clipboard write" in texts and "nul\x00inside" in texts
     assert "A" * BIG in texts
-    assert peak < 200 * 2**20, f"peak traced memory {peak / 2**20:.0f} MiB"
+    # The burst held once (by the tail's buffer) peaks near 50 MiB; held twice (a whole history read beside it), 247.
+    assert peak < 100 * 2**20, f"peak traced memory {peak / 2**20:.0f} MiB"
 
 
 def _config(sandbox: Sandbox, path) -> None:

@@ -11,13 +11,18 @@ def test_commands_apply_wrappers_and_sudo():
                                                "is-active", "x.service"]
 
 
-def test_follow_starts_at_the_end_or_from_a_cursor():
+def test_follow_starts_from_a_cursor_some_seconds_back_or_at_the_head_and_never_shows_only_the_last_lines():
     commands = Commands()
-    fresh = commands.follow(["a.service", "b.service"])
-    assert fresh[:2] == ["journalctl", "--follow"]
-    assert "--lines=0" in fresh and "--unit=a.service" in fresh and "--unit=b.service" in fresh
-    resumed = commands.follow(["a.service"], cursor="s=1;i=2a")
-    assert "--cursor=s=1;i=2a" in resumed and "--lines=0" not in resumed and "--no-tail" in resumed
+    resumed = commands.follow(["a.service", "b.service"], cursor="s=1;i=2a")
+    assert resumed[:2] == ["journalctl", "--follow"]
+    assert "--cursor=s=1;i=2a" in resumed and "--unit=a.service" in resumed and "--unit=b.service" in resumed
+    recent = commands.follow(["a.service"], recent=10.0)
+    assert "--since=-10s" in recent and not any(a.startswith("--cursor") for a in recent)
+    head = commands.follow(["a.service"])
+    assert not any(a.startswith(("--cursor", "--since")) for a in head)
+    for argv in (resumed, recent, head):
+        # journalctl 252 -f --lines=0 -u A loses A's first lines; -f without --no-tail shows only the last 10.
+        assert "--no-tail" in argv and not any(a.startswith(("--lines", "-n")) for a in argv)
 
 
 def test_invocation_history_matches_the_invocation():

@@ -1,10 +1,12 @@
 import asyncio
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pdtui.engine.units import InvocationHistory, UnitLooker, UnitStarter, own_outcome
 from pdtui.hosts.base import HostError, Result
-from pdtui.systemd import Commands
+from pdtui.systemd import Commands, parse_entry
 
 
 class FakeSystemctl:
@@ -102,6 +104,27 @@ def test_a_failed_shared_start_naming_no_unit_is_everyones():
     units = ["a.service", "b.service"]
     result = Result(("sudo", "-n", "systemctl", "start", *units), 1, "", "sudo: a password is required\n")
     assert [own_outcome(result, u, units) for u in units] == [result, result]
+
+
+async def test_a_history_read_stops_at_the_microsecond_from_which_the_tail_has_every_entry():
+    calls = []
+
+    async def journalctl(argv, deadline=None):
+        calls.append(argv)
+        return Result(tuple(argv), 0, "", "")
+    since: list[float | None] = [None]
+    history = InvocationHistory(journalctl, Commands(), until=lambda: since[0])
+    await history.lines("i1")
+    since[0] = parse_entry('{"__REALTIME_TIMESTAMP":"1796183821398352"}').realtime
+    await history.lines("i1")
+    assert not any(a.startswith("--until") for a in calls[0])
+    assert "--until=@1796183821.398352" in calls[1]
+
+
+@given(st.integers(0, 4_102_444_800_000_000))    # up to the year 2100
+def test_a_journal_stamp_read_as_seconds_is_written_back_to_the_same_microsecond(stamp):
+    realtime = parse_entry(f'{{"__REALTIME_TIMESTAMP":"{stamp}"}}').realtime
+    assert f"{realtime:.6f}".replace(".", "").lstrip("0") == str(stamp).lstrip("0")
 
 
 async def test_histories_asked_together_share_one_journalctl_and_are_split_by_invocation():
