@@ -39,9 +39,9 @@ from pdtui.config import Deployment, parse_config  # noqa: E402
 from pdtui.engine.events import StateChanged, Step, StepChanged, StepStatus  # noqa: E402
 from pdtui.engine.orchestrator import Orchestrator  # noqa: E402
 from pdtui.engine.states import ServiceState  # noqa: E402
-from pdtui.heap import QuietCollector  # noqa: E402
 from pdtui.sim.knobs import DEFAULT_MODEL  # noqa: E402
 from pdtui.sim.memhost import MemoryFleet  # noqa: E402
+from pdtui.support.heap import QuietCollector  # noqa: E402
 from pdtui.unit_files import render_units  # noqa: E402
 
 GPUS_PER_HOST = 8
@@ -56,7 +56,7 @@ def options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sweep", action="store_true", help="8, 16, ... services up to --max-services, a process each")
     parser.add_argument("--max-services", type=int, default=1024)
     parser.add_argument("--collector", choices=("python", "pdtui"), default="pdtui",
-                        help="the garbage collector as pdtui's faces tune it (pdtui.heap.QuietCollector: young "
+                        help="the garbage collector as pdtui's faces tune it (pdtui.support.heap.QuietCollector: young "
                              "collections after 10,000 allocations, what exists at the start frozen), or as Python "
                              "sets it")
 

@@ -22,11 +22,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pdtui import demo  # noqa: E402
 from pdtui.engine.events import LogLines  # noqa: E402
 from pdtui.engine.orchestrator import Orchestrator  # noqa: E402
-from pdtui.headless import LinePrinter  # noqa: E402
+from pdtui.faces.headless import LinePrinter  # noqa: E402
 from pdtui.hosts import make_host  # noqa: E402
+from pdtui.sim import demo  # noqa: E402
 from pdtui.sim.sandbox import Sandbox  # noqa: E402
 
 PAGE = os.sysconf("SC_PAGE_SIZE")

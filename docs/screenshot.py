@@ -8,13 +8,13 @@ import sys
 from contextlib import AbstractContextManager
 from pathlib import Path
 
-from pdtui import demo
 from pdtui.config import Deployment
 from pdtui.engine.events import Done
 from pdtui.engine.orchestrator import Orchestrator
 from pdtui.hosts import make_host
+from pdtui.sim import demo
 from pdtui.sim.sandbox import Sandbox
-from pdtui.slurm.cluster import PrivateCluster
+from pdtui.sim.slurm_cluster import PrivateCluster
 from pdtui.ui.app import PdtuiApp
 
 OUT = Path(__file__).with_name("screenshot.svg")

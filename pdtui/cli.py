@@ -18,12 +18,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from pdtui import __version__
-from pdtui.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
-from pdtui.sim.commands import ROUTERS
-from pdtui.sim.knobs import DEFAULT_GENERATION, FAIL_MODES, GENERATIONS
+from pdtui.support.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(*, demo_options: bool = True) -> argparse.ArgumentParser:
+    """The command line; ``demo_options``: with ``demo``'s own options, which come from the sim (only ``pdtui demo``
+    loads it)."""
     from pdtui.web.options import add_options as web
     parser = argparse.ArgumentParser(prog="pdtui", description="Bring up prefill/decode disaggregated SGLang "
                                      "serving (prefill + decode + router) and watch it happen.")
@@ -68,27 +68,8 @@ def _parser() -> argparse.ArgumentParser:
     face(down)
 
     demo = sub.add_parser("demo", help="bring up a simulated deployment on this machine (no GPU, SSH or systemd)")
-    demo.add_argument("--fail", action="append", default=[], metavar="SERVICE:MODE",
-                      help=f"inject a failure, e.g. decode:oom (modes: {', '.join(FAIL_MODES)}; with --slurm also "
-                           "pending: its job waits in the queue)")
-    demo.add_argument("--slurm", action="store_true",
-                      help="run the three as jobs on a private one-node Slurm cluster of this machine, gone when the "
-                           "demo ends (root and Debian's slurmctld, slurmd, slurm-client and munge)")
-    demo.add_argument("--generation", choices=GENERATIONS, default=DEFAULT_GENERATION,
-                      help="which SGLang release's log wording and /health behaviour the simulated "
-                           f"workers play (default {DEFAULT_GENERATION})")
-    demo.add_argument("--startup", type=float, default=6.0, metavar="SECONDS",
-                      help="how long the simulated backends take to get ready (default 6)")
-    demo.add_argument("--timeout", default="2m", help="per-service timeout (default 2m)")
-    demo.add_argument("--router", choices=ROUTERS, default=None,
-                      help="the router to run: smg, sglang-router (either must be installed) or sim, "
-                           "pdtui's stand-in (default: smg if installed, else sglang-router, else sim)")
-    demo.add_argument("--no-load", action="store_true",
-                      help="send no traffic through the router (by default a light load runs from the start, "
-                           "so the serving figures move)")
-    # Hidden (for tests and debugging; see docs/reliability.md): make the sandbox in DIR and keep it
-    # after exit (its processes are still stopped), so its state files and journal can be inspected.
-    demo.add_argument("--sandbox", metavar="DIR", default=None, help=argparse.SUPPRESS)
+    if demo_options:
+        _demo_options(demo)
     face(demo)
     web(demo)
 
@@ -123,11 +104,37 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _demo_options(demo: argparse.ArgumentParser) -> None:
+    from pdtui.sim.commands import ROUTERS
+    from pdtui.sim.knobs import DEFAULT_GENERATION, FAIL_MODES, GENERATIONS
+    demo.add_argument("--fail", action="append", default=[], metavar="SERVICE:MODE",
+                      help=f"inject a failure, e.g. decode:oom (modes: {', '.join(FAIL_MODES)}; with --slurm also "
+                           "pending: its job waits in the queue)")
+    demo.add_argument("--slurm", action="store_true",
+                      help="run the three as jobs on a private one-node Slurm cluster of this machine, gone when the "
+                           "demo ends (root and Debian's slurmctld, slurmd, slurm-client and munge)")
+    demo.add_argument("--generation", choices=GENERATIONS, default=DEFAULT_GENERATION,
+                      help="which SGLang release's log wording and /health behaviour the simulated "
+                           f"workers play (default {DEFAULT_GENERATION})")
+    demo.add_argument("--startup", type=float, default=6.0, metavar="SECONDS",
+                      help="how long the simulated backends take to get ready (default 6)")
+    demo.add_argument("--timeout", default="2m", help="per-service timeout (default 2m)")
+    demo.add_argument("--router", choices=ROUTERS, default=None,
+                      help="the router to run: smg, sglang-router (either must be installed) or sim, "
+                           "pdtui's stand-in (default: smg if installed, else sglang-router, else sim)")
+    demo.add_argument("--no-load", action="store_true",
+                      help="send no traffic through the router (by default a light load runs from the start, "
+                           "so the serving figures move)")
+    # Hidden (for tests and debugging; see docs/reliability.md): make the sandbox in DIR and keep it
+    # after exit (its processes are still stopped), so its state files and journal can be inspected.
+    demo.add_argument("--sandbox", metavar="DIR", default=None, help=argparse.SUPPRESS)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version"):
         argv = ["status", *argv]    # bare pdtui (options alone too): watch the deployment found where pdtui looks
-    args = _parser().parse_args(argv)
+    args = _parser(demo_options=argv[:1] == ["demo"]).parse_args(argv)
     handlers: dict[str, Callable[[argparse.Namespace], int]] = {
         "up": _up, "status": _status, "restart": _restart, "down": _down, "demo": _demo, "check": _check,
         "units": _units, "init": _init, "history": _history, "report": _report}
@@ -153,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _history(args: argparse.Namespace) -> int:
     from pdtui.commands.history import history_command
-    from pdtui.history import history_path
+    from pdtui.faces.run_history import history_path
     deployment = _load(args.config) if args.config else None
     if args.config and deployment is None:
         return EXIT_USAGE
@@ -163,7 +170,7 @@ def _history(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace) -> int:
     from pdtui.commands.history import report_command
-    from pdtui.history import history_path
+    from pdtui.faces.run_history import history_path
     return report_command(history_path(), args.run, args.json, sys.stdout, sys.stderr)
 
 
@@ -186,7 +193,7 @@ def _load(path: str):
 
 
 def _check(args: argparse.Namespace) -> int:
-    from pdtui.plan import render_plan
+    from pdtui.faces.plan import render_plan
     deployment = _load(args.config)
     if deployment is None:
         return EXIT_USAGE
@@ -222,7 +229,7 @@ def _init(args: argparse.Namespace) -> int:
 def _probe(deployment, args: argparse.Namespace) -> int:
     """The preflight alone, printed as the headless bring-up prints it."""
     from pdtui.engine.orchestrator import Orchestrator
-    from pdtui.headless import LinePrinter
+    from pdtui.faces.headless import LinePrinter
     from pdtui.hosts import make_host
 
     def factory(cfg, on_status=None):
@@ -264,7 +271,7 @@ def _found_config(given: str | None) -> str | None:
     """CONFIG as given, else the one bare ``pdtui`` finds; None (after saying where it looked) when there is none."""
     from pathlib import Path
 
-    from pdtui.discovery import find_config, not_found_message
+    from pdtui.config.discovery import find_config, not_found_message
     if given:
         return given
     found, looked = find_config(os.environ, Path.cwd())
@@ -335,7 +342,7 @@ def _down(args: argparse.Namespace) -> int:
 def _once(deployment, host_factory, args: argparse.Namespace, intent) -> int:
     """``status --once``: judge every service, print the table (or the JSON object), exit 0 only when all are ready."""
     from pdtui.engine.orchestrator import Orchestrator
-    from pdtui.status_table import StatusBoard
+    from pdtui.faces.status_table import StatusBoard
     orchestrator = Orchestrator(deployment, host_factory, smoke=not args.no_smoke, canary=not args.no_canary,
                                 intent=intent)
     board = StatusBoard()
@@ -353,9 +360,9 @@ def _once(deployment, host_factory, args: argparse.Namespace, intent) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from pdtui import demo
     from pdtui.config import ConfigError, parse_duration
     from pdtui.hosts import make_host
+    from pdtui.sim import demo
     from pdtui.sim.commands import router_label
     from pdtui.sim.sandbox import Sandbox
     try:
@@ -407,9 +414,9 @@ def _demo(args: argparse.Namespace) -> int:
 
 def _demo_slurm(args: argparse.Namespace, options) -> int:
     """The demo as Slurm jobs on a private one-node cluster, stopped (its jobs, its daemons) when the demo ends."""
-    from pdtui import demo
     from pdtui.hosts import make_host
-    from pdtui.slurm.cluster import ClusterError, ClusterUnavailable, PrivateCluster
+    from pdtui.sim import demo
+    from pdtui.sim.slurm_cluster import ClusterError, ClusterUnavailable, PrivateCluster
     try:
         cluster = PrivateCluster.start()
     except (ClusterUnavailable, ClusterError) as exc:
@@ -458,7 +465,7 @@ def _bring_up(deployment, host_factory, args: argparse.Namespace, follow_up: str
     orchestrator = Orchestrator(deployment, host_factory, smoke=not args.no_smoke, canary=not args.no_canary,
                                 intent=intent or UP, timing=timing or DEFAULT_TIMING)
     from pdtui.engine.intent import Verb
-    from pdtui.history import HistoryRecorder, history_path, last_ready
+    from pdtui.faces.run_history import HistoryRecorder, history_path, last_ready
     # what this bring-up's phases are compared with: read before it records itself
     baseline = last_ready(history_path(), deployment.name) if orchestrator.intent.verb in (Verb.UP, Verb.RESTART) else {}
     recorder = HistoryRecorder(history_path())
@@ -480,8 +487,8 @@ def _bring_up(deployment, host_factory, args: argparse.Namespace, follow_up: str
 
 
 def _headless(orchestrator, args: argparse.Namespace, baseline=None) -> int:
-    from pdtui.headless import InterruptSummary, JsonPrinter, LinePrinter, UntilDone
-    from pdtui.heap import QuietCollector
+    from pdtui.faces.headless import InterruptSummary, JsonPrinter, LinePrinter, UntilDone
+    from pdtui.support.heap import QuietCollector
     printer = JsonPrinter(logs=args.logs) if args.json else LinePrinter(logs=args.logs, baseline=baseline)
     summary = InterruptSummary()
     orchestrator.subscribe(UntilDone(printer))

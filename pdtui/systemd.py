@@ -45,8 +45,8 @@ class Commands:
     def start(self, unit: str) -> list[str]:
         return self.systemctl("start", unit)
 
-    def enable_now(self, unit: str) -> list[str]:
-        return self.systemctl("enable", "--now", unit)
+    def enable(self, unit: str) -> list[str]:
+        return self.systemctl("enable", unit)
 
     def restart(self, unit: str) -> list[str]:
         return self.systemctl("restart", unit)

@@ -24,12 +24,29 @@ LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1", "0.0.0.0"})
 
 @dataclass
 class InstalledUnit:
-    """The settings of an installed unit that pdtui compares, after every drop-in."""
+    """The settings of an installed unit that pdtui compares, after every drop-in, and what its command line says."""
 
     environment: dict[str, str] = field(default_factory=dict)
     exec_start: list[str] = field(default_factory=list)
     numa_policy: str | None = None
     numa_mask: str | None = None
+
+    def flag(self, name: str) -> str | None:
+        """The value of ``--name VALUE`` or ``--name=VALUE`` on its command line, the last one given."""
+        return flag_value(self.exec_start, name)
+
+    @property
+    def runs_sglang(self) -> bool:
+        """Whether the command is SGLang's server itself (not a wrapper script that may set its flags)."""
+        return runs_sglang(self.exec_start)
+
+    def gpus(self) -> tuple[list[int] | None, str]:
+        """The GPUs it runs on, and how it says so."""
+        return _gpus_of(self)
+
+    def numa(self) -> tuple[str | None, str]:
+        """The NUMA node it is bound to, and how it says so."""
+        return _numa_of(self)
 
 
 @dataclass(frozen=True)
@@ -111,7 +128,7 @@ def _words(exec_start: str) -> list[str]:
     return words
 
 
-def _flag(words: list[str], name: str) -> str | None:
+def flag_value(words: Sequence[str], name: str) -> str | None:
     """The value of ``--name VALUE`` or ``--name=VALUE``, the last one given."""
     value = None
     for index, word in enumerate(words):
@@ -132,7 +149,7 @@ def _gpus_of(unit: InstalledUnit) -> tuple[list[int] | None, str]:
     if visible is not None:
         parts = [p.strip() for p in visible.split(",") if p.strip()]
         return ([int(p) for p in parts] if all(p.isdigit() for p in parts) else None), "CUDA_VISIBLE_DEVICES"
-    base, tp = _flag(words, "--base-gpu-id"), _flag(words, "--tp") or _flag(words, "--tp-size")
+    base, tp = flag_value(words, "--base-gpu-id"), flag_value(words, "--tp") or flag_value(words, "--tp-size")
     if base is not None and base.isdigit() and (tp is None or tp.isdigit()):
         return list(range(int(base), int(base) + int(tp or 1))), "--base-gpu-id and --tp"
     return None, ""
@@ -142,11 +159,11 @@ def _numa_of(unit: InstalledUnit) -> tuple[str | None, str]:
     words = unit.exec_start
     if any(word.rpartition("/")[2] == "numactl" for word in words):
         for name in ("--cpunodebind", "-N", "--membind", "-m"):
-            if (node := _flag(words, name)) is not None:
+            if (node := flag_value(words, name)) is not None:
                 return node, "numactl"
     if unit.numa_policy == "bind" and unit.numa_mask is not None:
         return unit.numa_mask, "NUMAPolicy=bind NUMAMask="
-    if (node := _flag(words, "--numa-node")) is not None:
+    if (node := flag_value(words, "--numa-node")) is not None:
         return node, "--numa-node"
     return None, ""
 
@@ -189,28 +206,28 @@ def _numa_drift(svc: ServiceConfig, unit: InstalledUnit) -> list[Drift]:
 def _server_flags_drift(svc: ServiceConfig, unit: InstalledUnit) -> list[Drift]:
     found = []
     words = unit.exec_start
-    port = _flag(words, "--port")
+    port = flag_value(words, "--port")
     if svc.port is not None and port is None:
         found.append(Drift(svc.name, "note", f"{svc.name}: its unit gives no --port (SGLang's default is 30000); "
                                              f"the config says {svc.port}"))
     elif svc.port is not None and port != str(svc.port):
         found.append(Drift(svc.name, "error", f"{svc.name}: its unit listens on port {port} (--port), the config says {svc.port}"))
-    mode = _flag(words, "--disaggregation-mode")
-    if mode is None and not _runs_sglang(words):
+    mode = flag_value(words, "--disaggregation-mode")
+    if mode is None and not runs_sglang(words):
         found.append(Drift(svc.name, "note", f"{svc.name}: its unit does not say its disaggregation mode (it runs "
                                              f"{words[0]}, not sglang.launch_server); the config says {svc.role}"))
     elif mode != svc.role:
         said = f"runs as --disaggregation-mode {mode}" if mode else "runs without --disaggregation-mode (not PD)"
         found.append(Drift(svc.name, "error", f"{svc.name}: its unit {said}, the config says {svc.role}"))
     if svc.role == "prefill" and svc.bootstrap_port is not None:
-        boot = _flag(words, "--disaggregation-bootstrap-port") or str(DEFAULT_BOOTSTRAP_PORT)
+        boot = flag_value(words, "--disaggregation-bootstrap-port") or str(DEFAULT_BOOTSTRAP_PORT)
         if boot != str(svc.bootstrap_port):
             found.append(Drift(svc.name, "error", f"{svc.name}: its unit's bootstrap server is on port {boot}, "
                                                   f"the config says {svc.bootstrap_port}"))
     return found
 
 
-def _runs_sglang(words: list[str]) -> bool:
+def runs_sglang(words: Sequence[str]) -> bool:
     """Whether the command is SGLang's server itself (not a wrapper script that may set its flags)."""
     return any("launch_server" in word for word in words) or any(
         word.rpartition("/")[2] == "sglang" and nxt == "serve" for word, nxt in zip(words, words[1:], strict=False))
@@ -219,7 +236,7 @@ def _runs_sglang(words: list[str]) -> bool:
 def _router_drift(deployment: Deployment, svc: ServiceConfig, unit: InstalledUnit) -> list[Drift]:
     words = unit.exec_start
     found = []
-    port = _flag(words, "--port")
+    port = flag_value(words, "--port")
     if port is not None and port != str(svc.port):
         found.append(Drift(svc.name, "error", f"{svc.name}: its unit listens on port {port} (--port), the config says {svc.port}"))
     listed = {role: [words[i + 1] for i, w in enumerate(words) if w == f"--{role}" and i + 1 < len(words)]

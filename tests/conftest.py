@@ -25,8 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from pdtui.demo import PORTS_ENV
 from pdtui.sim import realjournal
+from pdtui.sim.demo import PORTS_ENV
 from pdtui.sim.sandbox import Sandbox
 
 pytest_plugins = ["tests.sshd", "tests.conftest_sim", "tests.engine_helpers", "tests.slurm", "tests.systemd_host"]

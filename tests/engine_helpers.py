@@ -7,13 +7,12 @@ import dataclasses
 import pytest
 import yaml
 
-from pdtui import demo
 from pdtui.config import parse_config
 from pdtui.engine.events import Done, StateChanged
 from pdtui.engine.intent import UP
 from pdtui.engine.orchestrator import Orchestrator, Timing
 from pdtui.hosts import make_host
-from pdtui.sim import commands
+from pdtui.sim import commands, demo
 from pdtui.sim.commands import router_argv  # noqa: F401  (used by the tests)
 
 FAST = Timing(poll=0.1, unit_poll=0.5, settle=0.2, log_batch=0.02)

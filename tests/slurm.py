@@ -1,4 +1,4 @@
-"""The private one-node Slurm cluster's pytest fixtures (pdtui/slurm/cluster.py), registered by tests/conftest.py.
+"""The private one-node Slurm cluster's pytest fixtures (pdtui/sim/slurm_cluster.py), registered by tests/conftest.py.
 
 ``slurm_cluster`` starts one cluster for the whole session (its daemons take a
 moment) and stops it by PID at the end; ``slurm`` hands it to one test and
@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from pdtui.slurm.cluster import ClusterError, PrivateCluster, unavailable
+from pdtui.sim.slurm_cluster import ClusterError, PrivateCluster, unavailable
 
 __all__ = ["slurm", "slurm_cluster"]
 

@@ -14,7 +14,7 @@ router (real or the sim's) as units generated from ``launch:`` blocks, which
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,11 +43,6 @@ def systemd_host(tmp_path: Path, ssh_home: SshHome) -> Iterator[container.System
         pytest.skip(f"no real systemd: {reason}")
     host = container.boot(tmp_path / "container")
     try:
-        # Root's bash sources ~/.bashrc for each SSH command, and this machine's runs `pyenv init`: its rehash
-        # waits up to 60 s for a lock any shell of the machine may hold (seen here: a journalctl started a
-        # minute late). Emptied in the container's overlay only: the machine's own file is untouched.
-        emptied = host.run("sh", "-c", ": > /root/.bashrc")
-        assert emptied.returncode == 0, emptied.stderr
         ssh_home.use_key(host.client_key)
         with ssh_home.known_hosts.open("a") as out:
             out.write(host.known_hosts_line)
@@ -57,7 +52,7 @@ def systemd_host(tmp_path: Path, ssh_home: SshHome) -> Iterator[container.System
 
 
 def real_deployment(host: container.SystemdHost, folder: Path, *, router: str = "sim", timeout: str = "30s",
-                    prefill: list[str] = (), decode: list[str] = (), startup: float = 0.4,   # type: ignore[assignment]
+                    prefill: Sequence[str] = (), decode: Sequence[str] = (), startup: float = 0.4,
                     **top: Any) -> Deployment:
     """prefill, decode and a router on the container, each a unit made from its ``launch:`` block.
 
@@ -66,7 +61,7 @@ def real_deployment(host: container.SystemdHost, folder: Path, *, router: str = 
     """
     p, d, r, boot = (free_port() for _ in range(4))
 
-    def worker(extra: list[str]) -> dict:
+    def worker(extra: Sequence[str]) -> dict:
         return {"command": [sys.executable, "-m", "pdtui.sim.worker"], "model": "m", "tp": 1,
                 "args": ["--startup", str(startup), *extra], "env": UNIT_ENV}
 
@@ -79,9 +74,9 @@ def real_deployment(host: container.SystemdHost, folder: Path, *, router: str = 
         "hosts": {"gpu0": {"address": "127.0.0.1", "port": host.port, "user": "root"}},
         "services": {
             "prefill": {"host": "gpu0", "unit": "t-prefill", "role": "prefill", "port": p, "bootstrap_port": boot,
-                        "timeout": timeout, "launch": worker(list(prefill))},
+                        "timeout": timeout, "launch": worker(prefill)},
             "decode": {"host": "gpu0", "unit": "t-decode", "role": "decode", "port": d, "timeout": timeout,
-                       "launch": worker(list(decode))},
+                       "launch": worker(decode)},
             "router": {"host": "gpu0", "unit": "t-router", "role": "router", "port": r, "timeout": timeout,
                        "launch": {**router_launch, "host": "127.0.0.1", "prometheus_port": free_port()}},
         },

@@ -13,10 +13,10 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-from pdtui.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
-from pdtui.history import HistoryError, RunRecord, ServiceRecord, connect, load_runs
-from pdtui.text import inert
-from pdtui.timeline import took
+from pdtui.faces.run_history import HistoryError, RunRecord, ServiceRecord, connect, load_runs
+from pdtui.faces.timeline import took
+from pdtui.support.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+from pdtui.support.text import inert
 
 
 def when(started: float) -> str:

@@ -38,6 +38,15 @@ def parse_duration(value: str | int | float) -> float:
     return seconds
 
 
+def format_duration(seconds: float) -> str:
+    """Seconds as the config would write them: ``6m``, ``1h30m``, ``90s`` is ``1m30s``."""
+    if seconds != int(seconds):
+        return f"{seconds:g}s"
+    hours, rest = divmod(int(seconds), 3600)
+    minutes, secs = divmod(rest, 60)
+    parts = [f"{value}{unit}" for value, unit in ((hours, "h"), (minutes, "m"), (secs, "s")) if value]
+    return "".join(parts) or "0s"
+
 
 def check_text(value: Any, expected: str) -> str:
     if not isinstance(value, str) or not value or not value.isprintable():

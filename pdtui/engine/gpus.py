@@ -18,7 +18,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from pdtui.backoff import Backoff
 from pdtui.config import BACKEND_ROLES
 from pdtui.engine.events import GpuInfo, GpuSample
 from pdtui.hosts.base import Host, HostError
@@ -38,7 +37,8 @@ from pdtui.nvidia_smi import (
     sysfs_bus_id,
     topo_argv,
 )
-from pdtui.text import inert
+from pdtui.support.backoff import Backoff
+from pdtui.support.text import inert
 
 COMMAND_TIMEOUT = 20.0
 BUSY_MIB = 1024

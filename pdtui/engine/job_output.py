@@ -16,10 +16,10 @@ import asyncio
 import time
 from collections.abc import Callable
 
-from pdtui.backoff import Backoff
 from pdtui.engine.journal import BACKOFF_MAX, BACKOFF_START, YIELD_EVERY
 from pdtui.hosts.base import Host, HostError, HostNotFound, HostUnreachable
 from pdtui.slurm.commands import follow
+from pdtui.support.backoff import Backoff
 from pdtui.systemd import JournalEntry
 
 

@@ -21,6 +21,7 @@ import asyncio
 import shlex
 
 from pdtui.config import ServiceConfig
+from pdtui.config.fields import format_duration
 from pdtui.engine.cluster_session import ClusterSession
 from pdtui.engine.events import JobStatus, Notice
 from pdtui.engine.intent import Action
@@ -30,7 +31,6 @@ from pdtui.engine.service_run import Attempt, ServiceRun
 from pdtui.engine.states import JUDGED_STATES, ServiceState
 from pdtui.hosts.base import LOOPBACK_ADDRESS, HostDisconnected, HostError, HostUnreachable
 from pdtui.nvidia_smi import gpu_ranges
-from pdtui.plan import format_duration
 from pdtui.slurm.commands import line_count
 from pdtui.slurm.parse import JobRow, ended_words, first_host, parse_elapsed
 from pdtui.slurm.script import job_of, output_path, render_script

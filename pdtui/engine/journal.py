@@ -20,8 +20,8 @@ import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from pdtui.backoff import Backoff
 from pdtui.hosts.base import Host, HostError, HostNotFound, HostUnreachable
+from pdtui.support.backoff import Backoff
 from pdtui.systemd import Commands, JournalEntry, parse_entry
 
 BACKOFF_START = 0.2

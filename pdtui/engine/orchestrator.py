@@ -23,8 +23,8 @@ from collections.abc import Awaitable, Callable, Collection
 from functools import partial
 from typing import TypeVar
 
-from pdtui.backoff import Backoff
 from pdtui.config import Deployment
+from pdtui.config.fields import format_duration
 from pdtui.engine.cluster_session import ClusterSession
 from pdtui.engine.events import Done, Event, HostStatus, Notice, PlanReady, ServiceInfo, Step, StepChanged, StepStatus
 from pdtui.engine.figures import FiguresWatch
@@ -38,12 +38,12 @@ from pdtui.engine.signatures import signatures_for
 from pdtui.engine.states import FINAL_STATES, SERVING_STATES, ServiceState
 from pdtui.engine.steps import split, step_statuses
 from pdtui.engine.timing import DEFAULT_TIMING, Timing
-from pdtui.exits import EXIT_FAILED, EXIT_OK
 from pdtui.hosts.base import Host, HostError, HostUnreachable
 from pdtui.nvidia_smi import sampler_argv
-from pdtui.plan import format_duration
 from pdtui.slurm.commands import SlurmCommands
 from pdtui.slurm.script import script_path
+from pdtui.support.backoff import Backoff
+from pdtui.support.exits import EXIT_FAILED, EXIT_OK
 from pdtui.systemd import Commands, JournalEntry, parse_cat, unit_processes
 from pdtui.unit_drift import parse_installed, service_drift
 
@@ -456,7 +456,14 @@ class Orchestrator:
     async def _bring_up(self, run: ServiceRun, action: Action, *, wait: bool = True) -> None:
         """Once what ``run`` comes after is ready (when ``wait``), its life; blocked when one of those failed."""
         deps = [self._runs[d] for d in run.cfg.after] if wait else []
-        await self._until(lambda: all(d.state is S.READY for d in deps) or any(d.state in BAD_OUTCOMES for d in deps))
+        looking = asyncio.create_task(run.keep_looking()) if deps and not run.cfg.is_job else None
+        try:
+            await self._until(lambda: all(d.state is S.READY for d in deps) or any(d.state in BAD_OUTCOMES
+                                                                                 for d in deps))
+        finally:
+            if looking is not None:
+                looking.cancel()
+                await asyncio.gather(looking, return_exceptions=True)
         bad = [d for d in deps if d.state in BAD_OUTCOMES] or [d for d in deps if d.state is not S.READY]
         if bad:
             run.transition(S.BLOCKED, f"{bad[0].name} {bad[0].state.value.replace('_', ' ')}")

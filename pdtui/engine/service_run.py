@@ -52,6 +52,9 @@ S = ServiceState
 UNIT_END_MARKERS = ("Main process exited", "Failed with result", "Deactivated successfully", "Stopped ")
 # A host's unit looks take at most about 1/(1 + LOOK_REST) of its time (see ServiceRun.beat).
 LOOK_REST = 4.0
+# A look this many beats old still decides how a unit is started: looks on the beat are a beat apart, plus the
+# time each command takes.
+FRESH_LOOKS = 1.5
 # After ready, health must fail this many checks in a row (over the service's unhealthy_after) to fail it.
 HEALTH_FAILS_IN_A_ROW = 3
 # A Python exception's own line, the last of a traceback: what a warning quotes.
@@ -90,6 +93,7 @@ class Attempt:
     unhealthy_count: int = 0
     phases: PhaseTracker = field(default_factory=PhaseTracker)   # the invocation's start-up phases so far
     batch: Figures | None = None                  # serving: the figures of its latest batch line
+    enabling: asyncio.Task | None = None          # a router's ``systemctl enable``, beside its start-up
 
 
 @dataclass(frozen=True)
@@ -302,8 +306,9 @@ class ServiceRun:
                 await self._attach(props, "already running: attached" if action is Action.START else "attached")
             elif action is Action.ATTACH:
                 self._release_held()
-                if self.active_state == "failed":
-                    self.transition(S.FAILED, self.attempt.unit_problem or f"unit {self.cfg.unit} failed")
+                problem = self._unit_problem(props)
+                if self.active_state == "failed" or _restarting(props):
+                    self.transition(S.FAILED, problem or f"unit {self.cfg.unit} failed")
                 else:
                     self.transition(S.STOPPED, f"unit {self.cfg.unit} {self.active_state or 'inactive'}")
                 return False
@@ -322,19 +327,38 @@ class ServiceRun:
             self._release_held()
             if self.state in (S.PENDING, *JUDGED_STATES):
                 self.transition(S.FAILED, str(exc))
+        except asyncio.CancelledError:
+            enabling = self.attempt.enabling
+            if enabling is not None and not enabling.done():   # a task left to the loop's close may hang there
+                enabling.cancel()
+                await asyncio.gather(enabling, return_exceptions=True)
+            raise
         return False
 
     async def _fresh_look(self) -> Mapping[str, str]:
-        """The unit's properties: the preflight's look when it is this recent (a fleet's thousand backends start
-        right after it), else a new one."""
-        if self._looked is not None and self.w.clock() - self._looked[0] < self.w.timing.unit_poll:
+        """The unit's properties: the preflight's look, or the latest of :meth:`keep_looking`, when it is this
+        recent (a fleet's thousand backends start right after the preflight; a router right after its backends
+        are ready), else a new one."""
+        if self._looked is not None and self.w.clock() - self._looked[0] < FRESH_LOOKS * self.w.timing.unit_poll:
             return self._looked[1]
         props = await self.show()
         self.note_unit(props)
         return props
 
+    async def keep_looking(self) -> None:
+        """While it waits for what it comes after, look at the unit on its host's beat (the same command as the
+        host's other looks): once they are ready it starts at once, no look of its own between their last ready
+        line and its start."""
+        while True:
+            now = self.w.clock()
+            await asyncio.sleep(self.beat(now) - now)
+            try:
+                self.note_unit(await self.show())
+            except HostError:
+                pass      # told by the look its start makes, if it lasts
+
     def _running_invocation(self, props: Mapping[str, str]) -> bool:
-        return self.running and bool(props.get("InvocationID"))
+        return self.running and bool(props.get("InvocationID")) and not _restarting(props)
 
     def _release_held(self) -> None:
         """Nothing will judge what the tail held back for this attempt: show it as it is."""
@@ -373,16 +397,15 @@ class ServiceRun:
         return await self.units.looker.show(self.unit)
 
     async def _start(self, action: Action) -> None:
-        """Start the unit (a router: ``enable --now``), or restart it; then read what its new invocation logged."""
+        """Start the unit, or restart it; then read what its new invocation logged. A router is enabled too,
+        once started and beside its start-up (see :meth:`_enable`)."""
         session = self.units
         commands = session.commands
         restart = action is Action.RESTART and (self.running or not self.cfg.is_router)
         if restart:
             argv, verb = commands.restart(self.unit), "systemctl restart"
-        elif self.cfg.is_router:
-            argv, verb = commands.enable_now(self.unit), "systemctl enable --now"
         else:
-            argv, verb = None, "systemctl start"    # shared with the host's other backends
+            argv, verb = None, "systemctl start"    # shared with the host's other units started at that moment
         assert self.attempt.started_at is not None
         deadline = self.attempt.started_at + self.cfg.timeout
         self.transition(S.STARTING, f"{verb} {self.cfg.unit}")
@@ -402,11 +425,27 @@ class ServiceRun:
             self.transition(S.FAILED, f"{verb} failed: {result.last_words}")
             return
         self.started_by_us = True
+        if self.cfg.is_router and not restart:
+            self.attempt.enabling = asyncio.create_task(self._enable(deadline))
         self.attempt.unit_problem = None     # the look before the start saw the unit stopped, as it was
         props = await self.show()
         self.attempt.invocation = props.get("InvocationID") or None
         self.note_unit(props)
         await self._backfill(read=not tail_live)
+
+    async def _enable(self, deadline: float) -> None:
+        """``systemctl enable``: the router starts again at boot. Not on the way to its start: enabling reloads
+        the manager's configuration (0.2 s here, more on a host with many units), so it runs once the start
+        returned, beside the router's own start-up; a failure is told on its own and leaves the router running."""
+        session = self.units
+        try:
+            result = await session.command(session.commands.enable(self.unit), deadline)
+            problem = None if result.ok else result.last_words
+        except HostError as exc:
+            problem = str(exc)
+        if problem is not None:
+            self.w.emit(Notice("warning", f"could not enable {self.cfg.unit} (it runs, but will not start at boot): "
+                                          f"{problem}", self.name, self.w.elapsed()))
 
     # -- down ----------------------------------------------------------------------
     async def stop(self, *, disable: bool = False) -> None:
@@ -526,6 +565,8 @@ class ServiceRun:
                 last_probe, next_probe = now, now + timing.poll
                 outcome = await self._probe()
                 if outcome is True:
+                    if attempt.enabling is not None:
+                        await attempt.enabling     # ready means enabled too: the outcome never outruns it
                     self.transition(S.READY, "all checks hold")
                     return
                 if isinstance(outcome, Check):
@@ -600,13 +641,21 @@ class ServiceRun:
         pid = props.get("MainPID", "")
         self.main_pid = int(pid) if pid.isdigit() else 0
         self._tell_unit(props)
-        invocation = props.get("InvocationID") or None
+        attempt.unit_problem = self._unit_problem(props) or attempt.unit_problem
+
+    def _unit_problem(self, props: Mapping[str, str]) -> str | None:
+        """Why the unit's current invocation is over, if it is: it failed, stopped, waits to restart or restarted."""
+        unit, invocation, status = self.cfg.unit, props.get("InvocationID") or None, props.get("ExecMainStatus", "?")
         if self.active_state == "failed":
-            attempt.unit_problem = f"unit {self.cfg.unit} failed (exit status {props.get('ExecMainStatus', '?')})"
-        elif self.active_state in ("inactive", "deactivating"):
-            attempt.unit_problem = f"unit {self.cfg.unit} stopped ({self.active_state})"
-        elif attempt.invocation and invocation and invocation != attempt.invocation:
-            attempt.unit_problem = f"unit {self.cfg.unit} restarted (NRestarts={props.get('NRestarts', '?')})"
+            return f"unit {unit} failed (exit status {status})"
+        if self.active_state in ("inactive", "deactivating"):
+            return f"unit {unit} stopped ({self.active_state})"
+        if _restarting(props):
+            return f"unit {unit} ended (exit status {status}); systemd restarts it (auto-restart, " \
+                   f"NRestarts={props.get('NRestarts', '?')})"
+        if self.attempt.invocation and invocation and invocation != self.attempt.invocation:
+            return f"unit {unit} restarted (NRestarts={props.get('NRestarts', '?')})"
+        return None
 
     def _tell_unit(self, props: Mapping[str, str]) -> None:
         """Tell the unit's state when it changed (its uptime counts from systemd's timestamp).
@@ -771,6 +820,11 @@ class ServiceRun:
             if self.w.peers[name].state in SERVING_STATES:
                 self.w.emit(Notice("warning", f"{name} degraded: {self.name} failed after it was ready ({self.reason})",
                                    name, self.w.elapsed()))
+
+
+def _restarting(props: Mapping[str, str]) -> bool:
+    """``activating``/``auto-restart``: the unit's process is gone and ``Restart=`` waits its RestartSec."""
+    return props.get("SubState") == "auto-restart"
 
 
 async def yield_every(count: int, every: int = 200) -> None:

@@ -21,7 +21,6 @@ from typing import Any
 
 import asyncssh
 
-from pdtui.backoff import Backoff
 from pdtui.hosts.base import (
     LOOPBACK_ADDRESS,
     HostDisconnected,
@@ -36,6 +35,7 @@ from pdtui.hosts.base import (
     last_bytes,
     line_batches,
 )
+from pdtui.support.backoff import Backoff
 
 # sshd's MaxSessions is 10 by default; stay below it so one channel can always be opened by hand.
 MAX_SESSIONS = 8

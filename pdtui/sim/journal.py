@@ -355,7 +355,13 @@ class LineEncoder:
             self.exported = []
 
     def encode(self, raw: bytes, priority: int) -> bytes:
-        """One line's entry: a JSON object without its opening brace and stamps (see :meth:`Journal.append_encoded`)."""
+        """One line's entry: a JSON object without its opening brace and stamps (see :meth:`Journal.append_encoded`).
+
+        A line beginning ``<0>`` to ``<7>`` has that priority and loses the prefix, as journald reads a unit's
+        output (SyslogLevelPrefix=yes, the default).
+        """
+        if raw[:1] == b"<" and raw[2:3] == b">" and 48 <= raw[1] <= 55:
+            priority, raw = raw[1] - 48, raw[3:]
         prio = b"%d" % priority
         if self.exported is not None:
             self.exported.append(b"".join((b"PRIORITY=", prio, b"\n", self._x_middle,

@@ -216,6 +216,8 @@ def _grep(args: argparse.Namespace) -> Callable[[dict], bool] | None:
 
     def matches(entry: dict) -> bool:
         message = entry.get("MESSAGE")
+        if isinstance(message, list):       # not printable (ANSI colours, say): journalctl greps its text all the same
+            message = bytes(message).decode("utf-8", errors="replace")
         return isinstance(message, str) and pattern.search(message) is not None
 
     return matches

@@ -4,7 +4,7 @@ pdtui's own cost at scale (a thousand services) is hidden behind anything real:
 processes, SSH and a journal on disk all cost far more than the engine. A
 :class:`MemoryHost` implements the Host protocol (pdtui/hosts/base.py) with no
 process, no socket and no file. It answers the commands the engine sends
-(``systemctl show/start/enable --now/restart/disable --now/cat``, ``journalctl``
+(``systemctl show/start/enable [--now]/restart/disable --now/cat``, ``journalctl``
 for the journal's end and an invocation's history, ``nvidia-smi`` queries and
 sysfs ``cat``), streams ``journalctl -f -o json`` and ``nvidia-smi -lms`` output,
 and serves HTTP on its services' ports through in-memory connections, so the
@@ -467,6 +467,10 @@ class MemoryHost:
                     self._start(self.units[unit], again=verb == "restart")
             errors = "".join(f"Failed to {verb} {unit}: Unit {unit} not found.\n" for unit in unknown)
             return (5 if unknown else 0), "", errors
+        if verb == "enable":     # what starts at boot: the fleet never reboots
+            unknown = [unit for unit in rest if unit not in self.units]
+            return (1 if unknown else 0), "", "".join(f"Failed to enable unit: Unit file {u} does not exist.\n"
+                                                        for u in unknown)
         if verb in ("stop", "disable"):
             for unit in rest:
                 if unit in self.units:

@@ -1,10 +1,13 @@
-"""``python -m pdtui.sim.supervisor --root ROOT UNIT``: what PID 1 does for one run of a unit.
+"""``python -m pdtui.sim.supervisor --root ROOT UNIT``: what PID 1 does for one start of a unit.
 
-``systemctl start`` spawns one detached supervisor per start.  It gives the run
+``systemctl start`` spawns one detached supervisor per start. It gives each run
 a new InvocationID, starts ExecStart in its own process group with stdout and
-stderr captured, turns every line into a journal entry (PRIORITY 6 for stdout,
-3 for stderr), writes systemd's own lines about the unit, keeps
-``ROOT/state/UNIT.json`` current, and ends when its child ends.  SIGTERM means
+stderr on one pipe, as systemd gives both one stream to journald (so a unit's
+lines keep the order it wrote them in), turns every line into a journal entry
+(PRIORITY 6, or a ``<N>`` prefix's level, as journald's SyslogLevelPrefix=),
+writes systemd's own lines about the unit, keeps ``ROOT/state/UNIT.json``
+current, runs the unit again as ``Restart=`` asks (see
+:meth:`Supervisor.hold_off`), and ends with the last run. SIGTERM means
 ``systemctl stop``: SIGTERM to the child's group, SIGKILL after TimeoutStopSec.
 """
 
@@ -12,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import select
 import selectors
 import signal
 import subprocess
@@ -22,7 +26,7 @@ from pathlib import Path
 
 from pdtui.sim.journal import Journal, LineEncoder, pid1_entry
 from pdtui.sim.procs import STOP_SIGNALS, ident
-from pdtui.sim.units import UnitFile, UnitState, UnitStore
+from pdtui.sim.units import UnitFile, UnitState, UnitStore, take_start
 
 CLEAN_SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGPIPE}
 """Signals systemd counts as a clean exit of a service's main process."""
@@ -33,7 +37,7 @@ READ_SIZE = 1 << 16
 
 
 class Supervisor:
-    """One run of one unit, from spawn to the final state."""
+    """The runs of one unit from one start: the first, and those ``Restart=`` makes, to the final state."""
 
     def __init__(self, store: UnitStore, unit: UnitFile, invocation: str | None = None) -> None:
         self.store = store
@@ -42,10 +46,10 @@ class Supervisor:
         self.journal = Journal(store.root, writer_name=f"{unit.name}-{self.invocation}")
         if self.journal.mirrored:
             self.journal.real_writer()     # connected (journal-remote started if none runs) before the child
+        stored = store.read_state(unit.name)     # its starter's counts: NRestarts, the start limit's
         self.state = UnitState(
-            active="activating", sub="start", invocation=self.invocation,
-            n_restarts=store.read_state(unit.name).n_restarts,
-            supervisor=ident(os.getpid()),
+            active="activating", sub="start", invocation=self.invocation, n_restarts=stored.n_restarts,
+            supervisor=ident(os.getpid()), active_enter_us=stored.active_enter_us, start_limit=stored.start_limit,
         )
         self.stopping = False
         self.timed_out = False
@@ -66,14 +70,15 @@ class Supervisor:
         env = {**os.environ, **self.unit.env, "INVOCATION_ID": self.invocation}
         try:
             self.child = subprocess.Popen(
-                self.unit.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                self.unit.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                 cwd=self.unit.workdir, env=env, start_new_session=True,
             )
         except OSError as exc:
             self._exec_failed(exc)
             return False
         now_us = time.time_ns() // 1000
-        self.save(active="active", sub="running", main_pid=self.child.pid, child=ident(self.child.pid), since_us=now_us)
+        self.save(active="active", sub="running", main_pid=self.child.pid, child=ident(self.child.pid), since_us=now_us,
+                  active_enter_us=now_us)
         self.log(f"Started {self.unit.title}.")
         return True
 
@@ -85,7 +90,9 @@ class Supervisor:
         self.log(f"{name}: Failed at step EXEC spawning {self.unit.argv[0]}: {reason}", 3)
         self.log(f"{name}: Main process exited, code=exited, status=203/EXEC", 5)
         self.log(f"{name}: Failed with result 'exit-code'.", 4)
-        self.save(active="failed", sub="failed", exec_main_status=203, result="exit-code", since_us=time.time_ns() // 1000)
+        now_us = time.time_ns() // 1000     # Type=simple: active once forked, so it has an ActiveEnterTimestamp
+        self.save(active="failed", sub="failed", exec_main_status=203, result="exit-code", since_us=now_us,
+                  active_enter_us=now_us)
 
     def run(self, wake_fd: int) -> None:
         """Pump the child's output into the journal until it has exited, then record how.
@@ -93,12 +100,11 @@ class Supervisor:
         ``wake_fd`` is the read end of the signal wakeup pipe: a stop request
         arrives there as the signal number, so the loop sees it as an event.
         """
-        assert self.child is not None and self.child.stdout and self.child.stderr
+        assert self.child is not None and self.child.stdout
         pump = _Pump(self.unit.name, self.invocation, self.child.pid, _comm(self.unit.argv), self.journal.mirrored)
         sel = selectors.DefaultSelector()
-        for stream, priority in ((self.child.stdout, 6), (self.child.stderr, 3)):
-            os.set_blocking(stream.fileno(), False)
-            sel.register(stream.fileno(), selectors.EVENT_READ, priority)
+        os.set_blocking(self.child.stdout.fileno(), False)
+        sel.register(self.child.stdout.fileno(), selectors.EVENT_READ, 6)
         sel.register(wake_fd, selectors.EVENT_READ, "signal")
         exit_fd = _pidfd(self.child.pid)
         if exit_fd is not None:
@@ -109,7 +115,7 @@ class Supervisor:
 
     def _loop(self, sel: selectors.BaseSelector, pump: _Pump, poll_exit: bool) -> None:
         assert self.child is not None
-        open_pipes, exited = 2, False
+        open_pipes, exited = 1, False
         while open_pipes:
             events = sel.select(self._timeout(exited, poll_exit))
             for key, _ in events:
@@ -186,10 +192,56 @@ class Supervisor:
             self.log(f"{name}: Failed with result '{result}'.", 4)
         if self.stopping:
             self.log(f"Stopped {self.unit.title}.")
-        final = "inactive" if clean else "failed"
-        self.save(active=final, sub="dead" if clean else "failed", main_pid=0,
+        restart = not self.stopping and (self.unit.restart == "always" or (self.unit.restart == "on-failure" and not clean))
+        final = ("activating", "auto-restart") if restart else ("inactive", "dead") if clean else ("failed", "failed")
+        self.save(active=final[0], sub=final[1], main_pid=0,
                   exec_main_status=abs(returncode), result="success" if clean else result,
                   since_us=time.time_ns() // 1000)
+
+    def hold_off(self, wake_fd: int) -> bool:
+        """After a run ``Restart=`` restarts (SubState auto-restart): wait RestartSec, then start the unit again as
+        systemd does, in a new invocation with NRestarts counted; True once the new run is up.
+
+        A stop while waiting ends the unit (inactive). When the start limit
+        refuses the restart, the unit fails, keeping the last run's Result (so
+        systemd 252 says ``exit-code``, not ``start-limit-hit``).
+        """
+        if self.state.sub != "auto-restart":
+            return False
+        name, title = self.unit.name, self.unit.title
+        if _stop_requested(wake_fd, self.unit.restart_sec):
+            self.log(f"Stopped {title}.")
+            self.save(active="inactive", sub="dead", result="success", since_us=time.time_ns() // 1000)
+            return False
+        self.save(n_restarts=self.state.n_restarts + 1)
+        self.log(f"{name}: Scheduled restart job, restart counter is at {self.state.n_restarts}.")
+        self.log(f"Stopped {title}.")
+        if not take_start(self.state, self.unit):
+            for message, priority in refused_lines(self.unit, self.state.result):
+                self.log(message, priority)
+            self.save(active="failed", sub="failed")
+            return False
+        self.invocation = uuid.uuid4().hex
+        self.stopping, self.timed_out, self.kill_deadline = False, False, None
+        self.save(active="activating", sub="start", invocation=self.invocation, exec_main_status=0, result="success")
+        return self.spawn()
+
+
+def refused_lines(unit: UnitFile, result: str) -> list[tuple[str, int]]:
+    """What systemd logs (message, priority) when the start limit refuses a start of ``unit``; ``result`` is the
+    Result it is left with."""
+    return [(f"{unit.name}: Start request repeated too quickly.", 4),
+            (f"{unit.name}: Failed with result '{result}'.", 4),
+            (f"Failed to start {unit.title}.", 3)]
+
+
+def _stop_requested(wake_fd: int, seconds: float) -> bool:
+    """Whether a stop signal arrives (on the wakeup pipe) within ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0:
+        if select.select([wake_fd], [], [], left)[0] and any(s in STOP_SIGNALS for s in os.read(wake_fd, 64)):
+            return True
+    return False
 
 
 class _Pump:
@@ -269,8 +321,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         started = supervisor.spawn()
         _notify(args.notify_fd)
-        if started:
+        while started:
             supervisor.run(wake_fd)
+            started = supervisor.hold_off(wake_fd)
     except BaseException:
         if supervisor.child is not None:      # nobody would supervise it: it ends with its supervisor
             _killpg(supervisor.child.pid, signal.SIGKILL)

@@ -1,7 +1,7 @@
 """``python -m pdtui.sim.systemctl [--root ROOT] VERB [UNIT...]``: systemctl for a sandbox.
 
 It speaks like the real one where pdtui reads it: the same exit codes
-(``is-active`` 0/3/4, 5 for an unknown unit on start/stop), the same error
+(``is-active`` 0/3, an unknown unit 3 too; 5 for an unknown unit on start/stop), the same error
 wording, ``show -p`` as KEY=VALUE lines.  ``start`` spawns a detached
 supervisor (``pdtui.sim.supervisor``) and returns once the unit is active, as
 for Type=simple; starting an active unit changes nothing.
@@ -19,7 +19,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from pdtui.sim.procs import ident, terminate, wait_gone
-from pdtui.sim.units import UnitFile, UnitState, UnitStore, unit_name
+from pdtui.sim.units import UnitFile, UnitState, UnitStore, take_start, unit_name
 
 ROOT_ENV = "PDTUI_SIM_ROOT"
 START_TIMEOUT = 30.0
@@ -48,20 +48,31 @@ def package_env() -> dict[str, str]:
 def effective_state(state: UnitState) -> UnitState:
     """The state as it really is: a run whose supervisor vanished (killed, crashed) has failed."""
     if state.active in RUNNING_STATES and not state.running():
-        return UnitState(active="failed", sub="failed", invocation=state.invocation,
-                         exec_main_status=state.exec_main_status, result="signal", since_us=state.since_us,
-                         n_restarts=state.n_restarts, supervisor=state.supervisor, child=state.child)
+        return state.replaced(active="failed", sub="failed", main_pid=0, result="signal")
     return state
 
 
-def start_unit(store: UnitStore, unit: UnitFile) -> None:
-    """Start ``unit`` unless it runs; return once it is active (or has already failed)."""
-    start_units(store, [unit])
+JOB_FAILED = {"exit-code": "the control process exited with error code",
+              "signal": "a fatal signal was delivered to the control process",
+              "core-dump": "a fatal signal was delivered causing the control process to dump core",
+              "timeout": "a timeout was exceeded",
+              "start-limit-hit": "start of the service was attempted too often"}
+"""Why systemctl says a start job failed, by the unit's Result."""
 
 
-def start_units(store: UnitStore, units: list[UnitFile]) -> None:
-    """Start every unit that does not run, side by side as systemd runs start jobs; return once all are up."""
+def start_unit(store: UnitStore, unit: UnitFile, *, restart: bool = False) -> list[tuple[UnitFile, str]]:
+    """Start ``unit`` unless it runs; return once it is active (or has already failed). See :func:`start_units`."""
+    return start_units(store, [unit], restart=restart)
+
+
+def start_units(store: UnitStore, units: list[UnitFile], *, restart: bool = False) -> list[tuple[UnitFile, str]]:
+    """Start every unit that does not run, side by side as systemd runs start jobs; return once all are up.
+
+    Returns the units whose start the start limit refused, each with the Result it is left with. ``restart``:
+    the start of a restart, whose stop did not unload the unit (see below).
+    """
     units = list({unit.name: unit for unit in units}.values())   # a unit named twice is started once
+    refused = []
     with ExitStack() as locks:
         for unit in sorted(units, key=lambda u: u.name):   # one order for every caller: no deadlock
             locks.enter_context(store.lock(unit.name))
@@ -73,8 +84,43 @@ def start_units(store: UnitStore, units: list[UnitFile]) -> None:
             supervisor = state.supervisor_proc()
             if supervisor is not None:
                 wait_gone(supervisor, unit.stop_timeout + 5)
+            state = effective_state(store.read_state(unit.name))
+            if state.active == "inactive" and not restart and not store.is_enabled(unit.name):
+                state.start_limit = None    # systemd unloads an inactive unit nothing refers to, and its start limit
+            if not take_start(state, unit):
+                refused.append((unit, _refuse(store, unit, state)))
+                continue
+            # A manual start counts its NRestarts afresh; written before the supervisor spawns, which reads it.
+            store.write_state(unit.name, state.replaced(n_restarts=0))
             starting.append(_spawn_supervisor(store, unit))
         _wait_up(starting)
+    return refused
+
+
+def _refuse(store: UnitStore, unit: UnitFile, state: UnitState) -> str:
+    """The start limit refused a start: the unit fails as systemd fails it (a Result it had stays); that Result."""
+    from pdtui.sim.journal import Journal, pid1_entry
+    from pdtui.sim.supervisor import refused_lines
+
+    result = state.result if state.result != "success" else "start-limit-hit"
+    store.write_state(unit.name, state.replaced(active="failed", sub="failed", result=result))
+    journal = Journal(store.root)
+    try:
+        journal.append([pid1_entry(unit.name, state.invocation, message, priority)
+                        for message, priority in refused_lines(unit, result)])
+    finally:
+        journal.close()
+    return result
+
+
+def job_failed(name: str, result: str) -> str:
+    """What ``systemctl start`` says on stderr when the start job of ``name`` failed, leaving it with ``result``."""
+    why = JOB_FAILED.get(result)
+    lines = [f"Job for {name} failed because {why}." if why else f"Job for {name} failed.",
+             f'See "systemctl status {name}" and "journalctl -xeu {name}" for details.']
+    if result == "start-limit-hit":
+        lines += [f'To force a start use "systemctl reset-failed {name}"', f'followed by "systemctl start {name}" again.']
+    return "\n".join(lines)
 
 
 def _wait_up(ready_fds: list[int]) -> None:
@@ -117,7 +163,9 @@ def _spawn_supervisor(store: UnitStore, unit: UnitFile) -> int:
         )
         previous = store.read_state(unit.name)
         store.write_state(unit.name, UnitState(active="activating", sub="start", invocation=invocation,
-                                               n_restarts=previous.n_restarts, supervisor=ident(proc.pid)))
+                                               n_restarts=previous.n_restarts, supervisor=ident(proc.pid),
+                                               active_enter_us=previous.active_enter_us,
+                                               start_limit=previous.start_limit))
     except BaseException:
         os.close(ready_r)
         raise
@@ -156,7 +204,7 @@ def show_properties(store: UnitStore, name: str) -> dict[str, str]:
         "ExecMainStatus": str(state.exec_main_status),
         "NRestarts": str(state.n_restarts),
         "InvocationID": state.invocation,
-        "ActiveEnterTimestamp": _timestamp(state.since_us) if state.active in ("active", "reloading", "deactivating") else "",
+        "ActiveEnterTimestamp": _timestamp(state.active_enter_us),
         "UnitFileState": ("enabled" if store.is_enabled(name) else "disabled") if unit else "",
         "FragmentPath": str(store.unit_path(name)) if unit else "",
     }
@@ -177,7 +225,7 @@ def _status_text(store: UnitStore, unit: UnitFile) -> str:
         active += f" since {stamp}; {ago}s ago"
     bullet = "×" if state.active == "failed" else "●"
     lines = [
-        f"{bullet} {unit.name} - {unit.title}",
+        f"{bullet} {unit.name} - {unit.description or unit.name}",
         f"     Loaded: loaded ({props['FragmentPath']}; {props['UnitFileState']}; preset: disabled)",
         f"     Active: {active}",
     ]
@@ -219,8 +267,13 @@ class Systemctl:
         return units
 
     def start(self) -> int:
-        start_units(self.store, self.loadable("start", "Failed to {verb} {unit}: Unit {unit} not found.", 5))
+        self.refused(start_units(self.store, self.loadable("start", "Failed to {verb} {unit}: Unit {unit} not found.", 5)))
         return self.rc
+
+    def refused(self, units: list[tuple[UnitFile, str]]) -> None:
+        """Say so of each start the start limit refused, as systemctl says a start job failed (exit 1)."""
+        for unit, result in units:
+            self.fail(job_failed(unit.name, result), 1)
 
     def stop(self) -> int:
         return self.each("stop", "Failed to {verb} {unit}: Unit {unit} not loaded.", 5,
@@ -229,7 +282,7 @@ class Systemctl:
     def restart(self) -> int:
         def restart(unit: UnitFile) -> None:
             stop_unit(self.store, unit)
-            start_unit(self.store, unit)
+            self.refused(start_unit(self.store, unit, restart=True))
         return self.each("restart", "Failed to {verb} {unit}: Unit {unit} not found.", 5, restart)
 
     def enable(self) -> int:
@@ -248,20 +301,22 @@ class Systemctl:
                     print(f"Created symlink {wants}/{unit.name} → {self.store.unit_path(unit.name)}.", file=sys.stderr)
                 else:
                     print(f'Removed "{wants}/{unit.name}".', file=sys.stderr)
-            if self.args.now:
-                (start_unit if enabled else stop_unit)(self.store, unit)
+            if self.args.now and enabled:
+                self.refused(start_unit(self.store, unit))
+            elif self.args.now:
+                stop_unit(self.store, unit)
         return self.each(verb, "Failed to {verb} unit: Unit file {unit} does not exist.", 1, apply)
 
     def is_active(self) -> int:
-        any_active, unknown = False, False
+        """Each unit's ActiveState; exit 0 when one is active, else 3, an unknown unit too (systemd 252)."""
+        any_active = False
         for name in self.args.units:
             known = self.store.load(name) is not None
-            unknown |= not known
             state = effective_state(self.store.read_state(name)).active if known else "inactive"
             any_active |= state in ("active", "reloading")
             if not self.args.quiet:
                 print(state)
-        return 0 if any_active else (4 if unknown else 3)
+        return 0 if any_active else 3
 
     def is_enabled(self) -> int:
         any_enabled = False
@@ -303,8 +358,10 @@ class Systemctl:
     def reset_failed(self) -> int:
         for name in self.args.units or self.store.names():
             state = effective_state(self.store.read_state(name))
-            if state.active == "failed":
-                state.active, state.sub, state.result = "inactive", "dead", "success"
+            if state.active == "failed" or state.start_limit:     # systemd's reset-failed clears the start limit too
+                if state.active == "failed":
+                    state.active, state.sub, state.result, state.n_restarts = "inactive", "dead", "success", 0
+                state.start_limit = None
                 self.store.write_state(name, state)
         return 0
 
@@ -312,7 +369,8 @@ class Systemctl:
         return 0
 
     def cat(self) -> int:
-        """Each unit's file under a ``# PATH`` line, as systemctl prints it; a missing one said on stderr."""
+        """Each unit's file, then its drop-ins (``NAME.service.d/*.conf``, by name), each under a ``# PATH`` line
+        as systemctl prints them; a missing unit said on stderr."""
         texts, rc = [], 0
         for name in self.args.units:
             path = self.store.unit_path(name)
@@ -321,6 +379,8 @@ class Systemctl:
             except (FileNotFoundError, NotADirectoryError):
                 self.fail(f"No files found for {unit_name(name)}.", 1)
                 rc = 1
+                continue
+            texts += [f"# {conf}\n{conf.read_text()}" for conf in sorted(path.with_name(f"{path.name}.d").glob("*.conf"))]
         if texts:
             sys.stdout.write("\n".join(texts))
         return rc

@@ -42,6 +42,10 @@ HYBRID = ("systemd", "unified")        # the named v1 hierarchy systemd uses, an
 TARGET = "pdtui-test.target"
 SSHD_UNIT = "pdtui-sshd.service"
 CONFIG_DIR = "/etc/pdtui-sshd"
+# Folders this machine's shells write at every start, each given a private empty tmpfs in the container: through
+# the overlay the container's shells would see the machine's own shells' lock files there come and go, and a
+# shell that sees a stale one waits (pyenv's rehash, run by root's ~/.bashrc here, waits 60 s for its lock).
+PRIVATE = ("/root/.pyenv/shims",)
 BOOT_TIMEOUT = 30.0
 STOP_TIMEOUT = 10.0
 # Timers would run the machine's apt, man-db and tmpfiles jobs inside: nothing a test wants beside its units.
@@ -120,15 +124,12 @@ class SystemdHost:
                         _kill(self.pid1)      # never nspawn itself: it removes the overlay when its child ends
                     self.nspawn.wait(STOP_TIMEOUT)
         finally:
-            for cgroup in self.cgroups:
-                _remove_cgroup(cgroup)
-            root = self.folder / "root"
-            if root.exists():
-                root.rmdir()
+            _clean_up(self.folder, self.cgroups)
 
 
-def boot(folder: Path, *, timeout: float = BOOT_TIMEOUT) -> SystemdHost:
-    """Boot a container whose sshd trusts a fresh client key; back once its systemd says ``running``."""
+def boot(folder: Path, *, client_key: asyncssh.SSHKey | None = None, timeout: float = BOOT_TIMEOUT) -> SystemdHost:
+    """Boot a container whose sshd trusts ``client_key`` (default: a fresh one); back once its systemd says
+    ``running``."""
     reason = missing_reason()
     if reason:
         raise RuntimeError(reason)
@@ -136,16 +137,20 @@ def boot(folder: Path, *, timeout: float = BOOT_TIMEOUT) -> SystemdHost:
     name = f"pdtui{os.getpid()}n{next(_names)}"
     port = free_port()
     host_key = asyncssh.generate_private_key("ssh-ed25519")
-    client_key = asyncssh.generate_private_key("ssh-ed25519")
+    client_key = client_key or asyncssh.generate_private_key("ssh-ed25519")
     binds = _files(folder, name, port, host_key, client_key)
     cgroups = tuple(CGROUP / hierarchy / name for hierarchy in HYBRID)
-    for cgroup in cgroups:
-        cgroup.mkdir()
     (folder / "root").mkdir()
-    script = _boot_script(folder / "root", cgroups, name, binds)
-    with (folder / "console.log").open("wb") as console:
-        nspawn = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "bash", "-c", script],
-                                  stdin=subprocess.DEVNULL, stdout=console, stderr=subprocess.STDOUT)
+    try:
+        for cgroup in cgroups:
+            cgroup.mkdir()
+        script = _boot_script(folder / "root", cgroups, name, binds)
+        with (folder / "console.log").open("wb") as console:
+            nspawn = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "bash", "-c", script],
+                                      stdin=subprocess.DEVNULL, stdout=console, stderr=subprocess.STDOUT)
+    except BaseException:
+        _clean_up(folder, cgroups)
+        raise
     host = SystemdHost(name, folder, port, host_key, client_key, nspawn, cgroups=cgroups)
     try:
         host.pid1 = _container_pid1(nspawn, timeout)
@@ -187,6 +192,7 @@ def _boot_script(root: Path, cgroups: tuple[Path, ...], name: str, binds: dict[s
     argv = [NSPAWN, "--quiet", "--register=no", "--keep-unit", "-M", name, "-D", str(root), "--volatile=overlay",
             "--link-journal=no", "--console=read-only", "--resolv-conf=off", "--timezone=off",
             *(f"--bind-ro={source}:{target}" for target, source in binds.items()),
+            *(f"--tmpfs={folder}" for folder in PRIVATE if os.path.isdir(folder)),
             "-b", "--", f"systemd.unit={TARGET}", *(f"systemd.mask={unit}" for unit in MASKED)]
     enter = "; ".join(f"echo $$ > {cgroup}/cgroup.procs" for cgroup in cgroups)
     return f"set -e; mount -o bind,ro / {root}; {enter}; exec {' '.join(map(_shell_word, argv))}"
@@ -241,10 +247,39 @@ def _kill(pid: int) -> None:
         pass
 
 
+def _clean_up(folder: Path, cgroups: tuple[Path, ...]) -> None:
+    for cgroup in cgroups:
+        _remove_cgroup(cgroup)
+    root = folder / "root"
+    if root.exists():
+        root.rmdir()
+
+
 def _remove_cgroup(cgroup: Path) -> None:
-    """Depth first: nspawn leaves ``payload/`` and ``supervisor/`` inside, each empty once the container is gone."""
+    """Depth first: nspawn leaves ``payload/`` and ``supervisor/`` inside, each empty once the container is gone.
+
+    A process still in the subtree (the container did not end cleanly) is one this module started: it is killed,
+    so that no process outlives its container.
+    """
     if not cgroup.exists():
         return
-    for folder in sorted((p for p in cgroup.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
-        folder.rmdir()
-    cgroup.rmdir()
+    folders = sorted((p for p in cgroup.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True)
+    for _ in range(50):
+        try:
+            for each in [*folders, cgroup]:
+                if each.exists():
+                    each.rmdir()
+            return
+        except OSError:
+            for each in [*folders, cgroup]:
+                for pid in _procs(each):
+                    _kill(pid)
+            time.sleep(0.1)
+    raise RuntimeError(f"{cgroup}: processes left in the container's cgroup")
+
+
+def _procs(cgroup: Path) -> list[int]:
+    try:
+        return [int(pid) for pid in (cgroup / "cgroup.procs").read_text().split()]
+    except OSError:
+        return []

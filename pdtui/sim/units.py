@@ -13,7 +13,9 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import shlex
+import time
 from collections import namedtuple
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,6 +24,8 @@ from pathlib import Path
 from pdtui.sim.procs import ProcId
 
 DEFAULT_STOP_TIMEOUT = 3.0
+# systemd's defaults: RestartSec=100ms; DefaultStartLimitBurst=5 per DefaultStartLimitIntervalSec=10s.
+DEFAULT_RESTART_SEC, DEFAULT_START_LIMIT_BURST, DEFAULT_START_LIMIT_INTERVAL = 0.1, 5, 10.0
 
 
 def unit_name(name: str) -> str:
@@ -29,7 +33,9 @@ def unit_name(name: str) -> str:
     return name if "." in name else f"{name}.service"
 
 
-class UnitFile(namedtuple("UnitFile", "name description argv env workdir stop_timeout")):
+class UnitFile(namedtuple("UnitFile", "name description argv env workdir stop_timeout restart restart_sec "
+                                       "start_limit_burst start_limit_interval",
+                           defaults=("no", DEFAULT_RESTART_SEC, DEFAULT_START_LIMIT_BURST, DEFAULT_START_LIMIT_INTERVAL))):
     """What the sim uses of a unit file (a named tuple: no dataclasses import for a short-lived systemctl)."""
 
     __slots__ = ()
@@ -39,11 +45,16 @@ class UnitFile(namedtuple("UnitFile", "name description argv env workdir stop_ti
     env: dict[str, str]
     workdir: str | None
     stop_timeout: float
+    restart: str                    # Restart=: no, on-failure or always
+    restart_sec: float
+    start_limit_burst: int          # at most this many starts...
+    start_limit_interval: float     # ...within this many seconds (0: no limit)
 
     @property
     def title(self) -> str:
-        """How PID-1 lines name the unit ("Started <title>.")."""
-        return self.description or self.name
+        """How PID-1 lines name the unit, as systemd 252 does: ``Started a.service - Its description.``, or
+        ``Started a.service.`` without a description."""
+        return f"{self.name} - {self.description}" if self.description else self.name
 
 
 def parse_unit(name: str, text: str) -> UnitFile:
@@ -65,6 +76,11 @@ def parse_unit(name: str, text: str) -> UnitFile:
         env=env,
         workdir=keys.get(("Service", "WorkingDirectory"), [None])[-1],
         stop_timeout=_seconds(keys.get(("Service", "TimeoutStopSec"), [""])[-1], DEFAULT_STOP_TIMEOUT),
+        restart=keys.get(("Service", "Restart"), ["no"])[-1],
+        restart_sec=_seconds(keys.get(("Service", "RestartSec"), [""])[-1], DEFAULT_RESTART_SEC),
+        start_limit_burst=_count(keys.get(("Unit", "StartLimitBurst"), [""])[-1], DEFAULT_START_LIMIT_BURST),
+        start_limit_interval=_seconds(keys.get(("Unit", "StartLimitIntervalSec"), [""])[-1],
+                                      DEFAULT_START_LIMIT_INTERVAL),
     )
 
 
@@ -85,10 +101,19 @@ def _parse_ini(text: str) -> dict[tuple[str, str], list[str]]:
 
 
 def _seconds(text: str, default: float) -> float:
-    try:
-        return float(text.rstrip("s")) if text else default
-    except ValueError:
+    """A systemd time span (``10``, ``10s``, ``100ms``, ``1min``) in seconds; ``default`` when empty or unread."""
+    match = _SPAN.fullmatch(text.strip())
+    if match is None or not text.strip():
         return default
+    return float(match[1]) * _SPAN_UNITS[match[2]]
+
+
+_SPAN = re.compile(r"(\d+(?:\.\d*)?)\s*(us|ms|s|sec|min|m|h|)")
+_SPAN_UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "sec": 1.0, "": 1.0, "min": 60.0, "m": 60.0, "h": 3600.0}
+
+
+def _count(text: str, default: int) -> int:
+    return int(text) if text.strip().isdigit() else default
 
 
 def render_unit(description: str, argv: list[str], env: dict[str, str] | None, workdir: str | None,
@@ -108,15 +133,24 @@ class UnitState:
     """A unit's runtime state, as ``systemctl show`` reports it (and as its JSON state file holds it)."""
 
     __slots__ = ("active", "sub", "main_pid", "invocation", "exec_main_status", "result", "since_us", "n_restarts",
-                 "supervisor", "child")
+                 "supervisor", "child", "active_enter_us", "start_limit")
 
     def __init__(self, active: str = "inactive", sub: str = "dead", main_pid: int = 0, invocation: str = "",
                  exec_main_status: int = 0, result: str = "success", since_us: int = 0, n_restarts: int = 0,
-                 supervisor: list[int] | None = None, child: list[int] | None = None) -> None:
+                 supervisor: list[int] | None = None, child: list[int] | None = None, active_enter_us: int = 0,
+                 start_limit: list[int] | None = None) -> None:
         self.active, self.sub, self.main_pid, self.invocation = active, sub, main_pid, invocation
         self.exec_main_status, self.result, self.since_us, self.n_restarts = exec_main_status, result, since_us, n_restarts
         self.supervisor = supervisor     # [pid, start ticks]
         self.child = child
+        self.active_enter_us = active_enter_us
+        """When the unit last became active: systemd's ActiveEnterTimestamp, kept once it is stopped or failed."""
+        self.start_limit = start_limit
+        """[when the start limit's window began (µs since the epoch), starts tried in it]; see :func:`take_start`."""
+
+    def replaced(self, **changes: object) -> UnitState:
+        """A copy with ``changes``."""
+        return UnitState(**{**self.as_dict(), **changes})  # type: ignore[arg-type]
 
     def as_dict(self) -> dict[str, object]:
         return {name: getattr(self, name) for name in self.__slots__}
@@ -131,6 +165,20 @@ class UnitState:
         """True while this state's supervisor process is still there."""
         proc = self.supervisor_proc()
         return proc is not None and proc.alive()
+
+
+def take_start(state: UnitState, unit: UnitFile) -> bool:
+    """Count a start against the unit's start limit (StartLimitBurst= starts per StartLimitIntervalSec=); False
+    when it is over and the start is refused. As systemd's, manual starts and Restart='s count alike, and
+    ``reset-failed`` clears it."""
+    if unit.start_limit_burst <= 0 or unit.start_limit_interval <= 0:
+        return True
+    now = time.time_ns() // 1000
+    begin, tried = state.start_limit or (0, 0)
+    if not begin or now - begin > unit.start_limit_interval * 1e6:
+        begin, tried = now, 0
+    state.start_limit = [begin, tried + 1]
+    return tried < unit.start_limit_burst
 
 
 class UnitStore:

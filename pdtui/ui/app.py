@@ -45,9 +45,9 @@ from pdtui.engine.events import (
     UnitStatus,
 )
 from pdtui.engine.states import SERVING_STATES, ServiceState
-from pdtui.exits import EXIT_FAILED, EXIT_INTERRUPTED
-from pdtui.heap import RELEASE_EVERY, QuietCollector
-from pdtui.timeline import slower
+from pdtui.faces.timeline import slower
+from pdtui.support.exits import EXIT_FAILED, EXIT_INTERRUPTED
+from pdtui.support.heap import RELEASE_EVERY, QuietCollector
 from pdtui.ui.bridge import EngineEvent, connect
 from pdtui.ui.filterbar import FilterBar
 from pdtui.ui.format import duration

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pdtui.engine.events import CanaryResult, Figures, GpuInfo, JobStatus, ProbeResult, ServiceInfo, ServingFigures
 from pdtui.engine.states import ServiceState
-from pdtui.text import inert
+from pdtui.support.text import inert
 
 BADGE_LABELS: dict[ServiceState, str] = {
     ServiceState.PENDING: "○ pending",

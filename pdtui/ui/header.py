@@ -8,7 +8,7 @@ from textual.reactive import reactive
 from textual.widget import Widget
 
 from pdtui.engine.events import Done, Step, StepChanged, StepStatus
-from pdtui.text import inert
+from pdtui.support.text import inert
 from pdtui.ui.format import duration
 
 STEP_ICONS: dict[StepStatus, str] = {

@@ -3,7 +3,7 @@
 It is a Line-API scroll view: lines live in a bounded buffer of plain columns, a
 batch is appended in O(1) per line, the view repaints at most every ``PAINT_INTERVAL``,
 only the rows on screen are turned into strips, and strips are
-cached.  Every line is drawn from :func:`pdtui.text.inert` text as plain segments
+cached.  Every line is drawn from :func:`pdtui.support.text.inert` text as plain segments
 (never markup), so a hostile line shows as characters.
 """
 
@@ -27,7 +27,7 @@ from textual.strip import Strip
 from textual.timer import Timer
 
 from pdtui.engine.events import LineKind, LogRecord
-from pdtui.text import inert, make_visible
+from pdtui.support.text import inert, make_visible
 
 PAINT_INTERVAL = 0.05
 """A busy log repaints at most this often (20 times a second): live to the eye, cheap for the loop."""

@@ -21,8 +21,8 @@ from pdtui.engine.events import (
     UnitStatus,
 )
 from pdtui.engine.states import SERVING_STATES, ServiceState
-from pdtui.text import inert
-from pdtui.timeline import finished, slow
+from pdtui.faces.timeline import finished, slow
+from pdtui.support.text import inert
 from pdtui.ui.format import BADGE_LABELS, duration, throughput
 
 THROUGHPUT_SAMPLES = 40   # the sparkline's history: 2 minutes at a sample each 3 s

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pdtui.text import make_visible
+from pdtui.support.text import make_visible
 
 
 def osc9(message: str) -> str:

@@ -11,7 +11,7 @@ from textual.widgets import Sparkline, Static
 
 from pdtui.engine.events import GpuInfo, JobStatus, LogRecord, ServiceInfo
 from pdtui.engine.states import ServiceState
-from pdtui.timeline import phase_bar
+from pdtui.faces.timeline import phase_bar
 from pdtui.ui.format import canary_summary, check_summary, figures_summary, gpu_gauges, placement, service_title
 from pdtui.ui.logview import LogView
 from pdtui.ui.model import ServiceView

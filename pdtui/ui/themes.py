@@ -1,4 +1,4 @@
-"""Themes are the YAML files of ``themes/`` (see pdtui/data.py); ``--theme NAME`` picks ``NAME.yaml``.
+"""Themes are the YAML files of ``themes/`` (see pdtui/support/data.py); ``--theme NAME`` picks ``NAME.yaml``.
 
 Each file holds the keyword arguments of a Textual :class:`~textual.theme.Theme`, which the
 app registers as ``pdtui-NAME``: the colours of Textual's own widgets (footer, input, toasts,
@@ -15,7 +15,7 @@ from typing import Any
 
 from pdtui.config.errors import ConfigError, show, unknown_key
 from pdtui.config.yamlpos import Walker, compose, error_at, read_text
-from pdtui.data import data_dir
+from pdtui.support.data import data_dir
 
 DEFAULT_THEME = "dark"
 SUFFIX = ".yaml"

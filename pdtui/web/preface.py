@@ -17,7 +17,7 @@ from typing import TextIO
 
 
 class Preface(io.StringIO):
-    """A text stream (what :class:`~pdtui.headless.LinePrinter` writes to) that sessions can follow."""
+    """A text stream (what :class:`~pdtui.faces.headless.LinePrinter` writes to) that sessions can follow."""
 
     def __init__(self, echo: TextIO | None = None) -> None:
         super().__init__()

@@ -22,7 +22,7 @@ from typing import Any
 
 from aiohttp import web
 
-from pdtui.exits import EXIT_OK, EXIT_USAGE
+from pdtui.support.exits import EXIT_OK, EXIT_USAGE
 from pdtui.web.options import WebOptions, session_command
 from pdtui.web.preface import Preface
 from pdtui.web.server import WebServer
@@ -41,7 +41,7 @@ def serve_demo(deployment, config: Path, args: argparse.Namespace, options: WebO
     """``pdtui demo --web``: bring the simulated deployment up once, here; every session attaches to it."""
     from pdtui.engine.intent import UP
     from pdtui.engine.orchestrator import Orchestrator
-    from pdtui.headless import LinePrinter
+    from pdtui.faces.headless import LinePrinter
     from pdtui.hosts import make_host
 
     async def bring_up(preface: Preface) -> object:

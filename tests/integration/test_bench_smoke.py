@@ -32,6 +32,7 @@ EXPECTED = {
     "fleet": {"services", "hosts", "bringup_overhead_s", "cpu_s", "engine_cpu_s", "rss_mb", "phases", "target"},
     "attach": {"history_lines", "attach_lines", "runs", "journals"},
     "http_probe": {"pdtui_us_per_request", "httpcore_us_per_request", "ratio"},
+    "real_journald": {"runs", "real", "stand-in"},
 }
 
 

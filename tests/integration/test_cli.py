@@ -88,7 +88,7 @@ def test_config_error_is_one_line_with_position(tmp_path):
 
 
 def test_check_prints_the_plan_of_the_reference_deployment():
-    from pdtui.data import data_dir
+    from pdtui.support.data import data_dir
     reference = data_dir("sample_configs") / "reference.yaml"
     result = pdtui("check", str(reference))
     assert result.returncode == 0, result.stderr
@@ -169,7 +169,7 @@ def test_a_broken_theme_file_is_one_line_before_anything_starts(tmp_path, monkey
 
 
 def test_units_prints_the_reference_units_and_yes_needs_install():
-    from pdtui.data import data_dir
+    from pdtui.support.data import data_dir
     reference = str(data_dir("sample_configs") / "reference.yaml")
     result = pdtui("units", reference)
     assert result.returncode == 0, result.stderr

@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from pdtui import demo
 from pdtui.commands.init import init
 from pdtui.config import load_config
 from pdtui.engine.events import Notice
 from pdtui.engine.orchestrator import Orchestrator
 from pdtui.hosts import make_host
 from pdtui.hosts.local import LocalHost
+from pdtui.sim import demo
 from pdtui.sim.sandbox import Sandbox
 from pdtui.systemd import parse_list_unit_files, parse_list_units
 

@@ -6,8 +6,8 @@ import pytest
 
 from pdtui.commands.history import critical_path, report_text
 from pdtui.engine.events import PhaseStarted
-from pdtui.headless import LinePrinter, to_json
-from pdtui.history import HistoryRecorder, connect, load_runs
+from pdtui.faces.headless import LinePrinter, to_json
+from pdtui.faces.run_history import HistoryRecorder, connect, load_runs
 from pdtui.sim.knobs import GENERATIONS
 from tests.engine_helpers import bring_up, reference
 

@@ -24,7 +24,7 @@ from pdtui.engine.host_session import HostSession
 from pdtui.engine.journal import JournalTail
 from pdtui.engine.orchestrator import Orchestrator
 from pdtui.engine.units import UnitStarter
-from pdtui.headless import JsonPrinter, LinePrinter
+from pdtui.faces.headless import JsonPrinter, LinePrinter
 from pdtui.hosts import make_host
 from pdtui.hosts.base import Result
 from pdtui.sim.sandbox import Sandbox

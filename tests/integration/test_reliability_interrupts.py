@@ -77,7 +77,7 @@ def test_ctrl_c_summary_names_what_was_commanded_while_waiting(tmp_path):
     summary = next(line for line in err.splitlines() if line.startswith("pdtui: interrupted"))
     assert "during wait for readiness" in summary or "during start backends" in summary
     assert "systemctl start sglang-dsv4-prefill" in summary and "systemctl start sglang-dsv4-decode" in summary
-    assert "enable --now sglang-dsv4-router" not in summary
+    assert "systemctl start sglang-dsv4-router" not in summary
 
 
 def test_ctrl_c_with_json_ends_with_one_interrupted_object(tmp_path):

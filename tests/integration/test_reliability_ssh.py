@@ -17,7 +17,7 @@ import subprocess
 
 from pdtui.engine.events import Done, HostStatus, LogLines, Notice, StateChanged
 from pdtui.engine.orchestrator import Orchestrator
-from pdtui.headless import LinePrinter
+from pdtui.faces.headless import LinePrinter
 from pdtui.hosts import make_host
 from pdtui.sim.ports import free_port
 from pdtui.sim.sandbox import Sandbox

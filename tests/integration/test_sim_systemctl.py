@@ -49,7 +49,7 @@ def test_start_makes_unit_active_with_its_child_running(sandbox):
     result = ctl(sandbox, "is-active", "sleeper")
     assert (result.returncode, result.stdout) == (0, "active\n")
     wait_until(lambda: "up" in messages(sandbox, "-u", unit))
-    assert messages(sandbox, "-u", unit)[0] == "Started A sleeper."
+    assert messages(sandbox, "-u", unit)[0] == "Started sleeper.service - A sleeper."
 
 
 def test_starting_an_active_unit_keeps_its_invocation(sandbox):
@@ -70,8 +70,9 @@ def test_stop_ends_the_processes_and_logs_like_systemd(sandbox):
     assert show(sandbox, unit)["ActiveState"] == "inactive" and show(sandbox, unit)["MainPID"] == "0"
     result = ctl(sandbox, "is-active", unit)
     assert (result.returncode, result.stdout) == (3, "inactive\n")
-    assert messages(sandbox, "-u", unit)[-3:] == ["Stopping A sleeper...", "sleeper.service: Deactivated successfully.",
-                                                  "Stopped A sleeper."]
+    assert messages(sandbox, "-u", unit)[-3:] == ["Stopping sleeper.service - A sleeper...",
+                                                  "sleeper.service: Deactivated successfully.",
+                                                  "Stopped sleeper.service - A sleeper."]
 
 
 def test_two_runs_have_different_invocations_and_match_filters_split_them(sandbox):
@@ -98,8 +99,29 @@ def test_failing_process_marks_unit_failed_with_systemd_lines(sandbox):
     assert [e["MESSAGE"] for e in entries][-3:] == [
         "oops", "bad.service: Main process exited, code=exited, status=1/FAILURE",
         "bad.service: Failed with result 'exit-code'."]
-    assert entries[-3]["PRIORITY"] == "3" and entries[-3]["_SYSTEMD_UNIT"] == unit
+    # stderr shares stdout's stream to journald: its lines have the stream's PRIORITY, 6, not 3
+    assert entries[-3]["PRIORITY"] == "6" and entries[-3]["_SYSTEMD_UNIT"] == unit
     assert ctl(sandbox, "is-active", unit).returncode == 3
+
+
+def test_restart_on_failure_restarts_in_new_invocations_until_the_start_limit(sandbox):
+    """What tests/integration/test_systemd_conformance.py compares with a real systemd, where none can boot."""
+    unit = "looper.service"
+    sandbox.store.unit_path(unit).write_text(
+        "[Unit]\nStartLimitIntervalSec=600\nStartLimitBurst=3\n\n[Service]\n"
+        "ExecStart=/bin/sh -c 'echo try; exit 3'\nRestart=on-failure\nRestartSec=0.1\n")
+    assert ctl(sandbox, "start", unit).returncode == 0
+    wait_until(lambda: show(sandbox, unit)["ActiveState"] == "failed")
+    assert {k: show(sandbox, unit)[k] for k in ("NRestarts", "ExecMainStatus")} == {"NRestarts": "3", "ExecMainStatus": "3"}
+    runs = {e["_SYSTEMD_INVOCATION_ID"] for e in journal(sandbox, "-u", unit) if e["_PID"] != "1"}
+    assert len(runs) == 3 and show(sandbox, unit)["InvocationID"] in runs
+    assert messages(sandbox, "-u", unit)[-3:] == ["looper.service: Start request repeated too quickly.",
+                                                  "looper.service: Failed with result 'exit-code'.",
+                                                  "Failed to start looper.service."]
+    refused = ctl(sandbox, "start", unit)
+    assert (refused.returncode, refused.stderr.splitlines()[0]) == (
+        1, "Job for looper.service failed because the control process exited with error code.")
+    assert ctl(sandbox, "reset-failed", unit).returncode == 0 and ctl(sandbox, "start", unit).returncode == 0
 
 
 def test_missing_executable_fails_with_status_203(sandbox):
@@ -121,7 +143,7 @@ def test_unknown_unit_uses_systemctl_wording(sandbox, verb, message, code):
 
 def test_unknown_unit_queries(sandbox):
     result = ctl(sandbox, "is-active", "nope")
-    assert (result.returncode, result.stdout) == (4, "inactive\n")
+    assert (result.returncode, result.stdout) == (3, "inactive\n")     # systemd 252's: 3, not 4 (LSB's "unknown")
     props = show(sandbox, "nope")
     assert props["LoadState"] == "not-found" and props["ActiveState"] == "inactive" and props["InvocationID"] == ""
     assert ctl(sandbox, "status", "nope").returncode == 4
@@ -210,7 +232,7 @@ def test_a_crashing_worker_unit_leaves_its_traceback_in_the_journal(sandbox):
     inv = show(sandbox, unit)["InvocationID"]
     own = journal(sandbox, "-u", unit, f"_SYSTEMD_INVOCATION_ID={inv}")
     oom = next(e for e in own if e["MESSAGE"].startswith("torch.OutOfMemoryError"))
-    assert oom["PRIORITY"] == "3" and own[0]["MESSAGE"].split("] ", 1)[1].startswith("server_args=")
+    assert oom["PRIORITY"] == "6" and own[0]["MESSAGE"].split("] ", 1)[1].startswith("server_args=")
     assert messages(sandbox, "-u", unit)[-1] == "decode.service: Failed with result 'exit-code'."
 
 

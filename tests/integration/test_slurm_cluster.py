@@ -1,4 +1,4 @@
-"""The private one-node Slurm cluster (pdtui/slurm/cluster.py): it runs jobs on the GPUs it names, and stopping
+"""The private one-node Slurm cluster (pdtui/sim/slurm_cluster.py): it runs jobs on the GPUs it names, and stopping
 it leaves no process and no folder behind."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from pdtui.slurm import cluster as cluster_module
-from pdtui.slurm.cluster import ClusterUnavailable, PrivateCluster, holders
+from pdtui.sim import slurm_cluster as cluster_module
+from pdtui.sim.slurm_cluster import ClusterUnavailable, PrivateCluster, holders
 from tests.conftest_sim import gone, wait_until
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import subprocess
 
-from pdtui.slurm.cluster import PrivateCluster
+from pdtui.sim.slurm_cluster import PrivateCluster
 from pdtui.slurm.commands import SlurmCommands
 from pdtui.slurm.parse import JobRow, accounting_off, parse_job, parse_node, parse_sacct, parse_squeue, parse_submitted
 from tests.conftest_sim import wait_until

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from pdtui.cli import main
+from pdtui.sim import slurm_cluster as cluster_module
 from pdtui.sim.procs import terminate
-from pdtui.slurm import cluster as cluster_module
-from pdtui.slurm.cluster import holders
+from pdtui.sim.slurm_cluster import holders
 
 pytestmark = pytest.mark.skipif(bool(cluster_module.unavailable()), reason=cluster_module.unavailable() or "")
 

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import yaml
 
-from pdtui import demo
 from pdtui.config import Deployment, parse_config
 from pdtui.engine.events import JobStatus, StateChanged
 from pdtui.engine.intent import Intent, Verb
-from pdtui.slurm.cluster import PrivateCluster
+from pdtui.sim import demo
+from pdtui.sim.slurm_cluster import PrivateCluster
 from pdtui.slurm.commands import SlurmCommands
 from pdtui.slurm.parse import parse_squeue
 from tests.engine_helpers import bring_up

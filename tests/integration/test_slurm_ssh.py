@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import yaml
 
-from pdtui import demo
 from pdtui.config import parse_config
-from pdtui.slurm.cluster import PrivateCluster
+from pdtui.sim import demo
+from pdtui.sim.slurm_cluster import PrivateCluster
 from tests.engine_helpers import bring_up
 from tests.sshd import trust
 

@@ -13,8 +13,8 @@ from ui_fakes import PREFILL
 from pdtui.config import ConfigError
 from pdtui.engine.events import GpuInfo, LineKind, LogRecord, StateChanged
 from pdtui.engine.states import ServiceState as S
-from pdtui.heap import YOUNG_THRESHOLD, QuietCollector
-from pdtui.text import MAX_LINE_CHARS, inert
+from pdtui.support.heap import YOUNG_THRESHOLD, QuietCollector
+from pdtui.support.text import MAX_LINE_CHARS, inert
 from pdtui.ui import themes
 from pdtui.ui.format import duration, gpu_gauges
 from pdtui.ui.logview import Lines, Row

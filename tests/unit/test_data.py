@@ -2,11 +2,11 @@
 
 from pathlib import Path
 
-from pdtui import data
+from pdtui.support import data
 
 
 def test_a_checkout_finds_them_at_the_top_of_the_repository():
-    top = Path(data.__file__).resolve().parents[1]
+    top = Path(data.__file__).resolve().parents[2]
     assert data.data_dir("themes") == top / "themes" and (top / "themes" / "dark.yaml").is_file()
     assert (data.data_dir("sample_configs") / "reference.yaml").is_file()
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pdtui import demo
+from pdtui.sim import demo
 
 
 def test_the_reference_ports_by_default_and_the_oss_when_asked() -> None:

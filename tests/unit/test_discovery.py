@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from pdtui.discovery import find_config, not_found_message
+from pdtui.config.discovery import find_config, not_found_message
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from pdtui.engine.events import Done, GpuSample, Notice
-from pdtui.headless import UntilDone
+from pdtui.faces.headless import UntilDone
 
 
 def test_nothing_is_printed_after_the_done():
@@ -20,7 +20,7 @@ def test_nothing_is_printed_after_the_done():
 def test_a_canary_is_one_line_headless_and_a_canary_object_in_json():
     from pdtui.engine.events import CanaryResult, StateChanged
     from pdtui.engine.states import ServiceState
-    from pdtui.headless import LinePrinter, to_json
+    from pdtui.faces.headless import LinePrinter, to_json
     failed = CanaryResult("router", False, "HTTP 500: \x1b[2Jno output", 0.012, 40.0)
     assert LinePrinter().format(failed) == "[   40.0s] router     canary: failed: HTTP 500: ␛[2Jno output [12 ms]"
     assert json.loads(to_json(failed)) == {"kind": "canary", "service": "router", "ok": False,

@@ -19,7 +19,7 @@ from pdtui.engine.events import (
     UnitStatus,
 )
 from pdtui.engine.states import ServiceState as S
-from pdtui.history import HistoryRecorder, connect, history_path, load_runs
+from pdtui.faces.run_history import HistoryRecorder, connect, history_path, load_runs
 
 
 def info(name: str, role: str, after: tuple[str, ...] = ()) -> ServiceInfo:
@@ -145,7 +145,7 @@ def test_bad_runs_and_a_missing_history_are_one_line_each(tmp_path, monkeypatch,
 
 
 def test_last_ready_gives_each_services_phases_of_its_newest_ready_run(tmp_path):
-    from pdtui.history import last_ready
+    from pdtui.faces.run_history import last_ready
     path = tmp_path / "history.sqlite3"
     assert last_ready(path, "dsv4") == {} and not path.exists()      # no history: nothing, and no file made
     record(path, a_bring_up())
@@ -162,7 +162,7 @@ def test_last_ready_gives_each_services_phases_of_its_newest_ready_run(tmp_path)
 def test_a_phase_three_times_as_long_as_last_time_is_warned_in_the_headless_lines():
     import io
 
-    from pdtui.headless import LinePrinter
+    from pdtui.faces.headless import LinePrinter
     out = io.StringIO()
     printer = LinePrinter(out, baseline={"decode": {"weights": 13.0, "kv_cache": 3.0}})
     printer(PLAN)

@@ -5,9 +5,9 @@ from collections.abc import Callable
 
 from pdtui import cli
 from pdtui.commands.init import init, machine_name
+from pdtui.commands.init.survey import survey
 from pdtui.config import load_config
 from pdtui.hosts.base import HostError, Result
-from pdtui.survey import survey
 
 COMMANDS = {"systemctl": ["systemctl"], "journalctl": ["journalctl"], "nvidia-smi": ["nvidia-smi"]}
 

@@ -5,12 +5,12 @@ import re
 import pytest
 import yaml
 
+from pdtui.commands.init.draft import Draft, make_draft, split_gpus
+from pdtui.commands.init.draft_yaml import render
+from pdtui.commands.init.survey import FoundUnit, Survey, classify
 from pdtui.config import parse_config
-from pdtui.draft import Draft, make_draft, split_gpus
-from pdtui.draft_yaml import render
 from pdtui.engine.gpus import Inventory
 from pdtui.nvidia_smi import Gpu
-from pdtui.survey import FoundUnit, Survey, classify
 from pdtui.systemd import ListedUnit, parse_list_unit_files, parse_list_units
 from pdtui.unit_drift import parse_installed
 from pdtui.unit_files import render_units
@@ -329,6 +329,6 @@ def test_the_next_steps_name_the_path_written():
 
 @pytest.mark.parametrize("value", ["sglang-prefill", "yes", "8998", "a: b", "#x", "[x]", "/usr/bin/x", "-S", "x,y"])
 def test_names_are_written_so_yaml_reads_them_back_unchanged(value):
-    from pdtui.draft_yaml import _flow, _scalar
+    from pdtui.commands.init.draft_yaml import _flow, _scalar
     assert yaml.safe_load(f"k: {_scalar(value)}") == {"k": value}
     assert yaml.safe_load(f"k: {_flow([value, 'b'])}") == {"k": [value, "b"]}

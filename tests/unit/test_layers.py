@@ -1,4 +1,5 @@
-"""The engine never knows the UI: nothing outside pdtui/ui imports textual."""
+"""The layers: the engine never knows the UI (nothing outside pdtui/ui imports textual), and the product never
+loads the sim (the stand-ins of systemd, SGLang, Slurm and SSH serve ``pdtui demo`` and the tests alone)."""
 
 import ast
 from pathlib import Path
@@ -24,6 +25,32 @@ def imported_modules(path: Path) -> set[str]:
 def test_core_modules_exist():
     rel = {str(p.relative_to(PACKAGE)) for p in CORE}
     assert {"engine/orchestrator.py", "engine/states.py", "config/schema.py", "systemd.py"} <= rel
+
+
+def _sim_imports(node: ast.AST) -> list[ast.AST]:
+    found = []
+    for each in ast.walk(node):
+        if isinstance(each, ast.Import) and any(a.name.startswith("pdtui.sim") for a in each.names):
+            found.append(each)
+        elif isinstance(each, ast.ImportFrom) and each.module and (
+                each.module.startswith("pdtui.sim") or each.module == "pdtui" and any(a.name == "sim" for a in each.names)):
+            found.append(each)
+    return found
+
+
+def test_no_product_module_imports_the_sim():
+    product = [p for p in PACKAGE.rglob("*.py") if p.relative_to(PACKAGE).parts[0] not in ("sim", "cli.py")]
+    offenders = {str(p.relative_to(PACKAGE)) for p in product if _sim_imports(ast.parse(p.read_text()))}
+    assert offenders == set()
+
+
+def test_the_cli_loads_the_sim_only_on_the_demo_path():
+    """``pdtui status`` must not pay for (or depend on) the stand-ins: only ``demo``'s own functions import them."""
+    tree = ast.parse((PACKAGE / "cli.py").read_text())
+    demo_functions = [f for f in tree.body if isinstance(f, ast.FunctionDef) and f.name.startswith("_demo")]
+    allowed = {id(node) for f in demo_functions for node in _sim_imports(f)}
+    others = [node.lineno for node in _sim_imports(tree) if id(node) not in allowed]
+    assert demo_functions and others == []
 
 
 def test_no_core_module_imports_textual():

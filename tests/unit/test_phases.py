@@ -9,8 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pdtui.engine.phases import NAMES, PHASES, PhaseTracker, durations, phase_of
+from pdtui.faces.timeline import phase_bar, took
 from pdtui.sim.wording import WORDINGS
-from pdtui.timeline import phase_bar, took
 
 # SGLang's real start-up lines across releases (the line format and its wording drift; see signatures.py).
 REAL_LINES = {
@@ -94,14 +94,14 @@ def test_lengths_read_short():
 
 
 def test_the_phase_bar_says_how_long_each_phase_took_last_time_and_flags_a_slow_one():
-    from pdtui.timeline import phase_bar
+    from pdtui.faces.timeline import phase_bar
     starts = [("weights", 0.0), ("kv_cache", 41.0), ("cuda_graphs", 44.0), ("ready", 46.0)]
     assert phase_bar(starts, {"weights": 39.0, "kv_cache": 0.5}) == \
         "weights 41s (last 39s) · kv 3.0s (last 0.5s, 6.0×) · graphs 2.0s"
 
 
 def test_a_phase_under_a_second_is_never_slow():
-    from pdtui.timeline import slow
+    from pdtui.faces.timeline import slow
     assert not slow(0.4, 0.1) and slow(1.0, 0.3) and not slow(5.0, None) and not slow(2.9, 1.0)
 
 

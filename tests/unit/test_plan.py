@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from pdtui.config import load_config, parse_config
-from pdtui.plan import format_duration, render_plan
+from pdtui.config.fields import format_duration
+from pdtui.faces.plan import render_plan
 
 REFERENCE = Path(__file__).parents[2] / "sample_configs" / "reference.yaml"
 
@@ -28,7 +29,7 @@ def test_plan_lists_hosts_with_user_and_address(reference_plan: str) -> None:
 def test_plan_gives_the_bring_up_order_by_level(reference_plan: str) -> None:
     lines = reference_plan.splitlines()
     order = lines[lines.index("bring-up order") + 1 : lines.index("bring-up order") + 3]
-    assert order == ["  1. start prefill, decode", "  2. enable --now router, then probe"]
+    assert order == ["  1. start prefill, decode", "  2. start and enable router, then probe"]
 
 
 def test_plan_describes_each_service(reference_plan: str) -> None:
@@ -84,7 +85,7 @@ services:
   r: {host: h, unit: r, role: router, port: 2, after: []}
 """
     )
-    assert "  1. start p; enable --now r, then probe" in render_plan(dep).splitlines()
+    assert "  1. start p; start and enable r, then probe" in render_plan(dep).splitlines()
 
 
 @pytest.mark.parametrize(

@@ -9,9 +9,9 @@ from pathlib import Path
 
 from pdtui.engine.events import Done, JobStatus, PlanReady, ServiceInfo, StateChanged, Step
 from pdtui.engine.states import ServiceState as S
-from pdtui.headless import LinePrinter, to_json
-from pdtui.history import HistoryRecorder, connect, load_runs
-from pdtui.status_table import StatusBoard
+from pdtui.faces.headless import LinePrinter, to_json
+from pdtui.faces.run_history import HistoryRecorder, connect, load_runs
+from pdtui.faces.status_table import StatusBoard
 
 DECODE = ServiceInfo("decode", "decode", "pd-decode", "hpc", (), None, 30002, (), 360.0, job=True)
 PLAN = PlanReady("pd", (DECODE,), tuple(Step))

@@ -5,8 +5,8 @@ from pdtui.systemd import OMITTED, Commands, decode_field, parse_entry, parse_sh
 
 def test_commands_apply_wrappers_and_sudo():
     commands = Commands(("docker", "exec", "box", "systemctl"), ("journalctl",), sudo=True)
-    assert commands.enable_now("r.service") == ["sudo", "-n", "docker", "exec", "box", "systemctl",
-                                                "enable", "--now", "r.service"]
+    assert commands.enable("r.service") == ["sudo", "-n", "docker", "exec", "box", "systemctl",
+                                            "enable", "r.service"]
     assert commands.is_active("x.service") == ["sudo", "-n", "docker", "exec", "box", "systemctl",
                                                "is-active", "x.service"]
 

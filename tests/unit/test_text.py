@@ -1,4 +1,4 @@
-from pdtui.text import MAX_LINE_CHARS, inert
+from pdtui.support.text import MAX_LINE_CHARS, inert
 
 
 def test_colour_codes_are_dropped():

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pdtui.config import load_config
-from pdtui.data import data_dir
+from pdtui.support.data import data_dir
 from pdtui.unit_drift import _split, parse_installed, service_drift
 from pdtui.unit_files import render_units
 

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from pdtui.config import load_config, parse_config
-from pdtui.data import data_dir
+from pdtui.support.data import data_dir
 from pdtui.unit_files import render_units
 
 REFERENCE = data_dir("sample_configs") / "reference.yaml"

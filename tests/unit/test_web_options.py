@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from pdtui.cli import _parser, main
-from pdtui.exits import EXIT_USAGE
+from pdtui.support.exits import EXIT_USAGE
 from pdtui.web.options import ACT, LOOPBACK, REFUSED, WATCH, WebOptions, is_loopback, refusal, session_command, web_options
 
 

@@ -33,8 +33,8 @@ from pdtui.engine.events import (
     UnitStatus,
 )
 from pdtui.engine.states import ServiceState
-from pdtui.text import inert
-from pdtui.timeline import finished, slow, slower
+from pdtui.faces.timeline import finished, slow, slower
+from pdtui.support.text import inert
 
 KINDS = {PlanReady: "plan", StepChanged: "step", StateChanged: "state", LogLines: "log", PhaseStarted: "phase",
          ProbeResult: "probe", CanaryResult: "canary", ServingFigures: "figures", UnitStatus: "unit", JobStatus: "job",

@@ -10,8 +10,9 @@ from __future__ import annotations
 import shlex
 
 from pdtui.config import COMMANDS, ClusterConfig, Deployment, HostConfig, ServiceConfig
+from pdtui.config.fields import format_duration
 from pdtui.nvidia_smi import gpu_ranges
-from pdtui.text import inert
+from pdtui.support.text import inert
 
 
 def render_plan(dep: Deployment) -> str:
@@ -69,10 +70,10 @@ def _cluster_lines(cluster: ClusterConfig, width: int) -> list[str]:
 
 
 def _level_actions(dep: Deployment, level: list[str]) -> str:
-    """Backends are started (a job submitted); a router is enabled (it must survive a reboot), or submitted
-    once its backends' nodes are known, and then probed."""
+    """Backends are started (a job submitted); a router is started, then enabled (it must survive a reboot), or
+    submitted once its backends' nodes are known, and then probed."""
     actions = []
-    for routers, unit_verb in ((False, "start"), (True, "enable --now")):
+    for routers, unit_verb in ((False, "start"), (True, "start and enable")):
         names = [name for name in level if dep.services[name].is_router is routers]
         jobs = [name for name in names if dep.services[name].is_job]
         for verb, group in ((unit_verb, [name for name in names if name not in jobs]), ("submit", jobs)):
@@ -131,14 +132,5 @@ def _readiness(svc: ServiceConfig) -> str:
                       "one chat completion through the router")
     return ", ".join(checks) or "started (no readiness checks)"
 
-
-def format_duration(seconds: float) -> str:
-    """Seconds as the config would write them: ``6m``, ``1h30m``, ``90s`` is ``1m30s``."""
-    if seconds != int(seconds):
-        return f"{seconds:g}s"
-    hours, rest = divmod(int(seconds), 3600)
-    minutes, secs = divmod(rest, 60)
-    parts = [f"{value}{unit}" for value, unit in ((hours, "h"), (minutes, "m"), (secs, "s")) if value]
-    return "".join(parts) or "0s"
 
 

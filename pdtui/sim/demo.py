@@ -14,7 +14,7 @@ from the start (:mod:`pdtui.sim.load`, which waits for the router by itself), so
 there are live serving figures to watch. The sandbox stops it with the units.
 
 ``--slurm``: the same three as jobs on a private one-node Slurm cluster of
-this machine (pdtui/slurm/cluster.py): prefill and decode each get four of its
+this machine (pdtui/sim/slurm_cluster.py): prefill and decode each get four of its
 eight GPUs from Slurm, the router is submitted once both are ready.
 """
 
@@ -34,8 +34,8 @@ from pdtui.sim.commands import REAL_ROUTERS, SIM_ROUTER, default_router, sim_pyt
 from pdtui.sim.knobs import DEFAULT_GENERATION, DEFAULT_MODEL, FAIL_MODES
 from pdtui.sim.ports import free_port
 from pdtui.sim.sandbox import Sandbox
+from pdtui.sim.slurm_cluster import PrivateCluster
 from pdtui.sim.systemctl import package_env
-from pdtui.slurm.cluster import PrivateCluster
 from pdtui.unit_files import render_units
 
 BACKENDS = ("prefill", "decode")

@@ -1,4 +1,4 @@
-"""A :class:`~pdtui.draft.Draft` as a commented ``pdtui.yaml``.
+"""A :class:`~pdtui.commands.init.draft.Draft` as a commented ``pdtui.yaml``.
 
 The file is a newcomer's first contact with the config, so every section says
 what it is for and every key what it means, and the keys worth knowing that
@@ -17,8 +17,8 @@ from collections.abc import Iterable
 
 import yaml
 
-from pdtui.draft import BACKENDS, DEFAULT_COMMANDS, Draft, ServiceDraft
-from pdtui.survey import FoundUnit
+from pdtui.commands.init.draft import BACKENDS, DEFAULT_COMMANDS, Draft, ServiceDraft
+from pdtui.commands.init.survey import FoundUnit
 
 WIDTH = 100
 COMMENT_COLUMN = 36

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pdtui.engine.gpus import Inventory, inventory
 from pdtui.hosts.base import Host, HostError, Result
 from pdtui.systemd import Commands, ListedUnit, parse_cat, parse_list_unit_files, parse_list_units
-from pdtui.unit_drift import InstalledUnit, _flag, _gpus_of, _numa_of, _runs_sglang, parse_installed
+from pdtui.unit_drift import InstalledUnit, flag_value, parse_installed, runs_sglang
 
 COMMAND_TIMEOUT = 30.0
 ROUTER_MODULES = frozenset({"sglang_router.launch_router", "smg.launch_router"})
@@ -109,12 +109,12 @@ async def _run(host: Host, argv: list[str]) -> Result | str:
 def classify(name: str, unit: InstalledUnit | None, active: str = "") -> FoundUnit | None:
     """``name`` as an SGLang unit, or None when neither its name nor its command line is SGLang's."""
     words = unit.exec_start if unit else []
-    server, router = _runs_sglang(words), runs_router(words)
+    server, router = runs_sglang(words), runs_router(words)
     if "sglang" not in name.lower() and not server and not router:
         return None
     role, why = _role(name, words, router)
-    gpus = _gpus_of(unit)[0] if unit else None
-    numa = _numa_of(unit)[0] if unit else None
+    gpus = unit.gpus()[0] if unit else None
+    numa = unit.numa()[0] if unit else None
     return FoundUnit(name, role, why, active, server, _port(words, "--port"),
                      _port(words, "--disaggregation-bootstrap-port"),
                      tuple(gpus) if gpus is not None else None, int(numa) if numa and numa.isdigit() else None)
@@ -127,7 +127,7 @@ def runs_router(words: Sequence[str]) -> bool:
 
 def _role(name: str, words: list[str], router: bool) -> tuple[str | None, str]:
     """The unit's PD role and how it was told: its command line first, then its name."""
-    mode = _flag(words, "--disaggregation-mode")
+    mode = flag_value(words, "--disaggregation-mode")
     if mode in ("prefill", "decode"):
         return mode, f"runs --disaggregation-mode {mode}"
     if router or "--pd-disaggregation" in words:
@@ -135,11 +135,11 @@ def _role(name: str, words: list[str], router: bool) -> tuple[str | None, str]:
     hint = next((hint for hint in NAME_HINTS if hint in name.lower()), None)
     if hint is not None:
         return hint, f"its name says {hint}"
-    if _runs_sglang(words):
+    if runs_sglang(words):
         return None, "runs SGLang without --disaggregation-mode (not PD)"
     return None, "its name says sglang, its command line no PD role"
 
 
 def _port(words: list[str], flag: str) -> int | None:
-    value = _flag(words, flag)
+    value = flag_value(words, flag)
     return int(value) if value is not None and value.isdigit() and 0 < int(value) < 65536 else None

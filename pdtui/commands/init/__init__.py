@@ -2,7 +2,7 @@
 
 It looks at the machine the way the preflight does (nvidia-smi's GPUs and
 their NUMA nodes, the SGLang units systemd knows), makes a config of what is
-there (see :mod:`pdtui.draft`), checks that the config loads, and writes it.
+there (see :mod:`pdtui.commands.init.draft`), checks that the config loads, and writes it.
 An existing file is never replaced: someone's edited config is worth more than
 a fresh draft.
 
@@ -20,13 +20,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TextIO
 
+from pdtui.commands.init.draft import DEFAULT_COMMANDS, Draft, ServiceDraft, make_draft
+from pdtui.commands.init.draft_yaml import render
+from pdtui.commands.init.survey import survey
 from pdtui.config import ConfigError, parse_config
-from pdtui.draft import DEFAULT_COMMANDS, Draft, ServiceDraft, make_draft
-from pdtui.draft_yaml import render
-from pdtui.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from pdtui.hosts.base import Host
 from pdtui.nvidia_smi import gpu_ranges
-from pdtui.survey import survey
+from pdtui.support.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 
 _NAME_CHARS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-"
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+from pdtui.config.fields import format_duration
 from pdtui.engine.events import (
     Done,
     Event,
@@ -25,8 +26,7 @@ from pdtui.engine.events import (
 )
 from pdtui.engine.states import ServiceState
 from pdtui.nvidia_smi import gpu_ranges
-from pdtui.plan import format_duration
-from pdtui.text import inert
+from pdtui.support.text import inert
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """From a machine's survey to the services of a first config: which unit, GPUs, NUMA node and port each gets.
 
-Pure decisions, written down by :mod:`pdtui.draft_yaml`. What an installed unit
+Pure decisions, written down by :mod:`pdtui.commands.init.draft_yaml`. What an installed unit
 says wins over a default, so ``pdtui check --probe`` finds no drift in a config
 made from it: its GPUs, NUMA binding and ports are taken as they are. The rest
 follows the reference split: prefill on the first NUMA node's GPUs, decode on
@@ -16,10 +16,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from pdtui.commands.init.survey import FoundUnit, Survey
 from pdtui.config import COMMANDS
 from pdtui.engine.gpus import Inventory
 from pdtui.nvidia_smi import gpu_ranges
-from pdtui.survey import FoundUnit, Survey
 
 SERVICES = ("prefill", "decode", "router")      # each is its role, too
 BACKENDS = ("prefill", "decode")
