@@ -162,3 +162,27 @@ def _kill_group(proc: subprocess.Popen[str]) -> None:
 
 
 __all__ = ["Procs", "free_port", "gone", "procs", "fetch", "read_until", "status", "wait_until", "worker_argv"]
+
+
+def pdtui_until(args: list[str], marker: str, sig: int = signal.SIGINT, wait: float = 60.0) -> tuple[int, str, str]:
+    """``python -m pdtui ARGS``, sent ``sig`` (SIGINT as Ctrl-C does) to its process group once ``marker`` is
+    printed; its exit status, everything it printed on stdout, and its stderr. Killed if it outlives ``wait``."""
+    proc = subprocess.Popen([sys.executable, "-m", "pdtui", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True, stdin=subprocess.DEVNULL)
+    watchdog = threading.Timer(wait, lambda: os.killpg(proc.pid, signal.SIGKILL))
+    watchdog.start()
+    try:
+        seen = []
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            seen.append(line)
+            if marker in line:
+                os.killpg(proc.pid, sig)
+                break
+        out, err = proc.communicate(timeout=wait)
+    finally:
+        watchdog.cancel()
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    return proc.returncode, "".join(seen) + out, err

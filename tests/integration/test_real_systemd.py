@@ -11,10 +11,8 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -25,6 +23,7 @@ from pdtui.config import Deployment
 from pdtui.engine.events import Notice
 from pdtui.hosts import make_host
 from pdtui.sim.systemd_host import SystemdHost
+from tests.conftest_sim import pdtui_until
 from tests.engine_helpers import bring_up
 from tests.systemd_host import install, real_deployment
 
@@ -231,7 +230,7 @@ async def test_ctrl_c_during_each_step_exits_130_and_leaves_nothing_of_pdtui_on_
         systemd_host, tmp_path, step):
     deployment = real_deployment(systemd_host, tmp_path, startup=2.0)
     await install(deployment)
-    code, out, err = _interrupt_at(deployment.source, f"▶ {step}")
+    code, out, err = pdtui_until(["up", deployment.source, "--headless"], f"▶ {step}", wait=WAIT)
     assert code == 130, out + err
     assert "Traceback" not in err
     summary = next(line for line in err.splitlines() if line.startswith("pdtui: interrupted"))
@@ -241,29 +240,6 @@ async def test_ctrl_c_during_each_step_exits_130_and_leaves_nothing_of_pdtui_on_
     started = [name for name, unit in UNITS.items() if show(systemd_host, unit, "InvocationID")["InvocationID"]]
     for name in started:   # what was started is left running, and said so
         assert UNITS[name] in summary, (name, summary)
-
-
-def _interrupt_at(config: str, marker: str) -> tuple[int, str, str]:
-    """``pdtui up --headless``, sent SIGINT (as Ctrl-C does) once ``marker`` is printed."""
-    proc = subprocess.Popen([sys.executable, "-m", "pdtui", "up", config, "--headless"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True, stdin=subprocess.DEVNULL)
-    watchdog = threading.Timer(WAIT, lambda: os.killpg(proc.pid, signal.SIGKILL))
-    watchdog.start()
-    try:
-        seen = []
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            seen.append(line)
-            if marker in line:
-                os.killpg(proc.pid, signal.SIGINT)
-                break
-        out, err = proc.communicate(timeout=WAIT)
-    finally:
-        watchdog.cancel()
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    return proc.returncode, "".join(seen) + out, err
 
 
 def _until(check, timeout: float = 20.0) -> None:

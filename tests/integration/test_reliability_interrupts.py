@@ -12,12 +12,11 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
 
-from tests.conftest_sim import assert_nothing_left
+from tests.conftest_sim import assert_nothing_left, pdtui_until
 
 STEPS = ["preflight", "start backends", "wait for readiness", "start router", "probe router"]
 WAIT = 60
@@ -25,25 +24,7 @@ WAIT = 60
 
 def run_demo_until(sandbox: Path, marker: str, *extra: str, sig: int = signal.SIGINT) -> tuple[int, str, str]:
     """Start the demo, send ``sig`` (SIGINT as Ctrl-C does) to its process group once ``marker`` is printed."""
-    proc = subprocess.Popen([sys.executable, "-m", "pdtui", "demo", "--startup", "2", "--sandbox", str(sandbox),
-                             *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
-    watchdog = threading.Timer(WAIT, lambda: os.killpg(proc.pid, signal.SIGKILL))
-    watchdog.start()
-    try:
-        seen = []
-        for line in proc.stdout:
-            seen.append(line)
-            if marker in line:
-                os.killpg(proc.pid, sig)
-                break
-        out, err = proc.communicate(timeout=WAIT)
-    finally:
-        watchdog.cancel()
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    return proc.returncode, "".join(seen) + out, err
+    return pdtui_until(["demo", "--startup", "2", "--sandbox", str(sandbox), *extra], marker, sig, WAIT)
 
 
 def assert_files_whole(sandbox: Path) -> None:
