@@ -42,6 +42,7 @@ HYBRID = ("systemd", "unified")        # the named v1 hierarchy systemd uses, an
 TARGET = "pdtui-test.target"
 SSHD_UNIT = "pdtui-sshd.service"
 CONFIG_DIR = "/etc/pdtui-sshd"
+SOURCE = Path(__file__).resolve().parents[2]     # the folder pdtui is imported from
 # Folders this machine's shells write at every start, each given a private empty tmpfs in the container: through
 # the overlay the container's shells would see the machine's own shells' lock files there come and go, and a
 # shell that sees a stale one waits (pyenv's rehash, run by root's ~/.bashrc here, waits 60 s for its lock).
@@ -184,7 +185,10 @@ def _files(folder: Path, name: str, port: int, host_key: asyncssh.SSHKey,
     (folder / "hostname").write_text(name + "\n")
     return {CONFIG_DIR: config, "/etc/machine-id": folder / "machine-id", "/etc/hostname": folder / "hostname",
             f"/etc/systemd/system/{SSHD_UNIT}": folder / SSHD_UNIT,
-            f"/etc/systemd/system/{TARGET}": folder / TARGET}
+            f"/etc/systemd/system/{TARGET}": folder / TARGET,
+            # pdtui's own checkout, at its own path: the sim's programs the units run import it from there, and
+            # the container's /tmp is its own (a checkout under the machine's /tmp would not be seen)
+            str(SOURCE): SOURCE}
 
 
 def _boot_script(root: Path, cgroups: tuple[Path, ...], name: str, binds: dict[str, Path]) -> str:
