@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import AsyncIterator
 
 import pytest
 import yaml
@@ -89,3 +90,18 @@ def sim_deployment(sandbox, services: dict[str, tuple[list[str], dict]], name: s
         unit = sandbox.add_unit(f"t-{service}", argv)
         config["services"][service] = {"host": "sim", "unit": unit, **fields}
     return parse_config(yaml.safe_dump(config, sort_keys=False), f"{sandbox.root}/test.yaml")
+
+
+class ScriptedLines:
+    """A stream as a Host's ``stream`` yields it (the Lines protocol), playing given batches of raw lines, then
+    ending with ``exit_status`` and ``stderr``."""
+
+    def __init__(self, batches: list[list[bytes]], exit_status: int = 0, stderr: str = "") -> None:
+        self._batches, self.exit_status, self.stderr = batches, exit_status, stderr
+
+    async def _each(self) -> AsyncIterator[list[bytes]]:
+        for batch in self._batches:
+            yield batch
+
+    def batches(self) -> AsyncIterator[list[bytes]]:
+        return self._each()

@@ -10,20 +10,7 @@ from contextlib import asynccontextmanager
 from pdtui.engine.job_output import JobOutput
 from pdtui.hosts.base import HostDisconnected
 from pdtui.systemd import JournalEntry
-
-
-class _Lines:
-    def __init__(self, batches: list[list[bytes]]) -> None:
-        self._batches = batches
-        self.exit_status = 0
-        self.stderr = ""
-
-    async def _each(self) -> AsyncIterator[list[bytes]]:
-        for batch in self._batches:
-            yield batch
-
-    def batches(self) -> AsyncIterator[list[bytes]]:
-        return self._each()
+from tests.engine_helpers import ScriptedLines
 
 
 class _Host:
@@ -36,12 +23,12 @@ class _Host:
         self.argvs: list[list[str]] = []
 
     @asynccontextmanager
-    async def stream(self, argv: list[str]) -> AsyncIterator[_Lines]:
+    async def stream(self, argv: list[str]) -> AsyncIterator[ScriptedLines]:
         self.argvs.append(list(argv))
         if not self.streams:
             await asyncio.Event().wait()          # nothing more: a tail that waits for lines
         batches = self.streams.pop(0)
-        yield _Lines(batches)
+        yield ScriptedLines(batches)
         if len(self.argvs) == 1:
             raise HostDisconnected("login: connection lost")
 

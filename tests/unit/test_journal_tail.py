@@ -17,23 +17,12 @@ from contextlib import asynccontextmanager
 from pdtui.engine.journal import RECENT, JournalTail
 from pdtui.hosts.base import HostError, Result
 from pdtui.systemd import Commands, JournalEntry
+from tests.engine_helpers import ScriptedLines
 
 
 def line(cursor: str, stamp: int, message: str = "m") -> bytes:
     return json.dumps({"__CURSOR": cursor, "__REALTIME_TIMESTAMP": str(stamp), "MESSAGE": message,
                        "_SYSTEMD_UNIT": "a.service", "_PID": "7"}).encode()
-
-
-class _Lines:
-    def __init__(self, batches: list[list[bytes]], exit_status: int, stderr: str) -> None:
-        self._batches, self.exit_status, self.stderr = batches, exit_status, stderr
-
-    async def _each(self) -> AsyncIterator[list[bytes]]:
-        for batch in self._batches:
-            yield batch
-
-    def batches(self) -> AsyncIterator[list[bytes]]:
-        return self._each()
 
 
 class _Host:
@@ -55,11 +44,11 @@ class _Host:
         return self.newest
 
     @asynccontextmanager
-    async def stream(self, argv: list[str]) -> AsyncIterator[_Lines]:
+    async def stream(self, argv: list[str]) -> AsyncIterator[ScriptedLines]:
         self.argvs.append(list(argv))
         if not self.streams:
             await asyncio.Event().wait()
-        yield _Lines(*self.streams.pop(0))
+        yield ScriptedLines(*self.streams.pop(0))
 
 
 async def follow(host: _Host, count: int) -> tuple[JournalTail, list[JournalEntry], list[float | None]]:
