@@ -80,6 +80,7 @@ class Attempt:
     failure_at: float | None = None
     unit_problem: str | None = None
     unit_dirty: bool = False
+    end_logged: asyncio.Event = field(default_factory=asyncio.Event)   # systemd logged the invocation's end
     last_checks: dict[str, tuple[bool, str]] = field(default_factory=dict)
     router_probe: RouterProbe | None = None
     next_unit_check: float = 0.0
@@ -228,6 +229,7 @@ class ServiceRun:
             kind = LineKind.SYSTEM
             if current and any(m in message for m in UNIT_END_MARKERS):
                 attempt.unit_dirty = True
+                attempt.end_logged.set()
                 self.wake.set()
         elif current and self.state in JUDGED_STATES:
             kind, signature = self.judge.judge(message, entry.priority)
@@ -592,8 +594,23 @@ class ServiceRun:
             attempt.next_unit_check = self.beat(now)
             await self._check_unit()
         if attempt.unit_problem and not attempt.failure:
+            await self._last_lines()
+            if attempt.failure:
+                return None          # its last lines said why: that line's settle decides
             return attempt.unit_problem, attempt.warning
         return None
+
+    async def _last_lines(self) -> None:
+        """The unit is over: let its last lines in before saying why from its state alone.
+
+        journald hands lines to the tail up to 0.4 s after they were written
+        (more on a loaded host), so a look can see a unit dead before its
+        traceback has come. systemd's own line on its end comes after them:
+        wait for it, at most ``timing.last_lines``.
+        """
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self.w.timing.last_lines):
+                await self.attempt.end_logged.wait()
 
     def beat(self, now: float) -> float:
         """The next moment the unit is looked at: every service on the same beat, so a host's looks share a command.

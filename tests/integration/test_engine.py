@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import subprocess
 
 from pdtui.engine.events import Done, LineKind, LogLines, Notice, ProbeResult, Step, StepChanged, StepStatus
@@ -55,6 +56,52 @@ async def test_ready_line_after_failed_pd_warmup_is_not_ready(sandbox):
                    if "fired up and ready" in r.text]
     assert ready_lines, "the sim printed its ready line anyway"
     assert rec.states("router") == ["blocked"]
+
+
+class LateLines:
+    """A journal follower whose lines come ``delay`` seconds late, as a real journald hands them over."""
+
+    def __init__(self, lines, delay: float) -> None:
+        self._lines, self._delay = lines, delay
+
+    async def _late(self):
+        async for batch in self._lines.batches():
+            await asyncio.sleep(self._delay)
+            yield batch
+
+    def batches(self):
+        return self._late()
+
+    def __getattr__(self, name):
+        return getattr(self._lines, name)
+
+
+def late_journal(delay: float):
+    """A host factory whose ``journalctl --follow`` hands lines over ``delay`` seconds after they were written."""
+    def factory(config, **options):
+        host = make_host(config, **options)
+        stream = host.stream
+
+        @contextlib.asynccontextmanager
+        async def late(argv):
+            async with stream(argv) as lines:
+                yield LateLines(lines, delay) if "--follow" in argv else lines
+        host.stream = late
+        return host
+    return factory
+
+
+async def test_a_unit_seen_dead_before_its_last_lines_came_is_failed_by_those_lines(sandbox):
+    orchestrator = Orchestrator(reference(sandbox, failures={"decode": "nccl"}), late_journal(1.2), timing=FAST)
+    rec = Recorder()
+    orchestrator.subscribe(rec)
+    try:
+        done = await orchestrator.run()
+    finally:
+        await orchestrator.close()
+    assert done.exit_code == 1
+    failed = rec.change("decode", "failed")
+    assert "NCCL" in (failed.line or ""), failed
 
 
 async def test_stale_ready_line_from_an_earlier_invocation_is_ignored(sandbox):
