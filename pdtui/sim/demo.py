@@ -43,6 +43,9 @@ BACKENDS = ("prefill", "decode")
 SLURM_FAIL_MODES = {"pending": "its job asks for more GPUs than the cluster has free: it waits in the queue "
                                "(Resources) until its timeout"}
 JOB_GPUS, PENDING_GPUS = 4, 6     # of the cluster's eight: prefill and decode fit, a 6-GPU job beside a 4 waits
+# A real router waits for the requests in flight when stopped, up to 180 s by default, and the demo's load
+# always has some: the demo's stops within a second.
+REAL_ROUTER_ARGS = ["--shutdown-grace-period-secs", "1"]
 REFERENCE_PORTS = {"prefill": 30000, "router": 30001, "decode": 30002, "bootstrap": 8998, "metrics": 29000}
 
 
@@ -172,7 +175,8 @@ def _services(options: DemoOptions, ports: dict[str, int]) -> dict[str, dict]:
                    "launch": worker("decode", options.startup)},
         "router": {"role": "router", "port": ports["router"], "timeout": options.timeout, "canary": options.canary,
                    "launch": {"command": router, "host": "127.0.0.1", "prometheus_port": ports["metrics"],
-                              **({"package": options.router} if options.router in REAL_ROUTERS else {})}},
+                              **({"package": options.router, "args": REAL_ROUTER_ARGS}
+                                 if options.router in REAL_ROUTERS else {})}},
     }
 
 

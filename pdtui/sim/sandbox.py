@@ -20,6 +20,7 @@ import shutil
 import subprocess
 import tempfile
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
 
@@ -195,9 +196,10 @@ class Sandbox:
             terminate(proc, STOP_GRACE, group=True)
         for child in self.children:
             child.poll()     # reaped: no zombie left behind
-        for name in sorted({*self.store.names(), *self.store.started_names()}):
-            with self.store.lock(name):
-                self._stop_unit(name)
+        names = sorted({*self.store.names(), *self.store.started_names()})
+        if names:   # side by side, as systemd stops independent units: each waits its own stop
+            with ThreadPoolExecutor(max_workers=len(names)) as pool:
+                list(pool.map(self._stop_locked, names))
         for stray in self._unrecorded_supervisors():
             terminate(stray, STOP_GRACE + 3.0)      # it stops its unit's process as it goes
         realjournal.stop_remote(self.root)   # last: once the supervisors' last lines are in
@@ -212,6 +214,10 @@ class Sandbox:
         moment before this runs is missed (a known limit).
         """
         return running_with(f"pdtui.sim.supervisor\0--root\0{self.root}\0".encode())
+
+    def _stop_locked(self, name: str) -> None:
+        with self.store.lock(name):
+            self._stop_unit(name)
 
     def _stop_unit(self, name: str) -> None:
         state = self.store.read_state(name)
