@@ -7,7 +7,7 @@ import re
 
 from bench._common import READY_LINE
 from pdtui.sim.journal import Journal
-from pdtui.systemd import decode_field
+from pdtui.targets.systemd.journal_json import decode_field
 
 
 def entries(sandbox) -> list[dict]:

@@ -22,14 +22,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import emit, journals, parse_args, ratio, worker_argv  # noqa: E402
-from pdtui.engine import units  # noqa: E402
 from pdtui.engine.readiness import LineJudge  # noqa: E402
 from pdtui.engine.signatures import signatures_for  # noqa: E402
 from pdtui.hosts.local import LocalHost  # noqa: E402
 from pdtui.sim.ports import free_port  # noqa: E402
 from pdtui.sim.sandbox import Sandbox  # noqa: E402
 from pdtui.sim.units import UnitStore  # noqa: E402
-from pdtui.systemd import Commands, parse_entry  # noqa: E402
+from pdtui.targets.systemd import shared_commands as units  # noqa: E402
+from pdtui.targets.systemd.commands import Commands
+from pdtui.targets.systemd.journal_json import parse_entry
 
 RUNS = 3
 # The worker is ready 0.2 s after its start and writes a day's lines in seconds: a 2 s start-up window stands

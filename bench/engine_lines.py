@@ -19,11 +19,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import emit, parse_args, summary  # noqa: E402
 from pdtui.engine.events import LogRecord  # noqa: E402
-from pdtui.engine.journal import JournalTail  # noqa: E402
 from pdtui.engine.readiness import LineJudge  # noqa: E402
 from pdtui.engine.signatures import signatures_for  # noqa: E402
 from pdtui.hosts.base import Result, line_batches  # noqa: E402
-from pdtui.systemd import Commands  # noqa: E402
+from pdtui.targets.systemd.commands import Commands  # noqa: E402
+from pdtui.targets.systemd.journal_tail import JournalTail  # noqa: E402
 
 UNIT = "sglang-dsv4-decode.service"
 

@@ -42,7 +42,7 @@ from pdtui.engine.states import ServiceState  # noqa: E402
 from pdtui.sim.knobs import DEFAULT_MODEL  # noqa: E402
 from pdtui.sim.memhost import MemoryFleet  # noqa: E402
 from pdtui.support.heap import QuietCollector  # noqa: E402
-from pdtui.unit_files import render_units  # noqa: E402
+from pdtui.targets.systemd.unit_files import render_units  # noqa: E402
 
 GPUS_PER_HOST = 8
 

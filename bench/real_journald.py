@@ -37,7 +37,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench._common import READY_LINE, Stamps, deployment, emit, machine, parse_args, summary  # noqa: E402
 from bench._sshd import SshdPool  # noqa: E402
 from pdtui.commands import units  # noqa: E402
-from pdtui.engine import journal  # noqa: E402
 from pdtui.engine.events import StateChanged  # noqa: E402
 from pdtui.engine.orchestrator import Orchestrator  # noqa: E402
 from pdtui.engine.states import ServiceState  # noqa: E402
@@ -46,7 +45,8 @@ from pdtui.sim import realjournal, systemd_host  # noqa: E402
 from pdtui.sim.commands import router_argv, worker_argv  # noqa: E402
 from pdtui.sim.ports import free_port  # noqa: E402
 from pdtui.sim.sandbox import Sandbox  # noqa: E402
-from pdtui.systemd import decode_field  # noqa: E402
+from pdtui.targets.systemd import journal_tail as journal  # noqa: E402
+from pdtui.targets.systemd.journal_json import decode_field
 
 STARTUP = 1.0      # seconds from a worker's start to its ready line: its tail is live well before
 PHASES = ("handover", "checks", "reaction", "command", "total")

@@ -27,7 +27,7 @@ from pdtui.engine.events import Event, LogLines  # noqa: E402
 from pdtui.engine.orchestrator import Orchestrator  # noqa: E402
 from pdtui.hosts import make_host  # noqa: E402
 from pdtui.sim.sandbox import Sandbox  # noqa: E402
-from pdtui.systemd import decode_field  # noqa: E402
+from pdtui.targets.systemd.journal_json import decode_field
 
 
 def milestone(message: str) -> bool:

@@ -31,9 +31,9 @@ from pathlib import Path
 
 from pdtui.config import Deployment
 from pdtui.hosts.base import Host, HostError
-from pdtui.slurm.script import preview_scripts
-from pdtui.systemd import Commands, parse_cat
-from pdtui.unit_files import UnitFile, render_units
+from pdtui.targets.slurm.script import preview_scripts
+from pdtui.targets.systemd.commands import Commands, parse_cat
+from pdtui.targets.systemd.unit_files import UnitFile, render_units
 
 HostFactory = Callable[..., Host]
 COMMAND_TIMEOUT = 30.0

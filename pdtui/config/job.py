@@ -2,7 +2,7 @@
 
 A service on a cluster runs as a batch job whose script pdtui writes from the
 service's ``job:`` block (the ``#SBATCH`` lines) and ``launch:`` block (the
-command line its unit would run): see pdtui/slurm/script.py. Every value that
+command line its unit would run): see pdtui/targets/slurm/script.py. Every value that
 becomes an ``#SBATCH`` line is one word: sbatch splits those lines itself.
 """
 

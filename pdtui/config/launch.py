@@ -1,4 +1,4 @@
-"""A service's ``launch:`` block: what its systemd unit runs (see pdtui/unit_files.py).
+"""A service's ``launch:`` block: what its systemd unit runs (see pdtui/targets/systemd/unit_files.py).
 
 One model holds the keys of both kinds of launch; which keys a service may set
 depends on its role (an SGLang server or a router), checked by

@@ -25,27 +25,29 @@ from typing import TypeVar
 
 from pdtui.config import Deployment
 from pdtui.config.fields import format_duration
-from pdtui.engine.cluster_session import ClusterSession
 from pdtui.engine.events import Done, Event, HostStatus, Notice, PlanReady, ServiceInfo, Step, StepChanged, StepStatus
 from pdtui.engine.figures import FiguresWatch
-from pdtui.engine.gpus import GpuSampler, Inventory, host_inventories, preflight_findings
-from pdtui.engine.host_session import HostSession, Session
 from pdtui.engine.intent import UP, Action, Intent, Verb
-from pdtui.engine.job_run import JobRun
+from pdtui.engine.log_entry import LogEntry
 from pdtui.engine.readiness import LineJudge
 from pdtui.engine.service_run import ServiceRun, Wiring
 from pdtui.engine.signatures import signatures_for
 from pdtui.engine.states import FINAL_STATES, SERVING_STATES, ServiceState
 from pdtui.engine.steps import split, step_statuses
 from pdtui.engine.timing import DEFAULT_TIMING, Timing
+from pdtui.gpus.inventory import Inventory, host_inventories, preflight_findings
+from pdtui.gpus.nvidia_smi import sampler_argv
+from pdtui.gpus.sampler import GpuSampler
 from pdtui.hosts.base import Host, HostError, HostUnreachable
-from pdtui.nvidia_smi import sampler_argv
-from pdtui.slurm.commands import SlurmCommands
-from pdtui.slurm.script import script_path
 from pdtui.support.backoff import Backoff
 from pdtui.support.exits import EXIT_FAILED, EXIT_OK
-from pdtui.systemd import Commands, JournalEntry, parse_cat, unit_processes
-from pdtui.unit_drift import parse_installed, service_drift
+from pdtui.targets.slurm.cluster_session import ClusterSession
+from pdtui.targets.slurm.commands import SlurmCommands
+from pdtui.targets.slurm.job_run import JobRun
+from pdtui.targets.slurm.script import script_path
+from pdtui.targets.systemd.commands import Commands, parse_cat, unit_processes
+from pdtui.targets.systemd.host_session import HostSession, Session
+from pdtui.targets.systemd.unit_drift import parse_installed, service_drift
 
 __all__ = ["Orchestrator", "Timing"]
 
@@ -437,8 +439,8 @@ class Orchestrator:
     def _tail_problem(self, message: str) -> None:
         self._emit(Notice("warning", message, None, self.elapsed()))
 
-    def _on_entry(self, host: str, entry: JournalEntry) -> None:
-        run = self._by_unit.get((host, entry.unit)) if entry.unit else None
+    def _on_entry(self, host: str, entry: LogEntry) -> None:
+        run = self._by_unit.get((host, entry.source)) if entry.source else None
         if run is not None:
             run.on_entry(entry)
 

@@ -32,9 +32,8 @@ from pdtui.engine.events import (
     StateChanged,
     UnitStatus,
 )
-from pdtui.engine.gpus import gpu_holders
-from pdtui.engine.host_session import HostSession, Session
 from pdtui.engine.intent import Action
+from pdtui.engine.log_entry import YIELD_EVERY, LogEntry
 from pdtui.engine.phases import PhaseTracker
 from pdtui.engine.probes import LOOPBACK, Backend, Check, RouterProbe, bootstrap_port, http_check, tcp_check
 from pdtui.engine.readiness import FailureCandidate, LineJudge
@@ -42,9 +41,11 @@ from pdtui.engine.serving import batch_figures
 from pdtui.engine.signatures import BOOTSTRAP, Severity, Signature
 from pdtui.engine.states import ALLOWED, JUDGED_STATES, SERVING_STATES, ServiceState, check_transition
 from pdtui.engine.timing import Timing
-from pdtui.engine.units import attached_history
+from pdtui.gpus.inventory import gpu_holders
 from pdtui.hosts.base import LOOPBACK_ADDRESS, Host, HostDisconnected, HostError, HostUnreachable
-from pdtui.systemd import JournalEntry, parse_timestamp
+from pdtui.targets.systemd.commands import parse_timestamp
+from pdtui.targets.systemd.host_session import HostSession, Session
+from pdtui.targets.systemd.shared_commands import attached_history
 
 S = ServiceState
 
@@ -73,7 +74,7 @@ class Attempt:
     attached: bool = False                        # found running: not started by this attempt
     invocation: str | None = None
     collecting: bool = False                      # start issued, invocation not yet known
-    buffered: list[JournalEntry] = field(default_factory=list)
+    buffered: list[LogEntry] = field(default_factory=list)
     backfilled: set[str] = field(default_factory=set)
     log_ok: bool = False
     failure: FailureCandidate | None = None
@@ -210,14 +211,14 @@ class ServiceRun:
             self.w.emit(LogLines(self.name, lines, self.w.elapsed()))
 
     # -- lines ------------------------------------------------------------------
-    def on_entry(self, entry: JournalEntry) -> None:
+    def on_entry(self, entry: LogEntry) -> None:
         """A line of this unit from the host's tail: held back while a start's history is read."""
         if self.attempt.collecting:
             self.attempt.buffered.append(entry)
         else:
             self.consume(entry)
 
-    def consume(self, entry: JournalEntry) -> None:
+    def consume(self, entry: LogEntry) -> None:
         """Judge one line (when it belongs to the current invocation) and queue it for display."""
         attempt = self.attempt
         if entry.cursor in attempt.backfilled:
@@ -517,7 +518,7 @@ class ServiceRun:
                 return f"GPU memory still held after {self.w.timing.stop_timeout:g}s: {'; '.join(held)}"
             await asyncio.sleep(self.w.timing.poll)
 
-    async def _backfill(self, history: Iterable[JournalEntry] | None = None, *, read: bool = True) -> None:
+    async def _backfill(self, history: Iterable[LogEntry] | None = None, *, read: bool = True) -> None:
         """Judge the lines the invocation wrote before the tail saw them, then what the tail buffered.
 
         ``history``: those lines, read already; else they are read now (``read``:
@@ -527,7 +528,7 @@ class ServiceRun:
         tail's copies dropped here by cursor.
         """
         attempt = self.attempt
-        lines: Iterable[JournalEntry] = history if history is not None else ()
+        lines: Iterable[LogEntry] = history if history is not None else ()
         if history is None and attempt.invocation and read:
             result, lines = await self.units.history.lines(attempt.invocation)
             if not result.ok:
@@ -844,7 +845,7 @@ def _restarting(props: Mapping[str, str]) -> bool:
     return props.get("SubState") == "auto-restart"
 
 
-async def yield_every(count: int, every: int = 200) -> None:
+async def yield_every(count: int, every: int = YIELD_EVERY) -> None:
     """Let the event loop run every ``every`` items of a long synchronous batch."""
     if count % every == 0:
         await asyncio.sleep(0)

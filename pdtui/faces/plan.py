@@ -11,7 +11,7 @@ import shlex
 
 from pdtui.config import COMMANDS, ClusterConfig, Deployment, HostConfig, ServiceConfig
 from pdtui.config.fields import format_duration
-from pdtui.nvidia_smi import gpu_ranges
+from pdtui.gpus.nvidia_smi import gpu_ranges
 from pdtui.support.text import inert
 
 

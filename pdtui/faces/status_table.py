@@ -25,7 +25,7 @@ from pdtui.engine.events import (
     UnitStatus,
 )
 from pdtui.engine.states import ServiceState
-from pdtui.nvidia_smi import gpu_ranges
+from pdtui.gpus.nvidia_smi import gpu_ranges
 from pdtui.support.text import inert
 
 

@@ -39,8 +39,6 @@ from pdtui.support.backoff import Backoff
 
 # sshd's MaxSessions is 10 by default; stay below it so one channel can always be opened by hand.
 MAX_SESSIONS = 8
-BACKOFF_START = 0.2
-BACKOFF_MAX = 5.0
 # How long the next use keeps reconnecting to a host that dropped before it gives up.
 RECONNECT_FOR = 60.0
 # Pauses before asking the resolver again when it could not answer (see _resolver_busy).
@@ -199,7 +197,7 @@ class SshHost:
         reconnecting = self._ever_connected
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._reconnect_for
-        backoff = Backoff(BACKOFF_START, BACKOFF_MAX)
+        backoff = Backoff()
         if self._told_failure is None:
             self._status("reconnecting" if reconnecting else "connecting", self.target)
         while True:

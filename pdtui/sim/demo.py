@@ -36,7 +36,7 @@ from pdtui.sim.ports import free_port
 from pdtui.sim.sandbox import Sandbox
 from pdtui.sim.slurm_cluster import PrivateCluster
 from pdtui.sim.systemctl import package_env
-from pdtui.unit_files import render_units
+from pdtui.targets.systemd.unit_files import render_units
 
 BACKENDS = ("prefill", "decode")
 # What --slurm adds to the worker's failure modes: a job Slurm cannot place yet.

@@ -40,7 +40,7 @@ from pdtui.hosts.base import HostError, Result, each_line
 from pdtui.sim.knobs import DEFAULT_MODEL
 from pdtui.sim.wording import WORDINGS
 from pdtui.sim.worker import server_args_repr
-from pdtui.systemd import SHOW_PROPERTIES
+from pdtui.targets.systemd.commands import SHOW_PROPERTIES
 
 WORDING = WORDINGS["current"]
 READY_LINE = "The server is fired up and ready to roll!"
@@ -346,7 +346,7 @@ class MemoryFleet:
     """Every memory host of one deployment, made on demand by :meth:`host` (a HostFactory for the Orchestrator).
 
     ``unit_files``: the text of each unit as ``systemctl cat`` shows it, by unit name
-    (e.g. from :func:`pdtui.unit_files.render_units`), so the preflight's drift check
+    (e.g. from :func:`pdtui.targets.systemd.unit_files.render_units`), so the preflight's drift check
     has installed units to compare.
     """
 

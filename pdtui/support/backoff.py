@@ -8,7 +8,7 @@ class Backoff:
 
     __slots__ = ("ceiling", "delay", "start")
 
-    def __init__(self, start: float, ceiling: float) -> None:
+    def __init__(self, start: float = 0.2, ceiling: float = 5.0) -> None:
         self.start = start
         self.ceiling = ceiling
         self.delay = start

@@ -7,12 +7,12 @@ import contextlib
 import subprocess
 
 from pdtui.engine.events import Done, LineKind, LogLines, Notice, ProbeResult, Step, StepChanged, StepStatus
-from pdtui.engine.host_session import HostSession
 from pdtui.engine.orchestrator import Orchestrator, Timing
 from pdtui.engine.readiness import LineJudge
 from pdtui.engine.service_run import ServiceRun, Wiring
 from pdtui.hosts import make_host
 from pdtui.sim.ports import free_port
+from pdtui.targets.systemd.host_session import HostSession
 from tests.engine_helpers import FAST, Recorder, bring_up, reference, sim_deployment, worker_argv
 
 

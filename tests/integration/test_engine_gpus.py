@@ -14,7 +14,7 @@ from pdtui.config import parse_config
 from pdtui.engine.events import GpuSample, Notice
 from pdtui.engine.orchestrator import Orchestrator
 from pdtui.hosts import make_host
-from pdtui.unit_files import render_units
+from pdtui.targets.systemd.unit_files import render_units
 from tests.engine_helpers import FAST, Recorder, bring_up, reference
 
 

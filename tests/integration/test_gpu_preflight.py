@@ -8,10 +8,10 @@ import pytest
 import yaml
 
 from pdtui.config import parse_config
-from pdtui.engine.gpus import Finding, Inventory, gpu_hosts, host_inventories, inventory, preflight_findings
+from pdtui.gpus.inventory import Finding, Inventory, gpu_hosts, host_inventories, inventory, preflight_findings
+from pdtui.gpus.nvidia_smi import Gpu
 from pdtui.hosts.base import Result
 from pdtui.hosts.local import LocalHost
-from pdtui.nvidia_smi import Gpu
 from pdtui.sim.nvidia_smi import SimGpu
 
 

@@ -5,10 +5,11 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from pdtui.engine.events import GpuInfo, GpuSample
-from pdtui.engine.gpus import GpuSampler, inventory
+from pdtui.gpus.inventory import inventory
+from pdtui.gpus.nvidia_smi import sampler_argv
+from pdtui.gpus.sampler import GpuSampler
 from pdtui.hosts.base import HostError, each_line
 from pdtui.hosts.local import LocalHost
-from pdtui.nvidia_smi import sampler_argv
 from pdtui.sim.systemctl import ROOT_ENV
 
 WAIT = 20.0

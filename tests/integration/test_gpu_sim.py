@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from pdtui.nvidia_smi import parse_compute_apps, parse_query_gpu, parse_topo
+from pdtui.gpus.nvidia_smi import parse_compute_apps, parse_query_gpu, parse_topo
 from pdtui.sim import nvidia_smi
 from pdtui.sim.commands import sim_python
 from pdtui.sim.systemctl import package_env

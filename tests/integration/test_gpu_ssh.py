@@ -2,8 +2,9 @@
 
 import asyncio
 
-from pdtui.engine.gpus import GpuSampler, inventory
-from pdtui.nvidia_smi import sampler_argv
+from pdtui.gpus.inventory import inventory
+from pdtui.gpus.nvidia_smi import sampler_argv
+from pdtui.gpus.sampler import GpuSampler
 from tests.conftest_sim import wait_until
 from tests.integration.test_gpu_sampler import Samples, stand_ins, stop
 from tests.sshd import trust

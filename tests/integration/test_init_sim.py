@@ -23,7 +23,7 @@ from pdtui.hosts import make_host
 from pdtui.hosts.local import LocalHost
 from pdtui.sim import demo
 from pdtui.sim.sandbox import Sandbox
-from pdtui.systemd import parse_list_unit_files, parse_list_units
+from pdtui.targets.systemd.commands import parse_list_unit_files, parse_list_units
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(60)"]
 

@@ -25,7 +25,8 @@ import pytest
 from pdtui.sim import realjournal
 from pdtui.sim.journal import Journal, pid1_entry, unit_entry
 from pdtui.sim.sandbox import Sandbox
-from pdtui.systemd import Commands, parse_entry
+from pdtui.targets.systemd.commands import Commands
+from pdtui.targets.systemd.journal_json import parse_entry
 from tests.conftest_sim import Procs, read_until  # noqa: F401 - procs is a fixture
 
 pytestmark = pytest.mark.skipif(not realjournal.available(),
@@ -33,7 +34,7 @@ pytestmark = pytest.mark.skipif(not realjournal.available(),
 
 FIELDS = ("MESSAGE", "_SYSTEMD_UNIT", "UNIT", "_SYSTEMD_INVOCATION_ID", "INVOCATION_ID", "PRIORITY",
           "__REALTIME_TIMESTAMP", "_PID")
-"""The fields pdtui reads (:func:`pdtui.systemd.parse_entry`), and how long values are cut."""
+"""The fields pdtui reads (:func:`pdtui.targets.systemd.commands.parse_entry`), and how long values are cut."""
 ABSENT = "<absent>"
 OPTS = ("--output=json", "--all", "--no-pager", "--quiet")
 

@@ -164,8 +164,8 @@ async def test_a_restart_from_the_screen_sends_the_router_back_to_waiting_and_te
 
 async def test_status_of_a_long_running_unit_reads_its_tail_and_finds_its_old_ready_line(each_journal, monkeypatch):
     """A server up for days has written far more than is worth reading: the last lines, plus the telling old ones."""
-    from pdtui.engine import units
     from pdtui.sim.ports import free_port
+    from pdtui.targets.systemd import shared_commands as units
     from tests.engine_helpers import sim_deployment, worker_argv
     sandbox = each_journal
     port, boot = free_port(), free_port()

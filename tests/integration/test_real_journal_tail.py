@@ -23,12 +23,13 @@ from dataclasses import dataclass
 
 import pytest
 
-from pdtui.engine.journal import RECENT, JournalTail
-from pdtui.engine.units import InvocationHistory
+from pdtui.engine.log_entry import LogEntry
 from pdtui.hosts.base import Result
 from pdtui.hosts.ssh import SshHost
 from pdtui.sim.systemd_host import SystemdHost
-from pdtui.systemd import Commands, JournalEntry
+from pdtui.targets.systemd.commands import Commands
+from pdtui.targets.systemd.journal_tail import RECENT, JournalTail
+from pdtui.targets.systemd.shared_commands import InvocationHistory
 
 LINES = 300
 WAIT = 60.0      # seconds: generous, a loaded machine is slow; never a measured bound
@@ -86,7 +87,7 @@ class Followed:
     """A JournalTail over SSH to the container, and what it delivered."""
 
     def __init__(self, host: SshHost, commands: Commands, unit: str) -> None:
-        self.entries: list[JournalEntry] = []
+        self.entries: list[LogEntry] = []
         self.problems: list[str] = []
         self.argvs: list[list[str]] = []
         self.ended = asyncio.Event()
@@ -102,7 +103,7 @@ class Followed:
         self.tail = JournalTail(host, commands, [unit], self._on_entry, self.problems.append)
         self.task = asyncio.create_task(self.tail.run())
 
-    def _on_entry(self, entry: JournalEntry) -> None:
+    def _on_entry(self, entry: LogEntry) -> None:
         self.entries.append(entry)
         if entry.system and entry.message == f"{self.unit}: Deactivated successfully.":
             self.ended.set()

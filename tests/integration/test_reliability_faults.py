@@ -23,14 +23,14 @@ import yaml
 
 from pdtui.config import parse_config
 from pdtui.engine.events import Done, LogLines, Notice, ProbeResult
-from pdtui.engine.journal import JournalTail
 from pdtui.engine.orchestrator import Orchestrator
 from pdtui.hosts import make_host
 from pdtui.hosts.local import LocalHost
 from pdtui.sim.journal import Journal, unit_entry
 from pdtui.sim.ports import free_port
 from pdtui.sim.sandbox import Sandbox
-from pdtui.systemd import Commands
+from pdtui.targets.systemd.commands import Commands
+from pdtui.targets.systemd.journal_tail import JournalTail
 from tests.engine_helpers import FAST, Recorder, bring_up, reference, sim_deployment, worker_argv
 
 PY = sys.executable

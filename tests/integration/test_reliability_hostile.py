@@ -20,14 +20,14 @@ import pytest
 import yaml
 
 from pdtui.engine.events import LogLines
-from pdtui.engine.host_session import HostSession
-from pdtui.engine.journal import JournalTail
 from pdtui.engine.orchestrator import Orchestrator
-from pdtui.engine.units import UnitStarter
 from pdtui.faces.headless import JsonPrinter, LinePrinter
 from pdtui.hosts import make_host
 from pdtui.hosts.base import Result
 from pdtui.sim.sandbox import Sandbox
+from pdtui.targets.systemd.host_session import HostSession
+from pdtui.targets.systemd.journal_tail import JournalTail
+from pdtui.targets.systemd.shared_commands import UnitStarter
 from tests.engine_helpers import FAST, sim_deployment
 
 BURST = 100_000

@@ -1,13 +1,13 @@
-"""pdtui's Slurm argv (pdtui/slurm/commands.py) run against a real cluster, and what it printed read by
-pdtui/slurm/parse.py: the formats of tests/unit/test_slurm_parse.py, as this Slurm prints them."""
+"""pdtui's Slurm argv (pdtui/targets/slurm/commands.py) run against a real cluster, and what it printed read by
+pdtui/targets/slurm/parse.py: the formats of tests/unit/test_slurm_parse.py, as this Slurm prints them."""
 
 from __future__ import annotations
 
 import subprocess
 
 from pdtui.sim.slurm_cluster import PrivateCluster
-from pdtui.slurm.commands import SlurmCommands
-from pdtui.slurm.parse import JobRow, accounting_off, parse_job, parse_node, parse_sacct, parse_squeue, parse_submitted
+from pdtui.targets.slurm.commands import SlurmCommands
+from pdtui.targets.slurm.parse import JobRow, accounting_off, parse_job, parse_node, parse_sacct, parse_squeue, parse_submitted
 from tests.conftest_sim import wait_until
 
 

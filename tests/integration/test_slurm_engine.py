@@ -13,8 +13,8 @@ from pdtui.engine.events import JobStatus, StateChanged
 from pdtui.engine.intent import Intent, Verb
 from pdtui.sim import demo
 from pdtui.sim.slurm_cluster import PrivateCluster
-from pdtui.slurm.commands import SlurmCommands
-from pdtui.slurm.parse import parse_squeue
+from pdtui.targets.slurm.commands import SlurmCommands
+from pdtui.targets.slurm.parse import parse_squeue
 from tests.engine_helpers import bring_up
 
 STATUS, DOWN = Intent(Verb.STATUS), Intent(Verb.DOWN)

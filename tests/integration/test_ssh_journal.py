@@ -7,10 +7,10 @@ import contextlib
 import json
 import subprocess
 
-from pdtui.engine.journal import JournalTail
 from pdtui.sim.journal import Journal, unit_entry
 from pdtui.sim.sandbox import Sandbox
-from pdtui.systemd import Commands
+from pdtui.targets.systemd.commands import Commands
+from pdtui.targets.systemd.journal_tail import JournalTail
 from tests.sshd import trust
 
 UNIT = "sglang-test.service"

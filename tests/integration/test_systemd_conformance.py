@@ -4,7 +4,7 @@ Each test installs the same unit files on both sides: a sandbox, whose stand-in
 systemctl and journalctl pdtui reaches through a LocalHost, and a container
 booted with a real systemd (tests/systemd_host.py), reached over real SSH
 through an SshHost, as pdtui reaches any host. Both are driven with the argvs
-pdtui builds (:class:`pdtui.systemd.Commands`), and what pdtui's own parsers
+pdtui builds (:class:`pdtui.targets.systemd.commands.Commands`), and what pdtui's own parsers
 make of the answers is compared: values where systemd's are deterministic
 (states, exit codes, NRestarts, Result, LoadState, messages), shapes where they
 are not (PIDs, invocation IDs, timestamps, cursors).
@@ -27,20 +27,14 @@ import pytest
 import pytest_asyncio
 
 from pdtui.config import HostConfig
+from pdtui.engine.log_entry import LogEntry
 from pdtui.hosts import Host, Result, make_host
 from pdtui.sim import systemd_host as container
 from pdtui.sim.sandbox import Sandbox
 from pdtui.sim.systemd_host import SystemdHost
-from pdtui.systemd import (
-    SHOW_PROPERTIES,
-    Commands,
-    JournalEntry,
-    parse_cat,
-    parse_entry,
-    parse_show_units,
-    parse_timestamp,
-)
-from pdtui.unit_drift import parse_installed
+from pdtui.targets.systemd.commands import SHOW_PROPERTIES, Commands, parse_cat, parse_show_units, parse_timestamp
+from pdtui.targets.systemd.journal_json import parse_entry
+from pdtui.targets.systemd.unit_drift import parse_installed
 from tests.sshd import SshHome
 
 T = TypeVar("T")
@@ -91,7 +85,7 @@ class Side:
                 pytest.fail(f"{self.name}: {unit} not {what} within {WAIT:g}s: {props}")
             await asyncio.sleep(0.05)
 
-    async def journal(self, argv: list[str]) -> list[JournalEntry]:
+    async def journal(self, argv: list[str]) -> list[LogEntry]:
         result = await self.run(argv)
         assert result.ok, result.stderr
         entries = [parse_entry(line) for line in result.stdout.splitlines()]
@@ -265,19 +259,19 @@ async def journaled(both: Both) -> None:
     await both.scene("journaled", run)
 
 
-def summary(entries: list[JournalEntry]) -> dict[str, list[tuple]]:
+def summary(entries: list[LogEntry]) -> dict[str, list[tuple]]:
     """What pdtui reads of a unit's entries: systemd's own lines and the unit's, each in its order (journald
     may put a unit's first line before systemd's ``Started``), every field but the cursor and the time; each
     invocation as the how-manieth run it is."""
     runs = invocations(entries)
 
-    def fields(e: JournalEntry) -> tuple:
-        return e.message, e.priority, e.unit, f"run {runs.index(e.invocation) + 1}" if e.invocation else None
+    def fields(e: LogEntry) -> tuple:
+        return e.message, e.priority, e.source, f"run {runs.index(e.invocation) + 1}" if e.invocation else None
     assert all(e.cursor and isinstance(e.realtime, float) for e in entries)
     return {"systemd": [fields(e) for e in entries if e.system], "unit": [fields(e) for e in entries if not e.system]}
 
 
-def invocations(entries: list[JournalEntry]) -> list[str]:
+def invocations(entries: list[LogEntry]) -> list[str]:
     """The invocation IDs of ``entries``, in the order they first appear."""
     return list(dict.fromkeys(e.invocation for e in entries if e.invocation))
 
@@ -333,7 +327,7 @@ async def test_following_from_a_cursor_begins_with_the_entry_it_names(both):
     async def follow(side: Side) -> tuple[bool, dict[str, list[tuple]]]:
         every = await side.journal(side.commands.journalctl(*OPTS, "--unit=journaled.service"))
         cursor = every[0].cursor
-        seen: list[JournalEntry] = []
+        seen: list[LogEntry] = []
         async with asyncio.timeout(WAIT), side.host.stream(side.commands.follow(["journaled.service"], cursor)) as lines:
             async for line in lines:
                 entry = parse_entry(line)

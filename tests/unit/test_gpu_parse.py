@@ -2,7 +2,7 @@
 
 import pytest
 
-from pdtui.nvidia_smi import (
+from pdtui.gpus.nvidia_smi import (
     ComputeApp,
     Gpu,
     compute_apps_argv,
@@ -189,7 +189,7 @@ def test_argv_builders_use_the_host_prefix():
 
 
 def test_gpu_ranges_are_written_one_way_everywhere():
-    from pdtui.nvidia_smi import gpu_ranges
+    from pdtui.gpus.nvidia_smi import gpu_ranges
     assert gpu_ranges([3, 0, 1, 2]) == "0-3"
     assert gpu_ranges([0, 1]) == "0, 1"
     assert gpu_ranges([0, 1, 2, 5]) == "0-2, 5"

@@ -9,11 +9,11 @@ from pdtui.commands.init.draft import Draft, make_draft, split_gpus
 from pdtui.commands.init.draft_yaml import render
 from pdtui.commands.init.survey import FoundUnit, Survey, classify
 from pdtui.config import parse_config
-from pdtui.engine.gpus import Inventory
-from pdtui.nvidia_smi import Gpu
-from pdtui.systemd import ListedUnit, parse_list_unit_files, parse_list_units
-from pdtui.unit_drift import parse_installed
-from pdtui.unit_files import render_units
+from pdtui.gpus.inventory import Inventory
+from pdtui.gpus.nvidia_smi import Gpu
+from pdtui.targets.systemd.commands import ListedUnit, parse_list_unit_files, parse_list_units
+from pdtui.targets.systemd.unit_drift import parse_installed
+from pdtui.targets.systemd.unit_files import render_units
 
 
 def installed(exec_start: str, *extra: str):

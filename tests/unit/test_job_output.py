@@ -1,4 +1,4 @@
-"""A job's output follower (pdtui/engine/job_output.py): every line once and in order, also across a broken
+"""A job's output follower (pdtui/targets/slurm/job_output.py): every line once and in order, also across a broken
 stream, as the job's invocation; hostile bytes stay data."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from pdtui.engine.job_output import JobOutput
+from pdtui.engine.log_entry import LogEntry
 from pdtui.hosts.base import HostDisconnected
-from pdtui.systemd import JournalEntry
+from pdtui.targets.slurm.job_output import JobOutput
 from tests.engine_helpers import ScriptedLines
 
 
@@ -35,13 +35,13 @@ class _Host:
 
 async def test_lines_come_once_in_order_across_a_broken_stream_and_stay_data() -> None:
     host = _Host([[[b"first", b"second\r"]], [[b"third \xff\x1b[2J", b""]]])
-    got: list[JournalEntry] = []
+    got: list[LogEntry] = []
     output = JobOutput(host, "/o/pd-decode-12.out", "12", got.append, clock=lambda: 5.0)   # type: ignore[arg-type]
     task = asyncio.create_task(output.run())
     assert await output.caught_up(4, timeout=5.0)
     task.cancel()
     assert [e.message for e in got] == ["first", "second", "third \ufffd\x1b[2J", ""]
-    assert [(e.cursor, e.invocation, e.realtime, e.unit, e.system) for e in got[:2]] == [
+    assert [(e.cursor, e.invocation, e.realtime, e.source, e.system) for e in got[:2]] == [
         ("12:1", "12", 5.0, None, False), ("12:2", "12", 5.0, None, False)]
     assert [argv[-2:] for argv in host.argvs[:2]] == [["+1", "/o/pd-decode-12.out"], ["+3", "/o/pd-decode-12.out"]]
 

@@ -1,4 +1,4 @@
-"""Where a host's journal tail starts (pdtui/engine/journal.py), and from when on it says it has every entry.
+"""Where a host's journal tail starts (pdtui/targets/systemd/journal_tail.py), and from when on it says it has every entry.
 
 On a real journald (tests/integration/test_real_journal_tail.py) each start is
 shown to lose none of a unit's first lines; here, with a host that plays back
@@ -14,9 +14,10 @@ import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from pdtui.engine.journal import RECENT, JournalTail
+from pdtui.engine.log_entry import LogEntry
 from pdtui.hosts.base import HostError, Result
-from pdtui.systemd import Commands, JournalEntry
+from pdtui.targets.systemd.commands import Commands
+from pdtui.targets.systemd.journal_tail import RECENT, JournalTail
 from tests.engine_helpers import ScriptedLines
 
 
@@ -51,10 +52,10 @@ class _Host:
         yield ScriptedLines(*self.streams.pop(0))
 
 
-async def follow(host: _Host, count: int) -> tuple[JournalTail, list[JournalEntry], list[float | None]]:
+async def follow(host: _Host, count: int) -> tuple[JournalTail, list[LogEntry], list[float | None]]:
     """Run a tail until it has delivered ``count`` entries (and opened every stream given); what it delivered,
     and its ``since`` as each entry came."""
-    got: list[JournalEntry] = []
+    got: list[LogEntry] = []
     since_then: list[float | None] = []
     tail = JournalTail(host, Commands(), ["a.service"], lambda e: (got.append(e), since_then.append(tail.since)))  # type: ignore[arg-type]
     task = asyncio.create_task(tail.run())

@@ -1,4 +1,4 @@
-"""Reading Slurm's output (pdtui/slurm/parse.py) and the argv pdtui runs (pdtui/slurm/commands.py), from text
+"""Reading Slurm's output (pdtui/targets/slurm/parse.py) and the argv pdtui runs (pdtui/targets/slurm/commands.py), from text
 as Slurm 22.05 prints it; tests/integration/test_slurm_commands.py reads the same from a real cluster."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pdtui.slurm.commands import SlurmCommands, follow
-from pdtui.slurm.parse import (
+from pdtui.targets.slurm.commands import SlurmCommands, follow
+from pdtui.targets.slurm.parse import (
     JobRow,
     accounting_off,
     ended_words,

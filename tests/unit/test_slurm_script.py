@@ -1,4 +1,4 @@
-"""A service's job script (pdtui/slurm/script.py): its #SBATCH lines from the job block, the command line its unit
+"""A service's job script (pdtui/targets/slurm/script.py): its #SBATCH lines from the job block, the command line its unit
 would run, one output file per job."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import shlex
 
 from pdtui.commands import units
 from pdtui.config import parse_config
-from pdtui.slurm.script import output_path, render_script, sbatch_options, slurm_time
-from pdtui.unit_files import command_line
+from pdtui.targets.slurm.script import output_path, render_script, sbatch_options, slurm_time
+from pdtui.targets.systemd.unit_files import command_line
 from tests.unit.test_config import SLURM
 
 

@@ -1,6 +1,7 @@
 import json
 
-from pdtui.systemd import OMITTED, Commands, decode_field, parse_entry, parse_show, sudo_needs_password
+from pdtui.targets.systemd.commands import Commands, parse_show, sudo_needs_password
+from pdtui.targets.systemd.journal_json import OMITTED, decode_field, parse_entry
 
 
 def test_commands_apply_wrappers_and_sudo():
@@ -52,7 +53,7 @@ def test_parse_entry_of_a_service_line():
     e = parse_entry(entry(__CURSOR="s=a;i=1", __REALTIME_TIMESTAMP="1700000000123456", _PID="77",
                           PRIORITY="6", MESSAGE="hello", _SYSTEMD_UNIT="x.service",
                           _SYSTEMD_INVOCATION_ID="inv1"))
-    assert (e.cursor, e.unit, e.invocation, e.priority, e.message, e.system) == (
+    assert (e.cursor, e.source, e.invocation, e.priority, e.message, e.system) == (
         "s=a;i=1", "x.service", "inv1", 6, "hello", False)
     assert abs(e.realtime - 1700000000.123456) < 1e-6
 
@@ -60,7 +61,7 @@ def test_parse_entry_of_a_service_line():
 def test_parse_entry_of_a_pid1_line_uses_unit_and_invocation_id():
     e = parse_entry(entry(_PID="1", _SYSTEMD_UNIT="init.scope", UNIT="x.service", INVOCATION_ID="inv2",
                           MESSAGE="x.service: Failed with result 'exit-code'."))
-    assert (e.unit, e.invocation, e.system) == ("x.service", "inv2", True)
+    assert (e.source, e.invocation, e.system) == ("x.service", "inv2", True)
 
 
 def test_parse_entry_tolerates_junk():
@@ -81,7 +82,7 @@ def test_show_asks_for_several_units_in_one_command():
 
 
 def test_parse_show_units_splits_blocks_by_id():
-    from pdtui.systemd import parse_show_units
+    from pdtui.targets.systemd.commands import parse_show_units
     text = "Id=a.service\nActiveState=active\n\nId=b.service\nLoadState=not-found\nActiveState=inactive\n"
     assert parse_show_units(text) == {
         "a.service": {"Id": "a.service", "ActiveState": "active"},
@@ -89,7 +90,7 @@ def test_parse_show_units_splits_blocks_by_id():
 
 
 def test_a_units_processes_are_its_main_pid_and_everything_below_it():
-    from pdtui.systemd import unit_processes
+    from pdtui.targets.systemd.commands import unit_processes
     ps = "    1     0\n  100     1\n  101   100\n  102   101\n  200     1\n  garbage\n"
     assert unit_processes(ps, 100) == {100, 101, 102}
     assert unit_processes(ps, 300) == {300}

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from pdtui.config import load_config
 from pdtui.support.data import data_dir
-from pdtui.unit_drift import _split, parse_installed, service_drift
-from pdtui.unit_files import render_units
+from pdtui.targets.systemd.unit_drift import _split, parse_installed, service_drift
+from pdtui.targets.systemd.unit_files import render_units
 
 REFERENCE = load_config(data_dir("sample_configs") / "reference.yaml")
 GENERATED = {u.service: u.text for u in render_units(REFERENCE)}

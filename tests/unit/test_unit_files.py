@@ -10,7 +10,7 @@ import yaml
 
 from pdtui.config import load_config, parse_config
 from pdtui.support.data import data_dir
-from pdtui.unit_files import render_units
+from pdtui.targets.systemd.unit_files import render_units
 
 REFERENCE = data_dir("sample_configs") / "reference.yaml"
 

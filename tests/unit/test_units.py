@@ -4,9 +4,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pdtui.engine.units import InvocationHistory, UnitLooker, UnitStarter, own_outcome
 from pdtui.hosts.base import HostError, Result
-from pdtui.systemd import Commands, parse_entry
+from pdtui.targets.systemd.commands import Commands
+from pdtui.targets.systemd.journal_json import parse_entry
+from pdtui.targets.systemd.shared_commands import InvocationHistory, UnitLooker, UnitStarter, own_outcome
 
 
 class FakeSystemctl:

@@ -24,8 +24,8 @@ from pdtui.commands.init.draft import DEFAULT_COMMANDS, Draft, ServiceDraft, mak
 from pdtui.commands.init.draft_yaml import render
 from pdtui.commands.init.survey import survey
 from pdtui.config import ConfigError, parse_config
+from pdtui.gpus.nvidia_smi import gpu_ranges
 from pdtui.hosts.base import Host
-from pdtui.nvidia_smi import gpu_ranges
 from pdtui.support.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 
 _NAME_CHARS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-"

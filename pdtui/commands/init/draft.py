@@ -18,8 +18,8 @@ from typing import NamedTuple
 
 from pdtui.commands.init.survey import FoundUnit, Survey
 from pdtui.config import COMMANDS
-from pdtui.engine.gpus import Inventory
-from pdtui.nvidia_smi import gpu_ranges
+from pdtui.gpus.inventory import Inventory
+from pdtui.gpus.nvidia_smi import gpu_ranges
 
 SERVICES = ("prefill", "decode", "router")      # each is its role, too
 BACKENDS = ("prefill", "decode")

@@ -2,7 +2,7 @@
 
 ``pdtui init`` writes a config from this, so a newcomer starts from the units
 and GPUs that are really there rather than from a sample. The GPUs are the
-preflight's own inventory (:func:`pdtui.engine.gpus.inventory`). The units are
+preflight's own inventory (:func:`pdtui.gpus.inventory.inventory`). The units are
 every service systemd lists, in memory (``list-units --all``) or only on disk
 (``list-unit-files``: a disabled unit nothing started is not in memory), read
 with ``systemctl cat`` and the drift check's own readers, so what init writes is
@@ -21,10 +21,10 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from pdtui.engine.gpus import Inventory, inventory
+from pdtui.gpus.inventory import Inventory, inventory
 from pdtui.hosts.base import Host, HostError, Result
-from pdtui.systemd import Commands, ListedUnit, parse_cat, parse_list_unit_files, parse_list_units
-from pdtui.unit_drift import InstalledUnit, flag_value, parse_installed, runs_sglang
+from pdtui.targets.systemd.commands import Commands, ListedUnit, parse_cat, parse_list_unit_files, parse_list_units
+from pdtui.targets.systemd.unit_drift import InstalledUnit, flag_value, parse_installed, runs_sglang
 
 COMMAND_TIMEOUT = 30.0
 ROUTER_MODULES = frozenset({"sglang_router.launch_router", "smg.launch_router"})

@@ -11,7 +11,7 @@ import base64
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pdtui.slurm.parse import SACCT_FIELDS, SQUEUE_FORMAT
+from pdtui.targets.slurm.parse import SACCT_FIELDS, SQUEUE_FORMAT
 
 # $1 the folder, $2 the script in base64, $3 its path; then the sbatch argv (the path last). POSIX sh, coreutils' base64.
 _WRITE_AND_SUBMIT = ('set -e; mkdir -p "$1"; printf %s "$2" | base64 -d > "$3.tmp"; chmod 755 "$3.tmp"; '

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from pdtui.config import DEFAULT_BOOTSTRAP_PORT, Deployment, ServiceConfig
-from pdtui.nvidia_smi import gpu_ranges
+from pdtui.gpus.nvidia_smi import gpu_ranges
 
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1", "0.0.0.0"})
 

@@ -3,7 +3,7 @@
 ``tail -F -n +1 FILE`` runs in one channel from the job's submission on: it
 waits for the file (a pending job has none yet), then hands every line from
 the first, as it is written (the file lives on a folder the nodes and the
-login host share). Each line becomes a :class:`JournalEntry` of the job's
+login host share). Each line becomes a :class:`LogEntry` of the job's
 invocation (its job id), so a job's run judges it as a unit's run judges its
 journal. When the stream breaks (a dropped SSH connection), the tail is
 opened again after the last line delivered: no line is lost and none is
@@ -16,17 +16,16 @@ import asyncio
 import time
 from collections.abc import Callable
 
-from pdtui.engine.journal import BACKOFF_MAX, BACKOFF_START, YIELD_EVERY
+from pdtui.engine.log_entry import YIELD_EVERY, LogEntry
 from pdtui.hosts.base import Host, HostError, HostNotFound, HostUnreachable
-from pdtui.slurm.commands import follow
 from pdtui.support.backoff import Backoff
-from pdtui.systemd import JournalEntry
+from pdtui.targets.slurm.commands import follow
 
 
 class JobOutput:
     """Follows one job's output file and hands each line to ``on_entry``."""
 
-    def __init__(self, host: Host, path: str, job_id: str, on_entry: Callable[[JournalEntry], None],
+    def __init__(self, host: Host, path: str, job_id: str, on_entry: Callable[[LogEntry], None],
                  on_problem: Callable[[str], None] = lambda message: None,
                  clock: Callable[[], float] = time.time) -> None:
         self.host = host
@@ -41,7 +40,7 @@ class JobOutput:
 
     async def run(self) -> None:
         """Follow until cancelled, reopening after every break (a host that cannot be reached tells so itself)."""
-        backoff = Backoff(BACKOFF_START, BACKOFF_MAX)
+        backoff = Backoff()
         while True:
             before = self.delivered
             try:
@@ -74,7 +73,7 @@ class JobOutput:
         for raw in raw_lines:
             self.delivered += 1
             text = raw.decode("utf-8", errors="replace").removesuffix("\r")
-            self.on_entry(JournalEntry(f"{self.job_id}:{self.delivered}", now, None, self.job_id, None, text))
+            self.on_entry(LogEntry(f"{self.job_id}:{self.delivered}", now, None, self.job_id, None, text))
         self._progress.set()
 
     async def caught_up(self, lines: int, timeout: float) -> bool:

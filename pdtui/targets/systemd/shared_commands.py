@@ -22,8 +22,10 @@ import time
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Any, Generic, TypeVar
 
+from pdtui.engine.log_entry import LogEntry
 from pdtui.hosts.base import HostError, Result
-from pdtui.systemd import Commands, JournalEntry, parse_entry, parse_show_units
+from pdtui.targets.systemd.commands import Commands, parse_show_units
+from pdtui.targets.systemd.journal_json import parse_entry
 
 RunCommand = Callable[[list[str], float | None], Awaitable[Result]]   # (argv, deadline)
 
@@ -172,7 +174,7 @@ class InvocationHistory(Batcher[Commands]):
         super().__init__(run, commands)
         self._until = until
 
-    async def lines(self, invocation: str) -> tuple[Result, list[JournalEntry]]:
+    async def lines(self, invocation: str) -> tuple[Result, list[LogEntry]]:
         """The command's result and the invocation's entries, oldest first."""
         return await self._ask(invocation)
 
@@ -183,7 +185,7 @@ class InvocationHistory(Batcher[Commands]):
         argv = self._commands.journalctl("--output=json", "--all", "--no-pager", "--quiet", *bound,
                                          *(f"_SYSTEMD_INVOCATION_ID={i}" for i in invocations))
         result = await self._run(argv, deadline)
-        by_invocation: dict[str, list[JournalEntry]] = {i: [] for i in invocations}
+        by_invocation: dict[str, list[LogEntry]] = {i: [] for i in invocations}
         for entry in map(parse_entry, result.stdout.splitlines()):
             if entry is not None and entry.invocation in by_invocation:
                 by_invocation[entry.invocation].append(entry)
@@ -195,7 +197,7 @@ ATTACH_LINES = 5_000
 
 
 async def attached_history(run: RunCommand, commands: Commands, invocation: str, telling: str,
-                           start: tuple[float, float] | None = None, limit: int | None = None) -> list[JournalEntry]:
+                           start: tuple[float, float] | None = None, limit: int | None = None) -> list[LogEntry]:
     """What judging a running invocation needs, without reading a week of its log over SSH.
 
     Its last ``limit`` lines; when it wrote more, also the older lines that
@@ -222,7 +224,7 @@ async def attached_history(run: RunCommand, commands: Commands, invocation: str,
     return [e for e in _entries(found) if e.cursor not in seen] + recent
 
 
-def _entries(result: Result) -> list[JournalEntry]:
+def _entries(result: Result) -> list[LogEntry]:
     if not result.ok:
         raise HostError(f"journalctl failed, so readiness cannot be judged: "
                         f"{(result.stderr.strip().splitlines() or [f'exit status {result.exit_status}'])[-1]}")

@@ -1,6 +1,6 @@
 """A service's Slurm job script: its ``job:`` block as ``#SBATCH`` lines, its ``launch:`` block as the command.
 
-The command is exactly what the service's unit would run (pdtui/unit_files.py
+The command is exactly what the service's unit would run (pdtui/targets/systemd/unit_files.py
 makes both); Slurm gives the GPUs (``CUDA_VISIBLE_DEVICES``), so the script
 sets none. Each job writes its own output file, ``OUTPUT_DIR/NAME-JOBID.out``:
 what pdtui follows and judges is the current job's output only. A job on
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from pdtui.config import ClusterConfig, Deployment, ServiceConfig
 from pdtui.config.job import JobSpec
-from pdtui.unit_files import command_line, prometheus_ports
+from pdtui.targets.systemd.unit_files import command_line, prometheus_ports
 
 
 @dataclass(frozen=True)

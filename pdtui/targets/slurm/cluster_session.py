@@ -13,14 +13,23 @@ import time
 from collections.abc import Callable
 
 from pdtui.config import ClusterConfig
-from pdtui.engine.host_session import Session
-from pdtui.engine.job_output import JobOutput
-from pdtui.engine.units import Batcher
+from pdtui.engine.log_entry import LogEntry
 from pdtui.hosts.base import Host, HostError, Result
-from pdtui.slurm.commands import SlurmCommands
-from pdtui.slurm.parse import JobDetail, JobRow, accounting_off, parse_job, parse_node, parse_sacct, parse_squeue, parse_submitted
-from pdtui.slurm.script import JobScript
-from pdtui.systemd import JournalEntry
+from pdtui.targets.slurm.commands import SlurmCommands
+from pdtui.targets.slurm.job_output import JobOutput
+from pdtui.targets.slurm.parse import (
+    JobDetail,
+    JobRow,
+    accounting_off,
+    parse_job,
+    parse_node,
+    parse_sacct,
+    parse_squeue,
+    parse_submitted,
+)
+from pdtui.targets.slurm.script import JobScript
+from pdtui.targets.systemd.host_session import Session
+from pdtui.targets.systemd.shared_commands import Batcher
 
 
 class JobLooker(Batcher[SlurmCommands]):
@@ -97,7 +106,7 @@ class ClusterSession(Session):
         """``scancel`` every job of this name (the user's)."""
         return await self.command(self.slurm.cancel_named(name), deadline)
 
-    def output(self, path: str, job_id: str, on_entry: Callable[[JournalEntry], None],
+    def output(self, path: str, job_id: str, on_entry: Callable[[LogEntry], None],
                on_problem: Callable[[str], None]) -> JobOutput:
         """The follower of one job's output file."""
         return JobOutput(self.host, path, job_id, on_entry, on_problem)

@@ -20,14 +20,12 @@ import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from pdtui.engine.log_entry import YIELD_EVERY, LogEntry
 from pdtui.hosts.base import Host, HostError, HostNotFound, HostUnreachable
 from pdtui.support.backoff import Backoff
-from pdtui.systemd import Commands, JournalEntry, parse_entry
+from pdtui.targets.systemd.commands import Commands
+from pdtui.targets.systemd.journal_json import parse_entry
 
-BACKOFF_START = 0.2
-BACKOFF_MAX = 5.0
-# Lines handled between two yields to the event loop during a burst (about 2 ms of work).
-YIELD_EVERY = 200
 LAST_ENTRY_TIMEOUT = 30.0
 RECENT = 10.0
 """Seconds back a first tail starts when the journal's newest entry cannot be read (see JournalTail._start)."""
@@ -50,7 +48,7 @@ class JournalTail:
     """Follows several units' journals on one host and hands every entry to ``on_entry``."""
 
     def __init__(self, host: Host, commands: Commands, units: Sequence[str],
-                 on_entry: Callable[[JournalEntry], None],
+                 on_entry: Callable[[LogEntry], None],
                  on_problem: Callable[[str], None] = lambda message: None) -> None:
         self.host = host
         self.commands = commands
@@ -71,7 +69,7 @@ class JournalTail:
         A host that cannot be reached tells so itself (its status), once; one whose
         name does not resolve has no journal to follow.
         """
-        backoff = Backoff(BACKOFF_START, BACKOFF_MAX)
+        backoff = Backoff()
         while True:
             try:
                 got_lines = await self._follow_once()

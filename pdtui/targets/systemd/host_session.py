@@ -17,10 +17,11 @@ from typing import Any, Protocol
 
 from pdtui.config import HostConfig
 from pdtui.engine.http import HttpProber
-from pdtui.engine.journal import JournalTail
-from pdtui.engine.units import Batcher, InvocationHistory, UnitLooker, UnitStarter
+from pdtui.engine.log_entry import LogEntry
 from pdtui.hosts.base import Host, HostError, Result
-from pdtui.systemd import Commands, JournalEntry, sudo_needs_password
+from pdtui.targets.systemd.commands import Commands, sudo_needs_password
+from pdtui.targets.systemd.journal_tail import JournalTail
+from pdtui.targets.systemd.shared_commands import Batcher, InvocationHistory, UnitLooker, UnitStarter
 
 
 class Looks(Protocol):
@@ -85,7 +86,7 @@ class HostSession(Session):
                             f"(sudo -n) for systemctl and journalctl")
         return result
 
-    def follow(self, units: list[str], on_entry: Callable[[JournalEntry], None],
+    def follow(self, units: list[str], on_entry: Callable[[LogEntry], None],
                on_problem: Callable[[str], None]) -> JournalTail:
         """The host's one journal tail, for all of ``units``."""
         self.tail = JournalTail(self.host, self.commands, units, on_entry=on_entry, on_problem=on_problem)

@@ -22,18 +22,18 @@ import shlex
 
 from pdtui.config import ServiceConfig
 from pdtui.config.fields import format_duration
-from pdtui.engine.cluster_session import ClusterSession
 from pdtui.engine.events import JobStatus, Notice
 from pdtui.engine.intent import Action
-from pdtui.engine.job_output import JobOutput
 from pdtui.engine.readiness import LineJudge
 from pdtui.engine.service_run import Attempt, ServiceRun
 from pdtui.engine.states import JUDGED_STATES, ServiceState
+from pdtui.gpus.nvidia_smi import gpu_ranges
 from pdtui.hosts.base import LOOPBACK_ADDRESS, HostDisconnected, HostError, HostUnreachable
-from pdtui.nvidia_smi import gpu_ranges
-from pdtui.slurm.commands import line_count
-from pdtui.slurm.parse import JobRow, ended_words, first_host, parse_elapsed
-from pdtui.slurm.script import job_of, output_path, render_script
+from pdtui.targets.slurm.cluster_session import ClusterSession
+from pdtui.targets.slurm.commands import line_count
+from pdtui.targets.slurm.job_output import JobOutput
+from pdtui.targets.slurm.parse import JobRow, ended_words, first_host, parse_elapsed
+from pdtui.targets.slurm.script import job_of, output_path, render_script
 
 S = ServiceState
 STOPPED_BY = ("COMPLETED", "CANCELLED")   # a job that ended so was stopped, not failed (a watch says so)
