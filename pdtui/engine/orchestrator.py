@@ -31,6 +31,7 @@ from pdtui.engine.intent import UP, Action, Intent, Verb
 from pdtui.engine.log_entry import LogEntry
 from pdtui.engine.readiness import LineJudge
 from pdtui.engine.service_run import ServiceRun, Wiring
+from pdtui.engine.session import Session
 from pdtui.engine.signatures import signatures_for
 from pdtui.engine.states import FINAL_STATES, SERVING_STATES, ServiceState
 from pdtui.engine.steps import split, step_statuses
@@ -46,7 +47,7 @@ from pdtui.targets.slurm.commands import SlurmCommands
 from pdtui.targets.slurm.job_run import JobRun
 from pdtui.targets.slurm.script import script_path
 from pdtui.targets.systemd.commands import Commands, parse_cat, unit_processes
-from pdtui.targets.systemd.host_session import HostSession, Session
+from pdtui.targets.systemd.host_session import HostSession
 from pdtui.targets.systemd.unit_drift import parse_installed, service_drift
 
 __all__ = ["Orchestrator", "Timing"]

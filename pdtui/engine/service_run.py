@@ -38,13 +38,14 @@ from pdtui.engine.phases import PhaseTracker
 from pdtui.engine.probes import LOOPBACK, Backend, Check, RouterProbe, bootstrap_port, http_check, tcp_check
 from pdtui.engine.readiness import FailureCandidate, LineJudge
 from pdtui.engine.serving import batch_figures
+from pdtui.engine.session import Session
 from pdtui.engine.signatures import BOOTSTRAP, Severity, Signature
 from pdtui.engine.states import ALLOWED, JUDGED_STATES, SERVING_STATES, ServiceState, check_transition
 from pdtui.engine.timing import Timing
 from pdtui.gpus.inventory import gpu_holders
 from pdtui.hosts.base import LOOPBACK_ADDRESS, Host, HostDisconnected, HostError, HostUnreachable
 from pdtui.targets.systemd.commands import parse_timestamp
-from pdtui.targets.systemd.host_session import HostSession, Session
+from pdtui.targets.systemd.host_session import HostSession
 from pdtui.targets.systemd.shared_commands import attached_history
 
 S = ServiceState

@@ -13,7 +13,9 @@ import time
 from collections.abc import Callable
 
 from pdtui.config import ClusterConfig
+from pdtui.engine.batcher import Batcher
 from pdtui.engine.log_entry import LogEntry
+from pdtui.engine.session import Session
 from pdtui.hosts.base import Host, HostError, Result
 from pdtui.targets.slurm.commands import SlurmCommands
 from pdtui.targets.slurm.job_output import JobOutput
@@ -28,8 +30,6 @@ from pdtui.targets.slurm.parse import (
     parse_submitted,
 )
 from pdtui.targets.slurm.script import JobScript
-from pdtui.targets.systemd.host_session import Session
-from pdtui.targets.systemd.shared_commands import Batcher
 
 
 class JobLooker(Batcher[SlurmCommands]):

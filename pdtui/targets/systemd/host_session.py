@@ -1,66 +1,24 @@
-"""One host of a deployment, as the engine uses it: its connection and everything that runs over it.
+"""One host of units, as the engine uses it: its connection and everything that runs over it.
 
-A :class:`Session` owns the Host (one connection), its commands and the HTTP
-prober whose requests travel through the connection. A :class:`HostSession`
-adds what a host of units needs: how its systemctl and journalctl are
-invoked, the batched unit looks, starts and invocation-history reads, and the
-one journal tail that follows all of its units. (A cluster's login host has a
-ClusterSession: engine/cluster_session.py.) The orchestrator keeps one per
-host instead of a dict per tool.
+A :class:`HostSession` is a :class:`Session` (the Host, commands within a
+deadline, the HTTP prober) with what a host of units needs: how its systemctl
+and journalctl are invoked, the batched unit looks, starts and
+invocation-history reads, and the one journal tail that follows all of its
+units.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
 
 from pdtui.config import HostConfig
-from pdtui.engine.http import HttpProber
 from pdtui.engine.log_entry import LogEntry
+from pdtui.engine.session import Session
 from pdtui.hosts.base import Host, HostError, Result
 from pdtui.targets.systemd.commands import Commands, sudo_needs_password
 from pdtui.targets.systemd.journal_tail import JournalTail
-from pdtui.targets.systemd.shared_commands import Batcher, InvocationHistory, UnitLooker, UnitStarter
-
-
-class Looks(Protocol):
-    """What a session's batched looks tell of themselves: a slow machine is looked at less often."""
-
-    last_took: float
-
-
-class Session:
-    """A machine's connection as a run uses it: commands within a deadline, HTTP probes through it."""
-
-    looker: Looks
-
-    def __init__(self, name: str, host: Host, *, command_timeout: float,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self.name = name
-        self.host = host
-        self.prober = HttpProber(host)
-        self.batchers: list[Batcher[Any]] = []     # its batched commands: ended at close
-        self._command_timeout = command_timeout
-        self._clock = clock
-
-    async def command(self, argv: list[str], deadline: float | None = None) -> Result:
-        """Run ``argv`` there, within the command timeout and ``deadline``."""
-        timeout = self._command_timeout
-        if deadline is not None:
-            timeout = max(0.1, min(timeout, deadline - self._clock()))
-        return await self.host.run(argv, timeout=timeout)
-
-    async def close(self) -> None:
-        """End the commands under way (a look whose askers are gone must not outlive the session), the probes'
-        connections, then the connection."""
-        for batcher in self.batchers:
-            await batcher.close()
-        await self.prober.close()
-        try:
-            await self.host.close()
-        except Exception:   # closing a broken connection must not hide the real outcome
-            pass
+from pdtui.targets.systemd.shared_commands import InvocationHistory, UnitLooker, UnitStarter
 
 
 class HostSession(Session):

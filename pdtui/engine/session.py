@@ -1,0 +1,56 @@
+"""A machine's connection as a service's run uses it, whatever the target: one per host or cluster.
+
+A :class:`Session` owns the Host (one connection), commands within a deadline
+and the HTTP prober whose requests travel through the connection. Each target
+extends it with its own tools (targets/systemd/host_session.py,
+targets/slurm/cluster_session.py).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from pdtui.engine.batcher import Batcher
+from pdtui.engine.http import HttpProber
+from pdtui.hosts.base import Host, Result
+
+
+class Looks(Protocol):
+    """What a session's batched looks tell of themselves: a slow machine is looked at less often."""
+
+    last_took: float
+
+
+class Session:
+    """A machine's connection as a run uses it: commands within a deadline, HTTP probes through it."""
+
+    looker: Looks
+
+    def __init__(self, name: str, host: Host, *, command_timeout: float,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.name = name
+        self.host = host
+        self.prober = HttpProber(host)
+        self.batchers: list[Batcher[Any]] = []     # its batched commands: ended at close
+        self._command_timeout = command_timeout
+        self._clock = clock
+
+    async def command(self, argv: list[str], deadline: float | None = None) -> Result:
+        """Run ``argv`` there, within the command timeout and ``deadline``."""
+        timeout = self._command_timeout
+        if deadline is not None:
+            timeout = max(0.1, min(timeout, deadline - self._clock()))
+        return await self.host.run(argv, timeout=timeout)
+
+    async def close(self) -> None:
+        """End the commands under way (a look whose askers are gone must not outlive the session), the probes'
+        connections, then the connection."""
+        for batcher in self.batchers:
+            await batcher.close()
+        await self.prober.close()
+        try:
+            await self.host.close()
+        except Exception:   # closing a broken connection must not hide the real outcome
+            pass
