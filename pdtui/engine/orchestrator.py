@@ -1,10 +1,11 @@
 """The bring-up: preflight -> start backends -> wait for readiness -> start router -> probe; and the life after.
 
-The orchestrator wires the deployment together: one :class:`HostSession` per
-host (its journal tail routed to the services' runs) and one ClusterSession per
-Slurm cluster, the preflight, one :class:`ServiceRun` per service (a
-:class:`JobRun` for a Slurm job) brought up by its own task once the services
-it comes ``after`` are ready, log lines handed out in batches, and the outcome.
+The orchestrator wires the deployment together: one session per host or
+cluster (its target's: pdtui/targets/registry.py), following its services'
+output, the preflight (preflight.py), one :class:`ServiceRun` per service
+brought up by its own task once the services it comes ``after`` are ready, log
+lines handed out in batches, and the outcome. It never asks which kind of
+target a service runs on.
 What it is asked to do is an :class:`Intent` (``up``, ``status``, ``restart``,
 ``down``): each becomes an :class:`Action` per service, and the TUI's restart
 and stop of one service reuse them.
@@ -17,49 +18,30 @@ from __future__ import annotations
 
 import asyncio
 import math
-import shlex
 import time
-from collections.abc import Awaitable, Callable, Collection
-from functools import partial
-from typing import TypeVar
+from collections.abc import Callable, Collection
 
 from pdtui.config import Deployment
 from pdtui.config.fields import format_duration
-from pdtui.engine.events import Done, Event, HostStatus, Notice, PlanReady, ServiceInfo, Step, StepChanged, StepStatus
+from pdtui.engine.events import Done, Event, HostStatus, Notice, PlanReady, Step, StepChanged, StepStatus
 from pdtui.engine.figures import FiguresWatch
 from pdtui.engine.intent import UP, Action, Intent, Verb
-from pdtui.engine.log_entry import LogEntry
-from pdtui.engine.readiness import LineJudge
+from pdtui.engine.preflight import Preflight
 from pdtui.engine.service_run import ServiceRun, Wiring
 from pdtui.engine.session import Session
-from pdtui.engine.signatures import signatures_for
 from pdtui.engine.states import FINAL_STATES, SERVING_STATES, ServiceState
 from pdtui.engine.steps import split, step_statuses
 from pdtui.engine.timing import DEFAULT_TIMING, Timing
-from pdtui.gpus.inventory import Inventory, host_inventories, preflight_findings
-from pdtui.gpus.nvidia_smi import sampler_argv
-from pdtui.gpus.sampler import GpuSampler
-from pdtui.hosts.base import Host, HostError, HostUnreachable
-from pdtui.support.backoff import Backoff
+from pdtui.hosts.base import Host
 from pdtui.support.exits import EXIT_FAILED, EXIT_OK
-from pdtui.targets.slurm.cluster_session import ClusterSession
-from pdtui.targets.slurm.commands import SlurmCommands
-from pdtui.targets.slurm.job_run import JobRun
-from pdtui.targets.slurm.script import script_path
-from pdtui.targets.systemd.commands import Commands, parse_cat, unit_processes
-from pdtui.targets.systemd.host_session import HostSession
-from pdtui.targets.systemd.unit_drift import parse_installed, service_drift
+from pdtui.targets.registry import HostFactory, new_run, open_sessions
 
 __all__ = ["Orchestrator", "Timing"]
 
 S = ServiceState
-HostFactory = Callable[..., Host]
-T = TypeVar("T")
 
 BAD_OUTCOMES = frozenset({S.FAILED, S.TIMED_OUT, S.BLOCKED})
 BUSY_NOW = frozenset({S.STARTING, S.STOPPING})   # a restart or stop from the UI waits until these are over
-# An unreachable host is tried again during preflight with this backoff, until its services' longest timeout.
-PREFLIGHT_RETRY, PREFLIGHT_RETRY_MAX = 0.5, 5.0
 
 
 class Orchestrator:
@@ -78,12 +60,8 @@ class Orchestrator:
         self._subscribers: list[Callable[[Event], None]] = []
         self._t0 = clock()
         self._sessions: dict[str, Session] = {}
-        self._reaching: dict[str, float] = {}       # host -> until when the preflight tries to reach it
-        self._retried: set[str] = set()             # hosts the preflight reached only after retries
-        self._runs = {name: (JobRun if cfg.is_job else ServiceRun)(cfg, LineJudge(cfg.ready.log,
-                                                                                   signatures_for(cfg.role, cfg.fail)))
-                      for name, cfg in deployment.services.items()}
-        self._by_unit = {(r.cfg.host, r.cfg.unit): r for r in self._runs.values() if not r.cfg.is_job}
+        self._checks: Preflight | None = None
+        self._runs = {name: new_run(cfg) for name, cfg in deployment.services.items()}
         self._groups = split(list(self._runs.values()))     # backends, routers
         self._on_host: dict[str, list[ServiceRun]] = {}       # the runs of each host, in config order
         for run in self._runs.values():
@@ -236,11 +214,13 @@ class Orchestrator:
     async def close(self) -> None:
         """Stop watching: end tails, probes and connections. Never stops a unit."""
         tasks = [*self._tails, *(r.task for r in self._runs.values() if r.task)]
-        tasks += [r.follower for r in self._runs.values() if isinstance(r, JobRun) and r.follower]
         tasks += [self._done_task] if self._done_task is not None else []
+        tasks += self._checks.samplers if self._checks is not None else []
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        for run in self._runs.values():
+            await run.close()
         await self._figures.close()
         self._flush_logs()
         for session in self._sessions.values():
@@ -260,9 +240,10 @@ class Orchestrator:
         The host tells once that it cannot be reached: with the preflight's horizon
         added, that is the one line saying what failed and how long pdtui goes on.
         """
-        if status == "connected":
-            self._reaching.pop(host, None)
-        left = self._reaching.get(host, -math.inf) - self.clock()
+        checks = self._checks
+        if status == "connected" and checks is not None:
+            checks.reached(host)
+        left = checks.reaching_for(host) if checks is not None else -math.inf
         if status == "unreachable" and left > 0:
             detail = f"{detail}; trying again for up to {format_duration(round(left))}"
         self._emit(HostStatus(host, status, detail, self.elapsed()))
@@ -276,20 +257,13 @@ class Orchestrator:
 
     def _begin(self) -> None:
         self._t0 = self.clock()
-        services = tuple(_info(self.deployment, r) for r in self._runs.values())
+        services = tuple(r.info(self.deployment) for r in self._runs.values())
         steps = () if self.intent.verb is Verb.DOWN else tuple(Step)
         self._emit(PlanReady(self.deployment.name, services, steps, title=self.intent.title,
                              watching=self.intent.watching))
         self._update_steps()
-        timeout = self.timing.command_timeout
-        for name, cfg in self.deployment.hosts.items():
-            if name in self._on_host:
-                host = self.host_factory(cfg, on_status=self._host_status)
-                self._sessions[name] = HostSession(cfg, host, command_timeout=timeout, clock=self.clock)
-        for name, cluster in self.deployment.clusters.items():
-            if name in self._on_host:
-                host = self.host_factory(cluster, on_status=self._host_status)
-                self._sessions[name] = ClusterSession(cluster, host, command_timeout=timeout, clock=self.clock)
+        self._sessions = open_sessions(self.deployment, self._on_host, self.host_factory, self._host_status,
+                                       command_timeout=self.timing.command_timeout, clock=self.clock)
         for run in self._runs.values():
             run.wire(Wiring(self.deployment, self._sessions[run.cfg.host], self.timing, self.clock, self.elapsed,
                             self._emit, self._on_change, self._schedule_flush, self._runs, lambda: self._t0, self.smoke,
@@ -297,153 +271,22 @@ class Orchestrator:
 
     def _follow_journals(self) -> None:
         for name, session in self._sessions.items():
-            if not isinstance(session, HostSession):
-                continue                    # a cluster's jobs are followed each by its run, file by file
-            units = [r.unit for r in self._on_host[name]]
-            tail = session.follow(units, on_entry=partial(self._on_entry, name), on_problem=self._tail_problem)
-            self._tails.append(asyncio.create_task(tail.run(), name=f"journal {name}"))
+            follow = session.follow(self._on_host[name], on_problem=self._tail_problem)
+            if follow is not None:
+                self._tails.append(asyncio.create_task(follow, name=f"output {name}"))
 
     async def _preflight_hosts(self, *, sample_gpus: bool) -> None:
-        """Reach every host and look at every unit before touching anything."""
+        """Reach every host and look at every service before touching anything (see preflight.py)."""
         self._preflight = StepStatus.RUNNING
         self._update_steps()
-        now = self.clock()
-        deadlines = {h: now + max(r.cfg.timeout for r in self._on_host[h]) for h in self._sessions}
-        self._reaching = dict(deadlines)
-        # The GPU inventory is taken while the units are looked at: neither waits for the other.
-        results, inventories = await asyncio.gather(
-            asyncio.gather(*(self._preflight_host(h, deadlines[h]) for h in self._sessions)),
-            host_inventories(self.deployment, self._hosts()))
-        retried = {h: self._sessions[h].host for h, found in inventories.items() if found is None and h in self._retried}
-        if retried:   # reached only after retries: its first inventory found no connection
-            inventories |= await host_inventories(self.deployment, retried)
-        gpus_ok = await self._preflight_gpus(inventories, sample=sample_gpus)
-        self._preflight = StepStatus.DONE if all(results) and gpus_ok else StepStatus.FAILED
+        self._checks = Preflight(self.deployment, self._sessions, self._on_host, verb=self.intent.verb,
+                                 clock=self.clock, emit=self._emit, elapsed=self.elapsed)
+        ok = await self._checks.run(sample_gpus=sample_gpus)
+        self._preflight = StepStatus.DONE if ok else StepStatus.FAILED
         self._update_steps()
-
-    async def _preflight_gpus(self, inventories: dict[str, Inventory | None], *, sample: bool) -> bool:
-        """The GPU inventories' findings told; errors fail their service.
-
-        Then one long-running sampler per host keeps the GPU chips live.
-        """
-        ok = True
-        judging = self.intent.verb in (Verb.UP, Verb.RESTART)   # status and down start nothing: findings only told
-        own = await self._own_processes(inventories) if self.intent.verb is not Verb.DOWN else {}
-        findings = preflight_findings(self.deployment, inventories, own=own) if self.intent.verb is not Verb.DOWN else []
-        for finding in findings:
-            self._emit(Notice(finding.level, finding.text, finding.service, self.elapsed()))
-            run = self._runs.get(finding.service or "")
-            if judging and finding.level == "error" and run is not None and run.state is S.PENDING:
-                run.transition(S.FAILED, finding.text.removeprefix(f"{run.name}: "))
-                ok = False
-        for name, inventory in inventories.items():
-            if sample and inventory is not None:
-                argv = sampler_argv(self.deployment.hosts[name].commands["nvidia-smi"])
-                sampler = GpuSampler(self._sessions[name].host, name, argv, self._emit, self.elapsed, inventory=inventory)
-                self._tails.append(asyncio.create_task(sampler.run(), name=f"gpus {name}"))
-        return ok
-
-    async def _own_processes(self, inventories: dict[str, Inventory | None]) -> dict[str, frozenset[int]]:
-        """Each running unit's own processes (its main PID and what descends from it) on hosts where a GPU
-        is held: a deployment that runs already does not find its own GPUs busy."""
-        own: dict[str, frozenset[int]] = {}
-        for host_name, found in inventories.items():
-            running = [r for r in self._on_host[host_name] if r.running and r.main_pid]
-            if not found or not found.apps or not running:
-                continue
-            try:
-                result = await self._sessions[host_name].command(["ps", "-e", "-o", "pid=,ppid="])
-            except HostError:
-                continue
-            if result.ok:
-                own |= {r.name: unit_processes(result.stdout, r.main_pid) for r in running}
-        return own
-
-    async def _preflight_host(self, host_name: str, deadline: float) -> bool:
-        if isinstance(self._sessions[host_name], ClusterSession):
-            return await self._preflight_cluster(host_name, deadline)
-        ok = True
-        runs = self._on_host[host_name]
-        looks = await asyncio.gather(*(self._reach(run.show, run.cfg.host, deadline) for run in runs),
-                                     return_exceptions=True)
-        self._reaching.pop(host_name, None)
-        for run, props in zip(runs, looks, strict=False):
-            if isinstance(props, HostError):
-                run.transition(S.FAILED, str(props))
-                ok = False
-                continue
-            if isinstance(props, BaseException):
-                raise props
-            run.note_unit(props)
-            if props.get("LoadState") == "not-found":
-                run.transition(S.FAILED, f"unit {run.cfg.unit} not found on {host_name}")
-                ok = False
-        present = [r for r in runs if r.state is S.PENDING]
-        if self.intent.verb in (Verb.STATUS, Verb.DOWN):
-            return ok     # nothing will be started: what the unit files say is not in question
-        return await self._preflight_drift(host_name, present) and ok
-
-    async def _preflight_cluster(self, name: str, deadline: float) -> bool:
-        """A cluster: its login host reached and Slurm answering, each job's name looked up (one squeue)."""
-        jobs = [run for run in self._on_host[name] if isinstance(run, JobRun)]
-        looks = await asyncio.gather(*(self._reach(run.look, name, deadline) for run in jobs), return_exceptions=True)
-        ok = True
-        for run, found in zip(jobs, looks, strict=True):
-            if isinstance(found, HostError):
-                run.transition(S.FAILED, str(found) if str(found).startswith(name) else f"{name}: {found}")
-                ok = False
-            elif isinstance(found, BaseException):
-                raise found
-        return ok
-
-    async def _preflight_drift(self, host_name: str, runs: list[ServiceRun]) -> bool:
-        """Each installed unit against the config (one ``systemctl cat`` for the host): a unit that runs
-        something else (other GPUs, NUMA node, port, mode, router backends) fails its service before start."""
-        if not runs:
-            return True
-        try:
-            session = self._sessions[host_name]
-            assert isinstance(session, HostSession)     # a cluster's preflight has no units to compare
-            result = await session.command(session.commands.cat([r.unit for r in runs]))
-        except HostError:
-            return True     # the unit looks just passed: a host lost now is the bring-up's to tell
-        installed = parse_cat(result.stdout)
-        ok = True
-        for run in runs:
-            if run.cfg.unit not in installed:
-                continue    # a systemctl without cat, or a unit of another kind: nothing to compare
-            for found in service_drift(self.deployment, run.cfg, parse_installed(installed[run.cfg.unit])):
-                level = "error" if found.level == "error" else "info"
-                self._emit(Notice(level, found.text, run.name, self.elapsed()))
-                if level == "error" and run.state is S.PENDING:
-                    run.transition(S.FAILED, found.text.removeprefix(f"{run.name}: "))
-                    ok = False
-        return ok
-
-    async def _reach(self, look: Callable[[], Awaitable[T]], host: str, deadline: float) -> T:
-        """A first look (a unit's load state, a job's queue); a host that cannot be reached (sshd not up yet) is
-        tried again until the deadline.
-
-        The host's status tells so, once (see :meth:`_host_status`). The last try is at the deadline.
-        """
-        backoff = Backoff(PREFLIGHT_RETRY, PREFLIGHT_RETRY_MAX)
-        while True:
-            try:
-                return await look()
-            except HostUnreachable:
-                left = deadline - self.clock()
-                if left <= 0:
-                    raise
-                self._retried.add(host)
-                await asyncio.sleep(min(backoff.next(), left))
 
     def _tail_problem(self, message: str) -> None:
         self._emit(Notice("warning", message, None, self.elapsed()))
-
-    def _on_entry(self, host: str, entry: LogEntry) -> None:
-        run = self._by_unit.get((host, entry.source)) if entry.source else None
-        if run is not None:
-            run.on_entry(entry)
 
     def _schedule_flush(self) -> None:
         """Lines are pending: hand out every run's lines together, a batch interval from now."""
@@ -459,7 +302,7 @@ class Orchestrator:
     async def _bring_up(self, run: ServiceRun, action: Action, *, wait: bool = True) -> None:
         """Once what ``run`` comes after is ready (when ``wait``), its life; blocked when one of those failed."""
         deps = [self._runs[d] for d in run.cfg.after] if wait else []
-        looking = asyncio.create_task(run.keep_looking()) if deps and not run.cfg.is_job else None
+        looking = asyncio.create_task(run.keep_looking()) if deps else None
         try:
             await self._until(lambda: all(d.state is S.READY for d in deps) or any(d.state in BAD_OUTCOMES
                                                                                  for d in deps))
@@ -566,17 +409,3 @@ class Orchestrator:
                 self._steps[step] = status
                 self._emit(StepChanged(step, status, "", self.elapsed()))
 
-
-def _info(deployment: Deployment, run: ServiceRun) -> ServiceInfo:
-    """The service as the faces draw it, with the exact commands a restart or stop from the UI runs."""
-    cfg = run.cfg
-    if cfg.cluster is not None:
-        cluster = deployment.clusters[cfg.cluster]
-        cancel = shlex.join(SlurmCommands.for_cluster(cluster).cancel_named(run.unit))
-        restart = f"{cancel}; sbatch {script_path(cluster.output_dir, run.unit)}"
-        return ServiceInfo(cfg.name, cfg.role, run.unit, cfg.host, (), None, cfg.port, tuple(cfg.after), cfg.timeout,
-                           restart, cancel, job=True)
-    commands = Commands.for_host(deployment.hosts[cfg.host])
-    return ServiceInfo(cfg.name, cfg.role, run.unit, cfg.host, tuple(cfg.gpus), cfg.numa, cfg.port,
-                       tuple(cfg.after), cfg.timeout, shlex.join(commands.restart(run.unit)),
-                       shlex.join(commands.stop(run.unit)))

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import math
 import re
+import shlex
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ from pdtui.engine.events import (
     Notice,
     PhaseStarted,
     ProbeResult,
+    ServiceInfo,
     StateChanged,
     UnitStatus,
 )
@@ -44,7 +46,7 @@ from pdtui.engine.states import ALLOWED, JUDGED_STATES, SERVING_STATES, ServiceS
 from pdtui.engine.timing import Timing
 from pdtui.gpus.inventory import gpu_holders
 from pdtui.hosts.base import LOOPBACK_ADDRESS, Host, HostDisconnected, HostError, HostUnreachable
-from pdtui.targets.systemd.commands import parse_timestamp
+from pdtui.targets.systemd.commands import Commands, parse_timestamp
 from pdtui.targets.systemd.host_session import HostSession
 from pdtui.targets.systemd.shared_commands import attached_history
 
@@ -198,6 +200,21 @@ class ServiceRun:
             ttr = self.time_to_ready = round(self.w.clock() - self.attempt.started_at, 3)
         self.w.emit(StateChanged(self.name, old, new, reason, line, self.w.elapsed(), ttr, *self.placed()))
         self.w.changed()
+
+    def notice(self, level: str, text: str) -> None:
+        """Tell something about this service that is not a change of its state."""
+        self.w.emit(Notice(level, text, self.name, self.w.elapsed()))
+
+    def info(self, deployment: Deployment) -> ServiceInfo:
+        """The service as the faces draw it, with the exact commands a restart or stop from the UI runs."""
+        cfg, commands = self.cfg, Commands.for_host(deployment.hosts[self.cfg.host])
+        return ServiceInfo(cfg.name, cfg.role, self.unit, cfg.host, tuple(cfg.gpus), cfg.numa, cfg.port,
+                           tuple(cfg.after), cfg.timeout, shlex.join(commands.restart(self.unit)),
+                           shlex.join(commands.stop(self.unit)))
+
+    async def close(self) -> None:
+        """Stop watching (its task is the orchestrator's to end): what it follows of its own. A unit's run
+        follows nothing of its own (its host's tail brings its lines)."""
 
     def probe_result(self, check: Check) -> None:
         """Tell a check's result when it differs from the last one told."""

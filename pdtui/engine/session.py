@@ -9,12 +9,16 @@ targets/slurm/cluster_session.py).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from typing import Any, Protocol
+from collections.abc import Callable, Coroutine, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pdtui.engine.batcher import Batcher
 from pdtui.engine.http import HttpProber
 from pdtui.hosts.base import Host, Result
+
+if TYPE_CHECKING:
+    from pdtui.engine.preflight import Reacher
+    from pdtui.engine.service_run import ServiceRun
 
 
 class Looks(Protocol):
@@ -43,6 +47,18 @@ class Session:
         if deadline is not None:
             timeout = max(0.1, min(timeout, deadline - self._clock()))
         return await self.host.run(argv, timeout=timeout)
+
+    # -- what a target implements (see pdtui/targets/__init__.py) ----------------------------------------
+    async def preflight(self, runs: Sequence[ServiceRun], reacher: Reacher, *, starting: bool) -> bool:
+        """Look at each of ``runs`` (its services here) before anything is touched, through ``reacher`` (which
+        tries again while the place cannot be reached); fail those that cannot be brought up. ``starting``: the
+        intent starts services (``up``, ``restart``), so what would run is checked too. True when none failed."""
+        raise NotImplementedError
+
+    def follow(self, runs: Sequence[ServiceRun], on_problem: Callable[[str], None]) -> Coroutine[Any, Any, None] | None:
+        """Follow the output of ``runs`` from now on, handing each line to its run's ``on_entry``: the coroutine of
+        the task that does it, or None where each run follows its own (a Slurm job's output file)."""
+        return None
 
     async def close(self) -> None:
         """End the commands under way (a look whose askers are gone must not outlive the session), the probes'

@@ -142,6 +142,23 @@ async def _numa_nodes(host: Host, nvidia_smi: Sequence[str], gpus: list[Gpu], ti
     return nodes
 
 
+def process_tree(ps_output: str, root: int) -> frozenset[int]:
+    """``root`` and every process below it, from ``ps -e -o pid=,ppid=``: a service's main process and its
+    workers (SGLang's schedulers, which hold the GPUs, are its children)."""
+    children: dict[int, list[int]] = {}
+    for line in ps_output.splitlines():
+        cells = line.split()
+        if len(cells) == 2 and cells[0].isdigit() and cells[1].isdigit():
+            children.setdefault(int(cells[1]), []).append(int(cells[0]))
+    found, todo = {root}, [root]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return frozenset(found)
+
+
 # --------------------------------------------------------------------------- preflight
 
 def preflight_findings(deployment, inventories: Mapping[str, Inventory | None], *,

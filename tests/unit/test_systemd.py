@@ -90,7 +90,7 @@ def test_parse_show_units_splits_blocks_by_id():
 
 
 def test_a_units_processes_are_its_main_pid_and_everything_below_it():
-    from pdtui.targets.systemd.commands import unit_processes
+    from pdtui.gpus.inventory import process_tree
     ps = "    1     0\n  100     1\n  101   100\n  102   101\n  200     1\n  garbage\n"
-    assert unit_processes(ps, 100) == {100, 101, 102}
-    assert unit_processes(ps, 300) == {300}
+    assert process_tree(ps, 100) == {100, 101, 102}
+    assert process_tree(ps, 300) == {300}

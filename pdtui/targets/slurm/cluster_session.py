@@ -9,13 +9,16 @@ beat), as a host's unit looks share one ``systemctl show``.
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, cast
 
 from pdtui.config import ClusterConfig
 from pdtui.engine.batcher import Batcher
 from pdtui.engine.log_entry import LogEntry
 from pdtui.engine.session import Session
+from pdtui.engine.states import ServiceState
 from pdtui.hosts.base import Host, HostError, Result
 from pdtui.targets.slurm.commands import SlurmCommands
 from pdtui.targets.slurm.job_output import JobOutput
@@ -30,6 +33,11 @@ from pdtui.targets.slurm.parse import (
     parse_submitted,
 )
 from pdtui.targets.slurm.script import JobScript
+
+if TYPE_CHECKING:
+    from pdtui.engine.preflight import Reacher
+    from pdtui.engine.service_run import ServiceRun
+    from pdtui.targets.slurm.job_run import JobRun
 
 
 class JobLooker(Batcher[SlurmCommands]):
@@ -70,6 +78,20 @@ class ClusterSession(Session):
         self.looker = JobLooker(self.command, self.slurm)
         self.batchers = [self.looker]
         self._addresses: dict[str, str] = {}
+
+    async def preflight(self, runs: Sequence[ServiceRun], reacher: Reacher, *, starting: bool) -> bool:
+        """The login host reached and Slurm answering: each job's name looked up (one squeue for all)."""
+        jobs = cast("Sequence[JobRun]", runs)     # a cluster's services are its jobs
+        looks = await asyncio.gather(*(reacher.reach(run.look) for run in jobs), return_exceptions=True)
+        ok = True
+        for run, found in zip(runs, looks, strict=True):
+            if isinstance(found, HostError):
+                run.transition(ServiceState.FAILED, str(found) if str(found).startswith(self.name)
+                               else f"{self.name}: {found}")
+                ok = False
+            elif isinstance(found, BaseException):
+                raise found
+        return ok
 
     async def jobs(self, name: str) -> list[JobRow]:
         return await self.looker.jobs(name)

@@ -20,9 +20,9 @@ from __future__ import annotations
 import asyncio
 import shlex
 
-from pdtui.config import ServiceConfig
+from pdtui.config import Deployment, ServiceConfig
 from pdtui.config.fields import format_duration
-from pdtui.engine.events import JobStatus, Notice
+from pdtui.engine.events import JobStatus, Notice, ServiceInfo
 from pdtui.engine.intent import Action
 from pdtui.engine.readiness import LineJudge
 from pdtui.engine.service_run import Attempt, ServiceRun
@@ -30,10 +30,10 @@ from pdtui.engine.states import JUDGED_STATES, ServiceState
 from pdtui.gpus.nvidia_smi import gpu_ranges
 from pdtui.hosts.base import LOOPBACK_ADDRESS, HostDisconnected, HostError, HostUnreachable
 from pdtui.targets.slurm.cluster_session import ClusterSession
-from pdtui.targets.slurm.commands import line_count
+from pdtui.targets.slurm.commands import SlurmCommands, line_count
 from pdtui.targets.slurm.job_output import JobOutput
 from pdtui.targets.slurm.parse import JobRow, ended_words, first_host, parse_elapsed
-from pdtui.targets.slurm.script import job_of, output_path, render_script
+from pdtui.targets.slurm.script import job_of, output_path, render_script, script_path
 
 S = ServiceState
 STOPPED_BY = ("COMPLETED", "CANCELLED")   # a job that ended so was stopped, not failed (a watch says so)
@@ -78,7 +78,27 @@ class JobRun(ServiceRun):
         """A router knows a job by its node's address (the URL it was given) or the node's name."""
         return frozenset({self.address, self.node} - {""})
 
+    def info(self, deployment: Deployment) -> ServiceInfo:
+        """The job as the faces draw it (its GPUs and node are Slurm's to give), and the commands that cancel it
+        and submit it again."""
+        cfg = self.cfg
+        assert cfg.cluster is not None
+        cluster = deployment.clusters[cfg.cluster]
+        cancel = shlex.join(SlurmCommands.for_cluster(cluster).cancel_named(self.unit))
+        restart = f"{cancel}; sbatch {script_path(cluster.output_dir, self.unit)}"
+        return ServiceInfo(cfg.name, cfg.role, self.unit, cfg.host, (), None, cfg.port, tuple(cfg.after), cfg.timeout,
+                           restart, cancel, job=True)
+
+    async def close(self) -> None:
+        """Stop following its job's output."""
+        follower = self.follower
+        self._stop_following()
+        if follower is not None:
+            await asyncio.gather(follower, return_exceptions=True)
+
     # -- looks ---------------------------------------------------------------------
+    async def keep_looking(self) -> None:
+        """Nothing to look at before its job is submitted (a unit's run looks at its unit meanwhile)."""
     async def look(self) -> list[JobRow]:
         """Every job of its name Slurm lists, oldest first (one squeue for the cluster's looks of the moment)."""
         rows = await self.cluster.jobs(self.unit)

@@ -229,20 +229,3 @@ SUDO_PASSWORD_MARKERS = ("a password is required", "a terminal is required")
 def sudo_needs_password(stderr: str) -> bool:
     """True when ``sudo -n`` refused because it would have asked for a password."""
     return any(marker in stderr for marker in SUDO_PASSWORD_MARKERS)
-
-
-def unit_processes(ps_output: str, root: int) -> frozenset[int]:
-    """``root`` and every process below it, from ``ps -e -o pid=,ppid=``: a unit's main process and its workers
-    (SGLang's schedulers, which hold the GPUs, are its children)."""
-    children: dict[int, list[int]] = {}
-    for line in ps_output.splitlines():
-        cells = line.split()
-        if len(cells) == 2 and cells[0].isdigit() and cells[1].isdigit():
-            children.setdefault(int(cells[1]), []).append(int(cells[0]))
-    found, todo = {root}, [root]
-    while todo:
-        for child in children.get(todo.pop(), ()):
-            if child not in found:
-                found.add(child)
-                todo.append(child)
-    return frozenset(found)

@@ -9,16 +9,24 @@ units.
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine, Sequence
+from typing import TYPE_CHECKING, Any
 
 from pdtui.config import HostConfig
 from pdtui.engine.log_entry import LogEntry
 from pdtui.engine.session import Session
+from pdtui.engine.states import ServiceState
 from pdtui.hosts.base import Host, HostError, Result
-from pdtui.targets.systemd.commands import Commands, sudo_needs_password
+from pdtui.targets.systemd.commands import Commands, parse_cat, sudo_needs_password
 from pdtui.targets.systemd.journal_tail import JournalTail
 from pdtui.targets.systemd.shared_commands import InvocationHistory, UnitLooker, UnitStarter
+from pdtui.targets.systemd.unit_drift import parse_installed, service_drift
+
+if TYPE_CHECKING:
+    from pdtui.engine.preflight import Reacher
+    from pdtui.engine.service_run import ServiceRun
 
 
 class HostSession(Session):
@@ -44,11 +52,59 @@ class HostSession(Session):
                             f"(sudo -n) for systemctl and journalctl")
         return result
 
-    def follow(self, units: list[str], on_entry: Callable[[LogEntry], None],
-               on_problem: Callable[[str], None]) -> JournalTail:
-        """The host's one journal tail, for all of ``units``."""
-        self.tail = JournalTail(self.host, self.commands, units, on_entry=on_entry, on_problem=on_problem)
-        return self.tail
+    def follow(self, runs: Sequence[ServiceRun], on_problem: Callable[[str], None]) -> Coroutine[Any, Any, None]:
+        """The host's one journal tail, for the units of all of ``runs``, each line handed to its unit's run."""
+        by_unit = {run.unit: run for run in runs}
+
+        def route(entry: LogEntry) -> None:
+            run = by_unit.get(entry.source) if entry.source else None
+            if run is not None:
+                run.on_entry(entry)
+
+        self.tail = JournalTail(self.host, self.commands, list(by_unit), on_entry=route, on_problem=on_problem)
+        return self.tail.run()
+
+    async def preflight(self, runs: Sequence[ServiceRun], reacher: Reacher, *, starting: bool) -> bool:
+        """Each unit looked at (one batched ``systemctl show``): one the host does not know fails its service;
+        when ``starting``, each installed unit is compared with the config (:meth:`_drift`)."""
+        ok = True
+        looks = await asyncio.gather(*(reacher.reach(run.show) for run in runs), return_exceptions=True)
+        for run, props in zip(runs, looks, strict=True):
+            if isinstance(props, HostError):
+                run.transition(ServiceState.FAILED, str(props))
+                ok = False
+                continue
+            if isinstance(props, BaseException):
+                raise props
+            run.note_unit(props)
+            if props.get("LoadState") == "not-found":
+                run.transition(ServiceState.FAILED, f"unit {run.cfg.unit} not found on {self.name}")
+                ok = False
+        if not starting:
+            return ok     # nothing will be started: what the unit files say is not in question
+        return await self._drift([r for r in runs if r.state is ServiceState.PENDING]) and ok
+
+    async def _drift(self, runs: list[ServiceRun]) -> bool:
+        """Each installed unit against the config (one ``systemctl cat`` for the host): a unit that runs
+        something else (other GPUs, NUMA node, port, mode, router backends) fails its service before start."""
+        if not runs:
+            return True
+        try:
+            result = await self.command(self.commands.cat([r.unit for r in runs]))
+        except HostError:
+            return True     # the unit looks just passed: a host lost now is the bring-up's to tell
+        installed = parse_cat(result.stdout)
+        ok = True
+        for run in runs:
+            if run.cfg.unit not in installed:
+                continue    # a systemctl without cat, or a unit of another kind: nothing to compare
+            for found in service_drift(run.w.deployment, run.cfg, parse_installed(installed[run.cfg.unit])):
+                level = "error" if found.level == "error" else "info"
+                run.notice(level, found.text)
+                if level == "error" and run.state is ServiceState.PENDING:
+                    run.transition(ServiceState.FAILED, found.text.removeprefix(f"{run.name}: "))
+                    ok = False
+        return ok
 
     def tail_since(self) -> float | None:
         """The realtime (the host's journal) from which on the tail surely has every entry; None while unknown."""

@@ -1,0 +1,146 @@
+"""Before anything is touched: every host and cluster reached, every service looked at, the GPUs' split judged.
+
+Each target checks its own services (:meth:`Session.preflight`: a host's unit
+looks and installed units, a cluster's job looks); the GPU inventory of every
+host is taken meanwhile, and its findings told once both are in. A host that
+cannot be reached yet (sshd not up) is tried again until the longest timeout of
+its services, and its status says so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TypeVar
+
+from pdtui.config import Deployment
+from pdtui.engine.events import Event, Notice
+from pdtui.engine.intent import Verb
+from pdtui.engine.service_run import ServiceRun
+from pdtui.engine.session import Session
+from pdtui.engine.states import ServiceState
+from pdtui.gpus.inventory import Inventory, host_inventories, preflight_findings, process_tree
+from pdtui.gpus.nvidia_smi import sampler_argv
+from pdtui.gpus.sampler import GpuSampler
+from pdtui.hosts.base import HostError, HostUnreachable
+from pdtui.support.backoff import Backoff
+
+S = ServiceState
+T = TypeVar("T")
+
+# An unreachable host is tried again with this backoff, until its services' longest timeout.
+RETRY, RETRY_MAX = 0.5, 5.0
+
+
+class Reacher:
+    """A place's first looks, tried again while it cannot be reached, until a deadline."""
+
+    def __init__(self, place: str, deadline: float, clock: Callable[[], float]) -> None:
+        self.place = place
+        self.deadline = deadline
+        self.retried = False          # reached only after retries (its first GPU inventory found no connection)
+        self._clock = clock
+
+    async def reach(self, look: Callable[[], Awaitable[T]]) -> T:
+        """``look()``; while the place is unreachable, again after a growing pause; the last try at the deadline."""
+        backoff = Backoff(RETRY, RETRY_MAX)
+        while True:
+            try:
+                return await look()
+            except HostUnreachable:
+                left = self.deadline - self._clock()
+                if left <= 0:
+                    raise
+                self.retried = True
+                await asyncio.sleep(min(backoff.next(), left))
+
+
+class Preflight:
+    """The deployment's preflight for one intent: reach, look, judge the GPUs; True when nothing failed."""
+
+    def __init__(self, deployment: Deployment, sessions: Mapping[str, Session],
+                 on_place: Mapping[str, Sequence[ServiceRun]], *, verb: Verb, clock: Callable[[], float],
+                 emit: Callable[[Event], None], elapsed: Callable[[], float]) -> None:
+        self.deployment = deployment
+        self.sessions = sessions
+        self.on_place = on_place
+        self.verb = verb
+        self.clock = clock
+        self.emit = emit
+        self.elapsed = elapsed
+        self.samplers: list[asyncio.Task] = []      # the GPU samplers it started (the caller ends them)
+        self._reachers: dict[str, Reacher] = {}
+
+    def reaching_for(self, place: str) -> float:
+        """How long the preflight goes on trying to reach ``place`` (-inf once reached, or when not trying)."""
+        reacher = self._reachers.get(place)
+        return reacher.deadline - self.clock() if reacher is not None else -math.inf
+
+    def reached(self, place: str) -> None:
+        self._reachers.pop(place, None)
+
+    async def run(self, *, sample_gpus: bool) -> bool:
+        """Reach every place and look at every service; the GPUs' findings, and their samplers when asked."""
+        now = self.clock()
+        reachers = {p: Reacher(p, now + max(r.cfg.timeout for r in self.on_place[p]), self.clock)
+                    for p in self.sessions}
+        self._reachers = dict(reachers)
+        # The GPU inventory is taken while the services are looked at: neither waits for the other.
+        results, inventories = await asyncio.gather(
+            asyncio.gather(*(self._check_place(p, reachers[p]) for p in self.sessions)),
+            host_inventories(self.deployment, self._hosts()))
+        retried = {p: self.sessions[p].host for p, found in inventories.items()
+                   if found is None and reachers[p].retried}
+        if retried:
+            inventories |= await host_inventories(self.deployment, retried)
+        gpus_ok = await self._judge_gpus(inventories, sample=sample_gpus)
+        return all(results) and gpus_ok
+
+    async def _check_place(self, place: str, reacher: Reacher) -> bool:
+        try:
+            return await self.sessions[place].preflight(self.on_place[place], reacher,
+                                                        starting=self.verb in (Verb.UP, Verb.RESTART))
+        finally:
+            self.reached(place)
+
+    def _hosts(self) -> dict:
+        return {name: session.host for name, session in self.sessions.items()}
+
+    async def _judge_gpus(self, inventories: dict[str, Inventory | None], *, sample: bool) -> bool:
+        """The GPU inventories' findings told; errors fail their service. Then one long-running sampler per host
+        keeps the GPU chips live."""
+        ok = True
+        judging = self.verb in (Verb.UP, Verb.RESTART)   # status and down start nothing: findings only told
+        findings = []
+        if self.verb is not Verb.DOWN:
+            findings = preflight_findings(self.deployment, inventories, own=await self._own_processes(inventories))
+        runs = {r.name: r for runs in self.on_place.values() for r in runs}
+        for finding in findings:
+            self.emit(Notice(finding.level, finding.text, finding.service, self.elapsed()))
+            run = runs.get(finding.service or "")
+            if judging and finding.level == "error" and run is not None and run.state is S.PENDING:
+                run.transition(S.FAILED, finding.text.removeprefix(f"{run.name}: "))
+                ok = False
+        for name, inventory in inventories.items():
+            if sample and inventory is not None:
+                argv = sampler_argv(self.deployment.hosts[name].commands["nvidia-smi"])
+                sampler = GpuSampler(self.sessions[name].host, name, argv, self.emit, self.elapsed, inventory=inventory)
+                self.samplers.append(asyncio.create_task(sampler.run(), name=f"gpus {name}"))
+        return ok
+
+    async def _own_processes(self, inventories: dict[str, Inventory | None]) -> dict[str, frozenset[int]]:
+        """Each running unit's own processes (its main PID and what descends from it) on hosts where a GPU
+        is held: a deployment that runs already does not find its own GPUs busy."""
+        own: dict[str, frozenset[int]] = {}
+        for host_name, found in inventories.items():
+            running = [r for r in self.on_place[host_name] if r.running and r.main_pid]
+            if not found or not found.apps or not running:
+                continue
+            try:
+                result = await self.sessions[host_name].command(["ps", "-e", "-o", "pid=,ppid="])
+            except HostError:
+                continue
+            if result.ok:
+                own |= {r.name: process_tree(result.stdout, r.main_pid) for r in running}
+        return own

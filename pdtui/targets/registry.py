@@ -1,0 +1,43 @@
+"""Which target each service and each place of the config belongs to: the one place that knows every kind.
+
+A service with a ``job:`` block runs as a Slurm job on its cluster; any other as a systemd unit on its host.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Collection
+
+from pdtui.config import Deployment, ServiceConfig
+from pdtui.engine.readiness import LineJudge
+from pdtui.engine.service_run import ServiceRun
+from pdtui.engine.session import Session
+from pdtui.engine.signatures import signatures_for
+from pdtui.hosts.base import Host
+from pdtui.targets.slurm.cluster_session import ClusterSession
+from pdtui.targets.slurm.job_run import JobRun
+from pdtui.targets.systemd.host_session import HostSession
+
+HostFactory = Callable[..., Host]
+
+
+def new_run(cfg: ServiceConfig) -> ServiceRun:
+    """A service's run on its target, judging its lines with its role's signatures."""
+    judge = LineJudge(cfg.ready.log, signatures_for(cfg.role, cfg.fail))
+    return JobRun(cfg, judge) if cfg.is_job else ServiceRun(cfg, judge)
+
+
+def open_sessions(deployment: Deployment, places: Collection[str], host_factory: HostFactory,
+                  on_status: Callable[..., None], *, command_timeout: float,
+                  clock: Callable[[], float] = time.monotonic) -> dict[str, Session]:
+    """A session for each of ``places`` (hosts and clusters the services name), each with its own connection."""
+    sessions: dict[str, Session] = {}
+    for name, cfg in deployment.hosts.items():
+        if name in places:
+            sessions[name] = HostSession(cfg, host_factory(cfg, on_status=on_status), command_timeout=command_timeout,
+                                         clock=clock)
+    for name, cluster in deployment.clusters.items():
+        if name in places:
+            sessions[name] = ClusterSession(cluster, host_factory(cluster, on_status=on_status),
+                                            command_timeout=command_timeout, clock=clock)
+    return sessions
