@@ -19,7 +19,7 @@ from pdtui.config import Deployment
 from pdtui.engine.events import Event, ServingFigures
 from pdtui.engine.serving import METRICS_FLAG, MetricsSample, figures_between, parse_metrics, router_figures_between
 from pdtui.engine.states import SERVING_STATES
-from pdtui.targets.systemd.unit_files import prometheus_ports
+from pdtui.servers.sglang.launch import prometheus_ports
 
 if TYPE_CHECKING:
     from pdtui.engine.service_run import ServiceRun

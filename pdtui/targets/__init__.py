@@ -2,8 +2,22 @@
 
 - ``systemd``: units on hosts reached over SSH (or this machine): systemctl, the journal, unit files
 - ``slurm``: jobs on a cluster reached through its login host: sbatch, squeue/sacct, the job's output file
+- ``registry``: which target each service and each place (host, cluster) of the config belongs to
 
-What the engine needs of a target (look at a service, start it, follow its output as
-:class:`pdtui.engine.log_entry.LogEntry` lines, stop it, where it was placed) is written
-in pdtui/engine; a target never imports the UI or the sim.
+A new target (Kubernetes, say) is a package here that implements:
+
+- a session per place: a :class:`pdtui.engine.session.Session` (the place's connection, commands
+  within a deadline, HTTP probes through it) with :meth:`~pdtui.engine.session.Session.preflight`
+  (look at its services before anything starts, through a Reacher that tries again while the place
+  cannot be reached; fail those that cannot be brought up) and, where one stream carries all its
+  services' output, :meth:`~pdtui.engine.session.Session.follow` (each line read into a
+  :class:`pdtui.engine.log_entry.LogEntry` and handed to its run's ``on_entry``);
+- a service's run: a :class:`pdtui.engine.service_run.ServiceRun` subclass that starts or attaches,
+  looks at the service (``_check_unit``: its ``attempt.unit_problem`` once it is over), stops it,
+  says where it was placed (``placed``, ``names_for``), draws itself (``info``) and closes what it
+  follows of its own (``close``), as targets/slurm/job_run.py does;
+- its lines in registry.py: which services are its (``new_run``) and its sessions (``open_sessions``).
+
+The orchestrator never asks which kind of target a service runs on (tests/unit/test_layers.py),
+and a target never imports another target, the UI or the sim.
 """

@@ -64,3 +64,24 @@ def test_cli_imports_the_ui_only_lazily():
     tree = ast.parse((PACKAGE / "cli.py").read_text())
     top_level = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
     assert not any(getattr(n, "module", "") and n.module.startswith("pdtui.ui") for n in top_level)
+
+
+def test_the_orchestrator_never_asks_which_kind_of_target_a_service_runs_on():
+    """It reaches targets only through the registry, and names no kind: a new target is a package, not a branch."""
+    path = PACKAGE / "engine" / "orchestrator.py"
+    targets = sorted(m for m in imported_modules(path) if m.startswith("pdtui.targets"))
+    assert targets == ["pdtui.targets.registry"]
+    words = {node.attr for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.Attribute)}
+    assert not words & {"is_job", "cluster", "clusters", "unit_dir", "job"}
+
+
+def test_each_target_builds_on_the_engine_and_never_on_another_target():
+    for package in (PACKAGE / "targets").iterdir():
+        if not package.is_dir() or package.name.startswith("_"):
+            continue
+        others = {f"pdtui.targets.{p.name}" for p in (PACKAGE / "targets").iterdir()
+                  if p.is_dir() and p.name != package.name}
+        offenders = {str(p.relative_to(PACKAGE)): sorted(m for m in imported_modules(p)
+                                                         if any(m.startswith(o) for o in others))
+                     for p in package.rglob("*.py")}
+        assert {k: v for k, v in offenders.items() if v} == {}

@@ -7,8 +7,8 @@ import shlex
 
 from pdtui.commands import units
 from pdtui.config import parse_config
+from pdtui.servers.sglang.launch import command_line
 from pdtui.targets.slurm.script import output_path, render_script, sbatch_options, slurm_time
-from pdtui.targets.systemd.unit_files import command_line
 from tests.unit.test_config import SLURM
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from pdtui.config import ClusterConfig, Deployment, ServiceConfig
 from pdtui.config.job import JobSpec
-from pdtui.targets.systemd.unit_files import command_line, prometheus_ports
+from pdtui.servers.sglang.launch import command_line, prometheus_ports
 
 
 @dataclass(frozen=True)

@@ -10,17 +10,14 @@ version, when known).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 
-from pdtui.config import DEFAULT_BOOTSTRAP_PORT, Deployment, ServiceConfig
-from pdtui.config.launch import ROUTER_PYTHON_PACKAGES, LaunchSpec
+from pdtui.config import Deployment, ServiceConfig
+from pdtui.servers.sglang.launch import command_line, prometheus_ports
 
 # systemd 248 added CPUAffinity=numa (NUMAPolicy= and NUMAMask= came in 243): before it, numactl binds.
 SYSTEMD_NUMA = 248
-DEFAULT_PROMETHEUS_PORT = 29000       # the routers' own default, taken by the first router on a host
 START_LIMIT_INTERVAL, START_LIMIT_BURST, RESTART_SEC = 600, 3, 10
-SERVER_MODULE = "sglang.launch_server"
 
 
 @dataclass(frozen=True)
@@ -41,19 +38,6 @@ def render_units(deployment: Deployment, *, systemd_versions: dict[str, int] | N
     prometheus = prometheus_ports(deployment)
     return [UnitFile(name, svc.host, svc.unit, render_unit(deployment, svc, versions.get(svc.host), prometheus.get(name)))
             for name, svc in deployment.services.items() if svc.launch is not None and svc.unit is not None]
-
-
-def command_line(deployment: Deployment, svc: ServiceConfig, prometheus_port: int | None = None,
-                 backend_urls: Mapping[str, str] | None = None) -> list[str]:
-    """What the service's ``launch:`` block runs: its unit's ExecStart (before any numactl), and its job's command.
-
-    ``backend_urls``: a router's backends where they are known only at run time
-    (jobs on nodes Slurm picked), by service name.
-    """
-    assert svc.launch is not None
-    if svc.is_router:
-        return _router_argv(deployment, svc, svc.launch, prometheus_port, backend_urls or {})
-    return _server_argv(deployment, svc, svc.launch)
 
 
 def render_unit(deployment: Deployment, svc: ServiceConfig, systemd: int | None = None,
@@ -108,94 +92,6 @@ def _numa_comment(svc: ServiceConfig, systemd: int | None, numactl: bool) -> lis
                 f"(systemd {SYSTEMD_NUMA})."]
     known = f"this host's systemd {systemd}" if systemd is not None else f"systemd {SYSTEMD_NUMA} or later"
     return [f"# NUMA {svc.numa}: systemd's own NUMAPolicy=bind, NUMAMask= and CPUAffinity=numa ({known})."]
-
-
-def _program(launch: LaunchSpec, module: str) -> list[str]:
-    if launch.command is not None:
-        return list(launch.command)
-    return [launch.python or "/usr/bin/python3", "-m", module]
-
-
-def listen_host(deployment: Deployment, svc: ServiceConfig) -> str:
-    """Where a backend listens: its launch's ``host``, else every address when a router on another host
-    comes after it (or it is a job: its router's job may land on another node), else loopback."""
-    if svc.launch is not None and svc.launch.host:
-        return svc.launch.host
-    remote = svc.is_job or any(router.host != svc.host for router in deployment.routers_of(svc.name))
-    return "0.0.0.0" if remote else "127.0.0.1"
-
-
-def _server_argv(deployment: Deployment, svc: ServiceConfig, launch: LaunchSpec) -> list[str]:
-    argv = [*_program(launch, SERVER_MODULE), "--model-path", launch.model or "", "--tp",
-            str(launch.tp or max(1, svc.gpu_count)), "--host", listen_host(deployment, svc)]
-    if svc.port is not None:
-        argv += ["--port", str(svc.port)]
-    argv += ["--disaggregation-mode", svc.role, "--disaggregation-transfer-backend", launch.transfer_backend]
-    if svc.role == "prefill":
-        argv += ["--disaggregation-bootstrap-port", str(svc.bootstrap_port or DEFAULT_BOOTSTRAP_PORT)]
-    if launch.ib_device:
-        argv += ["--disaggregation-ib-device", launch.ib_device]
-    return argv + list(launch.args)
-
-
-def backend_url(deployment: Deployment, router: ServiceConfig, backend: ServiceConfig) -> str:
-    """The URL a router reaches a backend unit at: loopback on its own host, the backend host's address elsewhere.
-
-    A job's URL is its node's, known once Slurm placed it: see :func:`command_line`."""
-    assert not backend.is_job, f"{backend.name}: a job's URL is its node's"
-    host = deployment.hosts[backend.host]
-    name = "127.0.0.1" if backend.host == router.host or host.local else (host.address or backend.host)
-    return f"http://{name}:{backend.port}"
-
-
-def _router_argv(deployment: Deployment, svc: ServiceConfig, launch: LaunchSpec, prometheus_port: int | None,
-                 backend_urls: Mapping[str, str]) -> list[str]:
-    argv = [*_program(launch, f"{ROUTER_PYTHON_PACKAGES[launch.package]}.launch_router"), "--pd-disaggregation"]
-
-    def url(backend: ServiceConfig) -> str:
-        return backend_urls.get(backend.name) or backend_url(deployment, svc, backend)
-
-    for name in svc.after:
-        backend = deployment.services[name]
-        if backend.role == "prefill" and backend.port is not None:
-            argv += ["--prefill", url(backend), str(backend.bootstrap_port or DEFAULT_BOOTSTRAP_PORT)]
-    for name in svc.after:
-        backend = deployment.services[name]
-        if backend.role == "decode" and backend.port is not None:
-            argv += ["--decode", url(backend)]
-    host = launch.host or "0.0.0.0"     # clients come from anywhere, unless the launch says otherwise
-    argv += ["--host", host, "--port", str(svc.port)]
-    if launch.policy:
-        argv += ["--policy", launch.policy]
-    if prometheus_port is not None:
-        argv += ["--prometheus-host", host, "--prometheus-port", str(prometheus_port)]
-    return argv + list(launch.args)
-
-
-def prometheus_ports(deployment: Deployment) -> dict[str, int]:
-    """Each router's Prometheus port: its own, else 29000 up, one no other service of its host uses.
-
-    The routers' exporter is always on, at 29000 by default: a second router on
-    the same host would panic at start.
-    """
-    taken: dict[str, set[int]] = {}
-    for svc in deployment.services.values():
-        ports = {p for p in (svc.port, svc.bootstrap_port) if p is not None}
-        if svc.launch is not None and svc.launch.prometheus_port is not None:
-            ports.add(svc.launch.prometheus_port)
-        taken.setdefault(svc.host, set()).update(ports)
-    chosen: dict[str, int] = {}
-    for name, svc in deployment.services.items():
-        if not svc.is_router or svc.launch is None:
-            continue
-        port = svc.launch.prometheus_port
-        if port is None:
-            port = DEFAULT_PROMETHEUS_PORT
-            while port in taken[svc.host]:
-                port += 1
-            taken[svc.host].add(port)
-        chosen[name] = port
-    return chosen
 
 
 def _exec_line(argv: list[str]) -> str:
