@@ -1,11 +1,14 @@
-"""One service's run: its state machine, its lines judged, and its life from start to watch.
+"""One service's run, wherever it runs: its state machine, its lines judged, its wait and its watch.
 
 A :class:`ServiceRun` owns its state (an enum moved only through the checked
 transition table of states.py) and goes through start -> backfill -> wait ->
 watch for one :class:`Attempt`. A retry begins a fresh Attempt: nothing an
 earlier start saw (its invocation, its failure line, its checks) can leak into
-the next. What a run needs of the rest of the bring-up comes in one
-:class:`Wiring`: its host's session, the clock, the event sink, its peers.
+the next. What touches the service where it runs (start or attach, look,
+stop) is its target's subclass: a unit's (targets/systemd/unit_run.py), a
+Slurm job's (targets/slurm/job_run.py). What a run needs of the rest of the
+bring-up comes in one :class:`Wiring`: its place's session, the clock, the
+event sink, its peers.
 """
 
 from __future__ import annotations
@@ -14,9 +17,7 @@ import asyncio
 import contextlib
 import math
 import re
-import shlex
-import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from pdtui.config import Deployment, ServiceConfig
@@ -32,23 +33,18 @@ from pdtui.engine.events import (
     ProbeResult,
     ServiceInfo,
     StateChanged,
-    UnitStatus,
 )
 from pdtui.engine.intent import Action
 from pdtui.engine.log_entry import YIELD_EVERY, LogEntry
 from pdtui.engine.phases import PhaseTracker
-from pdtui.engine.probes import LOOPBACK, Backend, Check, RouterProbe, bootstrap_port, http_check, tcp_check
+from pdtui.engine.probes import Backend, Check, RouterProbe, bootstrap_port, http_check, tcp_check
 from pdtui.engine.readiness import FailureCandidate, LineJudge
 from pdtui.engine.serving import batch_figures
 from pdtui.engine.session import Session
 from pdtui.engine.signatures import BOOTSTRAP, Severity, Signature
 from pdtui.engine.states import ALLOWED, JUDGED_STATES, SERVING_STATES, ServiceState, check_transition
 from pdtui.engine.timing import Timing
-from pdtui.gpus.inventory import gpu_holders
-from pdtui.hosts.base import LOOPBACK_ADDRESS, Host, HostDisconnected, HostError, HostUnreachable
-from pdtui.targets.systemd.commands import Commands, parse_timestamp
-from pdtui.targets.systemd.host_session import HostSession
-from pdtui.targets.systemd.shared_commands import attached_history
+from pdtui.hosts.base import LOOPBACK_ADDRESS, Host
 
 S = ServiceState
 
@@ -64,8 +60,6 @@ HEALTH_FAILS_IN_A_ROW = 3
 # A Python exception's own line, the last of a traceback: what a warning quotes.
 _EXCEPTION_LINE = re.compile(r"^(?:\[[^\]]*\] )?[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b")
 PHASED_ROLES = ("prefill", "decode")   # the SGLang servers: their start-up lines tell its phases
-RUNNING_STATES = ("active", "activating", "reloading")
-STOPPED_STATES = ("inactive", "failed")
 
 
 @dataclass(slots=True)
@@ -129,12 +123,8 @@ class ServiceRun:
         self.reason = ""
         self.attempt = Attempt()
         self.started_by_us = False
-        self.active_state = ""
-        self.main_pid = 0
+        self.main_pid = 0                           # its main process, where its target knows it (0: unknown)
         self.judged = False                         # attached and judged once (status: a verdict exists)
-        self._unit_told: UnitStatus | None = None
-        self.entered: float | None = None            # when the unit became active, seconds since the epoch
-        self._looked: tuple[float, Mapping[str, str]] | None = None   # when last looked at, and what it said
         self.time_to_ready: float | None = None
         self.pending_lines: list[LogRecord] = []
         self.wake = asyncio.Event()
@@ -145,17 +135,6 @@ class ServiceRun:
     @property
     def name(self) -> str:
         return self.cfg.name
-
-    @property
-    def unit(self) -> str:
-        """Its unit: a service run by this class has one (a Slurm job's run is a JobRun)."""
-        assert self.cfg.unit is not None, f"{self.name}: a job has no unit"
-        return self.cfg.unit
-
-    @property
-    def running(self) -> bool:
-        """Whether the unit was running when last looked at."""
-        return self.active_state in RUNNING_STATES
 
     @property
     def under_way(self) -> bool:
@@ -170,23 +149,43 @@ class ServiceRun:
         assert self.wiring is not None, f"{self.name}: not wired to a bring-up"
         return self.wiring
 
-    @property
-    def units(self) -> HostSession:
-        """The session of its unit's host: systemctl, the journal (a job's run has a cluster's session)."""
-        assert isinstance(self.w.session, HostSession), f"{self.name}: not a unit's run"
-        return self.w.session
-
     def placed(self) -> tuple[str | None, str | None]:
         """Its job's id and node, for the state it tells (a unit has neither)."""
         return None, None
 
+    # -- what its target's run implements ------------------------------------------
+    @property
+    def unit(self) -> str:
+        """The name its target knows it by (a unit's, a job's)."""
+        raise NotImplementedError
+
+    @property
+    def running(self) -> bool:
+        """Whether it was running when last looked at."""
+        raise NotImplementedError
+
     def names_for(self, router: ServiceConfig) -> frozenset[str]:
         """The host names under which ``router`` knows this backend (its workers' URLs name one of them)."""
-        host = self.w.deployment.hosts[self.cfg.host]
-        names = {n for n in (host.address, self.cfg.host) if n}
-        if self.cfg.host == router.host or host.local:
-            names |= LOOPBACK
-        return frozenset(names)
+        raise NotImplementedError
+
+    def info(self, deployment: Deployment) -> ServiceInfo:
+        """The service as the faces draw it, with the exact commands a restart or stop from the UI runs."""
+        raise NotImplementedError
+
+    async def bring_up(self, action: Action = Action.START) -> bool:
+        """Start a fresh attempt and see it through (:meth:`_wait_ready`, :meth:`_watch`); True if it was ready."""
+        raise NotImplementedError
+
+    async def stop(self, *, disable: bool = False) -> None:
+        """Stop it and wait until it has stopped: STOPPED, or FAILED naming what still runs."""
+        raise NotImplementedError
+
+    async def _check_unit(self) -> None:
+        """Look at it where it runs: ``attempt.unit_problem`` says why once its current run is over."""
+        raise NotImplementedError
+
+    async def keep_looking(self) -> None:
+        """While it waits for what it comes after: nothing to look at, unless its target says otherwise."""
 
     # -- the state machine ---------------------------------------------------
     def transition(self, new: ServiceState, reason: str = "", line: str | None = None) -> None:
@@ -204,13 +203,6 @@ class ServiceRun:
     def notice(self, level: str, text: str) -> None:
         """Tell something about this service that is not a change of its state."""
         self.w.emit(Notice(level, text, self.name, self.w.elapsed()))
-
-    def info(self, deployment: Deployment) -> ServiceInfo:
-        """The service as the faces draw it, with the exact commands a restart or stop from the UI runs."""
-        cfg, commands = self.cfg, Commands.for_host(deployment.hosts[self.cfg.host])
-        return ServiceInfo(cfg.name, cfg.role, self.unit, cfg.host, tuple(cfg.gpus), cfg.numa, cfg.port,
-                           tuple(cfg.after), cfg.timeout, shlex.join(commands.restart(self.unit)),
-                           shlex.join(commands.stop(self.unit)))
 
     async def close(self) -> None:
         """Stop watching (its task is the orchestrator's to end): what it follows of its own. A unit's run
@@ -309,78 +301,6 @@ class ServiceRun:
         self.wake.set()
 
     # -- a life: start, backfill, wait, watch ------------------------------------
-    async def bring_up(self, action: Action = Action.START) -> bool:
-        """Start a fresh attempt and see it through; True if it was ready (and its watch has ended).
-
-        ``START`` attaches to a unit that is running already, ``RESTART``
-        starts it afresh, ``ATTACH`` only judges the invocation that runs.
-        """
-        self.attempt = Attempt(self.attempt.number + 1, started_at=self.w.clock())
-        try:
-            self.attempt.collecting = True          # lines of the invocation found are held until its history is read
-            props = await self._fresh_look()
-            if props.get("LoadState") == "not-found":
-                self._release_held()
-                self.transition(S.FAILED, f"unit {self.cfg.unit} not found on {self.cfg.host}")
-                return False
-            if action is not Action.RESTART and self._running_invocation(props):
-                await self._attach(props, "already running: attached" if action is Action.START else "attached")
-            elif action is Action.ATTACH:
-                self._release_held()
-                problem = self._unit_problem(props)
-                if self.active_state == "failed" or _restarting(props):
-                    self.transition(S.FAILED, problem or f"unit {self.cfg.unit} failed")
-                else:
-                    self.transition(S.STOPPED, f"unit {self.cfg.unit} {self.active_state or 'inactive'}")
-                return False
-            else:
-                await self._start(action)
-            assert self.attempt.started_at is not None
-            deadline = self.attempt.started_at + self.cfg.timeout
-            if self.state is S.STARTING:
-                self.transition(S.WAITING)
-            if self.state is S.WAITING:
-                await self._wait_ready(deadline)
-            if self.state is S.READY:
-                await self._watch()
-                return True
-        except HostError as exc:
-            self._release_held()
-            if self.state in (S.PENDING, *JUDGED_STATES):
-                self.transition(S.FAILED, str(exc))
-        except asyncio.CancelledError:
-            enabling = self.attempt.enabling
-            if enabling is not None and not enabling.done():   # a task left to the loop's close may hang there
-                enabling.cancel()
-                await asyncio.gather(enabling, return_exceptions=True)
-            raise
-        return False
-
-    async def _fresh_look(self) -> Mapping[str, str]:
-        """The unit's properties: the preflight's look, or the latest of :meth:`keep_looking`, when it is this
-        recent (a fleet's thousand backends start right after the preflight; a router right after its backends
-        are ready), else a new one."""
-        if self._looked is not None and self.w.clock() - self._looked[0] < FRESH_LOOKS * self.w.timing.unit_poll:
-            return self._looked[1]
-        props = await self.show()
-        self.note_unit(props)
-        return props
-
-    async def keep_looking(self) -> None:
-        """While it waits for what it comes after, look at the unit on its host's beat (the same command as the
-        host's other looks): once they are ready it starts at once, no look of its own between their last ready
-        line and its start."""
-        while True:
-            now = self.w.clock()
-            await asyncio.sleep(self.beat(now) - now)
-            try:
-                self.note_unit(await self.show())
-            except HostError:
-                pass      # told by the look its start makes, if it lasts
-
-    def _running_invocation(self, props: Mapping[str, str]) -> bool:
-        return self.running and bool(props.get("InvocationID")) and not _restarting(props)
-
     def _release_held(self) -> None:
         """Nothing will judge what the tail held back for this attempt: show it as it is."""
         attempt = self.attempt
@@ -389,118 +309,7 @@ class ServiceRun:
         for entry in held:
             self.consume(entry)
 
-    async def _attach(self, props: Mapping[str, str], reason: str) -> None:
-        """The unit runs already: judge its current invocation, from its first line, as if pdtui had started it.
-
-        Its timeout counts from the unit's own start (when systemd's timestamp
-        can be read): a unit up for an hour and still not ready times out now.
-        """
-        attempt = self.attempt
-        attempt.attached = True
-        attempt.invocation = props.get("InvocationID") or None
-        entered = self.entered
-        if entered is not None and attempt.started_at is not None:
-            attempt.started_at -= max(0.0, time.time() - entered)
-        since = props.get("ActiveEnterTimestamp", "")
-        self.transition(S.WAITING, f"{reason} (active since {since})" if since else reason)
-        assert attempt.invocation is not None
-        session = self.units
-        start_up = (entered - 1.0, entered + self.cfg.timeout) if entered is not None else None
-        try:
-            lines = await attached_history(session.command, session.commands, attempt.invocation,
-                                           self.judge.telling_pattern(), start_up)
-        except HostError as exc:
-            raise HostError(f"{self.cfg.host}: {exc}") from None
-        await self._backfill(lines)
-
-    async def show(self) -> dict[str, str]:
-        """The unit's properties (one batched ``systemctl show`` for the host's looks)."""
-        return await self.units.looker.show(self.unit)
-
-    async def _start(self, action: Action) -> None:
-        """Start the unit, or restart it; then read what its new invocation logged. A router is enabled too,
-        once started and beside its start-up (see :meth:`_enable`)."""
-        session = self.units
-        commands = session.commands
-        restart = action is Action.RESTART and (self.running or not self.cfg.is_router)
-        if restart:
-            argv, verb = commands.restart(self.unit), "systemctl restart"
-        else:
-            argv, verb = None, "systemctl start"    # shared with the host's other units started at that moment
-        assert self.attempt.started_at is not None
-        deadline = self.attempt.started_at + self.cfg.timeout
-        self.transition(S.STARTING, f"{verb} {self.cfg.unit}")
-        for old in self.cfg.replaces:
-            result = await session.command(commands.disable_now(old), deadline)
-            text = f"stopped and disabled {old}" if result.ok else f"could not stop {old}: {result.last_words}"
-            self.w.emit(Notice("info" if result.ok else "warning", text, self.name, self.w.elapsed()))
-        self._release_held()     # the lines so far are an earlier invocation's
-        self.attempt.collecting = True
-        tail_live = session.tail_live
-        if argv is None:
-            result = await session.starter.start(self.unit, deadline)
-        else:
-            result = await session.command(argv, deadline)
-        if not result.ok:
-            self._release_held()
-            self.transition(S.FAILED, f"{verb} failed: {result.last_words}")
-            return
-        self.started_by_us = True
-        if self.cfg.is_router and not restart:
-            self.attempt.enabling = asyncio.create_task(self._enable(deadline))
-        self.attempt.unit_problem = None     # the look before the start saw the unit stopped, as it was
-        props = await self.show()
-        self.attempt.invocation = props.get("InvocationID") or None
-        self.note_unit(props)
-        await self._backfill(read=not tail_live)
-
-    async def _enable(self, deadline: float) -> None:
-        """``systemctl enable``: the router starts again at boot. Not on the way to its start: enabling reloads
-        the manager's configuration (0.2 s here, more on a host with many units), so it runs once the start
-        returned, beside the router's own start-up; a failure is told on its own and leaves the router running."""
-        session = self.units
-        try:
-            result = await session.command(session.commands.enable(self.unit), deadline)
-            problem = None if result.ok else result.last_words
-        except HostError as exc:
-            problem = str(exc)
-        if problem is not None:
-            self.w.emit(Notice("warning", f"could not enable {self.cfg.unit} (it runs, but will not start at boot): "
-                                          f"{problem}", self.name, self.w.elapsed()))
-
     # -- down ----------------------------------------------------------------------
-    async def stop(self, *, disable: bool = False) -> None:
-        """Stop the unit (``systemctl stop``, or ``disable --now``), wait until it is inactive and its GPUs'
-        memory is released; STOPPED, or FAILED naming what still runs or what still holds GPU memory."""
-        session, clock = self.units, self.w.clock
-        deadline = clock() + self.w.timing.stop_timeout
-        try:
-            props = await self.show()
-            self.note_unit(props)
-            if props.get("LoadState") == "not-found":
-                self._settle(S.FAILED, f"unit {self.cfg.unit} not found on {self.cfg.host}")
-                return
-            if not self.running and not disable:
-                self._settle(S.STOPPED, f"unit {self.cfg.unit} was not running ({self.active_state or 'inactive'})")
-                return
-            argv = session.commands.disable_now(self.unit) if disable else session.commands.stop(self.unit)
-            verb = "systemctl disable --now" if disable else "systemctl stop"
-            self.transition(S.STOPPING, f"{verb} {self.cfg.unit}")
-            result = await session.command(argv, deadline)
-            if not result.ok:
-                self.transition(S.FAILED, f"{verb} failed: {result.last_words}")
-                return
-            problem = await self._until_inactive(deadline) or await self._until_gpus_released(deadline)
-            if problem:
-                self.transition(S.FAILED, problem)
-                return
-            how = "stopped and disabled" if disable else "stopped"
-            if self.active_state == "failed":    # it did not end cleanly (killed at systemd's stop timeout, say)
-                how += f" (the unit ended failed: {self.attempt.unit_problem or 'see its log'})"
-            self.transition(S.STOPPED, how)
-        except HostError as exc:
-            self._settle(S.FAILED, str(exc))
-
     def _settle(self, state: ServiceState, reason: str) -> None:
         """Move to ``state`` from wherever the run is: through STOPPING (or PENDING) where the table has no
         direct way."""
@@ -509,63 +318,6 @@ class ServiceRun:
         if state not in ALLOWED[self.state]:
             self.transition(S.STOPPING if S.STOPPING in ALLOWED[self.state] else S.PENDING, reason)
         self.transition(state, reason)
-
-    async def _until_inactive(self, deadline: float) -> str | None:
-        """None once the unit is inactive (or failed: it ended); else what it still is at the deadline."""
-        while True:
-            self.note_unit(await self.show())
-            if self.active_state in STOPPED_STATES:
-                return None
-            if self.w.clock() >= deadline:
-                return f"unit {self.cfg.unit} still {self.active_state} after {self.w.timing.stop_timeout:g}s"
-            await asyncio.sleep(self.w.timing.poll)
-
-    async def _until_gpus_released(self, deadline: float) -> str | None:
-        """None once no process holds memory on the service's GPUs (or nvidia-smi cannot tell); else who does."""
-        if not self.cfg.gpus:
-            return None
-        nvidia_smi = self.w.deployment.hosts[self.cfg.host].commands["nvidia-smi"]
-        while True:
-            held = await gpu_holders(self.units.host, nvidia_smi, self.cfg.gpus)
-            if not held:
-                if held is not None:
-                    self.probe_result(Check("gpus", True, "GPU memory released"))
-                return None
-            self.probe_result(Check("gpus", False, f"waiting for GPU memory: {'; '.join(held)}"))
-            if self.w.clock() >= deadline:
-                return f"GPU memory still held after {self.w.timing.stop_timeout:g}s: {'; '.join(held)}"
-            await asyncio.sleep(self.w.timing.poll)
-
-    async def _backfill(self, history: Iterable[LogEntry] | None = None, *, read: bool = True) -> None:
-        """Judge the lines the invocation wrote before the tail saw them, then what the tail buffered.
-
-        ``history``: those lines, read already; else they are read now (``read``:
-        unless the tail surely saw them all), up to where the tail starts having
-        every entry (InvocationHistory): a burst is held by the tail's buffer or
-        by the read, never whole by both. The few entries both have are the
-        tail's copies dropped here by cursor.
-        """
-        attempt = self.attempt
-        lines: Iterable[LogEntry] = history if history is not None else ()
-        if history is None and attempt.invocation and read:
-            result, lines = await self.units.history.lines(attempt.invocation)
-            if not result.ok:
-                raise HostError(f"{self.cfg.host}: journalctl failed, so readiness cannot be judged: "
-                                f"{result.last_words}")
-        # The tail keeps buffering while this yields now and then (a burst of history must not hold the loop).
-        cursors: set[str] = set()
-        for count, entry in enumerate(lines, 1):
-            self.consume(entry)
-            if entry.cursor:
-                cursors.add(entry.cursor)
-            await yield_every(count)
-        attempt.backfilled = cursors
-        while attempt.buffered:
-            buffered, attempt.buffered = attempt.buffered, []
-            for count, entry in enumerate(buffered, 1):
-                self.consume(entry)
-                await yield_every(count)
-        attempt.collecting = False
 
     async def _wait_ready(self, deadline: float) -> None:
         attempt, timing, clock = self.attempt, self.w.timing, self.w.clock
@@ -660,55 +412,6 @@ class ServiceRun:
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(max(0.0, seconds)):
                 await self.wake.wait()
-
-    async def _check_unit(self) -> None:
-        """Look at the unit; a host that cannot be reached right now tells nothing about it (look again later)."""
-        try:
-            props = await self.show()
-        except (HostDisconnected, HostUnreachable):
-            return
-        self.note_unit(props)
-
-    def note_unit(self, props: dict[str, str]) -> None:
-        """What a look at the unit tells: its state, and a problem when it died or restarted."""
-        attempt = self.attempt
-        self._looked = (self.w.clock(), props)
-        self.active_state = props.get("ActiveState", "")
-        pid = props.get("MainPID", "")
-        self.main_pid = int(pid) if pid.isdigit() else 0
-        self._tell_unit(props)
-        attempt.unit_problem = self._unit_problem(props) or attempt.unit_problem
-
-    def _unit_problem(self, props: Mapping[str, str]) -> str | None:
-        """Why the unit's current invocation is over, if it is: it failed, stopped, waits to restart or restarted."""
-        unit, invocation, status = self.cfg.unit, props.get("InvocationID") or None, props.get("ExecMainStatus", "?")
-        if self.active_state == "failed":
-            return f"unit {unit} failed (exit status {status})"
-        if self.active_state in ("inactive", "deactivating"):
-            return f"unit {unit} stopped ({self.active_state})"
-        if _restarting(props):
-            return f"unit {unit} ended (exit status {status}); systemd restarts it (auto-restart, " \
-                   f"NRestarts={props.get('NRestarts', '?')})"
-        if self.attempt.invocation and invocation and invocation != self.attempt.invocation:
-            return f"unit {unit} restarted (NRestarts={props.get('NRestarts', '?')})"
-        return None
-
-    def _tell_unit(self, props: Mapping[str, str]) -> None:
-        """Tell the unit's state when it changed (its uptime counts from systemd's timestamp).
-
-        Every look comes here, a fleet's every beat: the timestamp is read only when something changed.
-        """
-        since, sub, invocation = props.get("ActiveEnterTimestamp", ""), props.get("SubState", ""), \
-            props.get("InvocationID", "")
-        told = self._unit_told
-        if told is not None and (told.active, told.sub, told.invocation, told.since) == (
-                self.active_state, sub, invocation, since):
-            return
-        self.entered = parse_timestamp(since) if since else None
-        uptime = None if self.entered is None else max(0.0, time.time() - self.entered)
-        self._unit_told = UnitStatus(self.name, self.active_state, sub, invocation, since, uptime, self.main_pid,
-                                     self.w.elapsed())
-        self.w.emit(self._unit_told)
 
     # -- checks ---------------------------------------------------------------------
     async def _probe(self) -> bool | Check | None:
@@ -856,11 +559,6 @@ class ServiceRun:
             if self.w.peers[name].state in SERVING_STATES:
                 self.w.emit(Notice("warning", f"{name} degraded: {self.name} failed after it was ready ({self.reason})",
                                    name, self.w.elapsed()))
-
-
-def _restarting(props: Mapping[str, str]) -> bool:
-    """``activating``/``auto-restart``: the unit's process is gone and ``Restart=`` waits its RestartSec."""
-    return props.get("SubState") == "auto-restart"
 
 
 async def yield_every(count: int, every: int = YIELD_EVERY) -> None:

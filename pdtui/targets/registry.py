@@ -17,6 +17,7 @@ from pdtui.hosts.base import Host
 from pdtui.targets.slurm.cluster_session import ClusterSession
 from pdtui.targets.slurm.job_run import JobRun
 from pdtui.targets.systemd.host_session import HostSession
+from pdtui.targets.systemd.unit_run import UnitRun
 
 HostFactory = Callable[..., Host]
 
@@ -24,7 +25,7 @@ HostFactory = Callable[..., Host]
 def new_run(cfg: ServiceConfig) -> ServiceRun:
     """A service's run on its target, judging its lines with its role's signatures."""
     judge = LineJudge(cfg.ready.log, signatures_for(cfg.role, cfg.fail))
-    return JobRun(cfg, judge) if cfg.is_job else ServiceRun(cfg, judge)
+    return JobRun(cfg, judge) if cfg.is_job else UnitRun(cfg, judge)
 
 
 def open_sessions(deployment: Deployment, places: Collection[str], host_factory: HostFactory,

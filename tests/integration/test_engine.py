@@ -9,10 +9,11 @@ import subprocess
 from pdtui.engine.events import Done, LineKind, LogLines, Notice, ProbeResult, Step, StepChanged, StepStatus
 from pdtui.engine.orchestrator import Orchestrator, Timing
 from pdtui.engine.readiness import LineJudge
-from pdtui.engine.service_run import ServiceRun, Wiring
+from pdtui.engine.service_run import Wiring
 from pdtui.hosts import make_host
 from pdtui.sim.ports import free_port
 from pdtui.targets.systemd.host_session import HostSession
+from pdtui.targets.systemd.unit_run import UnitRun
 from tests.engine_helpers import FAST, Recorder, bring_up, reference, sim_deployment, worker_argv
 
 
@@ -262,7 +263,7 @@ def test_a_host_whose_looks_are_slow_is_looked_at_on_a_later_beat(sandbox):
     deployment = reference(sandbox)
     cfg = deployment.services["decode"]
     session = HostSession(deployment.hosts[cfg.host], make_host(deployment.hosts[cfg.host]), command_timeout=30.0)
-    run = ServiceRun(cfg, LineJudge(cfg.ready.log, ()))
+    run = UnitRun(cfg, LineJudge(cfg.ready.log, ()))
     run.wire(Wiring(deployment, session, Timing(unit_poll=2.0), clock=lambda: 0.0, elapsed=lambda: 0.0,
                     emit=lambda event: None, changed=lambda: None, schedule_flush=lambda: None, peers={"decode": run},
                     beat_origin=lambda: 0.0))

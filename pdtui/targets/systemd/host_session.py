@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Coroutine, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from pdtui.config import HostConfig
 from pdtui.engine.log_entry import LogEntry
@@ -27,6 +27,7 @@ from pdtui.targets.systemd.unit_drift import parse_installed, service_drift
 if TYPE_CHECKING:
     from pdtui.engine.preflight import Reacher
     from pdtui.engine.service_run import ServiceRun
+    from pdtui.targets.systemd.unit_run import UnitRun
 
 
 class HostSession(Session):
@@ -68,8 +69,9 @@ class HostSession(Session):
         """Each unit looked at (one batched ``systemctl show``): one the host does not know fails its service;
         when ``starting``, each installed unit is compared with the config (:meth:`_drift`)."""
         ok = True
-        looks = await asyncio.gather(*(reacher.reach(run.show) for run in runs), return_exceptions=True)
-        for run, props in zip(runs, looks, strict=True):
+        units = cast("Sequence[UnitRun]", runs)       # a host's services are its units
+        looks = await asyncio.gather(*(reacher.reach(run.show) for run in units), return_exceptions=True)
+        for run, props in zip(units, looks, strict=True):
             if isinstance(props, HostError):
                 run.transition(ServiceState.FAILED, str(props))
                 ok = False
