@@ -187,7 +187,7 @@ async def test_status_of_a_long_running_unit_reads_its_tail_and_finds_its_old_re
         read.append(await real_attached(recording, commands, invocation, telling, start, limit))
         return read[-1]
 
-    monkeypatch.setattr("pdtui.engine.service_run.attached_history", counted)
+    monkeypatch.setattr("pdtui.targets.systemd.unit_run.attached_history", counted)
     done, rec, _ = await bring_up(deployment, intent=STATUS)
     assert done.ok, done
     assert len(greps) == 1                      # the tail alone did not hold the ready line

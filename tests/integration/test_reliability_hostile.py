@@ -133,9 +133,11 @@ def burst_before_anything_is_read(sandbox: Sandbox, monkeypatch: pytest.MonkeyPa
     tails: list[JournalTail] = []
     follow, start = HostSession.follow, UnitStarter.start
 
-    def follow_noted(session: HostSession, *args, **kwargs) -> JournalTail:
-        tails.append(follow(session, *args, **kwargs))
-        return tails[-1]
+    def follow_noted(session: HostSession, *args, **kwargs):
+        following = follow(session, *args, **kwargs)
+        assert session.tail is not None
+        tails.append(session.tail)
+        return following
 
     async def start_then_burst(starter: UnitStarter, unit: str, deadline: float | None = None) -> Result:
         while not tails or tails[0].since is None:
