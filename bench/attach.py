@@ -23,8 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import emit, journals, parse_args, ratio, worker_argv  # noqa: E402
 from pdtui.engine.readiness import LineJudge  # noqa: E402
-from pdtui.engine.signatures import signatures_for  # noqa: E402
 from pdtui.hosts.local import LocalHost  # noqa: E402
+from pdtui.servers.sglang.signatures import signatures_for  # noqa: E402
 from pdtui.sim.ports import free_port  # noqa: E402
 from pdtui.sim.sandbox import Sandbox  # noqa: E402
 from pdtui.sim.units import UnitStore  # noqa: E402

@@ -20,8 +20,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench._common import emit, parse_args, summary  # noqa: E402
 from pdtui.engine.events import LogRecord  # noqa: E402
 from pdtui.engine.readiness import LineJudge  # noqa: E402
-from pdtui.engine.signatures import signatures_for  # noqa: E402
 from pdtui.hosts.base import Result, line_batches  # noqa: E402
+from pdtui.servers.sglang.signatures import signatures_for  # noqa: E402
 from pdtui.targets.systemd.commands import Commands  # noqa: E402
 from pdtui.targets.systemd.journal_tail import JournalTail  # noqa: E402
 

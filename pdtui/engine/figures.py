@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING
 
 from pdtui.config import Deployment
 from pdtui.engine.events import Event, ServingFigures
-from pdtui.engine.serving import METRICS_FLAG, MetricsSample, figures_between, parse_metrics, router_figures_between
 from pdtui.engine.states import SERVING_STATES
 from pdtui.servers.sglang.launch import prometheus_ports
+from pdtui.servers.sglang.metrics import METRICS_FLAG, MetricsSample, figures_between, parse_metrics, router_figures_between
 
 if TYPE_CHECKING:
     from pdtui.engine.service_run import ServiceRun

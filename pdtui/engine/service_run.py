@@ -36,15 +36,16 @@ from pdtui.engine.events import (
 )
 from pdtui.engine.intent import Action
 from pdtui.engine.log_entry import YIELD_EVERY, LogEntry
-from pdtui.engine.phases import PhaseTracker
 from pdtui.engine.probes import Backend, Check, RouterProbe, bootstrap_port, http_check, tcp_check
 from pdtui.engine.readiness import FailureCandidate, LineJudge
-from pdtui.engine.serving import batch_figures
 from pdtui.engine.session import Session
-from pdtui.engine.signatures import BOOTSTRAP, Severity, Signature
+from pdtui.engine.signatures import Severity, Signature
 from pdtui.engine.states import ALLOWED, JUDGED_STATES, SERVING_STATES, ServiceState, check_transition
 from pdtui.engine.timing import Timing
 from pdtui.hosts.base import LOOPBACK_ADDRESS, Host
+from pdtui.servers.sglang.metrics import batch_figures
+from pdtui.servers.sglang.phases import PhaseTracker
+from pdtui.servers.sglang.signatures import BOOTSTRAP
 
 S = ServiceState
 

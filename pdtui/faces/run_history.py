@@ -28,8 +28,8 @@ from pdtui.engine.events import (
     StepStatus,
     UnitStatus,
 )
-from pdtui.engine.phases import durations
 from pdtui.engine.states import ServiceState
+from pdtui.servers.sglang.phases import durations
 
 FILE_NAME = "history.sqlite3"
 OUTCOMES = {ServiceState.READY: "ready", ServiceState.DEGRADED: "degraded", ServiceState.FAILED: "failed",

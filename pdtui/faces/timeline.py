@@ -1,14 +1,14 @@
 """Start-up phases as text: the panel's phase bar and the report's timeline share these words.
 
 Pure functions of (phase, start time) pairs; the names and short labels are
-engine/phases.py's.
+servers/sglang/phases.py's.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from pdtui.engine.phases import LABELS, durations
+from pdtui.servers.sglang.phases import LABELS, durations
 
 
 def took(seconds: float) -> str:

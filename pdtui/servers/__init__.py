@@ -1,7 +1,9 @@
 """The serving engines pdtui brings up: one package each (SGLang today).
 
 A serving engine's package holds what is its own: how its servers and router
-are launched (``launch``). The rest of what is SGLang's (its log wording and
-signatures, its start-up phases, its readiness checks, the PD request that
-proves a pair) is read by the engine from pdtui/engine for now.
+are launched (``launch``), what their log lines mean (``signatures``, read by
+the engine's judge through the types of engine/signatures.py), their start-up
+phases and their live figures. The engine's checks that speak SGLang's HTTP
+(the prefill's bootstrap port, the router's PD request) are in engine/probes.py
+for now.
 """

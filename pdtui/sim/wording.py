@@ -2,7 +2,7 @@
 
 Taken from SGLang's own source of each release (``http_server.py``,
 ``engine.py``, ``model_runner.py``, ``disaggregation/common/conn.py``); the
-lines pdtui must judge are the ones engine/signatures.py knows, and a test
+lines pdtui must judge are the ones servers/sglang/signatures.py knows, and a test
 checks that every line here is judged as it should be.
 
 - ``older``: 0.4.7-0.4.10 (2025). ``/health`` answers 200 as soon as HTTP is up.

@@ -12,8 +12,8 @@ from pdtui.config import Deployment, ServiceConfig
 from pdtui.engine.readiness import LineJudge
 from pdtui.engine.service_run import ServiceRun
 from pdtui.engine.session import Session
-from pdtui.engine.signatures import signatures_for
 from pdtui.hosts.base import Host
+from pdtui.servers.sglang.signatures import signatures_for
 from pdtui.targets.slurm.cluster_session import ClusterSession
 from pdtui.targets.slurm.job_run import JobRun
 from pdtui.targets.systemd.host_session import HostSession

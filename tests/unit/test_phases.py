@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pdtui.engine.phases import NAMES, PHASES, PhaseTracker, durations, phase_of
 from pdtui.faces.timeline import phase_bar, took
+from pdtui.servers.sglang.phases import NAMES, PHASES, PhaseTracker, durations, phase_of
 from pdtui.sim.wording import WORDINGS
 
 # SGLang's real start-up lines across releases (the line format and its wording drift; see signatures.py).

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from pdtui.engine.events import LineKind
 from pdtui.engine.readiness import FailureCandidate, LineJudge
 from pdtui.engine.signatures import Severity
-from pdtui.engine.signatures import signatures_for as failure_signatures
+from pdtui.servers.sglang.signatures import signatures_for as failure_signatures
 
 SGLANG = LineJudge("fired up and ready", failure_signatures("decode"))
 
@@ -173,9 +173,9 @@ def test_a_fatal_line_outranks_any_warning_on_the_same_line():
 def test_docs_table_is_made_from_the_signatures():
     from pathlib import Path
 
-    from pdtui.engine.signatures import markdown_table
+    from pdtui.servers.sglang.signatures import markdown_table
     doc = (Path(__file__).parents[2] / "docs" / "signatures.md").read_text()
-    assert markdown_table() in doc, "docs/signatures.md is stale: python -m pdtui.engine.signatures"
+    assert markdown_table() in doc, "docs/signatures.md is stale: python -m pdtui.servers.sglang.signatures"
 
 
 @pytest.mark.parametrize("generation", ["older", "2025", "current"])

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from pdtui.engine.events import Figures
-from pdtui.engine.serving import (
+from pdtui.servers.sglang.metrics import (
     batch_figures,
     figures_between,
     histogram_quantile,

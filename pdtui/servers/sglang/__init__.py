@@ -1,4 +1,7 @@
 """SGLang: its PD servers and the routers in front of them (sglang-router, smg).
 
 - ``launch``: the command a ``launch:`` block runs (server and router flags, backend URLs, Prometheus ports)
+- ``signatures``: what each of their log lines means, per generation (docs/signatures.md is made from it)
+- ``phases``: the server's start-up phases, recognized from its own lines
+- ``metrics``: live figures from ``/metrics`` (Prometheus text) or, without it, the batch lines
 """
