@@ -39,7 +39,7 @@ from pdtui.config import Deployment, HostConfig, ServiceConfig
 from pdtui.hosts.base import HostError, Result, each_line
 from pdtui.sim.knobs import DEFAULT_MODEL
 from pdtui.sim.wording import WORDINGS
-from pdtui.sim.worker import server_args_repr
+from pdtui.sim.worker import oom_traceback, server_args_repr
 from pdtui.targets.systemd.commands import SHOW_PROPERTIES
 
 WORDING = WORDINGS["current"]
@@ -88,6 +88,7 @@ class MemoryService:
     listening: bool = False          # the HTTP port accepts
     bootstrap_up: bool = False       # a prefill's bootstrap port accepts
     healthy: bool = False            # /health (a router: /readiness) answers 200
+    exit_status: int = 0             # how its last run ended (ExecMainStatus)
     started_at: float | None = None  # time.perf_counter() of the current run's start
     ready_at: float | None = None    # ... and of its ready line (a router: its workers activated)
     timer: asyncio.TimerHandle | None = None     # the next step of its start-up script
@@ -287,8 +288,16 @@ def _server_args(role: str, port: int, bootstrap: int, gpus: tuple[int, ...]) ->
 
 Step = tuple[float, str, str]
 """One step of a start-up script: (fraction of the start-up time, what, its text). What: ``log``, ``log TP0``
-(a line of rank TP0), ``log pid`` (the text's ``{pid}`` is the process's), ``set`` (the text names a flag of
-:class:`MemoryService` that turns true), ``ready``, ``activate`` (a router's workers, a line each)."""
+(a line of rank TP0), ``raw`` (a line with no time stamp: a traceback's), ``log pid`` (the text's ``{pid}`` is the process's), ``set`` (the text names a flag of
+:class:`MemoryService` that turns true), ``ready``, ``activate`` (a router's workers, a line each), ``exit``
+(the process ends with the text's status: the unit fails)."""
+
+FAILURES = {
+    "oom": "CUDA out of memory during CUDA graph capture (a scheduler's traceback), then the process exits 1",
+    "crash": "a traceback no signature knows, then the process exits 1",
+    "hang": "silence after the weights began loading: never ready",
+}
+"""What a memory backend can be told to do instead of getting ready (``MemoryFleet(failures=...)``)."""
 
 
 @lru_cache(maxsize=256)
@@ -320,6 +329,25 @@ def _backend_steps(role: str, port: int, bootstrap: int, gpus: tuple[int, ...]) 
 
 
 @lru_cache(maxsize=64)
+def _failing_steps(kind: str, role: str, port: int, bootstrap: int, gpus: tuple[int, ...]) -> tuple[Step, ...]:
+    """SGLang's start-up cut short by one of :data:`FAILURES`."""
+    steps = _backend_steps(role, port, bootstrap, gpus)
+    if kind == "hang":
+        return tuple(step for step in steps if step[0] <= 0.12)
+    if kind == "oom":
+        header, *rest = oom_traceback(gpus[0] if gpus else 0)
+        tail: list[Step] = [(0.6, "log TP0", header), *((0.6, "raw", line) for line in rest if line)]
+        return (*(step for step in steps if step[0] <= 0.5), *tail, (0.6, "log", WORDING.sigquit), (0.6, "exit", "1"))
+    if kind == "crash":
+        lines = ["Traceback (most recent call last):", '  File "/opt/sglang/srt/entrypoints/engine.py", line 731, '
+                 "in _launch_subprocesses", "RuntimeError: an error no signature knows"]
+        return (*(step for step in steps if step[0] <= 0.46), (0.47, "log", lines[0]),
+                *((0.47, "raw", line) for line in lines[1:]),
+                (0.47, "exit", "1"))
+    raise ValueError(f"no such failure {kind!r}: one of {', '.join(FAILURES)}")
+
+
+@lru_cache(maxsize=64)
 def _router_steps(port: int) -> tuple[Step, ...]:
     """A router: listening at once, its workers activated (and so ready) at the end of its start-up."""
     return ((0.0, "log", f"INFO smg::server: Starting router on 127.0.0.1:{port} | mode: PD | policy: RoundRobin"),
@@ -347,12 +375,15 @@ class MemoryFleet:
 
     ``unit_files``: the text of each unit as ``systemctl cat`` shows it, by unit name
     (e.g. from :func:`pdtui.targets.systemd.unit_files.render_units`), so the preflight's drift check
-    has installed units to compare.
+    has installed units to compare. ``failures``: what a backend does instead of getting ready (one of
+    :data:`FAILURES`), on every start until the entry is removed.
     """
 
     def __init__(self, deployment: Deployment, *, startup: float = 3.0, router_startup: float = 0.5,
-                 unit_files: dict[tuple[str, str], str] | None = None) -> None:
+                 unit_files: dict[tuple[str, str], str] | None = None,
+                 failures: dict[str, str] | None = None) -> None:
         self.deployment = deployment
+        self.failures = dict(failures or {})     # service -> a kind of FAILURES its next starts play
         self.startup = startup
         self.router_startup = router_startup
         self.unit_files = unit_files or {}
@@ -480,11 +511,12 @@ class MemoryHost:
 
     def _show(self, unit: str, properties: list[str]) -> str:
         service = self.units.get(unit)
-        values = {"Id": unit, "LoadState": "not-found" if service is None else "loaded",
-                  "ActiveState": service.active if service else "inactive",
-                  "SubState": "running" if service and service.active == "active" else "dead",
+        active = service.active if service else "inactive"
+        values = {"Id": unit, "LoadState": "not-found" if service is None else "loaded", "ActiveState": active,
+                  "SubState": {"active": "running", "failed": "failed"}.get(active, "dead"),
                   "MainPID": str(service.pid if service else 0), "NRestarts": "0",
-                  "InvocationID": service.invocation if service else "", "ExecMainStatus": "0"}
+                  "InvocationID": service.invocation if service else "",
+                  "ExecMainStatus": str(service.exit_status if service else 0)}
         return "".join(f"{p}={values.get(p, '')}\n" for p in properties)
 
     def _start(self, service: MemoryService, *, again: bool) -> None:
@@ -493,11 +525,16 @@ class MemoryHost:
         if service.active == "active":
             self._stop(service)
         service.active, service.invocation, service.pid = "active", uuid.uuid4().hex, next(_pids)
-        service.started_at, service.ready_at = time.perf_counter(), None
+        service.started_at, service.ready_at, service.exit_status = time.perf_counter(), None, 0
         self._system(service, f"Started {service.unit} - {service.cfg.role} {service.cfg.name}.")
         cfg = service.cfg
-        steps = _router_steps(cfg.port or 0) if cfg.role == "router" else \
-            _backend_steps(cfg.role, cfg.port or 0, self.bootstrap_of(service), cfg.gpus)
+        failure = self.fleet.failures.get(cfg.name)
+        if cfg.role == "router":
+            steps = _router_steps(cfg.port or 0)
+        elif failure is not None:
+            steps = _failing_steps(failure, cfg.role, cfg.port or 0, self.bootstrap_of(service), cfg.gpus)
+        else:
+            steps = _backend_steps(cfg.role, cfg.port or 0, self.bootstrap_of(service), cfg.gpus)
         self._play(service, asyncio.get_running_loop().time(), steps, 0)
 
     def _play(self, service: MemoryService, start: float, steps: tuple[Step, ...], at: int) -> None:
@@ -518,6 +555,8 @@ class MemoryHost:
             self._log(service, text)
         elif what == "log TP0":
             self._log(service, text, " TP0")
+        elif what == "raw":
+            self.journal.append(service.unit, service.invocation, text, pid=service.pid, comm="python3", system=False)
         elif what == "log pid":
             self._log(service, text.format(pid=service.pid))
         elif what == "set":
@@ -528,6 +567,16 @@ class MemoryHost:
             for _ in self._workers(service):
                 self._log(service, text)
             service.healthy, service.ready_at = True, time.perf_counter()
+        elif what == "exit":
+            self._exited(service, int(text))
+
+    def _exited(self, service: MemoryService, status: int) -> None:
+        """Its process ended by itself: the unit fails, as systemd tells it."""
+        invocation = service.invocation
+        service.stop()
+        service.active, service.exit_status, service.invocation = "failed", status, invocation
+        self._system(service, f"{service.unit}: Main process exited, code=exited, status={status}/FAILURE")
+        self._system(service, f"{service.unit}: Failed with result 'exit-code'.")
 
     def _stop(self, service: MemoryService) -> None:
         if service.active != "active":

@@ -1,0 +1,138 @@
+"""The engine in this process, on in-memory hosts and a fake clock: a bring-up of minutes runs in milliseconds.
+
+The hosts are pdtui/sim/memhost.py's (systemctl, the journal, nvidia-smi and the servers' HTTP answered in
+memory); the event loop's time is looptime's, so every sleep, timeout and start-up script of the memory
+servers takes no wall time, and the orchestrator's clock is that loop's time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import yaml
+
+from pdtui.config import parse_config
+from pdtui.engine.events import Done, Notice
+from pdtui.engine.intent import Intent, Verb
+from pdtui.engine.orchestrator import Orchestrator
+from pdtui.sim.memhost import MemoryFleet
+from tests.engine_helpers import Recorder
+
+pytestmark = pytest.mark.looptime
+
+STARTUP = 60.0     # a backend's start-up, in the loop's seconds (the memory servers play SGLang's lines over it)
+
+
+def deployment(timeout: str = "10m"):
+    config = {"name": "memory", "hosts": {"gpu0": {"address": "gpu0.internal"}}, "services": {
+        "prefill": {"host": "gpu0", "unit": "sglang-prefill", "role": "prefill", "gpus": [0, 1, 2, 3], "numa": 0,
+                    "port": 30000, "bootstrap_port": 8998, "timeout": timeout},
+        "decode": {"host": "gpu0", "unit": "sglang-decode", "role": "decode", "gpus": [4, 5, 6, 7], "numa": 1,
+                   "port": 30002, "timeout": timeout},
+        "router": {"host": "gpu0", "unit": "sglang-router", "role": "router", "port": 8000, "timeout": "2m"}}}
+    return parse_config(yaml.safe_dump(config, sort_keys=False), "memory.yaml")
+
+
+class Bringing:
+    """An orchestrator over a memory fleet, its events recorded, closed at the end."""
+
+    def __init__(self, *, failures: dict[str, str] | None = None, timeout: str = "10m", verb: Verb = Verb.UP) -> None:
+        self.deployment = deployment(timeout)
+        self.fleet = MemoryFleet(self.deployment, startup=STARTUP, router_startup=2.0, failures=failures)
+        self.orchestrator = Orchestrator(self.deployment, self.fleet.host, clock=asyncio.get_running_loop().time,
+                                         intent=Intent(verb))
+        self.rec = Recorder()
+        self.orchestrator.subscribe(self.rec)
+
+    async def __aenter__(self) -> Bringing:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.orchestrator.close()
+        self.fleet.stop_all()
+
+    async def next_done(self, count: int) -> Done:
+        """The ``count``-th Done told (the first is the bring-up's; later ones follow a retry or a crash)."""
+        while len(self.rec.of(Done)) < count:
+            await asyncio.sleep(1.0)
+        return self.rec.of(Done)[count - 1]
+
+
+async def test_a_bring_up_of_minutes_is_ready_in_the_loops_time_and_starts_the_router_last():
+    async with Bringing() as run:
+        done = await run.orchestrator.run()
+    assert done.ok, done
+    assert STARTUP <= done.time_to_ready["decode"] < STARTUP + 5
+    starting = run.rec.index("router", "starting")
+    assert run.rec.index("prefill", "ready") < starting and run.rec.index("decode", "ready") < starting
+    assert run.fleet.counts["http /v1/chat/completions"] >= 1, "the router was proven by a generation"
+
+
+async def test_a_decode_that_runs_out_of_memory_fails_naming_it_and_blocks_the_router():
+    async with Bringing(failures={"decode": "oom"}) as run:
+        done = await run.orchestrator.run()
+    assert done.exit_code == 1
+    failed = run.rec.change("decode", "failed")
+    assert failed.reason == "CUDA out of memory" and "OutOfMemoryError" in (failed.line or "")
+    assert run.rec.states("router") == ["blocked"]
+    assert run.fleet.services["router"].active == "inactive", "the router was never started"
+
+
+async def test_a_decode_that_dies_of_what_no_signature_knows_fails_from_its_unit_quoting_its_exception():
+    async with Bringing(failures={"decode": "crash"}) as run:
+        done = await run.orchestrator.run()
+    failed = run.rec.change("decode", "failed")
+    assert done.exit_code == 1 and failed.reason == "unit sglang-decode.service failed (exit status 1)", failed
+    assert failed.line == "RuntimeError: an error no signature knows"
+
+
+async def test_a_retry_after_the_cause_is_fixed_brings_the_rest_up():
+    async with Bringing(failures={"decode": "oom"}) as run:
+        first = await run.orchestrator.run()
+        assert not first.ok
+        del run.fleet.failures["decode"]
+        assert run.orchestrator.retry("decode")
+        done = await run.next_done(2)
+    assert done.ok, done
+    assert run.rec.states("decode")[-4:] == ["pending", "starting", "waiting", "ready"]
+    assert run.rec.states("router")[-4:] == ["pending", "starting", "waiting", "ready"]
+
+
+async def test_a_restart_of_a_ready_decode_proves_the_router_again_without_restarting_it():
+    async with Bringing() as run:
+        assert (await run.orchestrator.run()).ok
+        router_invocation = run.fleet.services["router"].invocation
+        assert run.orchestrator.restart("decode")
+        done = await run.next_done(2)
+    assert done.ok, done
+    assert run.rec.states("decode")[-4:] == ["pending", "starting", "waiting", "ready"]
+    assert run.rec.states("router")[-3:] == ["pending", "waiting", "ready"]
+    assert run.fleet.services["router"].invocation == router_invocation
+
+
+async def test_a_hung_decode_times_out_and_the_router_is_never_started():
+    async with Bringing(failures={"decode": "hang"}, timeout="5m") as run:
+        done = await run.orchestrator.run()
+    assert done.exit_code == 1 and run.rec.states("decode")[-1] == "timed_out"
+    assert done.failures["decode"].startswith("not ready after 300s")
+    assert 300 <= done.elapsed < 310, "timed out at its timeout, in the loop's time"
+    assert run.fleet.services["router"].active == "inactive"
+
+
+async def test_status_of_a_running_deployment_attaches_and_starts_nothing():
+    async with Bringing() as up:
+        assert (await up.orchestrator.run()).ok
+        fleet = up.fleet
+        invocations = {name: s.invocation for name, s in fleet.services.items()}
+        status = Orchestrator(up.deployment, fleet.host, clock=asyncio.get_running_loop().time,
+                              intent=Intent(Verb.STATUS))
+        rec = Recorder()
+        status.subscribe(rec)
+        try:
+            done = await status.run()
+        finally:
+            await status.close()
+    assert done.ok, done
+    assert {name: s.invocation for name, s in fleet.services.items()} == invocations
+    assert not [n for n in rec.of(Notice) if n.level == "error"]
