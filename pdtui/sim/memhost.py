@@ -288,9 +288,10 @@ def _server_args(role: str, port: int, bootstrap: int, gpus: tuple[int, ...]) ->
 
 Step = tuple[float, str, str]
 """One step of a start-up script: (fraction of the start-up time, what, its text). What: ``log``, ``log TP0``
-(a line of rank TP0), ``raw`` (a line with no time stamp: a traceback's), ``log pid`` (the text's ``{pid}`` is the process's), ``set`` (the text names a flag of
-:class:`MemoryService` that turns true), ``ready``, ``activate`` (a router's workers, a line each), ``exit``
-(the process ends with the text's status: the unit fails)."""
+(a line of rank TP0), ``raw`` (a line with no time stamp: a traceback's), ``log pid`` (the text's ``{pid}`` is
+the process's), ``set`` (the text names a flag of :class:`MemoryService` that turns true), ``ready``,
+``activate`` (a router's workers, a line each), ``exit`` (the process ends with the text's status: the unit
+fails)."""
 
 FAILURES = {
     "oom": "CUDA out of memory during CUDA graph capture (a scheduler's traceback), then the process exits 1",
