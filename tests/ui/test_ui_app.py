@@ -11,7 +11,6 @@ import pytest
 from rich.cells import cell_len
 from textual.app import App
 from textual.drivers.headless_driver import HeadlessDriver
-from textual.pilot import Pilot
 from textual.widget import Widget
 from textual.widgets import Footer, Input
 from ui_fakes import (
@@ -23,6 +22,7 @@ from ui_fakes import (
     decode_failed_script,
     hostile_script,
     ready_script,
+    settle,
     starting_script,
 )
 
@@ -66,14 +66,6 @@ def make_app(script: list, **kwargs: object) -> tuple[RecordingApp, FakeSource]:
     source = FakeSource(script)
     kwargs.setdefault("clock", lambda: 0.0)
     return RecordingApp(source, **kwargs), source
-
-
-async def settle(pilot: Pilot) -> None:
-    """Let the scripted events reach the widgets, and every log its next paint."""
-    for _ in range(3):
-        await pilot.pause()
-    while any(view.paint_pending for view in pilot.app.query(LogView)):
-        await pilot.pause(PAINT_INTERVAL / 5)
 
 
 def log_lines(view: LogView) -> list[str]:

@@ -4,8 +4,7 @@ however the app ends."""
 from __future__ import annotations
 
 import pytest
-from textual.pilot import Pilot
-from ui_fakes import FakeSource, decode_failed_script, ready_script
+from ui_fakes import FakeSource, decode_failed_script, ready_script, settle
 
 from pdtui.ui.app import PdtuiApp
 from pdtui.ui.screens import ConfirmScreen
@@ -22,11 +21,6 @@ class Watching(PdtuiApp):
     def notify(self, message: str, **kwargs: object) -> None:  # type: ignore[override]
         self.notices.append(message)
         super().notify(message, **kwargs)  # type: ignore[arg-type]
-
-
-async def settle(pilot: Pilot) -> None:
-    for _ in range(4):
-        await pilot.pause()
 
 
 @pytest.mark.parametrize(("key", "verb", "script"), [("R", "restart", ready_script), ("x", "stop", ready_script),

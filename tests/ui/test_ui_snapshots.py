@@ -12,10 +12,9 @@ import pytest
 from textual.command import CommandList, CommandPalette
 from textual.pilot import Pilot
 from textual.widgets import Input
-from ui_fakes import FakeSource, decode_failed_script, hostile_script, ready_script, starting_script
+from ui_fakes import FakeSource, decode_failed_script, hostile_script, ready_script, settle, starting_script
 
 from pdtui.ui.app import PdtuiApp
-from pdtui.ui.logview import PAINT_INTERVAL, LogView
 
 SIZES = {"wide": (160, 50), "medium": (100, 40), "narrow": (60, 24)}
 SCRIPTS: dict[str, Callable[[], list]] = {
@@ -26,11 +25,6 @@ SCRIPTS: dict[str, Callable[[], list]] = {
 }
 
 
-async def settle(pilot: Pilot) -> None:
-    for _ in range(3):
-        await pilot.pause()
-
-
 @pytest.mark.parametrize("size", SIZES)
 @pytest.mark.parametrize("scenario", SCRIPTS)
 def test_snapshot(snap_compare, scenario: str, size: str) -> None:
@@ -38,11 +32,7 @@ def test_snapshot(snap_compare, scenario: str, size: str) -> None:
     assert snap_compare(app, terminal_size=SIZES[size], run_before=settle)
 
 
-async def settle_logs(pilot: Pilot) -> None:
-    """Let the events reach the widgets and every log its next paint."""
-    await settle(pilot)
-    while any(view.paint_pending for view in pilot.app.query(LogView)):
-        await pilot.pause(PAINT_INTERVAL / 5)
+settle_logs = settle     # the events in, and every log painted
 
 
 async def steady_filter_bar(pilot: Pilot) -> None:

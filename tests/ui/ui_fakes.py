@@ -26,6 +26,7 @@ from pdtui.engine.events import (
     StepStatus,
 )
 from pdtui.engine.states import ServiceState as S
+from pdtui.ui.logview import PAINT_INTERVAL, LogView
 
 T0 = 1_760_605_569.0  # 2025-10-16 09:06:09 UTC: journal timestamps of the scripted lines
 
@@ -213,3 +214,11 @@ def hostile_script() -> list[Event]:
     """A prefill journal full of escapes, markup and an absurdly long line."""
     records = tuple(LogRecord(text, N, T0 + 20 + i) for i, text in enumerate(HOSTILE_LINES))
     return [*starting_script()[:-1], LogLines("prefill", records, 40.0)]
+
+
+async def settle(pilot) -> None:
+    """Let the scripted events reach the widgets, and every log its next paint."""
+    for _ in range(4):
+        await pilot.pause()
+    while any(view.paint_pending for view in pilot.app.query(LogView)):
+        await pilot.pause(PAINT_INTERVAL / 5)
