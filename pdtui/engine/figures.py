@@ -61,7 +61,7 @@ class FiguresWatch:
     async def _sample(self, run: ServiceRun) -> None:
         key = (run.name, run.attempt.number)
         if key not in self._without_metrics:
-            result = await run.w.session.prober.get(self._ports[run.name], "/metrics", timeout=FETCH_TIMEOUT,
+            result = await run.session.prober.get(self._ports[run.name], "/metrics", timeout=FETCH_TIMEOUT,
                                                     address=run.address)
             if result.ok:
                 try:

@@ -27,7 +27,7 @@ from pdtui.engine.events import Done, Event, HostStatus, Notice, PlanReady, Step
 from pdtui.engine.figures import FiguresWatch
 from pdtui.engine.intent import UP, Action, Intent, Verb
 from pdtui.engine.preflight import Preflight
-from pdtui.engine.service_run import ServiceRun, Wiring
+from pdtui.engine.service_run import ServiceRun
 from pdtui.engine.session import Session
 from pdtui.engine.states import FINAL_STATES, SERVING_STATES, ServiceState
 from pdtui.engine.steps import split, step_statuses
@@ -67,7 +67,7 @@ class Orchestrator:
         for run in self._runs.values():
             self._on_host.setdefault(run.cfg.host, []).append(run)
         self._tails: list[asyncio.Task] = []
-        self._figures = FiguresWatch(deployment, self._runs, emit=self._emit, clock=clock, elapsed=self.elapsed,
+        self._figures = FiguresWatch(deployment, self._runs, emit=self.emit, clock=clock, elapsed=self.elapsed,
                                      interval=timing.figures_poll)
         self._steps: dict[Step, StepStatus] = {}
         self._preflight = StepStatus.PENDING
@@ -151,7 +151,7 @@ class Orchestrator:
             run.task.cancel()
         for name in self.deployment.dependents(service):
             if self._runs[name].state in SERVING_STATES:
-                self._emit(Notice("warning", f"{name} degraded: {service} is being stopped", name, self.elapsed()))
+                self.emit(Notice("warning", f"{name} degraded: {service} is being stopped", name, self.elapsed()))
         run.task = asyncio.create_task(run.stop(), name=f"stop {run.name}")
         self._tell_outcome_again()
         return True
@@ -201,7 +201,7 @@ class Orchestrator:
         for run in runs:
             staying = [d for d in self._paired_decodes(run) if self._runs[d] not in runs] if run.cfg.role == "prefill" else []
             if staying:
-                self._emit(Notice(
+                self.emit(Notice(
                     "warning", f"{run.name}: restarted while {', '.join(staying)} keeps running: SGLang's decode keeps "
                     "the transfer endpoints of the prefill it first reached for its whole life; restart "
                     f"{', '.join(staying)} too, or use --with-dependents", run.name, self.elapsed()))
@@ -226,11 +226,18 @@ class Orchestrator:
         for session in self._sessions.values():
             await session.close()
 
-    # -- events ------------------------------------------------------------
+    # -- what its runs use of it (service_run.Bringup) ----------------------------
     def elapsed(self) -> float:
         return round(self.clock() - self._t0, 3)
 
-    def _emit(self, event: Event) -> None:
+    def beat_origin(self) -> float:
+        return self._t0
+
+    @property
+    def peers(self) -> dict[str, ServiceRun]:
+        return self._runs
+
+    def emit(self, event: Event) -> None:
         for callback in list(self._subscribers):
             callback(event)
 
@@ -246,7 +253,7 @@ class Orchestrator:
         left = checks.reaching_for(host) if checks is not None else -math.inf
         if status == "unreachable" and left > 0:
             detail = f"{detail}; trying again for up to {format_duration(round(left))}"
-        self._emit(HostStatus(host, status, detail, self.elapsed()))
+        self.emit(HostStatus(host, status, detail, self.elapsed()))
 
     # -- hosts and journals -------------------------------------------------
     async def preflight(self) -> bool:
@@ -259,15 +266,13 @@ class Orchestrator:
         self._t0 = self.clock()
         services = tuple(r.info(self.deployment) for r in self._runs.values())
         steps = () if self.intent.verb is Verb.DOWN else tuple(Step)
-        self._emit(PlanReady(self.deployment.name, services, steps, title=self.intent.title,
+        self.emit(PlanReady(self.deployment.name, services, steps, title=self.intent.title,
                              watching=self.intent.watching))
         self._update_steps()
         self._sessions = open_sessions(self.deployment, self._on_host, self.host_factory, self._host_status,
                                        command_timeout=self.timing.command_timeout, clock=self.clock)
         for run in self._runs.values():
-            run.wire(Wiring(self.deployment, self._sessions[run.cfg.host], self.timing, self.clock, self.elapsed,
-                            self._emit, self._on_change, self._schedule_flush, self._runs, lambda: self._t0, self.smoke,
-                            self.canary))
+            run.wire(self, self._sessions[run.cfg.host])
 
     def _follow_journals(self) -> None:
         for name, session in self._sessions.items():
@@ -280,15 +285,15 @@ class Orchestrator:
         self._preflight = StepStatus.RUNNING
         self._update_steps()
         self._checks = Preflight(self.deployment, self._sessions, self._on_host, verb=self.intent.verb,
-                                 clock=self.clock, emit=self._emit, elapsed=self.elapsed)
+                                 clock=self.clock, emit=self.emit, elapsed=self.elapsed)
         ok = await self._checks.run(sample_gpus=sample_gpus)
         self._preflight = StepStatus.DONE if ok else StepStatus.FAILED
         self._update_steps()
 
     def _tail_problem(self, message: str) -> None:
-        self._emit(Notice("warning", message, None, self.elapsed()))
+        self.emit(Notice("warning", message, None, self.elapsed()))
 
-    def _schedule_flush(self) -> None:
+    def schedule_flush(self) -> None:
         """Lines are pending: hand out every run's lines together, a batch interval from now."""
         if self._flush_handle is None:
             self._flush_handle = asyncio.get_running_loop().call_later(self.timing.log_batch, self._flush_logs)
@@ -327,7 +332,7 @@ class Orchestrator:
         for run in self._pending():
             run.task = asyncio.create_task(stop(run), name=f"stop {run.name}")
 
-    def _on_change(self) -> None:
+    def changed(self) -> None:
         """A run changed state: wake the waiters; the steps are updated once the loop's turn is over.
 
         A fleet's thousand services change state in bursts: the steps are
@@ -383,7 +388,7 @@ class Orchestrator:
         self._update_steps()       # the steps as they are now, told before the outcome
         done = self._make_done()
         self._last_done = done
-        self._emit(done)
+        self.emit(done)
         return done
 
     def _make_done(self) -> Done:
@@ -407,5 +412,5 @@ class Orchestrator:
         for step, status in step_statuses(self._preflight, *self._groups).items():
             if self._steps.get(step) != status:
                 self._steps[step] = status
-                self._emit(StepChanged(step, status, "", self.elapsed()))
+                self.emit(StepChanged(step, status, "", self.elapsed()))
 

@@ -7,8 +7,8 @@ earlier start saw (its invocation, its failure line, its checks) can leak into
 the next. What touches the service where it runs (start or attach, look,
 stop) is its target's subclass: a unit's (targets/systemd/unit_run.py), a
 Slurm job's (targets/slurm/job_run.py). What a run needs of the rest of the
-bring-up comes in one :class:`Wiring`: its place's session, the clock, the
-event sink, its peers.
+bring-up comes in one :class:`Bringup` (the orchestrator), and the session of the place it runs
+on.
 """
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ import asyncio
 import contextlib
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from pdtui.config import Deployment, ServiceConfig
 from pdtui.engine.events import (
@@ -96,22 +97,32 @@ class Attempt:
     enabling: asyncio.Task | None = None          # a router's ``systemctl enable``, beside its start-up
 
 
-@dataclass(frozen=True)
-class Wiring:
-    """What a run uses of the bring-up around it."""
+class Bringup(Protocol):
+    """What a run uses of the bring-up around it: the orchestrator is one (a test may bring its own)."""
 
     deployment: Deployment
-    session: Session                              # its host's (a unit's run: a HostSession) or its cluster's
     timing: Timing
-    clock: Callable[[], float]
-    elapsed: Callable[[], float]
-    emit: Callable[[Event], None]
-    changed: Callable[[], None]                   # after every transition: steps, waiters
-    schedule_flush: Callable[[], None]            # lines are pending: hand them out with the next batch
-    peers: Mapping[str, ServiceRun]
-    beat_origin: Callable[[], float]              # the moment the bring-up began: every host's beat counts from it
-    smoke: bool = True
-    canary: bool = True                           # a ready router's canary generations (its config's interval)
+    smoke: bool                                   # a router's smoke generation before it is called ready
+    canary: bool                                  # a ready router's canary generations (its config's interval)
+
+    @property
+    def peers(self) -> Mapping[str, ServiceRun]:
+        """Every run of the deployment, by service."""
+
+    def clock(self) -> float: ...
+
+    def elapsed(self) -> float: ...
+
+    def emit(self, event: Event) -> None: ...
+
+    def changed(self) -> None:
+        """After every transition: the steps and whoever waits on a state."""
+
+    def schedule_flush(self) -> None:
+        """Lines are pending: hand them out with the next batch."""
+
+    def beat_origin(self) -> float:
+        """The moment the bring-up began: every host's beat counts from it."""
 
 
 class ServiceRun:
@@ -130,7 +141,8 @@ class ServiceRun:
         self.pending_lines: list[LogRecord] = []
         self.wake = asyncio.Event()
         self.task: asyncio.Task | None = None
-        self.wiring: Wiring | None = None
+        self.bringup: Bringup | None = None
+        self._session: Session | None = None
         self.address = LOOPBACK_ADDRESS             # where its ports are reached from its session's host
 
     @property
@@ -142,13 +154,19 @@ class ServiceRun:
         """Whether its unit was started by this bring-up or found running (the steps count it as begun)."""
         return self.started_by_us or self.attempt.attached
 
-    def wire(self, wiring: Wiring) -> None:
-        self.wiring = wiring
+    def wire(self, bringup: Bringup, session: Session) -> None:
+        """Join a bring-up, through the session of the place it runs on (its host's, its cluster's)."""
+        self.bringup, self._session = bringup, session
 
     @property
-    def w(self) -> Wiring:
-        assert self.wiring is not None, f"{self.name}: not wired to a bring-up"
-        return self.wiring
+    def w(self) -> Bringup:
+        assert self.bringup is not None, f"{self.name}: not wired to a bring-up"
+        return self.bringup
+
+    @property
+    def session(self) -> Session:
+        assert self._session is not None, f"{self.name}: not wired to a bring-up"
+        return self._session
 
     def placed(self) -> tuple[str | None, str | None]:
         """Its job's id and node, for the state it tells (a unit has neither)."""
@@ -392,7 +410,7 @@ class ServiceRun:
         units' ends still wake their services at once, through systemd's lines.
         """
         poll = self.w.timing.unit_poll
-        rest = LOOK_REST * self.w.session.looker.last_took
+        rest = LOOK_REST * self.session.looker.last_took
         origin = self.w.beat_origin()
         return origin + (math.floor((now + rest - origin) / poll) + 1) * poll
 
@@ -417,14 +435,14 @@ class ServiceRun:
     # -- checks ---------------------------------------------------------------------
     async def _probe(self) -> bool | Check | None:
         """Run the active checks: True when all hold, a Check when one failed for good, else None."""
-        host = self.w.session.host
+        host = self.session.host
         if self.cfg.is_router:
             return await self._probe_router(host)
         checks = []
         if self.cfg.ready.tcp and self.cfg.port:
             checks.append(await tcp_check(host, self.cfg.port, self.address))
         if self.cfg.ready.http and self.cfg.port and all(c.ok for c in checks):
-            checks.append(await http_check(self.w.session.prober, self.cfg.port, self.cfg.ready.http, self.address))
+            checks.append(await http_check(self.session.prober, self.cfg.port, self.cfg.ready.http, self.address))
         if self.cfg.role == "prefill" and self.cfg.port and all(c.ok for c in checks):
             checks.append(await self._bootstrap_check(host))
         for check in checks:
@@ -436,7 +454,7 @@ class ServiceRun:
         attempt = self.attempt
         if attempt.bootstrap is None:
             assert self.cfg.port is not None
-            attempt.bootstrap = self.cfg.bootstrap_port or await bootstrap_port(self.w.session.prober, self.cfg.port,
+            attempt.bootstrap = self.cfg.bootstrap_port or await bootstrap_port(self.session.prober, self.cfg.port,
                                                                                 self.address)
         check = await tcp_check(host, attempt.bootstrap, self.address)
         return Check(BOOTSTRAP, check.ok, f"bootstrap server {check.detail}", check.latency)
@@ -447,7 +465,7 @@ class ServiceRun:
         if probe is None:
             assert self.cfg.port is not None      # the config requires a router's port
             probe = self.attempt.router_probe = RouterProbe(
-                self.w.session.prober, self.cfg.port, self._backends(), smoke=self.w.smoke,
+                self.session.prober, self.cfg.port, self._backends(), smoke=self.w.smoke,
                 transfer_error=self._transfer_error_since, clock=self.w.clock, address=self.address)
         return probe
 
@@ -539,7 +557,7 @@ class ServiceRun:
         """One health check of a ready service; a failure once it has failed long enough in a row."""
         assert self.cfg.port is not None and self.cfg.ready.http is not None
         attempt = self.attempt
-        check = await http_check(self.w.session.prober, self.cfg.port, self.cfg.ready.http, self.address)
+        check = await http_check(self.session.prober, self.cfg.port, self.cfg.ready.http, self.address)
         self.probe_result(check)
         now = self.w.clock()
         if check.ok:

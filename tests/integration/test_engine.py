@@ -8,12 +8,8 @@ import subprocess
 
 from pdtui.engine.events import Done, LineKind, LogLines, Notice, ProbeResult, Step, StepChanged, StepStatus
 from pdtui.engine.orchestrator import Orchestrator, Timing
-from pdtui.engine.readiness import LineJudge
-from pdtui.engine.service_run import Wiring
 from pdtui.hosts import make_host
 from pdtui.sim.ports import free_port
-from pdtui.targets.systemd.host_session import HostSession
-from pdtui.targets.systemd.unit_run import UnitRun
 from tests.engine_helpers import FAST, Recorder, bring_up, reference, sim_deployment, worker_argv
 
 
@@ -257,19 +253,6 @@ async def test_a_service_logging_while_probed_is_probed_again_without_waiting_fo
     assert done.ok, done
     first = next(e for e in rec.of(ProbeResult) if e.service == "decode")
     assert not first.ok, "probed once before /health turned 200: the next probe came from a line, not the poll"
-
-
-def test_a_host_whose_looks_are_slow_is_looked_at_on_a_later_beat(sandbox):
-    deployment = reference(sandbox)
-    cfg = deployment.services["decode"]
-    session = HostSession(deployment.hosts[cfg.host], make_host(deployment.hosts[cfg.host]), command_timeout=30.0)
-    run = UnitRun(cfg, LineJudge(cfg.ready.log, ()))
-    run.wire(Wiring(deployment, session, Timing(unit_poll=2.0), clock=lambda: 0.0, elapsed=lambda: 0.0,
-                    emit=lambda event: None, changed=lambda: None, schedule_flush=lambda: None, peers={"decode": run},
-                    beat_origin=lambda: 0.0))
-    assert run.beat(0.1) == 2.0
-    session.looker.last_took = 1.0          # a loaded host: the next look no sooner than 4 s after this one
-    assert run.beat(0.1) == 6.0
 
 
 async def test_the_gpu_inventory_is_taken_while_the_units_are_looked_at(sandbox):

@@ -16,7 +16,11 @@ from pdtui.config import parse_config
 from pdtui.engine.events import Done, Notice
 from pdtui.engine.intent import Intent, Verb
 from pdtui.engine.orchestrator import Orchestrator
+from pdtui.engine.readiness import LineJudge
+from pdtui.engine.timing import Timing
 from pdtui.sim.memhost import MemoryFleet
+from pdtui.targets.systemd.host_session import HostSession
+from pdtui.targets.systemd.unit_run import UnitRun
 from tests.engine_helpers import Recorder
 
 pytestmark = pytest.mark.looptime
@@ -136,3 +140,38 @@ async def test_status_of_a_running_deployment_attaches_and_starts_nothing():
     assert done.ok, done
     assert {name: s.invocation for name, s in fleet.services.items()} == invocations
     assert not [n for n in rec.of(Notice) if n.level == "error"]
+
+
+class StillBringup:
+    """A bring-up at time 0 in which nothing happens: enough for a run's own arithmetic."""
+
+    smoke = canary = True
+    peers: dict = {}
+
+    def __init__(self, deployment, timing: Timing) -> None:
+        self.deployment, self.timing = deployment, timing
+
+    def clock(self) -> float:
+        return 0.0
+
+    elapsed = beat_origin = clock
+
+    def emit(self, event) -> None:
+        pass
+
+    def changed(self) -> None:
+        pass
+
+    def schedule_flush(self) -> None:
+        pass
+
+
+def test_a_host_whose_looks_are_slow_is_looked_at_on_a_later_beat():
+    memory = deployment()
+    cfg = memory.services["decode"]
+    session = HostSession(memory.hosts[cfg.host], MemoryFleet(memory).host(memory.hosts[cfg.host]), command_timeout=30.0)
+    run = UnitRun(cfg, LineJudge(cfg.ready.log, ()))
+    run.wire(StillBringup(memory, Timing(unit_poll=2.0)), session)
+    assert run.beat(0.1) == 2.0
+    session.looker.last_took = 1.0          # a loaded host: the next look no sooner than 4 s after this one
+    assert run.beat(0.1) == 6.0

@@ -56,8 +56,8 @@ class JobRun(ServiceRun):
 
     @property
     def cluster(self) -> ClusterSession:
-        assert isinstance(self.w.session, ClusterSession), f"{self.name}: a job's run needs its cluster's session"
-        return self.w.session
+        assert isinstance(self.session, ClusterSession), f"{self.name}: a job's run needs its cluster's session"
+        return self.session
 
     @property
     def unit(self) -> str:

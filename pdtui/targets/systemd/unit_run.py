@@ -57,8 +57,8 @@ class UnitRun(ServiceRun):
     @property
     def units(self) -> HostSession:
         """The session of its unit's host: systemctl, the journal (a job's run has a cluster's session)."""
-        assert isinstance(self.w.session, HostSession), f"{self.name}: not a unit's run"
-        return self.w.session
+        assert isinstance(self.session, HostSession), f"{self.name}: not a unit's run"
+        return self.session
 
     def names_for(self, router: ServiceConfig) -> frozenset[str]:
         """The host names under which ``router`` knows this backend (its workers' URLs name one of them)."""
