@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -43,6 +42,7 @@ from pdtui.engine.session import Session
 from pdtui.engine.signatures import Severity, Signature
 from pdtui.engine.states import ALLOWED, JUDGED_STATES, SERVING_STATES, ServiceState, check_transition
 from pdtui.engine.timing import Timing
+from pdtui.engine.tracebacks import HEADER, TracebackWatch, ranks_of
 from pdtui.hosts.base import LOOPBACK_ADDRESS, Host
 from pdtui.servers.sglang.metrics import batch_figures
 from pdtui.servers.sglang.phases import PhaseTracker
@@ -59,8 +59,9 @@ LOOK_REST = 4.0
 FRESH_LOOKS = 1.5
 # After ready, health must fail this many checks in a row (over the service's unhealthy_after) to fail it.
 HEALTH_FAILS_IN_A_ROW = 3
-# A Python exception's own line, the last of a traceback: what a warning quotes.
-_EXCEPTION_LINE = re.compile(r"^(?:\[[^\]]*\] )?[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b")
+LEAST_WAIT = 0.001     # seconds: a run never waits for less (see ServiceRun._sleep)
+# A traceback's exception is the cause of a crash when it came within this many seconds of the unit's end.
+CAUSE_RECENT = 30.0
 PHASED_ROLES = ("prefill", "decode")   # the SGLang servers: their start-up lines tell its phases
 
 
@@ -86,7 +87,7 @@ class Attempt:
     next_unit_check: float = 0.0
     fresh_line: bool = False                      # a line came while probing: probe again soon
     warning: str | None = None                    # the latest warning line (a traceback's exception): evidence
-    in_traceback: bool = False                    # a traceback began: its exception line is the warning to keep
+    tracebacks: TracebackWatch = field(default_factory=TracebackWatch)   # the exception that ends the latest
     transfer_errors: int = 0                      # per-request KV transfer errors in this invocation
     last_transfer: tuple[float, str] | None = None
     bootstrap: int | None = None                  # the prefill's bootstrap port, once known
@@ -263,8 +264,10 @@ class ServiceRun:
                 self.wake.set()
         elif current and self.state in JUDGED_STATES:
             kind, signature = self.judge.judge(message, entry.priority)
-            if attempt.in_traceback and _EXCEPTION_LINE.match(message):
-                attempt.warning, attempt.in_traceback = message, False
+            if attempt.tracebacks.feed(message, self.w.clock()):
+                attempt.warning = message
+                if attempt.failure is not None:
+                    self.wake.set()     # the cause a decided crash may wait for
             if signature is not None:
                 self._note_signature(signature, message)
             if not attempt.phases.over and self.cfg.role in PHASED_ROLES:
@@ -298,7 +301,6 @@ class ServiceRun:
             self._note_transfer_error(message)
         else:
             self.attempt.warning = message
-            self.attempt.in_traceback = "Traceback (most recent call last)" in message
 
     def _note_transfer_error(self, message: str) -> None:
         """A per-request KV transfer error: a warning naming the service, told at the 1st, 10th, 100th..."""
@@ -377,8 +379,11 @@ class ServiceRun:
         """A settled failure line or a dead unit, as (reason, line); looks at the unit when that is due."""
         attempt = self.attempt
         now = self.w.clock()
-        if attempt.failure and attempt.failure_at is not None and now - attempt.failure_at >= self.w.timing.settle:
-            return attempt.failure.signature.reason, attempt.failure.line
+        settled = attempt.failure is not None and attempt.failure_at is not None and \
+            now - attempt.failure_at >= self.w.timing.settle
+        if attempt.failure and settled and self._cause_due(now) <= now:
+            return self._crash_reason(attempt.failure), attempt.failure.line
+        # (a crash whose traceback's exception is on its way is decided once it came: the unit is looked at meanwhile)
         if attempt.unit_dirty or now >= attempt.next_unit_check:
             attempt.unit_dirty = False
             attempt.next_unit_check = self.beat(now)
@@ -387,8 +392,27 @@ class ServiceRun:
             await self._last_lines()
             if attempt.failure:
                 return None          # its last lines said why: that line's settle decides
-            return attempt.unit_problem, attempt.warning
+            cause = attempt.tracebacks.recent_cause(now, CAUSE_RECENT)
+            return (f"{attempt.unit_problem}: {cause}" if cause else attempt.unit_problem), attempt.warning
         return None
+
+    def _cause_due(self, now: float) -> float:
+        """Until when a decided crash waits for its traceback's exception: its header came, its exception not
+        yet (a bounded wait: ``timing.cause`` past the settle); ``now`` or earlier when it waits for nothing."""
+        attempt = self.attempt
+        failure, since = attempt.failure, attempt.failure_at
+        if failure is None or since is None or HEADER not in failure.line or attempt.tracebacks.cause is not None:
+            return now
+        return since + self.w.timing.settle + self.w.timing.cause
+
+    def _crash_reason(self, failure: FailureCandidate) -> str:
+        """The failure's reason; a traceback's header completed with its ranks and the exception that ended it:
+        ``scheduler crashed (TP5): RuntimeError: Mooncake memory registration failed.``"""
+        reason, cause = failure.signature.reason, self.attempt.tracebacks.cause
+        if HEADER not in failure.line or cause is None:
+            return reason
+        ranks = ranks_of(failure.line)
+        return f"{reason} ({ranks}): {cause}" if ranks else f"{reason}: {cause}"
 
     async def _last_lines(self) -> None:
         """The unit is over: let its last lines in before saying why from its state alone.
@@ -418,7 +442,8 @@ class ServiceRun:
         """When :meth:`_failure` has something new to look at, at the latest."""
         attempt = self.attempt
         if attempt.failure and attempt.failure_at is not None:
-            return min(attempt.next_unit_check, attempt.failure_at + self.w.timing.settle)
+            settled = attempt.failure_at + self.w.timing.settle
+            return min(attempt.next_unit_check, max(settled, self._cause_due(settled)))
         return attempt.next_unit_check
 
     async def _sleep(self, seconds: float) -> None:
@@ -426,8 +451,14 @@ class ServiceRun:
 
         ``asyncio.timeout``, not ``wait_for``: Python 3.11's ``wait_for`` loses a
         cancellation that comes as its timeout fires, and the run then never ends.
+        A wait shorter than :data:`LEAST_WAIT` lasts that long: the loop runs a
+        timer up to its clock's resolution early, and a moment due a hair later
+        would be waited for again and again (for ever, on a loop whose time
+        moves only when it waits).
         """
         self.wake.clear()
+        if 0.0 < seconds < LEAST_WAIT:
+            seconds = LEAST_WAIT
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(max(0.0, seconds)):
                 await self.wake.wait()

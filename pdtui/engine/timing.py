@@ -14,6 +14,7 @@ class Timing:
     line_probe_gap: float = 0.05   # a new line of a service being probed brings its next probe this close
     unit_poll: float = 2.0     # `systemctl show` while waiting (systemd's own lines wake it sooner)
     settle: float = 0.3        # after a first failure line, wait this long for a more telling one
+    cause: float = 2.0         # a crash's traceback: wait at most this long past the settle for its exception
     last_lines: float = 2.0    # a unit seen over: wait this long at most for its last lines (and systemd's on its end)
     log_batch: float = 0.05    # log lines are handed to subscribers in batches this often
     command_timeout: float = 30.0

@@ -297,6 +297,9 @@ FAILURES = {
     "oom": "CUDA out of memory during CUDA graph capture (a scheduler's traceback), then the process exits 1",
     "crash": "a traceback no signature knows, then the process exits 1",
     "hang": "silence after the weights began loading: never ready",
+    "mooncake": "two ranks' scheduler tracebacks, the cause (Mooncake's memory registration) a second after the "
+                "headers, then the process exits 1",
+    "silent-crash": "a scheduler's traceback header and nothing more: the process hangs",
 }
 """What a memory backend can be told to do instead of getting ready (``MemoryFleet(failures=...)``)."""
 
@@ -339,6 +342,19 @@ def _failing_steps(kind: str, role: str, port: int, bootstrap: int, gpus: tuple[
         header, *rest = oom_traceback(gpus[0] if gpus else 0)
         tail: list[Step] = [(0.6, "log TP0", header), *((0.6, "raw", line) for line in rest if line)]
         return (*(step for step in steps if step[0] <= 0.5), *tail, (0.6, "log", WORDING.sigquit), (0.6, "exit", "1"))
+    if kind == "mooncake":
+        frames = ['  File "/opt/sglang/srt/managers/scheduler.py", line 2712, in run_scheduler_process',
+                  '  File "/opt/sglang/srt/disaggregation/mooncake/conn.py", line 188, in register_buffer_to_engine']
+        crash: list[Step] = [(0.47, "log TP0", "Scheduler hit an exception: Traceback (most recent call last):"),
+                             (0.47, "log TP1", "Scheduler hit an exception: Traceback (most recent call last):"),
+                             *((0.47, "raw", line) for line in frames),
+                             (0.485, "raw", "RuntimeError: Mooncake memory registration failed."),
+                             (0.485, "raw", "RuntimeError: Mooncake memory registration failed."),
+                             (0.49, "log", WORDING.sigquit), (0.49, "exit", "1")]
+        return (*(step for step in steps if step[0] <= 0.46), *crash)
+    if kind == "silent-crash":
+        return (*(step for step in steps if step[0] <= 0.46),
+                (0.47, "log TP3", "Scheduler hit an exception: Traceback (most recent call last):"))
     if kind == "crash":
         lines = ["Traceback (most recent call last):", '  File "/opt/sglang/srt/entrypoints/engine.py", line 731, '
                  "in _launch_subprocesses", "RuntimeError: an error no signature knows"]
@@ -554,8 +570,8 @@ class MemoryHost:
         """One step of a start-up script (see :data:`Step`)."""
         if what == "log":
             self._log(service, text)
-        elif what == "log TP0":
-            self._log(service, text, " TP0")
+        elif what.startswith("log TP"):
+            self._log(service, text, " " + what.removeprefix("log "))
         elif what == "raw":
             self.journal.append(service.unit, service.invocation, text, pid=service.pid, comm="python3", system=False)
         elif what == "log pid":

@@ -83,12 +83,35 @@ async def test_a_decode_that_runs_out_of_memory_fails_naming_it_and_blocks_the_r
     assert run.fleet.services["router"].active == "inactive", "the router was never started"
 
 
-async def test_a_decode_that_dies_of_what_no_signature_knows_fails_from_its_unit_quoting_its_exception():
+async def test_a_decode_that_dies_of_what_no_signature_knows_fails_naming_the_exception_its_traceback_ended_in():
     async with Bringing(failures={"decode": "crash"}) as run:
         done = await run.orchestrator.run()
     failed = run.rec.change("decode", "failed")
-    assert done.exit_code == 1 and failed.reason == "unit sglang-decode.service failed (exit status 1)", failed
-    assert failed.line == "RuntimeError: an error no signature knows"
+    assert done.exit_code == 1, done
+    assert failed.reason == "unit sglang-decode.service failed (exit status 1): RuntimeError: an error no signature knows"
+    assert done.failures["decode"] == failed.reason
+
+
+async def test_a_scheduler_crash_is_told_with_its_ranks_and_the_exception_that_came_a_second_later():
+    async with Bringing(failures={"decode": "mooncake"}) as run:
+        done = await run.orchestrator.run()
+    failed = run.rec.change("decode", "failed")
+    assert failed.reason == "scheduler crashed (TP0): RuntimeError: Mooncake memory registration failed.", failed
+    assert "Scheduler hit an exception" in (failed.line or "")
+    assert done.failures["decode"] == failed.reason and run.rec.states("router") == ["blocked"]
+
+
+async def test_a_crash_whose_exception_never_comes_is_decided_after_a_bounded_wait():
+    async with Bringing(failures={"decode": "silent-crash"}) as run:
+        loop = asyncio.get_running_loop()
+        done = await run.orchestrator.run()
+        decided = loop.time()
+    failed = run.rec.change("decode", "failed")
+    assert failed.reason == "scheduler crashed", failed
+    header_at = 0.47 * STARTUP
+    timing = run.orchestrator.timing
+    assert header_at + timing.settle + timing.cause <= done.elapsed < header_at + timing.settle + timing.cause + 2.5
+    assert decided < 0.6 * STARTUP, "decided long before its timeout"
 
 
 async def test_a_retry_after_the_cause_is_fixed_brings_the_rest_up():
