@@ -7,6 +7,8 @@ from __future__ import annotations
 FAIL_MODES: dict[str, str] = {
     "oom": "CUDA out of memory while capturing CUDA graphs (the scheduler dies)",
     "nccl": "an NCCL error at start-up (the scheduler dies)",
+    "mooncake": "Mooncake cannot register the KV cache's memory (the locked-memory limit): the scheduler's "
+                "traceback names it on its last line",
     "warmup-failed": "the PD warm-up fails; the ready line comes anyway and /health answers 200",
     "crash-after-ready": "the scheduler crashes a second after the ready line",
     "hang": "start-up stops before the HTTP server is up",

@@ -135,6 +135,8 @@ class Worker:
         ]
         if not self._steps(steps):
             return 0
+        if fail == "mooncake":
+            return self._crash(mooncake_traceback(), 0.47)
         if self.args.role == "prefill":
             self._start_bootstrap()
         if not self._steps([(0.50, log.tp, self.words.graph_begin)]):
@@ -338,6 +340,21 @@ def nccl_traceback() -> list[str]:
         *_frame("distributed/parallel_state.py", 1318, "init_distributed_environment",
                 "torch.distributed.all_reduce(data, group=_WORLD.cpu_group)"),
         "RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)",
+        "",
+    ]
+
+
+def mooncake_traceback() -> list[str]:
+    """As a real server printed it when its unit's LimitMEMLOCK was too low: the cause is the last line."""
+    return [
+        "Scheduler hit an exception: Traceback (most recent call last):",
+        *_frame("managers/scheduler.py", 2712, "run_scheduler_process",
+                "scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, moe_ep_rank, pp_rank, dp_rank)"),
+        *_frame("disaggregation/mooncake/conn.py", 188, "register_buffer_to_engine",
+                "self.engine.batch_register(self.kv_args.kv_data_ptrs, self.kv_args.kv_data_lens)"),
+        *_frame("disaggregation/mooncake/transfer_engine.py", 96, "batch_register",
+                'raise RuntimeError("Mooncake memory registration failed.")'),
+        "RuntimeError: Mooncake memory registration failed.",
         "",
     ]
 

@@ -136,6 +136,7 @@ def finished(procs: Procs, role: str, mode: str) -> tuple[int, str, str]:
 @pytest.mark.parametrize("mode, last_error", [
     ("oom", "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate"),
     ("nccl", "RuntimeError: NCCL error: unhandled system error"),
+    ("mooncake", "RuntimeError: Mooncake memory registration failed."),
 ])
 def test_crash_during_startup_prints_traceback_and_exits_1(procs: Procs, mode, last_error):
     code, out, err = finished(procs, "decode", mode)
