@@ -44,6 +44,14 @@ async def test_oom_fails_decode_blocks_router_and_never_starts_it(sandbox):
     assert fail_lines
 
 
+async def test_a_scheduler_crash_is_named_by_the_exception_its_traceback_ends_in(sandbox):
+    done, rec, _ = await bring_up(reference(sandbox, failures={"decode": "mooncake"}))
+    assert done.exit_code == 1
+    reason = "scheduler crashed (TP0): RuntimeError: Mooncake memory registration failed."
+    assert rec.change("decode", "failed").reason == reason and done.failures["decode"] == reason
+    assert rec.states("router") == ["blocked"]
+
+
 async def test_ready_line_after_failed_pd_warmup_is_not_ready(sandbox):
     done, rec, _ = await bring_up(reference(sandbox, failures={"prefill": "warmup-failed"}))
     assert "ready" not in rec.states("prefill")
