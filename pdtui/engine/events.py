@@ -257,9 +257,10 @@ class Done:
     ok: bool
     exit_code: int
     time_to_ready: dict[str, float] = field(default_factory=dict)
-    failures: dict[str, str] = field(default_factory=dict)   # service -> reason
+    failures: dict[str, str] = field(default_factory=dict)   # service -> reason: what failed, timed out, was blocked
     left_running: tuple[str, ...] = ()                        # units pdtui started and left running
     elapsed: float = 0.0
+    waiting: tuple[str, ...] = ()       # services not yet decided when the outcome was told (no failure of theirs)
 
 
 Event = (PlanReady | StepChanged | StateChanged | LogLines | PhaseStarted | ProbeResult | CanaryResult

@@ -41,6 +41,8 @@ __all__ = ["Orchestrator", "Timing"]
 S = ServiceState
 
 BAD_OUTCOMES = frozenset({S.FAILED, S.TIMED_OUT, S.BLOCKED})
+# Not decided yet: a service in one of these when the outcome is told is waiting, not failed.
+UNDECIDED = frozenset({S.PENDING, S.STARTING, S.QUEUED, S.WAITING, S.STOPPING})
 BUSY_NOW = frozenset({S.STARTING, S.STOPPING})   # a restart or stop from the UI waits until these are over
 
 
@@ -396,8 +398,9 @@ class Orchestrator:
         goal = S.STOPPED if self.intent.verb is Verb.DOWN else S.READY
         ok = all(r.state is goal for r in runs)
         ttr = {r.name: r.time_to_ready for r in runs if r.state is S.READY and r.time_to_ready is not None}
-        failures = {r.name: r.reason or r.state.value for r in runs if r.state is not goal}
-        return Done(ok, EXIT_OK if ok else EXIT_FAILED, ttr, failures, self.left_running(), self.elapsed())
+        failures = {r.name: r.reason or r.state.value for r in runs if r.state is not goal and r.state not in UNDECIDED}
+        waiting = tuple(r.name for r in runs if r.state is not goal and r.state in UNDECIDED)
+        return Done(ok, EXIT_OK if ok else EXIT_FAILED, ttr, failures, self.left_running(), self.elapsed(), waiting)
 
     def left_running(self) -> tuple[str, ...]:
         """Units this bring-up started that were running when last looked at."""

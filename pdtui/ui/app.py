@@ -291,6 +291,7 @@ class PdtuiApp(App[int]):
         panel = self.panels.get(event.service)
         if panel is None:
             return
+        self.plan.follow(event)
         if not self.in_progress and not event.new.is_final:
             self._retry_started()
         serving = panel.view.figures is not None

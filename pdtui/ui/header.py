@@ -7,7 +7,8 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from pdtui.engine.events import Done, Step, StepChanged, StepStatus
+from pdtui.engine.events import Done, StateChanged, Step, StepChanged, StepStatus
+from pdtui.engine.states import FINAL_STATES, SERVING_STATES, ServiceState
 from pdtui.support.text import inert
 from pdtui.ui.format import duration
 
@@ -77,8 +78,18 @@ class PlanStrip(Widget):
     done: reactive[Done | None] = reactive(None, layout=True)
     """The verdict once the bring-up ended; None while it runs (again, on a retry)."""
 
+    def __init__(self) -> None:
+        super().__init__()
+        self.since_done: dict[str, StateChanged] = {}   # each service's latest change after the verdict was told
+
     def set_steps(self, steps: tuple[Step, ...]) -> None:
         self.progress = dict.fromkeys(steps, StepStatus.PENDING)
+
+    def follow(self, event: StateChanged) -> None:
+        """A service's new state: a verdict shown already is told again as the services are now."""
+        if self.done is not None:
+            self.since_done[event.service] = event
+            self.refresh(layout=True)
 
     def apply(self, event: StepChanged) -> None:
         self.progress = {**self.progress, event.step: event.status}
@@ -86,7 +97,7 @@ class PlanStrip(Widget):
 
     def finish(self, done: Done | None) -> None:
         """Show ``done``'s verdict (None: a retry is running, hide the old verdict)."""
-        self.done = done
+        self.done, self.since_done = done, {}
 
     def render(self) -> Text:
         width = self.size.width or 120
@@ -131,15 +142,36 @@ class PlanStrip(Widget):
         return Text(self.detail, self._style("detail"), no_wrap=True)
 
     def _verdict(self) -> Text:
-        """``✓ ready in 1:23 — prefill 0:41 · decode 0:47`` or the failures, then the ready times."""
+        """``✓ ready in 1:23 — prefill 0:41 · decode 0:47``, or the failures, then what is still undecided, then
+        the ready times: as the services are now (a prefill ready after the outcome was told says so)."""
         done = self.done
         assert done is not None
-        ready = [f"{name} {duration(seconds)}" for name, seconds in done.time_to_ready.items()]
+        ready = {name: seconds for name, seconds in done.time_to_ready.items()}
+        failures = dict(done.failures)
+        waiting = list(done.waiting)
+        for name, event in self.since_done.items():
+            failures.pop(name, None)
+            ready.pop(name, None)
+            if name in waiting:
+                waiting.remove(name)
+            if event.new in SERVING_STATES:
+                ready[name] = event.time_to_ready if event.time_to_ready is not None else 0.0
+            elif event.new in FINAL_STATES:
+                failures[name] = event.reason or event.new.value
+            else:
+                waiting.append(name)
+        times = [f"{name} {duration(seconds)}" for name, seconds in ready.items()]
         if done.ok:
             head = Text(f"✓ ready in {duration(done.elapsed)}", self._style("ok"))
-            tail = " · ".join(ready)
+            tail = " · ".join(times)
         else:
             head = Text(f"✗ failed after {duration(done.elapsed)}", self._style("bad"))
-            failures = [f"{name}: {inert(reason)}" for name, reason in done.failures.items()]
-            tail = " · ".join([*failures, *(f"{item} ready" for item in ready)])
+            tail = " · ".join([*(f"{name}: {inert(reason)}" for name, reason in failures.items()),
+                               *(f"{name} {_undecided(self.since_done.get(name))}" for name in waiting),
+                               *(f"{item} ready" for item in times)])
         return Text.assemble(head, f" — {tail}" if tail else "", no_wrap=True)
+
+
+def _undecided(event: StateChanged | None) -> str:
+    """What an undecided service is doing: ``waiting``, ``starting``, ``queued``."""
+    return event.new.value.replace("_", " ") if event is not None else ServiceState.WAITING.value

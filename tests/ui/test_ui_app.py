@@ -154,6 +154,18 @@ async def test_failure_line_stays_pinned_under_the_header() -> None:
         assert "✗ [2025-10-16 09:06:38 TP0] Exception: Capture cuda graph failed: CUDA out of memory" in screen_text(app)
 
 
+async def test_the_verdict_follows_a_prefill_that_gets_ready_after_the_outcome() -> None:
+    app, source = make_app(decode_failed_script())
+    async with app.run_test(size=(160, 40)) as pilot:
+        await settle(pilot)
+        told = "✗ failed after 0:38 — decode: CUDA out of memory · router: decode failed · prefill waiting"
+        assert told in screen_text(app)
+        source.emit(StateChanged("prefill", S.WAITING, S.READY, "all checks hold", None, 41.0, time_to_ready=40.0))
+        await settle(pilot)
+        assert "decode: CUDA out of memory · router: decode failed · prefill 0:40 ready" in screen_text(app)
+        assert "prefill waiting" not in screen_text(app)
+
+
 async def test_follow_key_pauses_and_keeps_position_while_lines_arrive() -> None:
     app, source = make_app([PLAN, burst("prefill", 100)])
     async with app.run_test(size=(100, 40)) as pilot:

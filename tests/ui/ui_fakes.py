@@ -199,14 +199,14 @@ def decode_failed_script() -> list[Event]:
     return [
         *starting_script()[:-1],
         lines("decode", failing, 38.0),
-        StateChanged("decode", S.WAITING, S.FAILED, "failure line", sglang(38, OOM_LINE), 38.0),
+        StateChanged("decode", S.WAITING, S.FAILED, "CUDA out of memory", sglang(38, OOM_LINE), 38.0),
         StateChanged("router", S.PENDING, S.BLOCKED, "decode failed", None, 38.0),
         StepChanged(Step.WAIT_READY, StepStatus.FAILED, "decode failed", elapsed=38.0),
         StepChanged(Step.START_ROUTER, StepStatus.SKIPPED, elapsed=38.0),
         StepChanged(Step.PROBE_ROUTER, StepStatus.SKIPPED, elapsed=38.0),
         StepChanged(Step.DONE, StepStatus.SKIPPED, elapsed=38.0),
-        Done(False, 1, {}, {"decode": "CUDA out of memory"},
-             ("sglang-dsv4-prefill", "sglang-dsv4-decode"), 38.0),
+        Done(False, 1, {}, {"decode": "CUDA out of memory", "router": "decode failed"},
+             ("sglang-dsv4-prefill", "sglang-dsv4-decode"), 38.0, waiting=("prefill",)),
     ]
 
 

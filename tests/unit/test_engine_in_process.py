@@ -81,6 +81,9 @@ async def test_a_decode_that_runs_out_of_memory_fails_naming_it_and_blocks_the_r
     assert failed.reason == "CUDA out of memory" and "OutOfMemoryError" in (failed.line or "")
     assert run.rec.states("router") == ["blocked"]
     assert run.fleet.services["router"].active == "inactive", "the router was never started"
+    # The prefill was still loading when the outcome was told: not decided, so not a failure.
+    assert done.failures == {"decode": "CUDA out of memory", "router": "decode failed"}
+    assert done.waiting == ("prefill",)
 
 
 async def test_a_decode_that_dies_of_what_no_signature_knows_fails_naming_the_exception_its_traceback_ended_in():
