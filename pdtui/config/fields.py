@@ -48,6 +48,16 @@ def format_duration(seconds: float) -> str:
     return "".join(parts) or "0s"
 
 
+def format_elapsed(seconds: float) -> str:
+    """Seconds as a clock shows time gone by: ``m:ss`` (or ``h:mm:ss``), as the badges and the verdict show it."""
+    total = max(0, int(seconds))
+    hours, rest = divmod(total, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}:{minutes:02d}:{secs:02d}"
+    return f"{minutes}:{secs:02d}"
+
+
 def check_text(value: Any, expected: str) -> str:
     if not isinstance(value, str) or not value or not value.isprintable():
         raise fail(f"expected {expected}, got {show(value)}")

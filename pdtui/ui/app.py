@@ -24,6 +24,7 @@ from textual.screen import Screen
 from textual.theme import Theme
 from textual.widgets import Footer
 
+from pdtui.config.fields import format_elapsed
 from pdtui.engine.events import (
     CanaryResult,
     Done,
@@ -50,7 +51,6 @@ from pdtui.support.exits import EXIT_FAILED, EXIT_INTERRUPTED
 from pdtui.support.heap import RELEASE_EVERY, QuietCollector
 from pdtui.ui.bridge import EngineEvent, connect
 from pdtui.ui.filterbar import FilterBar
-from pdtui.ui.format import duration
 from pdtui.ui.header import PlanStrip, TitleBar
 from pdtui.ui.logview import LogView
 from pdtui.ui.merged import MergedPane
@@ -425,7 +425,7 @@ class PdtuiApp(App[int]):
         """Toast, terminal bell and an OSC 9 desktop notification (through tmux when inside it)."""
         name = self._deployment or "bring-up"
         if done.ok:
-            message = f"{name} is ready ({duration(done.elapsed)})"
+            message = f"{name} is ready ({format_elapsed(done.elapsed)})"
         else:
             message = f"{name} failed: {', '.join(done.failures) or 'see the panels'}"
         if self.follow_up_text:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pdtui.config.fields import format_elapsed
 from pdtui.engine.events import CanaryResult, Figures, GpuInfo, JobStatus, ProbeResult, ServiceInfo, ServingFigures
 from pdtui.engine.states import ServiceState
 from pdtui.support.text import inert
@@ -22,16 +23,6 @@ BADGE_LABELS: dict[ServiceState, str] = {
 """Badge text per state; the glyph keeps states apart when colour is off (NO_COLOR)."""
 
 BAR_GLYPHS = " ▁▂▃▄▅▆▇█"
-
-
-def duration(seconds: float) -> str:
-    """Format seconds as ``m:ss`` (or ``h:mm:ss``), the way the badges and plan strip show time."""
-    total = max(0, int(seconds))
-    hours, rest = divmod(total, 3600)
-    minutes, secs = divmod(rest, 60)
-    if hours:
-        return f"{hours}:{minutes:02d}:{secs:02d}"
-    return f"{minutes}:{secs:02d}"
 
 
 def service_title(info: ServiceInfo) -> str:
@@ -108,7 +99,7 @@ def check_summary(checks: list[ProbeResult]) -> str:
 
 def canary_summary(canary: CanaryResult, now: float) -> str:
     """The router's latest canary: its latency (or why it failed) and how long ago it ran."""
-    ago = f"{duration(now - canary.elapsed)} ago"
+    ago = f"{format_elapsed(now - canary.elapsed)} ago"
     if canary.ok:
         latency = f" {canary.latency * 1000:.0f} ms" if canary.latency is not None else ""
         return f"✓ canary{latency} ({ago})"

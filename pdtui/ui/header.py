@@ -7,10 +7,10 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
+from pdtui.config.fields import format_elapsed
 from pdtui.engine.events import Done, StateChanged, Step, StepChanged, StepStatus
 from pdtui.engine.states import FINAL_STATES, SERVING_STATES, ServiceState
 from pdtui.support.text import inert
-from pdtui.ui.format import duration
 
 STEP_ICONS: dict[StepStatus, str] = {
     StepStatus.PENDING: "○",
@@ -33,7 +33,7 @@ class TitleBar(Widget):
     deployment: reactive[str] = reactive("")
     trouble: reactive[str] = reactive("")
     """The hosts that are not connected, with their status."""
-    shown_elapsed: reactive[str] = reactive(duration(0))
+    shown_elapsed: reactive[str] = reactive(format_elapsed(0))
     activity: reactive[str] = reactive("bring-up")
     """What the screen does: ``bring-up``, ``watching``, ``restarting decode``, ``taking down``."""
 
@@ -51,7 +51,7 @@ class TitleBar(Widget):
 
     def show_elapsed(self, seconds: float) -> None:
         self.elapsed = seconds
-        self.shown_elapsed = duration(seconds)
+        self.shown_elapsed = format_elapsed(seconds)
 
     def render(self) -> Text:
         left = Text.assemble(("pdtui", "bold"), f" · {self.deployment}" if self.deployment else "")
@@ -160,12 +160,12 @@ class PlanStrip(Widget):
                 failures[name] = event.reason or event.new.value
             else:
                 waiting.append(name)
-        times = [f"{name} {duration(seconds)}" for name, seconds in ready.items()]
+        times = [f"{name} {format_elapsed(seconds)}" for name, seconds in ready.items()]
         if done.ok:
-            head = Text(f"✓ ready in {duration(done.elapsed)}", self._style("ok"))
+            head = Text(f"✓ ready in {format_elapsed(done.elapsed)}", self._style("ok"))
             tail = " · ".join(times)
         else:
-            head = Text(f"✗ failed after {duration(done.elapsed)}", self._style("bad"))
+            head = Text(f"✗ failed after {format_elapsed(done.elapsed)}", self._style("bad"))
             tail = " · ".join([*(f"{name}: {inert(reason)}" for name, reason in failures.items()),
                                *(f"{name} {_undecided(self.since_done.get(name))}" for name in waiting),
                                *(f"{item} ready" for item in times)])

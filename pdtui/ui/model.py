@@ -11,6 +11,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from pdtui.config.fields import format_elapsed
 from pdtui.engine.events import (
     CanaryResult,
     PhaseStarted,
@@ -23,7 +24,7 @@ from pdtui.engine.events import (
 from pdtui.engine.states import SERVING_STATES, ServiceState
 from pdtui.faces.timeline import finished, slow
 from pdtui.support.text import inert
-from pdtui.ui.format import BADGE_LABELS, duration, throughput
+from pdtui.ui.format import BADGE_LABELS, throughput
 
 THROUGHPUT_SAMPLES = 40   # the sparkline's history: 2 minutes at a sample each 3 s
 
@@ -151,15 +152,15 @@ class ServiceView:
         """State label with elapsed time (time-to-ready once ready; the unit's uptime when found running)."""
         label = BADGE_LABELS[self.state]
         if self.state is ServiceState.DEGRADED and self.degraded_at is not None:
-            return f"{label} {duration(now - self.degraded_at)}"
+            return f"{label} {format_elapsed(now - self.degraded_at)}"
         if self.state is ServiceState.READY and self.time_to_ready is not None:
-            return f"{label} {duration(self.time_to_ready)}"
+            return f"{label} {format_elapsed(self.time_to_ready)}"
         if self.state is ServiceState.READY and self.up_since is not None:
-            return f"{label} up {duration(now - self.up_since)}"
+            return f"{label} up {format_elapsed(now - self.up_since)}"
         if self.since is None:
             return label
         end = self.until if self.until is not None else now
-        return f"{label} {duration(end - self.since)}"
+        return f"{label} {format_elapsed(end - self.since)}"
 
     @property
     def retryable(self) -> bool:

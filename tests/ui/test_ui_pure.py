@@ -11,12 +11,13 @@ from textual.theme import Theme
 from ui_fakes import PREFILL
 
 from pdtui.config import ConfigError
+from pdtui.config.fields import format_elapsed
 from pdtui.engine.events import GpuInfo, LineKind, LogRecord, StateChanged
 from pdtui.engine.states import ServiceState as S
 from pdtui.support.heap import YOUNG_THRESHOLD, QuietCollector
 from pdtui.support.text import MAX_LINE_CHARS, inert
 from pdtui.ui import themes
-from pdtui.ui.format import duration, gpu_gauges
+from pdtui.ui.format import gpu_gauges
 from pdtui.ui.logview import Lines, Row
 from pdtui.ui.merged import merge_by_time
 from pdtui.ui.model import ElapsedClock, ServiceView
@@ -41,7 +42,7 @@ def test_inert_caps_an_absurd_line_and_says_how_much_was_cut() -> None:
 
 
 def test_duration_formats_minutes_and_hours() -> None:
-    assert [duration(s) for s in (0, 47, 61.9, 3725)] == ["0:00", "0:47", "1:01", "1:02:05"]
+    assert [format_elapsed(s) for s in (0, 47, 61.9, 3725)] == ["0:00", "0:47", "1:01", "1:02:05"]
 
 
 def test_gpu_gauges_shrink_to_fit_the_width() -> None:
