@@ -185,6 +185,8 @@ class ServiceConfig(_Model):
     replaces: Annotated[tuple[str, ...], BeforeValidator(list_of(normalize_unit, "a list of unit names"))] = ()
     timeout: Annotated[float, BeforeValidator(check_duration)]
     unhealthy_after: Annotated[float, BeforeValidator(check_duration)] = DEFAULT_UNHEALTHY_AFTER
+    # No line this long in a start-up phase known to hang: a warning, and a timeout names where it stopped.
+    stall_after: Annotated[float | None, BeforeValidator(check_duration)] = None   # default: timeout / 4, >= 1m
     canary: Annotated[float | None, BeforeValidator(check_interval_or_off)] = None   # a router's (default 30s)
     ready: ReadySpec
     fail: Annotated[tuple[str, ...], BeforeValidator(list_of(check_regex, "a list of regular expressions"))] = ()

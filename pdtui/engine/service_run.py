@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from pdtui.config import Deployment, ServiceConfig
+from pdtui.config.fields import format_duration, format_elapsed
 from pdtui.engine.events import (
     CanaryResult,
     Event,
@@ -63,6 +64,9 @@ LEAST_WAIT = 0.001     # seconds: a run never waits for less (see ServiceRun._sl
 # A traceback's exception is the cause of a crash when it came within this many seconds of the unit's end.
 CAUSE_RECENT = 30.0
 PHASED_ROLES = ("prefill", "decode")   # the SGLang servers: their start-up lines tell its phases
+# The start-up phases a server is known to hang in (NCCL/c10d rendezvous, graph capture, the PD warm-up), as said.
+HANG_PRONE = {"distributed": "distributed init", "cuda_graphs": "CUDA graph capture", "warmup": "the PD warm-up"}
+MIN_STALL = 60.0      # seconds: the shortest default silence called a stall
 
 
 @dataclass(slots=True)
@@ -94,6 +98,9 @@ class Attempt:
     unhealthy_since: float | None = None          # after ready: when health began failing, and how often since
     unhealthy_count: int = 0
     phases: PhaseTracker = field(default_factory=PhaseTracker)   # the invocation's start-up phases so far
+    phase_at: float | None = None                 # when the current phase began (the run's clock)
+    last_line_at: float | None = None             # when the invocation's latest line came
+    stall_told: bool = False                      # its silence in a phase known to hang was warned about
     batch: Figures | None = None                  # serving: the figures of its latest batch line
     enabling: asyncio.Task | None = None          # a router's ``systemctl enable``, beside its start-up
 
@@ -264,6 +271,7 @@ class ServiceRun:
                 self.wake.set()
         elif current and self.state in JUDGED_STATES:
             kind, signature = self.judge.judge(message, entry.priority)
+            attempt.last_line_at = self.w.clock()
             if attempt.tracebacks.feed(message, self.w.clock()):
                 attempt.warning = message
                 if attempt.failure is not None:
@@ -289,6 +297,7 @@ class ServiceRun:
         """Tell a start-up phase as its first line comes (dated by the journal, for true durations)."""
         phase = self.attempt.phases.feed(message)
         if phase is not None:
+            self.attempt.phase_at = self.w.clock()
             self.w.emit(PhaseStarted(self.name, phase, self.w.elapsed(), at))
 
     def _note_signature(self, signature: Signature, message: str) -> None:
@@ -350,6 +359,7 @@ class ServiceRun:
             if failure:
                 self.transition(S.FAILED, *failure)
                 return
+            self._tell_stall()
             probing = attempt.log_ok or not self.cfg.ready.log
             now = clock()
             if attempt.fresh_line:
@@ -373,7 +383,8 @@ class ServiceRun:
             if not self.judged:
                 self.judged = True           # every check has had its first look
                 self.w.changed()
-            await self._sleep(min(deadline, self._next_look(), next_probe if probing else deadline) - now)
+            await self._sleep(min(deadline, self._next_look(), next_probe if probing else deadline,
+                                  self._stall_due()) - now)
 
     async def _failure(self) -> tuple[str, str | None] | None:
         """A settled failure line or a dead unit, as (reason, line); looks at the unit when that is due."""
@@ -537,7 +548,53 @@ class ServiceRun:
             backends.append(Backend(name, cfg.role, cfg.port, peer.names_for(self.cfg)))
         return backends
 
+    @property
+    def stall_after(self) -> float:
+        """Silence this long in a phase known to hang is a stall: the config's, else a quarter of the timeout
+        (at least a minute)."""
+        return self.cfg.stall_after if self.cfg.stall_after is not None else max(MIN_STALL, self.cfg.timeout / 4)
+
+    def _stall(self, now: float) -> tuple[str, float, float] | None:
+        """(the phase, when it began since the start, how long no line came) while a server says nothing for
+        :attr:`stall_after` in a phase known to hang; None otherwise."""
+        attempt = self.attempt
+        started = attempt.started_at
+        if self.cfg.role not in PHASED_ROLES or started is None or attempt.phases.over:
+            return None
+        phase = attempt.phases.current
+        if phase is not None and phase not in HANG_PRONE:
+            return None
+        silent = now - (attempt.last_line_at if attempt.last_line_at is not None else started)
+        if silent < self.stall_after:
+            return None
+        words = HANG_PRONE[phase] if phase is not None else (
+            "distributed init" if attempt.last_line_at is not None else "its start (no line yet)")
+        return words, (attempt.phase_at if attempt.phase_at is not None else started) - started, silent
+
+    def _stall_due(self) -> float:
+        """When the server's silence becomes a stall worth a warning (inf once told, or when it cannot be one)."""
+        attempt = self.attempt
+        if attempt.stall_told or attempt.started_at is None or self.cfg.role not in PHASED_ROLES:
+            return math.inf
+        return (attempt.last_line_at if attempt.last_line_at is not None else attempt.started_at) + self.stall_after
+
+    def _tell_stall(self) -> None:
+        """Warn once, while it happens, that a server seems stuck (at its timeout the reason says so again)."""
+        stall = self._stall(self.w.clock())
+        if stall is None or self.attempt.stall_told:
+            return
+        self.attempt.stall_told = True
+        words, since, silent = stall
+        self.notice("warning", f"{self.name}: no line for {format_duration(round(silent))} in {words} (since "
+                               f"{format_elapsed(since)}): it may be stuck; not ready after "
+                               f"{format_duration(self.cfg.timeout)} it fails")
+
     def _waiting_for(self) -> str:
+        stall = self._stall(self.w.clock())
+        if stall is not None:
+            words, since, silent = stall
+            return (f"not ready after {self.cfg.timeout:g}s: stuck in {words} since {format_elapsed(since)}, no line "
+                    f"for {format_duration(round(silent))}")
         told = self.attempt.last_checks
         pending = [name for name, (ok, _) in told.items() if not ok]
         if self.cfg.ready.log and not self.attempt.log_ok:

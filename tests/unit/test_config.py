@@ -239,6 +239,15 @@ def test_timeout_default_for_other_is_five_minutes() -> None:
     assert dep.services["x"].timeout == 300.0
 
 
+def test_stall_after_is_a_duration_and_a_bad_one_is_refused_where_it_is() -> None:
+    text = BASE.replace("    port: 30000\n", "    port: 30000\n    stall_after: 90s\n", 1)
+    assert parse_config(text).services["prefill"].stall_after == 90.0
+    assert parse_config(BASE).services["prefill"].stall_after is None
+    bad = BASE.replace("    port: 30000\n", "    port: 30000\n    stall_after: soon\n", 1)
+    with pytest.raises(ConfigError, match=r"^<config>:12:18: expected a duration like 90s"):
+        parse_config(bad)
+
+
 def test_unit_gets_service_suffix_once() -> None:
     text = BASE.replace("unit: sglang-decode", "unit: sglang-decode.service")
     dep = parse_config(text)

@@ -141,13 +141,24 @@ async def test_a_restart_of_a_ready_decode_proves_the_router_again_without_resta
     assert run.fleet.services["router"].invocation == router_invocation
 
 
-async def test_a_hung_decode_times_out_and_the_router_is_never_started():
+async def test_a_hung_decode_is_warned_about_while_it_hangs_and_its_timeout_names_where_it_stopped():
     async with Bringing(failures={"decode": "hang"}, timeout="5m") as run:
         done = await run.orchestrator.run()
     assert done.exit_code == 1 and run.rec.states("decode")[-1] == "timed_out"
-    assert done.failures["decode"].startswith("not ready after 300s")
     assert 300 <= done.elapsed < 310, "timed out at its timeout, in the loop's time"
+    # Silent in CUDA graph capture (from 0:30) for the default quarter of its timeout: told once, long before 5m.
+    warned = [n for n in run.rec.of(Notice) if n.service == "decode" and "may be stuck" in n.text]
+    assert [n.text for n in warned] == ["decode: no line for 1m15s in CUDA graph capture (since 0:30): it may be "
+                                        "stuck; not ready after 5m it fails"]
+    assert 30 + 75 <= warned[0].elapsed < 30 + 75 + 3
+    assert done.failures["decode"] == "not ready after 300s: stuck in CUDA graph capture since 0:30, no line for 4m30s"
     assert run.fleet.services["router"].active == "inactive"
+
+
+async def test_a_slow_phase_that_keeps_logging_is_no_stall():
+    async with Bringing(timeout="5m") as run:
+        done = await run.orchestrator.run()
+    assert done.ok and not [n for n in run.rec.of(Notice) if "may be stuck" in n.text]
 
 
 async def test_status_of_a_running_deployment_attaches_and_starts_nothing():
