@@ -101,7 +101,7 @@ class LineJudge:
             return LineKind.FAIL, found
         if self.is_ready_line(message):
             return LineKind.READY, found
-        if found is not None and found.severity in (Severity.WARNING, Severity.TRANSFER):
+        if found is not None and found.severity in (Severity.WARNING, Severity.TRANSFER, Severity.HANG):
             return LineKind.WARN, found
         if (priority is not None and priority <= 4) or _WARN.search(message):
             return LineKind.WARN, found

@@ -46,7 +46,7 @@ from pdtui.engine.timing import Timing
 from pdtui.engine.tracebacks import HEADER, TracebackWatch, ranks_of
 from pdtui.hosts.base import LOOPBACK_ADDRESS, Host
 from pdtui.servers.sglang.metrics import batch_figures
-from pdtui.servers.sglang.phases import PhaseTracker
+from pdtui.servers.sglang.phases import LABELS, PhaseTracker
 from pdtui.servers.sglang.signatures import BOOTSTRAP
 
 S = ServiceState
@@ -101,6 +101,7 @@ class Attempt:
     phase_at: float | None = None                 # when the current phase began (the run's clock)
     last_line_at: float | None = None             # when the invocation's latest line came
     stall_told: bool = False                      # its silence in a phase known to hang was warned about
+    hangs_told: set[str] = field(default_factory=set)   # the kinds of "I am stuck" line told so far
     batch: Figures | None = None                  # serving: the figures of its latest batch line
     enabling: asyncio.Task | None = None          # a router's ``systemctl enable``, beside its start-up
 
@@ -308,8 +309,26 @@ class ServiceRun:
             self.probe_result(Check(signature.check, True, signature.reason))
         elif signature.severity is Severity.TRANSFER:
             self._note_transfer_error(message)
+        elif signature.severity is Severity.HANG:
+            self._note_hang(signature, message)
         else:
             self.attempt.warning = message
+
+    def _note_hang(self, signature: Signature, message: str) -> None:
+        """The server says it is stuck: a warning naming where it is, once per kind of line in an invocation."""
+        attempt = self.attempt
+        attempt.warning = message
+        if signature.reason in attempt.hangs_told:
+            return
+        attempt.hangs_told.add(signature.reason)
+        phase = attempt.phases.current
+        if self.state in SERVING_STATES:
+            where = "while serving"
+        elif phase in HANG_PRONE:
+            where = f"in {HANG_PRONE[phase]}"
+        else:
+            where = f"in its start-up ({LABELS[phase]})" if phase is not None else "early in its start-up"
+        self.notice("warning", f"{self.name}: {signature.reason} {where}: {message}")
 
     def _note_transfer_error(self, message: str) -> None:
         """A per-request KV transfer error: a warning naming the service, told at the 1st, 10th, 100th..."""

@@ -16,6 +16,7 @@ class Severity(str, Enum):
     WARNING = "warning"
     TRANSFER = "transfer"
     EVIDENCE = "evidence"
+    HANG = "hang"           # the server says it is stuck: a warning that names the phase it is in
 
 
 @dataclass(frozen=True, slots=True)

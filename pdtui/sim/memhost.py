@@ -300,6 +300,7 @@ FAILURES = {
     "mooncake": "two ranks' scheduler tracebacks, the cause (Mooncake's memory registration) a second after the "
                 "headers, then the process exits 1",
     "silent-crash": "a scheduler's traceback header and nothing more: the process hangs",
+    "watchdog": "stuck in CUDA graph capture: the scheduler's watchdog fires and SGLang dumps its stacks",
 }
 """What a memory backend can be told to do instead of getting ready (``MemoryFleet(failures=...)``)."""
 
@@ -352,6 +353,10 @@ def _failing_steps(kind: str, role: str, port: int, bootstrap: int, gpus: tuple[
                              (0.485, "raw", "RuntimeError: Mooncake memory registration failed."),
                              (0.49, "log", WORDING.sigquit), (0.49, "exit", "1")]
         return (*(step for step in steps if step[0] <= 0.46), *crash)
+    if kind == "watchdog":
+        return (*(step for step in steps if step[0] <= 0.50),
+                (0.7, "log TP0", "Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=True)"),
+                (0.7, "log TP0", "Pyspy dump for PID 4242:"), (0.7, "raw", "Thread 4242 (active): \"MainThread\""))
     if kind == "silent-crash":
         return (*(step for step in steps if step[0] <= 0.46),
                 (0.47, "log TP3", "Scheduler hit an exception: Traceback (most recent call last):"))

@@ -155,6 +155,17 @@ async def test_a_hung_decode_is_warned_about_while_it_hangs_and_its_timeout_name
     assert run.fleet.services["router"].active == "inactive"
 
 
+async def test_a_server_that_says_it_is_stuck_is_warned_about_naming_its_phase():
+    async with Bringing(failures={"decode": "watchdog"}, timeout="5m") as run:
+        done = await run.orchestrator.run()
+    warnings = [n.text for n in run.rec.of(Notice) if n.service == "decode" and n.level == "warning"]
+    assert any(text.startswith("decode: the scheduler's watchdog fired (a forward pass or a collective is stuck) in "
+                               "CUDA graph capture: ") for text in warnings), warnings
+    assert any(text.startswith("decode: SGLang dumped its stacks (py-spy): it found itself stuck in CUDA graph "
+                               "capture") for text in warnings), warnings
+    assert done.exit_code == 1 and run.rec.states("decode")[-1] == "timed_out", "the timeout decides"
+
+
 async def test_a_slow_phase_that_keeps_logging_is_no_stall():
     async with Bringing(timeout="5m") as run:
         done = await run.orchestrator.run()

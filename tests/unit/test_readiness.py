@@ -131,6 +131,34 @@ FATAL = {
         "the prefill cannot register with its bootstrap server",
     "Could not fetch prefill parallel info from 10.0.0.1:8998 after 5 attempts":
         "decode cannot reach the prefill's bootstrap server",
+    # What real users' failing servers printed (public issue threads, 2025-2026).
+    "RuntimeError: Mooncake memory registration failed.": "Mooncake could not register the KV cache's memory",
+    "E1203 10:11:12.345678 4242 rdma_context.cpp:203] Failed to register memory 0x7f2a40000000: Invalid argument "
+    "[22]": "the transfer engine could not register memory for RDMA",
+    "E1203 10:11:12.345678 4242 rdma_context.cpp:203] Failed to register memory 0x7f2a40000000: Bad address [14]":
+        "the transfer engine could not register memory for RDMA",
+    "nixl._bindings.nixlNotFoundError: NIXL_ERR_NOT_FOUND": "NIXL: an agent or a memory region was not found",
+    "createBackend: backend 'UCX' was not created: NIXL_ERR_BACKEND": "NIXL backend error",
+    "prepXferDlist: failed to prepare transfer descriptor list": "NIXL could not prepare a transfer",
+    "[gpu-node-3:12345:0:12399] Caught signal 11 (Segmentation fault: invalid permissions for mapped object at address "
+    "0x7f00deadbeef)": "segmentation fault (UCX)",
+    "/sgl-workspace/nvshmem/src/host/transport/transport.cpp:400: non-zero status: 7 connect EPS failed":
+        "NVSHMEM could not connect to its peers (DeepEP)",
+    "nvshmem setup connections failed": "NVSHMEM could not connect to its peers (DeepEP)",
+    "ibv_modify_qp failed": "NVSHMEM could not connect to its peers (DeepEP)",
+    "NVSHMEM API called before NVSHMEM initialization has completed": "NVSHMEM used before it was set up (DeepEP)",
+    "RuntimeError: CUDA error: an illegal memory access was encountered": "CUDA error: an illegal memory access",
+    "torch.AcceleratorError: CUDA error: unspecified launch failure": "CUDA error: unspecified launch failure",
+    "/pytorch/aten/src/ATen/native/cuda/Indexing.cu:1478: indexSelectSmallIndex: block: [0,0,0], thread: [0,0,0] "
+    "Assertion `srcIndex < srcSelectDimSize` failed.": "a CUDA kernel's assert failed (device-side assert)",
+    "[E1203 10:11:12.345 socket.cpp:1011] [c10d] waitForInput: poll for socket SocketImpl(fd=12) returned 0, likely a "
+    "timeout": "the distributed rendezvous timed out (c10d)",
+    "[c10d] The client socket has timed out after 600000ms while trying to connect to (10.0.0.1, 29500).":
+        "the distributed rendezvous timed out (c10d)",
+    "RuntimeError: PD Disaggregation does NOT support PD different TP sizes for non-MLA hybrid models yet.":
+        "prefill and decode have different TP sizes, which this SGLang cannot pair",
+    "[2026-06-09 11:38:46] Rank 0 scheduler is dead. Please check if there are relevant logs.": "a scheduler died",
+    "Exception: Capture cuda graph failed: CUDA error: out of memory": "CUDA graph capture failed",
 }
 
 
@@ -151,6 +179,18 @@ LOOK_BAD_ONLY = [
     "Decode transfer failed for request rank=0 ... it might be dead",
     "[2026-05-01 10:00:00] WARNING:  Invalid HTTP request received.",
     "Endpoint '/get_model_info' is deprecated and will be removed in a future version.",
+    # Lines real users' servers printed while they went on serving.
+    "KVTransferError(bootstrap_room=8262737838237): Aborted by AbortReq.",
+    "[2026-06-09 11:38:45 TP0] Request 7f3a KV waiting timeout after 300s, aborting it",
+    "Ignore import error when loading sglang.srt.models.deepseek_nextn: No module named 'x'",
+    "UCX  WARN  UCX version is incompatible, required: 1.19, actual: 1.18 (release 0)",
+    "gpu-node-3:12345:12399 [0] NCCL INFO Channel 00/24 : 0[0] -> 1[1] via P2P/CUMEM",
+    "I1203 10:11:12.345678 4242 transfer_engine.cpp:486] Metrics reporting is disabled",
+    "FakeKVSender init with kv_indices: 64, aux_index: 0",
+    "FakeKVReceiver poll: KVPoll.Success",
+    'INFO:     127.0.0.1:51234 - "GET / HTTP/1.1" 404 Not Found',
+    'INFO:     127.0.0.1:51234 - "POST /v1/chat/completions HTTP/1.1" 500 Internal Server Error',
+    "No RDMA devices found, Mooncake falls back to TCP",
 ]
 
 
@@ -158,6 +198,17 @@ LOOK_BAD_ONLY = [
 def test_lines_that_only_look_bad_never_fail(line):
     assert SGLANG.failure(line) is None
     assert SGLANG.kind(line) is not LineKind.FAIL
+
+
+@pytest.mark.parametrize(("line", "reason"), [
+    ("[2026-06-09 12:03:12 TP0] Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=True)",
+     "the scheduler's watchdog fired (a forward pass or a collective is stuck)"),
+    ("[2026-06-09 12:03:13 TP0] Pyspy dump for PID 4242:", "SGLang dumped its stacks (py-spy): it found itself stuck"),
+])
+def test_a_server_that_says_it_is_stuck_is_a_hang_warning_not_a_failure(line, reason):
+    found = SGLANG.signature(line)
+    assert (found.severity, found.reason) == (Severity.HANG, reason)
+    assert SGLANG.failure(line) is None and SGLANG.kind(line) is LineKind.WARN
 
 
 def test_transfer_errors_are_their_own_kind():

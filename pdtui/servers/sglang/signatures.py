@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from pdtui.engine.signatures import Severity, Signature, signature
 
-W, T, E = Severity.WARNING, Severity.TRANSFER, Severity.EVIDENCE
+W, T, E, H = Severity.WARNING, Severity.TRANSFER, Severity.EVIDENCE, Severity.HANG
 WARM_UP, BOOTSTRAP = "warm-up", "bootstrap"
 BOOTSTRAP_FAILED = "bootstrap server failed"
 _COMPONENTS = "TokenizerManager|DetokenizerManager|DataParallelController|MultiTokenizerRouter|MultiDetokenizerRouter"
@@ -55,11 +55,32 @@ SGLANG_SIGNATURES: tuple[Signature, ...] = (
     signature(r"Mooncake Transfer Engine initialization failed", "Mooncake transfer engine failed to start", 8),
     signature(r"Please install mooncake|Please install NIXL", "KV transfer backend not installed", 8),
     signature(r"NIXL_ERR_BACKEND", "NIXL backend error", 8),
+    # Transfer engines, DeepEP/NVSHMEM, CUDA and the rendezvous, as real users' servers printed them. A wording
+    # that usually ends a traceback ranks below the traceback's header: the header's reason is then completed
+    # with it (scheduler crashed (TP5): RuntimeError: Mooncake memory registration failed.); alone, it decides.
+    signature(r"Mooncake memory registration failed", "Mooncake could not register the KV cache's memory", 3),
+    signature(r"\] Failed to register memory", "the transfer engine could not register memory for RDMA", 8,
+              hint="Failed to register memory"),
+    signature(r"NIXL_ERR_NOT_FOUND", "NIXL: an agent or a memory region was not found", 3),
+    signature(r"prepXferDlist: failed to prepare", "NIXL could not prepare a transfer", 7),
+    signature(r"Caught signal 11 \(Segmentation fault", "segmentation fault (UCX)", 8, hint="Caught signal 11"),
+    signature(r"connect EPS failed|nvshmem setup connections failed|ibv_modify_qp failed",
+              "NVSHMEM could not connect to its peers (DeepEP)", 8),
+    signature(r"NVSHMEM API called before NVSHMEM initialization", "NVSHMEM used before it was set up (DeepEP)", 8),
+    signature(r"CUDA error: an illegal memory access", "CUDA error: an illegal memory access", 3),
+    signature(r"CUDA error: unspecified launch failure", "CUDA error: unspecified launch failure", 3),
+    signature(r"\.cu:\d+: .*Assertion `.*` failed", "a CUDA kernel's assert failed (device-side assert)", 8,
+              hint="Assertion `"),
+    signature(r"\[c10d\].*(?:likely a timeout|timed out after \d+ ?ms)", "the distributed rendezvous timed out (c10d)", 8,
+              hint="[c10d]"),
+    signature(r"PD Disaggregation does NOT support PD different TP sizes",
+              "prefill and decode have different TP sizes, which this SGLang cannot pair", 3),
     # A process of the server died.
     signature(r"Scheduler hit an exception", "scheduler crashed", 4),
     signature(rf"(?:{_COMPONENTS}) hit an exception", "a server process crashed", 4, hint="hit an exception"),
     signature(r"Received sigquit from a child proces", "a server process died", 3),
     signature(r"Child process unexpectedly failed", "a server process died", 3, generations="current"),
+    signature(r"Rank \d+ scheduler is dead", "a scheduler died", 3, hint="scheduler is dead"),
     signature(r"failed with an exit code \d+\. pid=", "a server process died", 3, generations="older",
          hint="failed with an exit code"),
     # The prefill's bootstrap server, and the two sides that need it.
@@ -68,6 +89,10 @@ SGLANG_SIGNATURES: tuple[Signature, ...] = (
     signature(r"Prefill instance failed to register to bootstrap server|Prefill Failed to register to bootstrap server",
          "the prefill cannot register with its bootstrap server", 7),
     signature(r"Could not fetch prefill parallel info", "decode cannot reach the prefill's bootstrap server", 7),
+    # The server says it is stuck: a warning naming the phase it is in (the timeout decides).
+    signature(r"Scheduler watchdog timeout", "the scheduler's watchdog fired (a forward pass or a collective is stuck)",
+              2, H),
+    signature(r"Pyspy dump for PID", "SGLang dumped its stacks (py-spy): it found itself stuck", 1, H),
     # Lines that look bad while the server goes on serving.
     signature(r"Traceback \(most recent call last\)", "Python traceback", 1, W),
     signature(r"Exception in ASGI application", "a request failed", 1, W),
