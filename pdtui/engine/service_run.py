@@ -102,6 +102,7 @@ class Attempt:
     last_line_at: float | None = None             # when the invocation's latest line came
     stall_told: bool = False                      # its silence in a phase known to hang was warned about
     hangs_told: set[str] = field(default_factory=set)   # the kinds of "I am stuck" line told so far
+    advice: str | None = None                     # what to check next, from a fatal line's signature
     batch: Figures | None = None                  # serving: the figures of its latest batch line
     enabling: asyncio.Task | None = None          # a router's ``systemctl enable``, beside its start-up
 
@@ -314,6 +315,11 @@ class ServiceRun:
         else:
             self.attempt.warning = message
 
+    def _tell_advice(self) -> None:
+        """Under a failure, what to check next, where a source says it (docs/signatures.md names each)."""
+        if self.attempt.advice:
+            self.notice("info", f"{self.name}: next: {self.attempt.advice}")
+
     def _note_hang(self, signature: Signature, message: str) -> None:
         """The server says it is stuck: a warning naming where it is, once per kind of line in an invocation."""
         attempt = self.attempt
@@ -342,6 +348,8 @@ class ServiceRun:
 
     def _note_failure(self, signature: Signature, message: str) -> None:
         attempt = self.attempt
+        if signature.advice and attempt.advice is None:
+            attempt.advice = signature.advice     # the first word on what to check next (the cause comes first)
         if attempt.failure is None:
             attempt.failure = FailureCandidate(signature, message)
             attempt.failure_at = self.w.clock()
@@ -377,6 +385,7 @@ class ServiceRun:
             failure = await self._failure()
             if failure:
                 self.transition(S.FAILED, *failure)
+                self._tell_advice()
                 return
             self._tell_stall()
             probing = attempt.log_ok or not self.cfg.ready.log
@@ -642,6 +651,7 @@ class ServiceRun:
             if failure:
                 reason, line = failure
                 self.transition(S.FAILED, f"after ready: {reason}", line)
+                self._tell_advice()
                 break
             if interval and clock() >= next_canary:
                 await self._canary()

@@ -37,8 +37,9 @@ class Signature:
     generations: str = "all"
     hint: str | None = None
     check: str | None = None        # the check an evidence line proves
+    advice: str | None = None       # what to check next, where the software itself or its documentation says it
 
 
 def signature(pattern: str, reason: str, rank: int = 5, severity: Severity = Severity.FATAL, generations: str = "all",
-         hint: str | None = None, check: str | None = None) -> Signature:
-    return Signature(re.compile(pattern), reason, rank, severity, generations, hint, check)
+              hint: str | None = None, check: str | None = None, advice: str | None = None) -> Signature:
+    return Signature(re.compile(pattern), reason, rank, severity, generations, hint, check, advice)

@@ -84,6 +84,9 @@ async def test_a_decode_that_runs_out_of_memory_fails_naming_it_and_blocks_the_r
     # The prefill was still loading when the outcome was told: not decided, so not a failure.
     assert done.failures == {"decode": "CUDA out of memory", "router": "decode failed"}
     assert done.waiting == ("prefill",)
+    advice = [n.text for n in run.rec.of(Notice) if n.service == "decode" and n.level == "info" and "next:" in n.text]
+    assert advice == ["decode: next: lower --mem-fraction-static; a prefill also --chunked-prefill-size, a decode "
+                      "--max-running-requests (SGLang's troubleshooting guide)"]
 
 
 async def test_a_decode_that_dies_of_what_no_signature_knows_fails_naming_the_exception_its_traceback_ended_in():
@@ -111,6 +114,7 @@ async def test_a_crash_whose_exception_never_comes_is_decided_after_a_bounded_wa
         decided = loop.time()
     failed = run.rec.change("decode", "failed")
     assert failed.reason == "scheduler crashed", failed
+    assert not [n for n in run.rec.of(Notice) if "next:" in n.text], "no source says what to check next"
     header_at = 0.47 * STARTUP
     timing = run.orchestrator.timing
     assert header_at + timing.settle + timing.cause <= done.elapsed < header_at + timing.settle + timing.cause + 2.5

@@ -28,6 +28,11 @@ from __future__ import annotations
 from pdtui.engine.signatures import Severity, Signature, signature
 
 W, T, E, H = Severity.WARNING, Severity.TRANSFER, Severity.EVIDENCE, Severity.HANG
+# What to check next, from SGLang's troubleshooting guide and Mooncake's (RDMA resource initialization).
+OOM_ADVICE = ("lower --mem-fraction-static; a prefill also --chunked-prefill-size, a decode --max-running-requests "
+              "(SGLang's troubleshooting guide)")
+MEMLOCK_ADVICE = ("raise the unit's locked-memory limit: LimitMEMLOCK=infinity, as ulimit -l unlimited "
+                  "(Mooncake's troubleshooting guide)")
 WARM_UP, BOOTSTRAP = "warm-up", "bootstrap"
 BOOTSTRAP_FAILED = "bootstrap server failed"
 _COMPONENTS = "TokenizerManager|DetokenizerManager|DataParallelController|MultiTokenizerRouter|MultiDetokenizerRouter"
@@ -46,10 +51,12 @@ SGLANG_SIGNATURES: tuple[Signature, ...] = (
          "current", check=WARM_UP),
     signature(r"Initialization failed", "initialization failed (the warm-up raised)", 5),
     # Memory, communication, ports, transfer engines.
-    signature(r"CUDA out of memory|OutOfMemoryError", "CUDA out of memory", 9),
-    signature(r"Not enough memory", "not enough GPU memory", 9),
+    signature(r"CUDA out of memory|OutOfMemoryError", "CUDA out of memory", 9, advice=OOM_ADVICE),
+    signature(r"Not enough memory", "not enough GPU memory", 9,
+              advice="raise --mem-fraction-static (SGLang's own message)"),
     signature(r"Capture cuda graph failed", "CUDA graph capture failed", 8),
-    signature(r"NCCL error", "NCCL error", 9),
+    signature(r"NCCL error", "NCCL error", 9,
+              advice="set NCCL_DEBUG=INFO in the unit's environment for NCCL's details (NCCL's own message)"),
     signature(r"error while attempting to bind on address", "HTTP port already in use", 9),
     signature(r"address already in use|Address already in use", "port already in use", 8),
     signature(r"Mooncake Transfer Engine initialization failed", "Mooncake transfer engine failed to start", 8),
@@ -58,16 +65,19 @@ SGLANG_SIGNATURES: tuple[Signature, ...] = (
     # Transfer engines, DeepEP/NVSHMEM, CUDA and the rendezvous, as real users' servers printed them. A wording
     # that usually ends a traceback ranks below the traceback's header: the header's reason is then completed
     # with it (scheduler crashed (TP5): RuntimeError: Mooncake memory registration failed.); alone, it decides.
-    signature(r"Mooncake memory registration failed", "Mooncake could not register the KV cache's memory", 3),
+    signature(r"Mooncake memory registration failed", "Mooncake could not register the KV cache's memory", 3,
+              advice=MEMLOCK_ADVICE),
     signature(r"\] Failed to register memory", "the transfer engine could not register memory for RDMA", 8,
-              hint="Failed to register memory"),
+              hint="Failed to register memory", advice=MEMLOCK_ADVICE),
     signature(r"NIXL_ERR_NOT_FOUND", "NIXL: an agent or a memory region was not found", 3),
     signature(r"prepXferDlist: failed to prepare", "NIXL could not prepare a transfer", 7),
     signature(r"Caught signal 11 \(Segmentation fault", "segmentation fault (UCX)", 8, hint="Caught signal 11"),
     signature(r"connect EPS failed|nvshmem setup connections failed|ibv_modify_qp failed",
               "NVSHMEM could not connect to its peers (DeepEP)", 8),
     signature(r"NVSHMEM API called before NVSHMEM initialization", "NVSHMEM used before it was set up (DeepEP)", 8),
-    signature(r"CUDA error: an illegal memory access", "CUDA error: an illegal memory access", 3),
+    signature(r"CUDA error: an illegal memory access", "CUDA error: an illegal memory access", 3,
+              advice="a kernel's error or out of memory; if memory, see the CUDA out of memory advice "
+                     "(SGLang's troubleshooting guide)"),
     signature(r"CUDA error: unspecified launch failure", "CUDA error: unspecified launch failure", 3),
     signature(r"\.cu:\d+: .*Assertion `.*` failed", "a CUDA kernel's assert failed (device-side assert)", 8,
               hint="Assertion `"),
