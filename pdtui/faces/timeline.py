@@ -29,6 +29,8 @@ SLOW = 3.0
 """A phase this many times as long as in the last successful run (or more) is warned about."""
 SLOW_FLOOR = 1.0
 """Below this many seconds a phase is never slow: 0.1 s against 0.02 s is noise, not news."""
+STILL_RUNNING_FLOOR = 60.0
+"""A phase still under way is called slow only after this many seconds too (and three times its last run's)."""
 
 
 def slow(seconds: float, last: float | None) -> bool:
@@ -40,14 +42,27 @@ def slower(phase: str, seconds: float, last: float) -> str:
     return f"{LABELS.get(phase, phase)} took {took(seconds)}, {seconds / last:.1f}× the last successful run's {took(last)}"
 
 
-def phase_bar(starts: list[tuple[str, float | None]], last: Mapping[str, float] | None = None) -> str:
-    """One line: each phase begun so far with its duration (``weights 41s · kv 3.0s · graphs …``).
+def still_slow(seconds: float, last: float | None) -> bool:
+    """A phase still under way that has run three times as long as in the last successful run, and a minute."""
+    return slow(seconds, last) and seconds >= STILL_RUNNING_FLOOR
 
-    The phase under way has no duration yet (``…``); the ready line ends the
-    bar and is not shown itself. A phase whose start has no timestamp shows its
-    label alone. With ``last`` (the last successful run's durations), each
-    finished phase says how long it took then: ``weights 41s (last 39s)``, and
-    ``(last 13s, 3.2×)`` when it took three times as long or more.
+
+def still_running(phase: str, seconds: float, last: float) -> str:
+    """The warning's words: ``graphs running for 2m10s, 3.2× the last successful run's 41s: it may be stuck``."""
+    return (f"{LABELS.get(phase, phase)} running for {took(seconds)}, {seconds / last:.1f}× the last successful "
+            f"run's {took(last)}: it may be stuck")
+
+
+def phase_bar(starts: list[tuple[str, float | None]], last: Mapping[str, float] | None = None,
+              running: float | None = None) -> str:
+    """One line: each phase begun so far with its duration (``weights 41s · kv 3.0s · graphs 2m10s…``).
+
+    The phase under way shows how long it has run so far (``running`` seconds,
+    ``…`` when unknown); the ready line ends the bar and is not shown itself. A
+    phase whose start has no timestamp shows its label alone. With ``last``
+    (the last successful run's durations), each phase says how long it took
+    then: ``weights 41s (last 39s)``, and ``(last 13s, 3.2×)`` when it took, or
+    has run, three times as long or more.
     """
     dated: list[tuple[str, float]] = [(name, at) for name, at in starts if at is not None]
     lengths = durations(dated)
@@ -58,6 +73,8 @@ def phase_bar(starts: list[tuple[str, float | None]], last: Mapping[str, float] 
         label = LABELS.get(name, name)
         if name in lengths:
             parts.append(f"{label} {took(lengths[name])}{_then(lengths[name], (last or {}).get(name))}")
+        elif index == len(starts) - 1 and running is not None:
+            parts.append(f"{label} {took(running)}…{_then(running, (last or {}).get(name))}")
         elif index == len(starts) - 1:
             parts.append(f"{label} …")
         else:

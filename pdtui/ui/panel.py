@@ -143,7 +143,7 @@ class ServicePanel(Vertical):
         self._show(self._badge, Text(view.badge(now), no_wrap=True))
         for state, css_class in STATE_CLASSES.items():
             self.set_class(state is view.state, css_class)
-        bar = phase_bar(view.phases, view.last) if view.phases else None
+        bar = phase_bar(view.phases, view.last, view.running(now)) if view.phases else None
         self._show(self._phases, Text(bar, no_wrap=True, overflow="ellipsis") if bar else None)
         parts = [check_summary(list(view.checks.values()))] if view.checks else []
         if view.canary is not None:

@@ -662,7 +662,7 @@ async def test_the_phase_bar_follows_the_start_up_phases_and_a_restart_clears_it
             PhaseStarted("decode", "cuda_graphs", 46.0, at=1044.0),
         )
         await settle(pilot)
-        assert "weights 41s · kv 3.0s · graphs …" in screen_text(app)
+        assert "weights 41s · kv 3.0s · graphs 0.0s…" in screen_text(app)
         source.emit(StateChanged("decode", S.STARTING, S.PENDING, "waiting for prefill", elapsed=50.0))
         await settle(pilot)
         assert "weights 41s" not in screen_text(app)
@@ -676,6 +676,27 @@ async def test_a_phase_three_times_slower_than_last_time_is_flagged_in_its_bar_a
         await settle(pilot)
         assert "weights 41s (last 13s, 3.2×)" in screen_text(app)
         assert app.notices == ["decode: weights took 41s, 3.2× the last successful run's 13s"]
+
+
+async def test_the_phase_under_way_shows_its_running_time_and_is_flagged_once_when_three_times_its_last():
+    now = [0.0]
+    app, source = make_app([PLAN], baseline={"decode": {"cuda_graphs": 41.0}}, clock=lambda: now[0])
+    async with app.run_test(size=(160, 40)) as pilot:
+        await settle(pilot)
+        source.emit(StateChanged("decode", S.PENDING, S.STARTING, elapsed=1.0),
+                    StateChanged("decode", S.STARTING, S.WAITING, elapsed=1.5),
+                    PhaseStarted("decode", "cuda_graphs", 2.0, at=1000.0))
+        await settle(pilot)
+        now[0] += 60.0
+        app._tick()
+        await settle(pilot)
+        assert "graphs 1m00s… (last 41s)" in screen_text(app) and app.notices == []
+        now[0] += 70.0
+        app._tick()
+        app._tick()
+        await settle(pilot)
+        assert "graphs 2m10s… (last 41s, 3.2×)" in screen_text(app)
+        assert app.notices == ["decode: graphs running for 2m10s, 3.2× the last successful run's 41s: it may be stuck"]
 
 
 async def test_a_jobs_panel_shows_its_job_id_node_and_the_gpus_slurm_gave() -> None:

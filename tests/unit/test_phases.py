@@ -88,6 +88,13 @@ def test_the_phase_bar_shows_lengths_and_the_phase_under_way():
     assert phase_bar(finished) == "weights 41s · kv 3.2s · graphs 12s · http 0.6s · warm-up 1.0s"
 
 
+def test_the_phase_under_way_shows_how_long_it_has_run_and_its_last_length():
+    starts: list[tuple[str, float | None]] = [("weights", 0.0), ("cuda_graphs", 41.0)]
+    assert phase_bar(starts, running=130.0) == "weights 41s · graphs 2m10s…"
+    assert phase_bar(starts, {"weights": 40.0, "cuda_graphs": 41.0}, running=130.0) == \
+        "weights 41s (last 40s) · graphs 2m10s… (last 41s, 3.2×)"
+
+
 def test_lengths_read_short():
     assert [took(s) for s in (0.42, 41.4, 125, 3725)] == ["0.4s", "41s", "2m05s", "1h02m"]
 
