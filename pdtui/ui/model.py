@@ -22,6 +22,7 @@ from pdtui.engine.events import (
     UnitStatus,
 )
 from pdtui.engine.states import SERVING_STATES, ServiceState
+from pdtui.engine.tracebacks import HEADER
 from pdtui.faces.timeline import finished, slow, still_slow
 from pdtui.support.text import inert
 from pdtui.ui.format import BADGE_LABELS, throughput
@@ -128,7 +129,9 @@ class ServiceView:
             if self.time_to_ready is None and self.since is not None and not self.attached:
                 self.time_to_ready = event.elapsed - self.since
         elif new in (ServiceState.FAILED, ServiceState.TIMED_OUT, ServiceState.BLOCKED):
-            explanation = event.line or event.reason
+            # The line that decided, unless it is a traceback's header: the reason then names the exception.
+            told = event.line is not None and HEADER not in event.line
+            explanation = event.line if told else event.reason or event.line
             self.pinned = inert(explanation) if explanation else None
 
     def apply_canary(self, event: CanaryResult) -> None:

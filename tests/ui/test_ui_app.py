@@ -166,6 +166,18 @@ async def test_the_verdict_follows_a_prefill_that_gets_ready_after_the_outcome()
         assert "prefill waiting" not in screen_text(app)
 
 
+async def test_a_crash_pins_the_exception_its_traceback_ended_in_not_the_header() -> None:
+    header = "[2026-06-09 11:38:45 TP5] Scheduler hit an exception: Traceback (most recent call last):"
+    reason = "scheduler crashed (TP5): RuntimeError: Mooncake memory registration failed."
+    app, source = make_app([PLAN])
+    async with app.run_test(size=(160, 40)) as pilot:
+        source.emit(StateChanged("decode", S.PENDING, S.STARTING, elapsed=1.0),
+                    StateChanged("decode", S.STARTING, S.WAITING, elapsed=1.5),
+                    StateChanged("decode", S.WAITING, S.FAILED, reason, header, 30.0))
+        await settle(pilot)
+        assert f"✗ {reason}" in screen_text(app)
+
+
 async def test_follow_key_pauses_and_keeps_position_while_lines_arrive() -> None:
     app, source = make_app([PLAN, burst("prefill", 100)])
     async with app.run_test(size=(100, 40)) as pilot:
