@@ -454,16 +454,8 @@ class ServiceRun:
         return f"{reason} ({ranks}): {cause}" if ranks else f"{reason}: {cause}"
 
     async def _last_lines(self) -> None:
-        """The unit is over: let its last lines in before saying why from its state alone.
-
-        journald hands lines to the tail up to 0.4 s after they were written
-        (more on a loaded host), so a look can see a unit dead before its
-        traceback has come. systemd's own line on its end comes after them:
-        wait for it, at most ``timing.last_lines``.
-        """
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(self.w.timing.last_lines):
-                await self.attempt.end_logged.wait()
+        """The service's run is over: let its last lines in before saying why from its state alone. Nothing to
+        wait for here; a target whose lines can come after its look says so (a unit's journal does)."""
 
     def beat(self, now: float) -> float:
         """The next moment the unit is looked at: every service on the same beat, so a host's looks share a command.

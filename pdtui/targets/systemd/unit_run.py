@@ -10,6 +10,7 @@ judges, and how it waits and watches, is the ServiceRun's.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shlex
 import time
 from collections.abc import Iterable, Mapping
@@ -332,6 +333,18 @@ class UnitRun(ServiceRun):
         self.main_pid = int(pid) if pid.isdigit() else 0
         self._tell_unit(props)
         attempt.unit_problem = self._unit_problem(props) or attempt.unit_problem
+
+    async def _last_lines(self) -> None:
+        """The unit is over: let its last lines in before saying why from its state alone.
+
+        journald hands lines to the tail up to 0.4 s after they were written
+        (more on a loaded host), so a look can see a unit dead before its
+        traceback has come. systemd's own line on its end comes after them:
+        wait for it, at most ``timing.last_lines``.
+        """
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self.w.timing.last_lines):
+                await self.attempt.end_logged.wait()
 
     def _unit_problem(self, props: Mapping[str, str]) -> str | None:
         """Why the unit's current invocation is over, if it is: it failed, stopped, waits to restart or restarted."""
