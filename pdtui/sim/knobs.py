@@ -11,7 +11,10 @@ FAIL_MODES: dict[str, str] = {
                 "traceback names it on its last line",
     "warmup-failed": "the PD warm-up fails; the ready line comes anyway and /health answers 200",
     "crash-after-ready": "the scheduler crashes a second after the ready line",
-    "hang": "start-up stops before the HTTP server is up",
+    "hang": "start-up stops in CUDA graph capture, before the HTTP server is up",
+    "hang-dist": "start-up stops in distributed init (an NCCL or c10d rendezvous that never completes)",
+    "hang-warmup": "the PD warm-up never completes: the server is up, the ready line never comes",
+    "crash": "a traceback no signature knows, then the process exits 1 (only its exit tells)",
     "port-in-use": "the HTTP port is taken (uvicorn cannot bind)",
     "generate-500": "every generation answers 500",
     "generate-fails-later": "once serving, generations answer 500 for a while, then succeed again (the "

@@ -123,6 +123,9 @@ class Worker:
             return 0
         if self.words.torch_distributed:
             log.tp("Init torch distributed begin.")
+        if fail == "hang-dist":
+            self.stop.wait()
+            return 0
         if fail == "nccl":
             return self._crash(nccl_traceback(), 0.1)
         steps = [
@@ -137,6 +140,8 @@ class Worker:
             return 0
         if fail == "mooncake":
             return self._crash(mooncake_traceback(), 0.47)
+        if fail == "crash":
+            return self._crash(unknown_traceback(), 0.47, header=False)
         if self.args.role == "prefill":
             self._start_bootstrap()
         if not self._steps([(0.50, log.tp, self.words.graph_begin)]):
@@ -222,6 +227,9 @@ class Worker:
             return 0
         log.main(f'INFO:     127.0.0.1:{client} - "GET /get_model_info HTTP/1.1" 200 OK')
         log.main(self.words.warmup_start)
+        if self.args.fail == "hang-warmup":
+            self.stop.wait()
+            return 0
         if not self.at(0.90):
             return 0
         if self.args.role == "prefill":
@@ -290,10 +298,14 @@ class Worker:
                          f"#running-req: {load.running}, #queue-req: {load.queued}\n")
         return "".join(lines)
 
-    def _crash(self, traceback: list[str], fraction: float) -> int:
-        """Print a scheduler exception and the parent's SIGQUIT line, as a crashing SGLang does."""
+    def _crash(self, traceback: list[str], fraction: float, *, header: bool = True) -> int:
+        """Print a scheduler exception and the parent's SIGQUIT line, as a crashing SGLang does; without
+        ``header``, a bare traceback as Python prints one that nothing caught, and the exit."""
         if not self.at(fraction):
             return 0
+        if not header:
+            self.log.write("".join(f"{line}\n" for line in traceback), sys.stderr)
+            return 1
         self.log.error_block(traceback)
         self.log.write(f"{Log.stamp()} {self.words.sigquit}\n", sys.stderr)
         return 1
@@ -341,6 +353,16 @@ def nccl_traceback() -> list[str]:
                 "torch.distributed.all_reduce(data, group=_WORLD.cpu_group)"),
         "RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)",
         "",
+    ]
+
+
+def unknown_traceback() -> list[str]:
+    """What no signature knows: only the process's exit tells, and the exception it ended in says why."""
+    return [
+        "Traceback (most recent call last):",
+        *_frame("entrypoints/http_server.py", 1187, "launch_server", "launch_subprocesses(server_args=server_args)"),
+        *_frame("entrypoints/engine.py", 731, "_launch_subprocesses", "raise ValueError(msg)"),
+        "ValueError: the sim's model config names an attention backend this build does not have",
     ]
 
 

@@ -6,6 +6,8 @@ import asyncio
 import contextlib
 import subprocess
 
+import pytest
+
 from pdtui.engine.events import Done, LineKind, LogLines, Notice, ProbeResult, Step, StepChanged, StepStatus
 from pdtui.engine.orchestrator import Orchestrator, Timing
 from pdtui.hosts import make_host
@@ -50,6 +52,30 @@ async def test_a_scheduler_crash_is_named_by_the_exception_its_traceback_ends_in
     reason = "scheduler crashed (TP0): RuntimeError: Mooncake memory registration failed."
     assert rec.change("decode", "failed").reason == reason and done.failures["decode"] == reason
     assert rec.states("router") == ["blocked"]
+
+
+async def test_a_crash_no_signature_knows_is_named_by_its_exception_when_the_unit_dies(sandbox):
+    done, rec, _ = await bring_up(reference(sandbox, failures={"decode": "crash"}))
+    failed = rec.change("decode", "failed")
+    # The demo's units restart on failure (systemd waits its RestartSec): the unit's end, then the exception.
+    assert failed.reason.startswith("unit sglang-dsv4-decode.service ended (exit status 1); systemd restarts it")
+    assert failed.reason.endswith("): ValueError: the sim's model config names an attention backend this build does "
+                                  "not have"), failed
+    assert rec.states("router") == ["blocked"]
+
+
+@pytest.mark.parametrize(("mode", "phase"), [("hang-dist", "distributed init"), ("hang-warmup", "the PD warm-up")])
+async def test_a_server_silent_in_a_phase_known_to_hang_is_warned_about_and_its_timeout_says_where(sandbox, mode,
+                                                                                                  phase):
+    port = free_port()
+    argv = worker_argv("decode", port, bootstrap=free_port(), startup=0.4, fail=mode)
+    deployment = sim_deployment(sandbox, {"decode": (argv, {"role": "decode", "port": port, "timeout": "5s",
+                                                            "stall_after": "2s"})})
+    done, rec, _ = await bring_up(deployment)
+    assert rec.states("decode")[-1] == "timed_out"
+    warned = [n.text for n in rec.of(Notice) if n.service == "decode" and "may be stuck" in n.text]
+    assert len(warned) == 1 and f" in {phase} (since " in warned[0], warned
+    assert done.failures["decode"].startswith(f"not ready after 5s: stuck in {phase} since "), done
 
 
 async def test_ready_line_after_failed_pd_warmup_is_not_ready(sandbox):
