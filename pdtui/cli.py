@@ -459,15 +459,15 @@ def _signals_ignored() -> Iterator[None]:
 
 def _bring_up(deployment, host_factory, args: argparse.Namespace, follow_up: str = "", intent=None,
               timing=None) -> int:
-    from pdtui.engine.intent import UP
+    from pdtui.engine.intent import UP, Verb
     from pdtui.engine.orchestrator import Orchestrator
     from pdtui.engine.timing import DEFAULT_TIMING
-    orchestrator = Orchestrator(deployment, host_factory, smoke=not args.no_smoke, canary=not args.no_canary,
-                                intent=intent or UP, timing=timing or DEFAULT_TIMING)
-    from pdtui.engine.intent import Verb
     from pdtui.faces.run_history import HistoryRecorder, history_path, last_ready
+    intent = intent or UP
     # what this bring-up's phases are compared with: read before it records itself
-    baseline = last_ready(history_path(), deployment.name) if orchestrator.intent.verb in (Verb.UP, Verb.RESTART) else {}
+    baseline = last_ready(history_path(), deployment.name) if intent.verb in (Verb.UP, Verb.RESTART) else {}
+    orchestrator = Orchestrator(deployment, host_factory, smoke=not args.no_smoke, canary=not args.no_canary,
+                                intent=intent, timing=timing or DEFAULT_TIMING, baseline=baseline)
     recorder = HistoryRecorder(history_path())
     orchestrator.subscribe(recorder)
     if args.headless or args.json:

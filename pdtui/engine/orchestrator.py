@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 
 from pdtui.config import Deployment
 from pdtui.config.fields import format_duration
@@ -51,7 +51,7 @@ class Orchestrator:
 
     def __init__(self, deployment: Deployment, host_factory: HostFactory, *, clock: Callable[[], float] = time.monotonic,
                  smoke: bool = True, canary: bool = True, timing: Timing = DEFAULT_TIMING,
-                 intent: Intent = UP) -> None:
+                 intent: Intent = UP, baseline: Mapping[str, Mapping[str, float]] | None = None) -> None:
         self.deployment = deployment
         self.intent = intent
         self.host_factory = host_factory
@@ -59,6 +59,7 @@ class Orchestrator:
         self.smoke = smoke
         self.canary = canary
         self.timing = timing
+        self.baseline = baseline or {}       # each service's phase lengths in its last successful run
         self._subscribers: list[Callable[[Event], None]] = []
         self._t0 = clock()
         self._sessions: dict[str, Session] = {}

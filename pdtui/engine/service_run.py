@@ -46,7 +46,7 @@ from pdtui.engine.timing import Timing
 from pdtui.engine.tracebacks import HEADER, TracebackWatch, ranks_of
 from pdtui.hosts.base import LOOPBACK_ADDRESS, Host
 from pdtui.servers.sglang.metrics import batch_figures
-from pdtui.servers.sglang.phases import LABELS, PhaseTracker
+from pdtui.servers.sglang.phases import LABELS, PhaseTracker, slow_from
 from pdtui.servers.sglang.signatures import BOOTSTRAP
 
 S = ServiceState
@@ -101,6 +101,7 @@ class Attempt:
     phase_at: float | None = None                 # when the current phase began (the run's clock)
     last_line_at: float | None = None             # when the invocation's latest line came
     stall_told: bool = False                      # its silence in a phase known to hang was warned about
+    slow_told: set[str] = field(default_factory=set)   # phases under way already told as three times their last
     hangs_told: set[str] = field(default_factory=set)   # the kinds of "I am stuck" line told so far
     advice: str | None = None                     # what to check next, from a fatal line's signature
     batch: Figures | None = None                  # serving: the figures of its latest batch line
@@ -113,6 +114,7 @@ class Bringup(Protocol):
     deployment: Deployment
     timing: Timing
     smoke: bool                                   # a router's smoke generation before it is called ready
+    baseline: Mapping[str, Mapping[str, float]]   # each service's phase lengths in its last successful run
     canary: bool                                  # a ready router's canary generations (its config's interval)
 
     @property
@@ -388,6 +390,7 @@ class ServiceRun:
                 self._tell_advice()
                 return
             self._tell_stall()
+            self._tell_slow_phase()
             probing = attempt.log_ok or not self.cfg.ready.log
             now = clock()
             if attempt.fresh_line:
@@ -412,7 +415,7 @@ class ServiceRun:
                 self.judged = True           # every check has had its first look
                 self.w.changed()
             await self._sleep(min(deadline, self._next_look(), next_probe if probing else deadline,
-                                  self._stall_due()) - now)
+                                  self._stall_due(), self._slow_due()) - now)
 
     async def _failure(self) -> tuple[str, str | None] | None:
         """A settled failure line or a dead unit, as (reason, line); looks at the unit when that is due."""
@@ -597,6 +600,36 @@ class ServiceRun:
         if attempt.stall_told or attempt.started_at is None or self.cfg.role not in PHASED_ROLES:
             return math.inf
         return (attempt.last_line_at if attempt.last_line_at is not None else attempt.started_at) + self.stall_after
+
+    def _slow_phase(self) -> tuple[str, float] | None:
+        """The phase under way and its length in the last successful run, when that is known."""
+        attempt = self.attempt
+        phase = attempt.phases.current
+        if phase is None or phase == "ready" or attempt.phase_at is None or phase in attempt.slow_told:
+            return None
+        last = self.w.baseline.get(self.name, {}).get(phase)
+        return (phase, last) if last else None
+
+    def _slow_due(self) -> float:
+        """When the phase under way becomes slow against its last successful run (inf when it cannot)."""
+        known = self._slow_phase()
+        if known is None or self.attempt.phase_at is None:
+            return math.inf
+        return self.attempt.phase_at + slow_from(known[1])
+
+    def _tell_slow_phase(self) -> None:
+        """Warn once, while it runs, that a phase has taken three times as long as in the last successful run
+        (and a minute): a phase that logs all along is no stall, but may be slow."""
+        known = self._slow_phase()
+        now = self.w.clock()
+        if known is None or now < self._slow_due():
+            return
+        phase, last = known
+        seconds = now - (self.attempt.phase_at or now)
+        self.attempt.slow_told.add(phase)
+        self.notice("warning", f"{self.name}: {LABELS.get(phase, phase)} running for {format_duration(round(seconds))}, "
+                               f"{seconds / last:.1f}× the last successful run's {format_duration(round(last))}: "
+                               "it may be stuck")
 
     def _tell_stall(self) -> None:
         """Warn once, while it happens, that a server seems stuck (at its timeout the reason says so again)."""

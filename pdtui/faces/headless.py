@@ -33,7 +33,8 @@ from pdtui.engine.events import (
     UnitStatus,
 )
 from pdtui.engine.states import ServiceState
-from pdtui.faces.timeline import finished, slow, slower
+from pdtui.faces.timeline import finished, slower
+from pdtui.servers.sglang.phases import slow
 from pdtui.support.text import inert
 
 KINDS = {PlanReady: "plan", StepChanged: "step", StateChanged: "state", LogLines: "log", PhaseStarted: "phase",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from pdtui.servers.sglang.phases import LABELS, durations
+from pdtui.servers.sglang.phases import LABELS, durations, slow
 
 
 def took(seconds: float) -> str:
@@ -25,32 +25,11 @@ def took(seconds: float) -> str:
     return f"{hours}h{minutes:02d}m"
 
 
-SLOW = 3.0
-"""A phase this many times as long as in the last successful run (or more) is warned about."""
-SLOW_FLOOR = 1.0
-"""Below this many seconds a phase is never slow: 0.1 s against 0.02 s is noise, not news."""
-STILL_RUNNING_FLOOR = 60.0
-"""A phase still under way is called slow only after this many seconds too (and three times its last run's)."""
-
-
-def slow(seconds: float, last: float | None) -> bool:
-    return last is not None and last > 0 and seconds >= SLOW_FLOOR and seconds >= SLOW * last
 
 
 def slower(phase: str, seconds: float, last: float) -> str:
     """The warning's words: ``weights took 41s, 3.2× the last successful run's 13s``."""
     return f"{LABELS.get(phase, phase)} took {took(seconds)}, {seconds / last:.1f}× the last successful run's {took(last)}"
-
-
-def still_slow(seconds: float, last: float | None) -> bool:
-    """A phase still under way that has run three times as long as in the last successful run, and a minute."""
-    return slow(seconds, last) and seconds >= STILL_RUNNING_FLOOR
-
-
-def still_running(phase: str, seconds: float, last: float) -> str:
-    """The warning's words: ``graphs running for 2m10s, 3.2× the last successful run's 41s: it may be stuck``."""
-    return (f"{LABELS.get(phase, phase)} running for {took(seconds)}, {seconds / last:.1f}× the last successful "
-            f"run's {took(last)}: it may be stuck")
 
 
 def phase_bar(starts: list[tuple[str, float | None]], last: Mapping[str, float] | None = None,

@@ -46,7 +46,7 @@ from pdtui.engine.events import (
     UnitStatus,
 )
 from pdtui.engine.states import SERVING_STATES, ServiceState
-from pdtui.faces.timeline import slower, still_running
+from pdtui.faces.timeline import slower
 from pdtui.support.exits import EXIT_FAILED, EXIT_INTERRUPTED
 from pdtui.support.heap import RELEASE_EVERY, QuietCollector
 from pdtui.ui.bridge import EngineEvent, connect
@@ -445,12 +445,8 @@ class PdtuiApp(App[int]):
         """Advance the elapsed times; each widget repaints only if its text changed."""
         now = self.elapsed.now()
         self.title_bar.show_elapsed(now)
-        for name, panel in self.panels.items():
+        for panel in self.panels.values():
             panel.redraw(now)
-            if (slow_phase := panel.view.still_slow(now)) is not None:
-                text = f"{name}: {still_running(*slow_phase)}"
-                self.notify(text, severity="warning", timeout=15, markup=False)
-                self._system_line(name, f"· {text}", LineKind.WARN)
 
     # -- keys -----------------------------------------------------------------------------
 

@@ -23,7 +23,8 @@ from pdtui.engine.events import (
 )
 from pdtui.engine.states import SERVING_STATES, ServiceState
 from pdtui.engine.tracebacks import HEADER
-from pdtui.faces.timeline import finished, slow, still_slow
+from pdtui.faces.timeline import finished
+from pdtui.servers.sglang.phases import slow
 from pdtui.support.text import inert
 from pdtui.ui.format import BADGE_LABELS, throughput
 
@@ -84,7 +85,6 @@ class ServiceView:
     last: dict[str, float] = field(default_factory=dict)   # each phase's length in the last successful run
     phases: list[tuple[str, float | None]] = field(default_factory=list)   # start-up phases begun: (name, journal time)
     phase_since: float | None = None    # elapsed when the phase under way began
-    slow_told: set[str] = field(default_factory=set)   # phases still under way already warned about as slow
     canary: CanaryResult | None = None   # a ready router's latest canary
     figures: ServingFigures | None = None   # a serving server's latest figures
     history: deque[float] = field(default_factory=lambda: deque(maxlen=THROUGHPUT_SAMPLES))   # its throughput
@@ -109,18 +109,15 @@ class ServiceView:
             self.checks.clear()
             self.phases.clear()
             self.phase_since = None
-            self.slow_told.clear()
         elif new is ServiceState.STARTING:
             self.phases.clear()
             self.phase_since = None
-            self.slow_told.clear()
             self.since, self.until, self.started, self.attached = event.elapsed, None, True, False
         elif new in (ServiceState.WAITING, ServiceState.STOPPING) and self.since is None:
             self.since, self.until = event.elapsed, None    # attached to a running unit, or stopping it
             self.attached = new is ServiceState.WAITING
             self.phases.clear()
             self.phase_since = None
-            self.slow_told.clear()
         elif new.is_final:
             self.until = event.elapsed
         if new is ServiceState.READY:
@@ -156,19 +153,6 @@ class ServiceView:
         if self.phase_since is None or self.state not in (ServiceState.STARTING, ServiceState.WAITING):
             return None
         return max(0.0, now - self.phase_since)
-
-    def still_slow(self, now: float) -> tuple[str, float, float] | None:
-        """The phase under way, once, when it has run three times as long as in the last successful run (and a
-        minute): (phase, seconds so far, last seconds)."""
-        seconds = self.running(now)
-        if seconds is None or not self.phases:
-            return None
-        phase = self.phases[-1][0]
-        last = self.last.get(phase)
-        if phase in self.slow_told or last is None or not still_slow(seconds, last):
-            return None
-        self.slow_told.add(phase)
-        return phase, seconds, last
 
     def apply_probe(self, event: ProbeResult) -> None:
         """Remember the latest result of one readiness check."""

@@ -691,7 +691,7 @@ async def test_a_phase_three_times_slower_than_last_time_is_flagged_in_its_bar_a
         assert app.notices == ["decode: weights took 41s, 3.2× the last successful run's 13s"]
 
 
-async def test_the_phase_under_way_shows_its_running_time_and_is_flagged_once_when_three_times_its_last():
+async def test_the_phase_under_way_shows_its_running_time_and_its_last_length():
     now = [0.0]
     app, source = make_app([PLAN], baseline={"decode": {"cuda_graphs": 41.0}}, clock=lambda: now[0])
     async with app.run_test(size=(160, 40)) as pilot:
@@ -703,13 +703,11 @@ async def test_the_phase_under_way_shows_its_running_time_and_is_flagged_once_wh
         now[0] += 60.0
         app._tick()
         await settle(pilot)
-        assert "graphs 1m00s… (last 41s)" in screen_text(app) and app.notices == []
+        assert "graphs 1m00s… (last 41s)" in screen_text(app)
         now[0] += 70.0
-        app._tick()
         app._tick()
         await settle(pilot)
         assert "graphs 2m10s… (last 41s, 3.2×)" in screen_text(app)
-        assert app.notices == ["decode: graphs running for 2m10s, 3.2× the last successful run's 41s: it may be stuck"]
 
 
 async def test_a_jobs_panel_shows_its_job_id_node_and_the_gpus_slurm_gave() -> None:

@@ -41,11 +41,12 @@ def deployment(timeout: str = "10m"):
 class Bringing:
     """An orchestrator over a memory fleet, its events recorded, closed at the end."""
 
-    def __init__(self, *, failures: dict[str, str] | None = None, timeout: str = "10m", verb: Verb = Verb.UP) -> None:
+    def __init__(self, *, failures: dict[str, str] | None = None, timeout: str = "10m", verb: Verb = Verb.UP,
+                 baseline: dict | None = None) -> None:
         self.deployment = deployment(timeout)
         self.fleet = MemoryFleet(self.deployment, startup=STARTUP, router_startup=2.0, failures=failures)
         self.orchestrator = Orchestrator(self.deployment, self.fleet.host, clock=asyncio.get_running_loop().time,
-                                         intent=Intent(verb))
+                                         intent=Intent(verb), baseline=baseline)
         self.rec = Recorder()
         self.orchestrator.subscribe(self.rec)
 
@@ -170,6 +171,17 @@ async def test_a_server_that_says_it_is_stuck_is_warned_about_naming_its_phase()
     assert done.exit_code == 1 and run.rec.states("decode")[-1] == "timed_out", "the timeout decides"
 
 
+async def test_a_phase_three_times_its_last_successful_length_is_told_while_it_runs_and_only_once():
+    # CUDA graph capture runs 15 s here (0.50 to 0.75 of 60 s); last time it took 3 s: slow from 1m (the floor).
+    # The hang makes it run on: told once, at 1m, long before the timeout.
+    async with Bringing(failures={"decode": "hang"}, timeout="5m", baseline={"decode": {"cuda_graphs": 3.0}}) as run:
+        await run.orchestrator.run()
+    slow = [n for n in run.rec.of(Notice) if n.service == "decode" and "the last successful run's" in n.text]
+    assert [n.text for n in slow] == ["decode: graphs running for 1m, 20.0× the last successful run's 3s: it may be "
+                                      "stuck"]
+    assert 30 + 60 <= slow[0].elapsed < 30 + 61
+
+
 async def test_a_slow_phase_that_keeps_logging_is_no_stall():
     async with Bringing(timeout="5m") as run:
         done = await run.orchestrator.run()
@@ -199,6 +211,7 @@ class StillBringup:
 
     smoke = canary = True
     peers: dict = {}
+    baseline: dict = {}
 
     def __init__(self, deployment, timing: Timing) -> None:
         self.deployment, self.timing = deployment, timing

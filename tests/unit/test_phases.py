@@ -108,7 +108,7 @@ def test_the_phase_bar_says_how_long_each_phase_took_last_time_and_flags_a_slow_
 
 
 def test_a_phase_under_a_second_is_never_slow():
-    from pdtui.faces.timeline import slow
+    from pdtui.servers.sglang.phases import slow
     assert not slow(0.4, 0.1) and slow(1.0, 0.3) and not slow(5.0, None) and not slow(2.9, 1.0)
 
 

@@ -91,6 +91,24 @@ class PhaseTracker:
         return phase
 
 
+SLOW = 3.0
+"""A phase this many times as long as in the last successful run (or more) is warned about."""
+SLOW_FLOOR = 1.0
+"""Below this many seconds a phase is never slow: 0.1 s against 0.02 s is noise, not news."""
+STILL_RUNNING_FLOOR = 60.0
+"""A phase still under way is called slow only after this many seconds too (and three times its last run's)."""
+
+
+def slow(seconds: float, last: float | None) -> bool:
+    """A phase that took three times as long as in the last successful run (and a second)."""
+    return last is not None and last > 0 and seconds >= SLOW_FLOOR and seconds >= SLOW * last
+
+
+def slow_from(last: float) -> float:
+    """How long a phase still under way runs before it is slow: three times its last length, and a minute."""
+    return max(STILL_RUNNING_FLOOR, SLOW * last, SLOW_FLOOR)
+
+
 def durations(starts: list[tuple[str, float]]) -> dict[str, float]:
     """Each phase's duration from (phase, start time) pairs in order: until the next phase's start.
 
