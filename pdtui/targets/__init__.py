@@ -11,7 +11,8 @@ A new target (Kubernetes, say) is a package here that implements:
   (look at its services before anything starts, through a Reacher that tries again while the place
   cannot be reached; fail those that cannot be brought up) and, where one stream carries all its
   services' output, :meth:`~pdtui.engine.session.Session.follow` (each line read into a
-  :class:`pdtui.engine.log_entry.LogEntry` and handed to its run's ``on_entry``);
+  :class:`pdtui.engine.log_entry.LogEntry` and handed to its run's ``on_entry``), and a ``looker`` whose
+  ``last_took`` says how long its last look took (a slow place is looked at less often);
 - a service's run: a :class:`pdtui.engine.service_run.ServiceRun` subclass that starts or attaches,
   looks at the service (``_check_unit``: its ``attempt.unit_problem`` once it is over), stops it,
   says where it was placed (``placed``, ``names_for``), draws itself (``info``) and closes what it
@@ -19,5 +20,6 @@ A new target (Kubernetes, say) is a package here that implements:
 - its lines in registry.py: which services are its (``new_run``) and its sessions (``open_sessions``).
 
 The orchestrator never asks which kind of target a service runs on (tests/unit/test_layers.py),
-and a target never imports another target, the UI or the sim.
+and a target never imports another target, the UI or the sim. tests/unit/test_toy_target.py is a
+whole third target in one file, brought up by the orchestrator unchanged.
 """
