@@ -83,15 +83,14 @@ async def test_a_traceback_alone_is_quoted_when_the_unit_then_dies(sandbox):
         import sys, time
         print("Traceback (most recent call last):", flush=True)
         print('  File "x.py", line 1, in <module>', flush=True)
-        print("RuntimeError: CUDA error: an illegal memory access was encountered", flush=True)
+        print("RuntimeError: a cause no signature knows", flush=True)
         time.sleep(0.5)
         raise SystemExit(1)
     """), {"role": "decode", "port": free_port(), "timeout": "5m"})
     done, rec, _ = await bring_up(sim_deployment(sandbox, services))
     failed = rec.change("decode", "failed")
-    assert failed.reason == ("unit t-decode.service failed (exit status 1): "
-                             "RuntimeError: CUDA error: an illegal memory access was encountered")
-    assert failed.line == "RuntimeError: CUDA error: an illegal memory access was encountered"
+    assert failed.reason == "unit t-decode.service failed (exit status 1): RuntimeError: a cause no signature knows"
+    assert failed.line == "RuntimeError: a cause no signature knows"
 
 
 HEALTH_GOES_BAD = """
