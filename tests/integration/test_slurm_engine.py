@@ -81,8 +81,9 @@ async def test_a_job_that_never_leaves_the_queue_times_out_naming_slurms_reason_
 
     done, rec, _ = await bring_up(dep, intent=STATUS)        # decided at once: it is queued, for Slurm's reason
     assert done.exit_code == 1 and rec.states("decode") == ["queued"]
-    assert rec.change("decode", "queued").reason.startswith("attached: job ") and done.failures["decode"].endswith(
-        "pending (Resources)")
+    queued = rec.change("decode", "queued").reason
+    assert queued.startswith("attached: job ") and queued.endswith("pending (Resources)")
+    assert done.waiting == ("decode",) and "decode" not in done.failures     # queued: not decided, not failed
 
 
 def _plain_job(cluster: PrivateCluster, command: list[str], **job) -> Deployment:
