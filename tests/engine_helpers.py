@@ -63,14 +63,20 @@ def reference(sandbox, *, failures=None, startup=0.5, timeout="30s", generation=
 
 async def bring_up(deployment, *, smoke=True, timing=FAST, intent=UP) -> tuple[Done, Recorder, Orchestrator]:
     """Run the orchestrator with ``intent`` (a bring-up by default) to its Done, then close it."""
-    recorder = Recorder()
     orchestrator = Orchestrator(deployment, make_host, smoke=smoke, timing=timing, intent=intent)
+    done, recorder = await run_to_done(orchestrator)
+    return done, recorder, orchestrator
+
+
+async def run_to_done(orchestrator: Orchestrator) -> tuple[Done, Recorder]:
+    """Run ``orchestrator`` to its Done, every event recorded, then close it."""
+    recorder = Recorder()
     orchestrator.subscribe(recorder)
     try:
         done = await orchestrator.run()
     finally:
         await orchestrator.close()
-    return done, recorder, orchestrator
+    return done, recorder
 
 
 def worker_argv(role: str, port: int, **options) -> list[str]:

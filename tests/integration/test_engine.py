@@ -12,7 +12,7 @@ from pdtui.engine.events import Done, LineKind, LogLines, Notice, ProbeResult, S
 from pdtui.engine.orchestrator import Orchestrator, Timing
 from pdtui.hosts import make_host
 from pdtui.sim.ports import free_port
-from tests.engine_helpers import FAST, Recorder, bring_up, reference, sim_deployment, worker_argv
+from tests.engine_helpers import FAST, Recorder, bring_up, reference, run_to_done, sim_deployment, worker_argv
 
 
 def unit_show(sandbox, unit: str) -> dict[str, str]:
@@ -124,12 +124,7 @@ def late_journal(delay: float):
 
 async def test_a_unit_seen_dead_before_its_last_lines_came_is_failed_by_those_lines(sandbox):
     orchestrator = Orchestrator(reference(sandbox, failures={"decode": "nccl"}), late_journal(1.2), timing=FAST)
-    rec = Recorder()
-    orchestrator.subscribe(rec)
-    try:
-        done = await orchestrator.run()
-    finally:
-        await orchestrator.close()
+    done, rec = await run_to_done(orchestrator)
     assert done.exit_code == 1
     failed = rec.change("decode", "failed")
     assert "NCCL" in (failed.line or ""), failed

@@ -27,7 +27,7 @@ from pdtui.engine.service_run import Attempt, ServiceRun
 from pdtui.engine.session import Session
 from pdtui.engine.states import ServiceState as S
 from pdtui.hosts.base import LOOPBACK_ADDRESS
-from tests.engine_helpers import Recorder
+from tests.engine_helpers import run_to_done
 
 pytestmark = pytest.mark.looptime
 
@@ -149,12 +149,7 @@ async def test_the_orchestrator_brings_up_a_target_it_has_never_heard_of(monkeyp
     monkeypatch.setattr(orchestrator_module, "open_sessions", open_toy_sessions)
     orchestrator = Orchestrator(toy_deployment(), host_factory=lambda *a, **k: None,
                                 clock=asyncio.get_running_loop().time)
-    rec = Recorder()
-    orchestrator.subscribe(rec)
-    try:
-        done = await orchestrator.run()
-    finally:
-        await orchestrator.close()
+    done, rec = await run_to_done(orchestrator)
     assert isinstance(done, Done) and done.ok, done
     assert sessions["t0"].started == ["a", "b"]
     assert rec.index("a", "ready") < rec.index("b", "starting"), "b comes after a"
