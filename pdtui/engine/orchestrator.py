@@ -32,7 +32,6 @@ from pdtui.engine.session import Session
 from pdtui.engine.states import FINAL_STATES, SERVING_STATES, ServiceState
 from pdtui.engine.steps import split, step_statuses
 from pdtui.engine.timing import DEFAULT_TIMING, Timing
-from pdtui.hosts.base import Host
 from pdtui.support.exits import EXIT_FAILED, EXIT_OK
 from pdtui.targets.registry import HostFactory, new_run, open_sessions
 
@@ -344,9 +343,6 @@ class Orchestrator:
         self._notify_changed()
         if self._steps_handle is None:
             self._steps_handle = asyncio.get_running_loop().call_soon(self._update_steps)
-
-    def _hosts(self) -> dict[str, Host]:
-        return {name: session.host for name, session in self._sessions.items()}
 
     # -- the whole ---------------------------------------------------------------
     async def _until(self, condition: Callable[[], bool]) -> None:

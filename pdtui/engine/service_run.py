@@ -7,8 +7,8 @@ earlier start saw (its invocation, its failure line, its checks) can leak into
 the next. What touches the service where it runs (start or attach, look,
 stop) is its target's subclass: a unit's (targets/systemd/unit_run.py), a
 Slurm job's (targets/slurm/job_run.py). What a run needs of the rest of the
-bring-up comes in one :class:`Bringup` (the orchestrator), and the session of the place it runs
-on.
+bring-up comes in one :class:`Bringup` (the orchestrator), beside the session of
+the place it runs on.
 """
 
 from __future__ import annotations
@@ -275,8 +275,8 @@ class ServiceRun:
                 self.wake.set()
         elif current and self.state in JUDGED_STATES:
             kind, signature = self.judge.judge(message, entry.priority)
-            attempt.last_line_at = self.w.clock()
-            if attempt.tracebacks.feed(message, self.w.clock()):
+            attempt.last_line_at = now = self.w.clock()
+            if attempt.tracebacks.feed(message, now):
                 attempt.warning = message
                 if attempt.failure is not None:
                     self.wake.set()     # the cause a decided crash may wait for
@@ -601,30 +601,29 @@ class ServiceRun:
             return math.inf
         return (attempt.last_line_at if attempt.last_line_at is not None else attempt.started_at) + self.stall_after
 
-    def _slow_phase(self) -> tuple[str, float] | None:
-        """The phase under way and its length in the last successful run, when that is known."""
+    def _slow_phase(self) -> tuple[str, float, float] | None:
+        """The phase under way, its length in the last successful run and when it becomes slow against it (three
+        times that, and a minute); None when that is not known or was told already."""
         attempt = self.attempt
-        phase = attempt.phases.current
-        if phase is None or phase == "ready" or attempt.phase_at is None or phase in attempt.slow_told:
+        phase, began = attempt.phases.current, attempt.phase_at
+        if phase is None or phase == "ready" or began is None or phase in attempt.slow_told:
             return None
         last = self.w.baseline.get(self.name, {}).get(phase)
-        return (phase, last) if last else None
+        return (phase, last, began + slow_from(last)) if last else None
 
     def _slow_due(self) -> float:
         """When the phase under way becomes slow against its last successful run (inf when it cannot)."""
         known = self._slow_phase()
-        if known is None or self.attempt.phase_at is None:
-            return math.inf
-        return self.attempt.phase_at + slow_from(known[1])
+        return known[2] if known is not None else math.inf
 
     def _tell_slow_phase(self) -> None:
         """Warn once, while it runs, that a phase has taken three times as long as in the last successful run
         (and a minute): a phase that logs all along is no stall, but may be slow."""
         known = self._slow_phase()
         now = self.w.clock()
-        if known is None or now < self._slow_due():
+        if known is None or now < known[2]:
             return
-        phase, last = known
+        phase, last, _ = known
         seconds = now - (self.attempt.phase_at or now)
         self.attempt.slow_told.add(phase)
         self.notice("warning", f"{self.name}: {LABELS.get(phase, phase)} running for {format_duration(round(seconds))}, "
