@@ -22,6 +22,11 @@ from typing import Protocol
 
 from pdtui.config import Deployment, ServiceConfig
 from pdtui.config.fields import format_duration, format_elapsed
+from pdtui.engine.checks import Check, Learned, backend_checks
+from pdtui.engine.checks.http_status import http_check
+from pdtui.engine.checks.kv_transfer import KvReading, KvTotals, kv_totals
+from pdtui.engine.checks.router import RouterProbe
+from pdtui.engine.checks.workers import Backend
 from pdtui.engine.events import (
     CanaryResult,
     Event,
@@ -35,9 +40,9 @@ from pdtui.engine.events import (
     ServiceInfo,
     StateChanged,
 )
+from pdtui.engine.http import HttpProber
 from pdtui.engine.intent import Action
 from pdtui.engine.log_entry import YIELD_EVERY, LogEntry
-from pdtui.engine.probes import Backend, Check, RouterProbe, bootstrap_port, http_check, tcp_check
 from pdtui.engine.readiness import FailureCandidate, LineJudge
 from pdtui.engine.session import Session
 from pdtui.engine.signatures import Severity, Signature
@@ -47,7 +52,6 @@ from pdtui.engine.tracebacks import HEADER, TracebackWatch, ranks_of
 from pdtui.hosts.base import LOOPBACK_ADDRESS, Host
 from pdtui.servers.sglang.metrics import batch_figures
 from pdtui.servers.sglang.phases import LABELS, PhaseTracker, slow_from
-from pdtui.servers.sglang.signatures import BOOTSTRAP
 
 S = ServiceState
 
@@ -67,6 +71,7 @@ PHASED_ROLES = ("prefill", "decode")   # the SGLang servers: their start-up line
 # The start-up phases a server is known to hang in (NCCL/c10d rendezvous, graph capture, the PD warm-up), as said.
 HANG_PRONE = {"distributed": "distributed init", "cuda_graphs": "CUDA graph capture", "warmup": "the PD warm-up"}
 MIN_STALL = 60.0      # seconds: the shortest default silence called a stall
+KV_READ_TIMEOUT = 5.0   # seconds for one read of a backend's /metrics around the smoke request
 
 
 @dataclass(slots=True)
@@ -94,7 +99,7 @@ class Attempt:
     tracebacks: TracebackWatch = field(default_factory=TracebackWatch)   # the exception that ends the latest
     transfer_errors: int = 0                      # per-request KV transfer errors in this invocation
     last_transfer: tuple[float, str] | None = None
-    bootstrap: int | None = None                  # the prefill's bootstrap port, once known
+    learned: Learned = field(default_factory=Learned)   # what its checks learned once (the bootstrap port)
     unhealthy_since: float | None = None          # after ready: when health began failing, and how often since
     unhealthy_count: int = 0
     phases: PhaseTracker = field(default_factory=PhaseTracker)   # the invocation's start-up phases so far
@@ -156,6 +161,7 @@ class ServiceRun:
         self.bringup: Bringup | None = None
         self._session: Session | None = None
         self.address = LOOPBACK_ADDRESS             # where its ports are reached from its session's host
+        self._checks = backend_checks(cfg)
 
     @property
     def name(self) -> str:
@@ -500,29 +506,27 @@ class ServiceRun:
     # -- checks ---------------------------------------------------------------------
     async def _probe(self) -> bool | Check | None:
         """Run the active checks: True when all hold, a Check when one failed for good, else None."""
-        host = self.session.host
         if self.cfg.is_router:
-            return await self._probe_router(host)
-        checks = []
-        if self.cfg.ready.tcp and self.cfg.port:
-            checks.append(await tcp_check(host, self.cfg.port, self.address))
-        if self.cfg.ready.http and self.cfg.port and all(c.ok for c in checks):
-            checks.append(await http_check(self.session.prober, self.cfg.port, self.cfg.ready.http, self.address))
-        if self.cfg.role == "prefill" and self.cfg.port and all(c.ok for c in checks):
-            checks.append(await self._bootstrap_check(host))
-        for check in checks:
+            return await self._probe_router(self.session.host)
+        for readiness in self._checks:
+            check = await readiness.run(self)
             self.probe_result(check)
-        return all(c.ok for c in checks) or None
+            if not check.ok:
+                return None
+        return True
 
-    async def _bootstrap_check(self, host: Host) -> Check:
-        """A PD prefill's bootstrap server: its port accepting (a Server error: line fails it as it comes)."""
-        attempt = self.attempt
-        if attempt.bootstrap is None:
-            assert self.cfg.port is not None
-            attempt.bootstrap = self.cfg.bootstrap_port or await bootstrap_port(self.session.prober, self.cfg.port,
-                                                                                self.address)
-        check = await tcp_check(host, attempt.bootstrap, self.address)
-        return Check(BOOTSTRAP, check.ok, f"bootstrap server {check.detail}", check.latency)
+    # What the checks see of it (checks/base.py's Probed).
+    @property
+    def host(self) -> Host:
+        return self.session.host
+
+    @property
+    def prober(self) -> HttpProber:
+        return self.session.prober
+
+    @property
+    def learned(self) -> Learned:
+        return self.attempt.learned
 
     def _router_probe(self) -> RouterProbe:
         """This attempt's router probe (it remembers the model, and the smoke failures so far)."""
@@ -531,7 +535,8 @@ class ServiceRun:
             assert self.cfg.port is not None      # the config requires a router's port
             probe = self.attempt.router_probe = RouterProbe(
                 self.session.prober, self.cfg.port, self._backends(), smoke=self.w.smoke,
-                transfer_error=self._transfer_error_since, clock=self.w.clock, address=self.address)
+                transfer_error=self._transfer_error_since, kv_meter=self._kv_reading, settle=self.w.timing.settle,
+                clock=self.w.clock, address=self.address)
         return probe
 
     async def _probe_router(self, host: Host) -> bool | Check | None:
@@ -560,6 +565,24 @@ class ServiceRun:
             if clock() >= deadline:
                 return None
             await asyncio.sleep(0.02)
+
+    async def _kv_reading(self) -> KvReading:
+        """Each backend's KV transfer series now (None: no ``/metrics``, or none of the series)."""
+        peers = [self.w.peers[name] for name in self.cfg.after]
+        readings = await asyncio.gather(*(peer.kv_totals() for peer in peers if peer.cfg.role in ("prefill", "decode")))
+        return dict(readings)
+
+    async def kv_totals(self) -> tuple[str, KvTotals | None]:
+        """Its KV transfer series summed over its ranks, by its name (None without them)."""
+        if not self.cfg.port:
+            return self.name, None
+        result = await self.prober.get(self.cfg.port, "/metrics", timeout=KV_READ_TIMEOUT, address=self.address)
+        if not result.ok:
+            return self.name, None
+        try:
+            return self.name, kv_totals(result.body.decode(errors="replace"))
+        except (ValueError, KeyError, IndexError, TypeError):   # not Prometheus text
+            return self.name, None
 
     def _backends(self) -> list[Backend]:
         backends = []

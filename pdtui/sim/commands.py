@@ -52,9 +52,12 @@ def worker_argv(role: str, port: int, *, bootstrap: int, startup: float = 3.0, g
                 extra: Sequence[str] = ()) -> list[str]:
     """An SGLang-like sim worker (``python -m pdtui.sim.worker``).
 
-    ``bootstrap``: the prefill's bootstrap server port (it binds it), the one decode looks for.
+    ``bootstrap``: the prefill's bootstrap server port (it binds it), the one decode looks for. With
+    ``--enable-metrics`` in ``extra`` it runs with site-packages: its ``/metrics`` is prometheus_client's.
     """
-    argv = [*sim_python("pdtui.sim.worker"), "--disaggregation-mode", role, "--port", str(port),
+    python = ([sys.executable, "-m", "pdtui.sim.worker"] if "--enable-metrics" in extra
+              else sim_python("pdtui.sim.worker"))
+    argv = [*python, "--disaggregation-mode", role, "--port", str(port),
             "--disaggregation-bootstrap-port", str(bootstrap), "--startup", f"{startup:g}"]
     if gpus:
         argv += ["--gpus", gpus]

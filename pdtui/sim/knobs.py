@@ -22,6 +22,9 @@ FAIL_MODES: dict[str, str] = {
     "bootstrap-port-in-use": "a prefill's bootstrap port is taken: Server error: logged, the server goes on",
     "request-traceback": "one request raises after ready (Exception in ASGI application); serving goes on",
     "transfer-errors": "every routed request's KV transfer fails (logged per request, answered 500)",
+    "reasoning-only": "a reasoning parser's answer: every token in reasoning_content, content null (older) or "
+                      "empty: a real generation",
+    "empty-200": "generations answer HTTP 200 with no tokens (finish_reason abort, SGLang's graceful abort)",
 }
 
 GENERATIONS = ("older", "2025", "current")

@@ -17,7 +17,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, disable_cre
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from pdtui.sim.serving import MAX_TOTAL_TOKENS, Finished, Load, Serving
+from pdtui.sim.serving import KV_MB_PER_TOKEN, MAX_TOTAL_TOKENS, TRANSFER_RATE, Finished, Load, Serving
 
 disable_created_metrics()   # SGLang's registry is multiprocess: its counters and histograms have no _created series
 
@@ -25,6 +25,8 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 INTER_TOKEN = "sglang:inter_token_latency_seconds"
 TTFT_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400)
 E2E_BUCKETS = (*TTFT_BUCKETS, 600, 1200, 1800, 2400)
+KV_LATENCY_BUCKETS = (1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000)
+KV_MB_BUCKETS = (1, 5, 10, 50, 100, 500, 1000, 5000, 10000)
 INTER_TOKEN_BUCKETS = (0.002, 0.004, 0.006, 0.008, 0.010, 0.015, 0.020, 0.025, 0.030, 0.035, 0.040, 0.060, 0.080,
                        0.100, 0.200, 0.400, 0.600, 0.800, 1.000, 2.000, 4.000, 6.000, 8.000)
 
@@ -37,8 +39,8 @@ GAUGES: tuple[tuple[str, str, str], ...] = (
     ("sglang:gen_throughput", "The generation throughput (token/s).", "gen_throughput"),
     ("sglang:cache_hit_rate", "The prefix cache hit rate.", "cache_hit_rate"),
     ("sglang:utilization", "The utilization.", "utilization"),
-    ("sglang:num_prefill_prealloc_queue_reqs", "The number of requests in the prefill prealloc queue.",
-     "prefill_prealloc"),
+    ("sglang:num_prefill_bootstrap_queue_reqs", "The number of requests in the prefill bootstrap queue.",
+     "prefill_bootstrap"),
     ("sglang:num_prefill_inflight_queue_reqs", "The number of requests in the prefill inflight queue.",
      "prefill_inflight"),
     ("sglang:num_decode_prealloc_queue_reqs", "The number of requests in the decode prealloc queue.", "decode_prealloc"),
@@ -69,12 +71,15 @@ class SchedulerGauges(Collector):
 class Metrics:
     """One worker's registry, what ``GET /metrics`` renders; it observes every request ``serving`` finishes."""
 
-    def __init__(self, serving: Serving, model: str, inter_token: str = INTER_TOKEN) -> None:
-        """``inter_token``: the inter-token histogram's name in the generation played (see sim/wording.py)."""
+    def __init__(self, serving: Serving, model: str, inter_token: str = INTER_TOKEN, *, kv_series: bool = False,
+                 tp_size: int = 1) -> None:
+        """``inter_token``: the inter-token histogram's name in the generation played (see sim/wording.py);
+        ``kv_series``: whether that generation exports the KV transfer series (each TP rank its own)."""
         self.registry = CollectorRegistry()
         scheduler = {"model_name": model, "engine_type": serving.role, "tp_rank": "0", "pp_rank": "0",
                      "moe_ep_rank": "0"}
         self.registry.register(SchedulerGauges(serving, scheduler))
+        self.kv = KvTransferSeries(self.registry, scheduler, tp_size) if kv_series else None
         labels, registry = ["model_name"], self.registry
         self.prompt_tokens = Counter("sglang:prompt_tokens_total", "Number of prefill tokens processed.", labels,
                                      registry=registry).labels(model)
@@ -93,7 +98,10 @@ class Metrics:
         serving.observe = self.finished
 
     def finished(self, done: Finished) -> None:
-        """Observe a request that left the server, as SGLang's tokenizer manager does."""
+        """Observe a request that left the server, as SGLang's tokenizer manager does (and a prefill's scheduler
+        the transfer of its KV to the decode)."""
+        if self.kv is not None and self.kv.role == "prefill" and done.time_to_first_token is not None:
+            self.kv.transferred(done.prompt)
         self.prompt_tokens.inc(done.prompt)
         self.generation_tokens.inc(done.generated)
         if done.cached:
@@ -105,6 +113,38 @@ class Metrics:
         for _ in range(done.generated - 1):
             self.inter_token.observe(done.inter_token)
 
+    def transfer_failed(self) -> None:
+        """A request whose KV transfer failed (either side counts it)."""
+        if self.kv is not None:
+            self.kv.failed.inc()
+
     def render(self) -> bytes:
         """The Prometheus text exposition (version 0.0.4)."""
         return generate_latest(self.registry)
+
+
+class KvTransferSeries:
+    """SGLang 0.5's KV transfer series, one set per TP rank: a prefill observes each transfer it completes (every
+    rank sends its share of the heads), either side counts the requests whose transfer failed."""
+
+    def __init__(self, registry: CollectorRegistry, scheduler: dict[str, str], tp_size: int) -> None:
+        self.role = scheduler["engine_type"]
+        self.ranks = [{**scheduler, "tp_rank": str(rank)} for rank in range(max(1, tp_size))]
+        names = list(scheduler)
+        latency = Histogram("sglang:kv_transfer_latency_ms", "Histogram of KV cache transfer latency in ms.", names,
+                            registry=registry, buckets=KV_LATENCY_BUCKETS)
+        size = Histogram("sglang:kv_transfer_total_mb", "Histogram of KV cache transfer size in MB.", names,
+                         registry=registry, buckets=KV_MB_BUCKETS)
+        failed = Counter("sglang:num_transfer_failed_reqs", "The number of transfer failed requests.", names,
+                         registry=registry)
+        bootstrap = Counter("sglang:num_bootstrap_failed_reqs", "The number of bootstrap failed requests.", names,
+                            registry=registry)
+        self._latency, self._size = latency, size
+        self.failed = failed.labels(**self.ranks[0])    # SGLang's labelled series appear once first used
+        self.bootstrap_failed = bootstrap.labels(**self.ranks[0])
+
+    def transferred(self, prompt_tokens: int) -> None:
+        share = prompt_tokens * KV_MB_PER_TOKEN / len(self.ranks)
+        for labels in self.ranks:
+            self._latency.labels(**labels).observe(prompt_tokens / TRANSFER_RATE * 1000)
+            self._size.labels(**labels).observe(share)

@@ -33,6 +33,7 @@ SLOWDOWN = 0.25                # ... a full batch runs each request this much sl
 JITTER = 0.1                   # ... and each request's rate varies by up to this fraction
 PREFILL_RATE = 10000.0         # prompt tokens a second a prefill computes
 TRANSFER_RATE = 40000.0        # prompt tokens a second of KV cache sent from prefill to decode
+KV_MB_PER_TOKEN = 0.0686       # MB of KV cache a prompt token holds (DeepSeek's MLA: 70,272 bytes, all layers)
 HANDSHAKE = 0.002              # seconds of the bootstrap handshake between a prefill and its decode
 WINDOW = 2.0                   # seconds of the recent past the generation throughput is measured over
 PREFIXES = 1024                # prompt prefixes the prefix cache remembers
@@ -95,7 +96,7 @@ class Load:
     gen_throughput: float
     cache_hit_rate: float
     utilization: float
-    prefill_prealloc: int
+    prefill_bootstrap: int
     prefill_inflight: int
     decode_prealloc: int
     decode_transfer: int
@@ -229,7 +230,7 @@ class Serving:
             gen_throughput=generated / WINDOW, cache_hit_rate=cached / prompts if prompts else 0.0,
             # SGLang's own: -1 on a prefill; on a decode, the busier of its batch and its KV cache.
             utilization=-1.0 if prefill else max(running / self.capacity, usage / 0.9),
-            prefill_prealloc=phases.count("bootstrap") if prefill else 0,
+            prefill_bootstrap=phases.count("bootstrap") if prefill else 0,
             prefill_inflight=phases.count("inflight") if prefill else 0,
             decode_prealloc=phases.count("prealloc") if decode else 0,
             decode_transfer=phases.count("transfer") if decode else 0)

@@ -36,6 +36,8 @@ class Wording:
     sigquit: str
     bootstrap_started: str | None   # {host} {port}
     inter_token_metric: str = "sglang:inter_token_latency_seconds"   # the /metrics histogram between two tokens
+    kv_series: bool = False         # /metrics has the KV transfer series (sglang:kv_transfer_*, failed counters)
+    content_beside_reasoning: str | None = ""   # a chat's content when the reasoning parser took every token
 
     def warmup_failure(self, mode: str) -> str:
         return self.warmup_failed.format(mode=mode)
@@ -53,6 +55,7 @@ WORDINGS: dict[str, Wording] = {
         "Received sigquit from a child proces. It usually means the child failed.",
         None,
         "sglang:time_per_output_token_seconds",
+        content_beside_reasoning=None,     # 0.4.x: "content": null
     ),
     "2025": Wording(
         "2025", 503, True,
@@ -73,5 +76,6 @@ WORDINGS: dict[str, Wording] = {
         "Disaggregation warmup failed (mode={mode}), status codes: [400]",
         "Received sigquit from a child process. It usually means the child failed.",
         "CommonKVBootstrapServer started successfully on {host}:{port}",
+        kv_series=True,
     ),
 }

@@ -35,6 +35,7 @@ from pdtui.sim.wording import DEFAULT_GENERATION, GENERATIONS, WORDINGS
 from pdtui.sim.worker_http import WorkerServer, WorkerState
 
 SGLANG = "/usr/local/lib/python3.12/dist-packages/sglang/srt"
+ANSWERS = {"reasoning-only": "reasoning", "empty-200": "empty"}   # fail modes that change what a generation answers
 
 
 class Log:
@@ -88,16 +89,21 @@ class Worker:
         self.state = WorkerState(role=args.role, model=args.model, host=args.host, port=args.port,
                                  bootstrap_port=args.bootstrap_port, tp_size=len(self.gpus),
                                  access_log=self.log.main, serving=self.serving,
-                                 metrics=self._metrics() if args.enable_metrics else None,
                                  fail_generate=args.fail == "generate-500",
                                  transfer_errors=args.fail == "transfer-errors", error_log=self.log.tp_error,
                                  fail_later=((args.fail_after, args.fail_for) if args.fail == "generate-fails-later"
-                                             else None))
+                                             else None),
+                                 answer=ANSWERS.get(args.fail or "", "content"),
+                                 content_beside_reasoning=self.words.content_beside_reasoning)
+        if args.enable_metrics:
+            self.state.metrics = self._metrics()
 
     def _metrics(self) -> Callable[[], tuple[bytes, str]]:
         """What ``GET /metrics`` answers: the registry's text, in SGLang's names for this generation."""
         from pdtui.sim.metrics import CONTENT_TYPE, Metrics  # prometheus_client: only with --enable-metrics
-        metrics = Metrics(self.serving, self.args.model, self.words.inter_token_metric)
+        metrics = Metrics(self.serving, self.args.model, self.words.inter_token_metric, kv_series=self.words.kv_series,
+                          tp_size=len(self.gpus))
+        self.state.count_transfer_failure = metrics.transfer_failed
         return lambda: (metrics.render(), CONTENT_TYPE)
 
     def at(self, fraction: float) -> bool:

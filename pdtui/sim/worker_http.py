@@ -48,6 +48,9 @@ class WorkerState:
     fail_later: tuple[float, float] | None = None    # (after, for): generations fail from ``after`` seconds past
     fail_window: tuple[float, float] | None = None   # the first one served, for ``for`` seconds (monotonic clock)
     transfer_errors: bool = False                 # every routed request's KV transfer fails (logged, 500)
+    answer: str = "content"                       # where a chat's tokens go (reasoning-only: "reasoning"), or "empty"
+    content_beside_reasoning: str | None = ""     # a reasoning-only chat's content: null (0.4.x) or ""
+    count_transfer_failure: Callable[[], None] = lambda: None   # /metrics' failed-transfer counter
     error_log: Callable[[str], None] = print
     healthy: threading.Event = field(default_factory=threading.Event)
 
@@ -75,6 +78,7 @@ class WorkerState:
                     f"with exception KVTransferError(bootstrap_room={room}): Decode instance could be dead, "
                     f"remote mooncake session is not alive")
         self.error_log(line)
+        self.count_transfer_failure()
         return _error(f"KV transfer failed for request {rid}", 500)
 
     def model_info(self) -> dict[str, Any]:
@@ -189,15 +193,19 @@ def _text(produced: int) -> str:
 def _answer(route: str, request: dict[str, Any], state: WorkerState, produced: int, limit: int,
             latency: float = 0.0) -> Any:
     """The body SGLang returns for ``route``; prefill generates nothing (decode answers for it)."""
+    if state.answer == "empty":           # SGLang's graceful abort: 200, nothing generated
+        produced = 0
     text = _text(produced)
-    finish = "length" if produced == limit else "stop"
+    finish = "abort" if state.answer == "empty" else "length" if produced == limit else "stop"
     prompt = _prompt_tokens(request)
     usage = {"prompt_tokens": prompt, "completion_tokens": produced, "total_tokens": prompt + produced}
     created = int(time.time())
     if route == "/v1/chat/completions":
+        reasoning = state.answer == "reasoning"
+        message = {"role": "assistant", "content": state.content_beside_reasoning if reasoning else text,
+                   "reasoning_content": text if reasoning else None, "tool_calls": None}
         return {"id": uuid.uuid4().hex, "object": "chat.completion", "created": created, "model": state.model,
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": text, "reasoning_content": None,
-                                                     "tool_calls": None},
+                "choices": [{"index": 0, "message": message,
                              "logprobs": None, "finish_reason": finish, "matched_stop": None}],
                 "usage": usage}
     if route == "/v1/completions":

@@ -5,19 +5,22 @@ from __future__ import annotations
 
 import pytest
 
+from pdtui.engine.checks import LOOPBACK
+from pdtui.engine.checks.workers import WORKERS_NEED_KEY, Backend, check_workers
 from pdtui.engine.events import ProbeResult
-from pdtui.engine.probes import LOOPBACK, WORKERS_NEED_KEY, Backend, check_workers
 from pdtui.sim.ports import free_port
 from tests.engine_helpers import bring_up, real_router_params, router_argv, sim_deployment, worker_argv
 
 
 def pd(sandbox, package, *, decode_fail=None, extra_decode=False, router_decodes=None, router_timeout="20s",
-       router_flags=(), router_after=None):
+       router_flags=(), router_after=None, generation=None, metrics=False):
     """prefill + decode (+ a second decode) and the router; the router is told about ``router_decodes``."""
     p, d, d2, r, boot = (free_port() for _ in range(5))
+    extra = ("--enable-metrics",) if metrics else ()
     services = {
-        "prefill": (worker_argv("prefill", p, bootstrap=boot), {"role": "prefill", "port": p, "timeout": "20s"}),
-        "decode": (worker_argv("decode", d, bootstrap=boot, fail=decode_fail),
+        "prefill": (worker_argv("prefill", p, bootstrap=boot, generation=generation, extra=extra),
+                    {"role": "prefill", "port": p, "timeout": "20s"}),
+        "decode": (worker_argv("decode", d, bootstrap=boot, fail=decode_fail, generation=generation, extra=extra),
                    {"role": "decode", "port": d, "timeout": "20s"}),
     }
     if extra_decode:
@@ -63,8 +66,35 @@ async def test_smoke_answer_through_the_pd_path(sandbox, real_router):
     done, rec, _ = await bring_up(pd(sandbox, real_router))
     assert done.ok, done
     smoke = probes(rec, "smoke")[-1]
-    assert smoke.ok and smoke.detail.startswith("answer ") and smoke.latency is not None
+    assert smoke.ok and smoke.latency is not None
+    assert smoke.detail.startswith("4 tokens ('The quick brown fox' in content, finish length) for a 1,034-token "
+                                   "prompt in ")
+    assert smoke.detail.endswith("; KV path proven by tokens only (no server exports SGLang's KV transfer series)")
     assert probes(rec, "workers")[-1].detail == "2 of 2 backends healthy"
+
+
+async def test_the_smoke_sees_kv_move_in_the_prefills_series(sandbox, real_router):
+    done, rec, _ = await bring_up(pd(sandbox, real_router, metrics=True))
+    assert done.ok, done
+    smoke = probes(rec, "smoke")[-1]
+    # the sim's prefill: 1,034 prompt tokens of 0.0686 MB each, as its only transfer
+    assert smoke.ok and smoke.detail.endswith("; KV moved prefill→decode, 71 MB from prefill"), smoke.detail
+
+
+@pytest.mark.parametrize("generation", ["older", "current"], ids=["content-null", "content-empty"])
+async def test_a_reasoning_only_answer_passes_the_smoke(sandbox, real_router, generation):
+    done, rec, _ = await bring_up(pd(sandbox, real_router, decode_fail="reasoning-only", generation=generation))
+    assert done.ok, done
+    smoke = probes(rec, "smoke")[-1]
+    assert smoke.detail.startswith("4 tokens ('The quick brown fox' in reasoning_content, finish length)")
+
+
+async def test_an_http_200_without_tokens_fails_the_smoke_quoting_it(sandbox, real_router):
+    done, rec, _ = await bring_up(pd(sandbox, real_router, decode_fail="empty-200"))
+    assert not done.ok
+    failed = rec.change("router", "failed")
+    assert failed.reason.startswith("smoke: HTTP 200, finish_reason 'abort' after 0 tokens: {\"choice\":")
+    assert '"completion_tokens":0' in failed.reason
 
 
 async def test_a_router_unit_that_does_not_send_to_a_configured_backend_is_refused_before_start(sandbox, real_router):
@@ -74,7 +104,7 @@ async def test_a_router_unit_that_does_not_send_to_a_configured_backend_is_refus
 
 
 def test_a_configured_backend_the_router_does_not_list_is_named_missing():
-    from pdtui.engine.probes import Backend, check_workers
+    from pdtui.engine.checks.workers import Backend, check_workers
     loopback = frozenset({"127.0.0.1"})
     backends = [Backend("prefill", "prefill", 30000, loopback), Backend("decode2", "decode", 30012, loopback)]
     check = check_workers(SMG_WORKERS, backends)

@@ -15,7 +15,7 @@ from tests.conftest_sim import Procs, fetch, free_port, read_until, wait_until, 
 
 MODEL = "m/x"
 GAUGES = ("num_running_reqs", "num_queue_reqs", "num_used_tokens", "token_usage", "gen_throughput", "cache_hit_rate",
-          "utilization", "num_prefill_prealloc_queue_reqs", "num_prefill_inflight_queue_reqs",
+          "utilization", "num_prefill_bootstrap_queue_reqs", "num_prefill_inflight_queue_reqs",
           "num_decode_prealloc_queue_reqs", "num_decode_transfer_queue_reqs")
 COUNTERS = ("prompt_tokens_total", "generation_tokens_total", "num_requests_total")
 HISTOGRAMS = ("time_to_first_token_seconds", "inter_token_latency_seconds", "e2e_request_latency_seconds")
@@ -183,3 +183,31 @@ def test_a_failing_generation_is_never_counted_as_served(procs: Procs, mode):
     code, _ = fetch(url + "/v1/chat/completions", "POST", {**chat(8), **ROUTED, "bootstrap_room": 5})
     assert code == 500
     assert scrape(url)["sglang:num_requests_total"] == 0
+
+
+def rank_samples(url: str, name: str) -> dict[str, float]:
+    """tp_rank -> value of one sample name in the worker's /metrics."""
+    code, body = fetch(url + "/metrics")
+    assert code == 200, body
+    return {s.labels["tp_rank"]: s.value for family in text_string_to_metric_families(body.decode())
+            for s in family.samples if s.name == name}
+
+
+def test_a_prefill_observes_each_transfer_per_tp_rank_as_sglang_0_5_does(procs: Procs):
+    _, url = ready_worker(procs, "prefill", "--enable-metrics", "--gpus", "0,1")
+    assert rank_samples(url, "sglang:kv_transfer_latency_ms_count") == {}     # labelled series: first used later
+    code, body = fetch(url + "/v1/chat/completions", "POST", chat(4, **ROUTED, bootstrap_room=7))
+    assert code == 200, body
+    assert rank_samples(url, "sglang:kv_transfer_latency_ms_count") == {"0": 1.0, "1": 1.0}
+    sizes = rank_samples(url, "sglang:kv_transfer_total_mb_sum")
+    assert sizes["0"] == sizes["1"] == pytest.approx(PROMPT * 0.0686 / 2)
+
+
+def test_a_failed_transfer_is_counted_and_older_releases_export_no_transfer_series(procs: Procs):
+    _, url = ready_worker(procs, "decode", "--enable-metrics", "--fail", "transfer-errors")
+    code, _ = fetch(url + "/v1/chat/completions", "POST", chat(4, **ROUTED, bootstrap_room=9))
+    assert code == 500
+    assert rank_samples(url, "sglang:num_transfer_failed_reqs_total") == {"0": 1.0}
+    _, older = ready_worker(procs, "prefill", "--enable-metrics", "--generation", "2025")
+    fetch(older + "/v1/chat/completions", "POST", chat(4, **ROUTED, bootstrap_room=8))
+    assert not any(name.startswith("sglang:kv_transfer") for name in scrape(older))

@@ -27,6 +27,11 @@ GEN_THROUGHPUT = "sglang:gen_throughput"
 PROMPT_TOKENS = "sglang:prompt_tokens"            # counters, named without their _total
 GENERATION_TOKENS = "sglang:generation_tokens"
 TTFT = "sglang:time_to_first_token_seconds"
+# The KV transfer between a prefill and its decode (SGLang 0.5.x; the histograms per TP rank, on the prefill).
+KV_TRANSFER_LATENCY = "sglang:kv_transfer_latency_ms"
+KV_TRANSFER_MB = "sglang:kv_transfer_total_mb"
+TRANSFER_FAILED = "sglang:num_transfer_failed_reqs"     # counters, named without their _total
+BOOTSTRAP_FAILED = "sglang:num_bootstrap_failed_reqs"
 METRICS_FLAG = "--enable-metrics"
 # The routers' own (smg and sglang-router 0.3 export the same smg_* names).
 ROUTED = "smg_router_requests"

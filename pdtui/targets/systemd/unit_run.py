@@ -16,10 +16,10 @@ import time
 from collections.abc import Iterable, Mapping
 
 from pdtui.config import Deployment, ServiceConfig
+from pdtui.engine.checks import LOOPBACK, Check
 from pdtui.engine.events import Notice, ServiceInfo, UnitStatus
 from pdtui.engine.intent import Action
 from pdtui.engine.log_entry import LogEntry
-from pdtui.engine.probes import LOOPBACK, Check
 from pdtui.engine.readiness import LineJudge
 from pdtui.engine.service_run import FRESH_LOOKS, Attempt, ServiceRun, yield_every
 from pdtui.engine.states import JUDGED_STATES, ServiceState

@@ -1,0 +1,63 @@
+"""What a check is: its result (:class:`Check`), what it is given (:class:`Probed`), and what it implements
+(:class:`ReadinessCheck`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from pdtui.config import ServiceConfig
+from pdtui.engine.http import HttpProber
+from pdtui.hosts.base import Host
+
+# The names under which a router on the same host may list a backend.
+LOOPBACK = frozenset({"127.0.0.1", "localhost", "0.0.0.0", "::1", "[::1]"})
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """One check's result, as the faces show it."""
+
+    name: str
+    ok: bool
+    detail: str = ""
+    latency: float | None = None
+    final: bool = False      # a failure that waiting will not cure
+
+
+@dataclass(slots=True)
+class Learned:
+    """What this start's checks learned and keep until the next start (one asks once, then reads it here)."""
+
+    bootstrap_port: int | None = None             # the prefill's bootstrap port, once known
+
+
+class Probed(Protocol):
+    """A service as a check sees it: where it runs and how it is reached."""
+
+    @property
+    def cfg(self) -> ServiceConfig: ...
+
+    @property
+    def host(self) -> Host: ...
+
+    @property
+    def prober(self) -> HttpProber: ...
+
+    @property
+    def address(self) -> str:
+        """Where it listens, as its host sees it (a Slurm job: its node's address)."""
+
+    @property
+    def learned(self) -> Learned: ...
+
+
+class ReadinessCheck(Protocol):
+    """One active check of a backend before it is called ready."""
+
+    name: str
+
+    def applies(self, cfg: ServiceConfig) -> bool:
+        """Whether this service is checked so (read once per run: a service's config does not change)."""
+
+    async def run(self, probed: Probed) -> Check: ...

@@ -1,0 +1,46 @@
+"""A PD prefill's bootstrap server accepts (SGLang's decode fetches the prefill's KV layout there).
+
+A bootstrap server that could not bind logs ``Server error:`` and the server
+goes on, ``/health`` 200: that line fails the prefill as it comes; this check
+catches a port nothing answers on. The port is the config's, else what the
+server says in ``/server_info``, else SGLang's default.
+"""
+
+from __future__ import annotations
+
+from pdtui.config import DEFAULT_BOOTSTRAP_PORT, ServiceConfig
+from pdtui.engine.checks.base import Check, Probed
+from pdtui.engine.checks.tcp import tcp_check
+from pdtui.engine.http import HttpProber
+from pdtui.hosts.base import LOOPBACK_ADDRESS
+from pdtui.servers.sglang.signatures import BOOTSTRAP
+
+
+async def bootstrap_port(prober: HttpProber, port: int, address: str = LOOPBACK_ADDRESS) -> int:
+    """The bootstrap port a PD prefill says it serves (``/server_info``, ``/get_server_info`` on older
+    builds), or SGLang's default when it does not say."""
+    for path in ("/server_info", "/get_server_info"):
+        result = await prober.get(port, path, address=address)
+        info = result.json() if result.ok else None
+        if isinstance(info, dict):
+            value = info.get("disaggregation_bootstrap_port")
+            if isinstance(value, int) and not isinstance(value, bool) and 0 < value < 65536:
+                return value
+            break
+    return DEFAULT_BOOTSTRAP_PORT
+
+
+class BootstrapAccepts:
+    name = BOOTSTRAP
+
+    def applies(self, cfg: ServiceConfig) -> bool:
+        return cfg.role == "prefill" and bool(cfg.port)
+
+    async def run(self, probed: Probed) -> Check:
+        learned = probed.learned
+        if learned.bootstrap_port is None:
+            assert probed.cfg.port is not None
+            learned.bootstrap_port = probed.cfg.bootstrap_port or await bootstrap_port(
+                probed.prober, probed.cfg.port, probed.address)
+        check = await tcp_check(probed.host, learned.bootstrap_port, probed.address)
+        return Check(BOOTSTRAP, check.ok, f"bootstrap server {check.detail}", check.latency)

@@ -1,0 +1,137 @@
+"""A generation proven by its tokens: what the smoke and canary requests send, and how the answer is judged.
+
+A generation through PD proves the path when the server says it produced
+tokens (``usage.completion_tokens`` > 0) and finished normally
+(``finish_reason`` ``stop`` or ``length``), wherever the text landed: with a
+reasoning parser every token of a short answer is in ``reasoning_content`` and
+``content`` is null (SGLang 0.4) or empty (0.5). It fails on an HTTP error, a
+finish of ``abort`` (SGLang's graceful abort: HTTP 200, maybe nothing
+generated) or ``error`` (smg's gRPC workers), or no tokens; the answer is
+quoted. An answer that carries no ``usage`` at all (a proxy that strips it)
+is judged by its text and its finish, and says that its tokens were not counted.
+
+The smoke prompt is long enough that real KV pages move from prefill to
+decode (over 1,000 tokens with any tokenizer: several pages at any
+``--page-size`` up to 256); the canary, sent every half minute, stays tiny.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from pdtui.engine.http import HttpResult
+
+GOOD_FINISH = ("stop", "length")
+MAX_TOKENS = 4
+QUOTE_LIMIT = 240       # characters of an answer quoted in a failing check's line
+CANARY_PROMPT = "Say OK."
+TEXT_FIELDS = ("content", "reasoning_content", "text")
+# Plain words and numbers, about two tokens a numbered item with any tokenizer (words and numbers both):
+# 512 items make over 1,000 prompt tokens and under 4,096.
+_ITEMS = ("amber", "basalt", "cedar", "delta", "ember", "fjord", "granite", "harbor")
+SMOKE_PROMPT = ("Here is a list: " + ", ".join(f"{n} {_ITEMS[n % len(_ITEMS)]}" for n in range(1, 513))
+                + ". Reply with the single word OK.")
+
+
+def request_body(model: str, prompt: str) -> dict[str, Any]:
+    """A chat completion of a few tokens, greedy (the same answer each time)."""
+    return {"model": model, "messages": [{"role": "user", "content": prompt}], "max_tokens": MAX_TOKENS,
+            "temperature": 0}
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    ok: bool
+    detail: str                 # what the answer proved, or why it proves nothing (the answer quoted)
+    prompt_tokens: int | None = None
+
+
+def judge(result: HttpResult) -> Verdict:
+    """Whether this answer of a router or server is a generation: tokens produced, finished normally."""
+    if not result.ok:
+        return Verdict(False, result.describe())
+    payload = result.json()
+    choice = _first_choice(payload)
+    if choice is None:
+        return Verdict(False, f"no generation in the answer: {result.describe()}")
+    finish = _finish_reason(choice)
+    tokens, prompt = _usage(payload, choice)
+    text, where = _text(choice)
+    if finish not in GOOD_FINISH:
+        return Verdict(False, f"HTTP {result.status}, finish_reason {finish!r} after {_count(tokens)}: "
+                              f"{_quote(payload, choice)}", prompt)
+    if tokens is None:
+        if not text:
+            return Verdict(False, f"HTTP {result.status}, no tokens counted and no text: {_quote(payload, choice)}",
+                           prompt)
+        return Verdict(True, f"{text[:40]!r} in {where} (finish {finish}; no usage: tokens not counted)", prompt)
+    if tokens <= 0:
+        return Verdict(False, f"HTTP {result.status} with 0 tokens (finish {finish}): {_quote(payload, choice)}",
+                       prompt)
+    said = f"{text[:40]!r} in {where}" if text else f"no text ({where} empty)"
+    return Verdict(True, f"{_count(tokens)} ({said}, finish {finish})", prompt)
+
+
+def _quote(payload: Any, choice: dict, limit: int = QUOTE_LIMIT) -> str:
+    """What the answer said that matters (its choice and usage), as compact JSON on one line, cut at ``limit``."""
+    usage = payload.get("usage") if isinstance(payload, dict) else None
+    said = {"choice": {k: v for k, v in choice.items() if k not in ("index", "logprobs")}}
+    if usage is not None:
+        said["usage"] = usage
+    text = json.dumps(said, ensure_ascii=False, separators=(",", ":"), default=str)
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def _count(tokens: int | None) -> str:
+    if tokens is None:
+        return "no token count"
+    return f"{tokens} token" + ("" if tokens == 1 else "s")
+
+
+def _first_choice(payload: Any) -> dict | None:
+    """The answer's first choice (OpenAI's chat and completions), or SGLang's native ``/generate`` object."""
+    if isinstance(payload, list) and payload and isinstance(payload[0], dict):
+        payload = payload[0]
+    if not isinstance(payload, dict):
+        return None
+    choices = payload.get("choices")
+    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+        return choices[0]
+    return payload if isinstance(payload.get("meta_info"), dict) else None
+
+
+def _finish_reason(choice: dict) -> str | None:
+    finish = choice.get("finish_reason")
+    if finish is None and isinstance(choice.get("meta_info"), dict):
+        finish = choice["meta_info"].get("finish_reason")
+    if isinstance(finish, dict):          # SGLang's /generate: {"type": "length", "length": 4}
+        finish = finish.get("type")
+    return finish if isinstance(finish, str) else None
+
+
+def _usage(payload: Any, choice: dict) -> tuple[int | None, int | None]:
+    """The completion's and the prompt's tokens, as the server counted them (None where it did not say)."""
+    usage = payload.get("usage") if isinstance(payload, dict) else None
+    if not isinstance(usage, dict):
+        usage = choice.get("meta_info") if isinstance(choice.get("meta_info"), dict) else None
+    if not isinstance(usage, dict):
+        return None, None
+    return _int(usage.get("completion_tokens")), _int(usage.get("prompt_tokens"))
+
+
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _text(choice: dict) -> tuple[str, str]:
+    """The first non-empty text of the answer and the field it is in (the message's, else the choice's)."""
+    message = choice.get("message")
+    places = [message] if isinstance(message, dict) else []
+    for place in [*places, choice]:
+        for name in TEXT_FIELDS:
+            value = place.get(name)
+            if isinstance(value, str) and value.strip():
+                return value.strip(), name
+    return "", "content"

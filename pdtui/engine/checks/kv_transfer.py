@@ -1,0 +1,93 @@
+"""The KV path seen in the servers' own figures: SGLang's transfer series read before and after a generation.
+
+A prefill that moved a request's KV to its decode observes the transfer in
+``sglang:kv_transfer_latency_ms`` and ``sglang:kv_transfer_total_mb``
+(histograms, one series per TP rank, from SGLang 0.5.x with
+``--enable-metrics``); either side counts what failed in
+``sglang:num_transfer_failed_reqs_total`` and
+``sglang:num_bootstrap_failed_reqs_total``. Other requests may be running
+(the demo's load): a rise proves the path moved KV, never how much one
+request moved, so the words say what rose and by how much, over all ranks.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from pdtui.servers.sglang.metrics import BOOTSTRAP_FAILED, KV_TRANSFER_LATENCY, KV_TRANSFER_MB, TRANSFER_FAILED
+
+
+@dataclass(frozen=True, slots=True)
+class KvTotals:
+    """One server's KV transfer series, summed over its ranks."""
+
+    transfers: float = 0.0       # transfers observed (the latency histogram's count)
+    megabytes: float = 0.0       # what they moved (the size histogram's sum)
+    failed: float = 0.0          # requests whose transfer failed
+    bootstrap_failed: float = 0.0
+    exported: bool = True        # False: its /metrics has none of the series (yet: each appears once first used)
+
+
+# Each backend's totals by service; None: no /metrics.
+KvReading = Mapping[str, "KvTotals | None"]
+KvMeter = Callable[[], Awaitable[KvReading]]
+
+_WANTED = {f"{KV_TRANSFER_LATENCY}_count": "transfers", f"{KV_TRANSFER_MB}_sum": "megabytes",
+           f"{TRANSFER_FAILED}_total": "failed", f"{BOOTSTRAP_FAILED}_total": "bootstrap_failed"}
+
+
+def kv_totals(text: str) -> KvTotals:
+    """The KV transfer totals in a server's Prometheus text, zero where a series is absent (ValueError when the
+    text is not Prometheus')."""
+    sums: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            field = _WANTED.get(sample.name)
+            if field is not None and math.isfinite(sample.value):
+                sums[field] = sums.get(field, 0.0) + sample.value
+    if not sums:
+        return KvTotals(exported=False)
+    return KvTotals(sums.get("transfers", 0.0), sums.get("megabytes", 0.0), sums.get("failed", 0.0),
+                    sums.get("bootstrap_failed", 0.0))
+
+
+@dataclass(frozen=True, slots=True)
+class KvSeen:
+    """What the series say of what happened between two readings."""
+
+    failed: bool        # a failure counter rose
+    moved: bool         # a prefill observed a transfer
+    words: str
+
+
+def kv_seen(before: KvReading, after: KvReading) -> KvSeen:
+    """What the series say of the generation between two readings, in words for its check line."""
+    failures, moved = [], []
+    for service, now in after.items():
+        then = before.get(service)
+        if now is None or then is None:
+            continue
+        for label, rise in (("KV transfer failed", now.failed - then.failed),
+                            ("bootstrap failed", now.bootstrap_failed - then.bootstrap_failed)):
+            if rise > 0:
+                failures.append(f"{label} on {service} (+{rise:g})")
+        if now.transfers > then.transfers:
+            moved.append((service, now.megabytes - then.megabytes))
+    if failures:
+        return KvSeen(True, bool(moved), "; ".join(failures))
+    if moved:
+        megabytes = sum(mb for _, mb in moved)
+        return KvSeen(False, True, f"KV moved prefill→decode, {_size(megabytes)} from {', '.join(s for s, _ in moved)}")
+    if not any(totals is not None and totals.exported for totals in after.values()):
+        return KvSeen(False, False, "KV path proven by tokens only (no server exports SGLang's KV transfer series)")
+    return KvSeen(False, False, "KV path proven by tokens only (the prefills' KV transfer series did not move)")
+
+
+def _size(megabytes: float) -> str:
+    if megabytes >= 1024:
+        return f"{megabytes / 1024:.1f} GB"
+    return f"{megabytes:.0f} MB" if megabytes >= 10 else f"{megabytes:.1f} MB"

@@ -1,0 +1,156 @@
+"""The router's end-to-end probe: each step a check, in order, stopping at the first that does not hold.
+
+Port accepting, ``/readiness`` (``/health`` on routers that have no
+``/readiness``), every configured backend healthy in ``/workers``, a model in
+``/v1/models``, and one generation for the model listed through the prefill ->
+decode path (smg routes by the model; another name is 503), proven by its
+tokens (checks/generation.py) and, where the servers export SGLang's KV
+transfer series, by those moving (checks/kv_transfer.py). A router whose
+``/workers`` wants an API key fails the probe for good: pdtui has no key to send.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
+
+from pdtui.engine.checks.base import Check
+from pdtui.engine.checks.generation import CANARY_PROMPT, SMOKE_PROMPT, Verdict, judge, request_body
+from pdtui.engine.checks.kv_transfer import KvMeter, KvReading, kv_seen
+from pdtui.engine.checks.tcp import tcp_check
+from pdtui.engine.checks.workers import WORKERS_NEED_KEY, Backend, check_workers
+from pdtui.engine.http import HttpProber, HttpResult
+from pdtui.hosts.base import LOOPBACK_ADDRESS, Host
+
+GENERATION_TIMEOUT = 30.0
+KV_REREAD = 0.1        # seconds between two readings of the KV series after the smoke
+
+TransferError = Callable[[float, bool], Awaitable["str | None"]]   # (since, wait) -> a backend's quoted line
+
+
+class RouterProbe:
+    """The router's end-to-end probe, step by step.
+
+    ``transfer_error`` tells whether a backend logged a KV transfer error since
+    a moment (of ``clock``): such a line during the smoke request fails that
+    step, quoted, whatever the router answered. ``kv_meter`` reads the
+    backends' KV transfer series, before and after the smoke request.
+    """
+
+    def __init__(self, prober: HttpProber, port: int, backends: Sequence[Backend], *, smoke: bool = True,
+                 transfer_error: TransferError | None = None, kv_meter: KvMeter | None = None,
+                 settle: float = 1.0, clock: Callable[[], float] = time.monotonic, address: str = LOOPBACK_ADDRESS) -> None:
+        self.prober = prober
+        self.port = port
+        self.address = address      # where the router listens, as its host sees it (a job: its node's address)
+        self.backends = list(backends)
+        self.smoke = smoke
+        self.smoke_failures = 0
+        self.transfer_error = transfer_error
+        self.kv_meter = kv_meter
+        self.settle = settle
+        self.clock = clock
+        self._model: str | None = None
+        self._transfer_quote: str | None = None
+
+    async def steps(self, host: Host):
+        """Yield each step's Check until one fails (that one is yielded last)."""
+        for step in (lambda: self._tcp(host), self._readiness, self._workers, self._models):
+            check = await step()
+            yield check
+            if not check.ok:
+                return
+        if self.smoke and self._model:
+            yield await self._smoke(self._model)
+
+    async def _tcp(self, host: Host) -> Check:
+        return await tcp_check(host, self.port, self.address)
+
+    async def _get(self, path: str) -> HttpResult:
+        return await self.prober.get(self.port, path, address=self.address)
+
+    async def _readiness(self) -> Check:
+        result = await self._get("/readiness")
+        if result.status == 404:
+            # Older routers have no /readiness; their /health reflects the workers.
+            result = await self._get("/health")
+            return Check("health", result.ok, result.describe(), result.latency)
+        return Check("readiness", result.ok, result.describe(), result.latency)
+
+    async def _workers(self) -> Check:
+        result = await self._get("/workers")
+        if result.status == 401:
+            # An API key (--api-key, or control-plane keys) guards /workers; waiting will not change that.
+            return Check("workers", False, WORKERS_NEED_KEY, result.latency, final=True)
+        if not result.ok:
+            return Check("workers", False, result.describe(), result.latency)
+        check = check_workers(result.json(), self.backends)
+        return Check(check.name, check.ok, check.detail, result.latency)
+
+    async def _models(self) -> Check:
+        result = await self._get("/v1/models")
+        data = result.json() if result.ok else None
+        models = [m.get("id") for m in (data or {}).get("data", []) if isinstance(m, dict)] if isinstance(data, dict) else []
+        self._model = next((m for m in models if m), None)
+        if not self._model:
+            return Check("models", False, result.describe() if not result.ok else "no model listed", result.latency)
+        return Check("models", True, self._model, result.latency)
+
+    async def _smoke(self, model: str) -> Check:
+        before = await self.kv_meter() if self.kv_meter else None
+        check = await self._generate(model, "smoke", SMOKE_PROMPT)
+        if check.ok and before is not None:
+            check = await self._kv_confirmed(check, before)
+        if check.ok:
+            return check
+        self.smoke_failures += 1
+        # A generation that fails three times over is not a warm-up hiccup.
+        return replace(check, final=self.smoke_failures >= 3)
+
+    async def _kv_confirmed(self, check: Check, before: KvReading) -> Check:
+        """The smoke's tokens came: what the backends' KV transfer series say of it (a prefill observes a
+        transfer as it completes, which may be a moment after the answer: read again for up to ``settle``)."""
+        assert self.kv_meter is not None
+        deadline = self.clock() + self.settle
+        while True:
+            seen = kv_seen(before, await self.kv_meter())
+            if seen.failed:
+                return Check(check.name, False, f"{seen.words} during the smoke request ({check.detail})",
+                             check.latency)
+            if seen.moved or self.clock() >= deadline:
+                return Check(check.name, True, f"{check.detail}; {seen.words}", check.latency)
+            await asyncio.sleep(KV_REREAD)
+
+    async def canary(self) -> Check:
+        """After ready: a tiny generation, judged on its own (a failure is never final)."""
+        if self._model is None:
+            models = await self._models()
+            if not models.ok:
+                return Check("canary", False, f"{models.name}: {models.detail}", models.latency)
+        assert self._model is not None
+        return await self._generate(self._model, "canary", CANARY_PROMPT)
+
+    async def _generate(self, model: str, name: str, prompt: str) -> Check:
+        """One chat completion for ``model``, judged by its tokens; a backend's KV transfer error meanwhile
+        fails it, quoted."""
+        started = self.clock()
+        result = await self.prober.request("POST", self.port, "/v1/chat/completions", body=request_body(model, prompt),
+                                           timeout=GENERATION_TIMEOUT, address=self.address)
+        verdict = judge(result)
+        quoted = await self.transfer_error(started, not verdict.ok) if self.transfer_error else None
+        if quoted:
+            self._transfer_quote = quoted
+            return Check(name, False, f"KV transfer error during the request: {quoted}", result.latency)
+        if not verdict.ok:
+            detail = verdict.detail
+            if self._transfer_quote:   # the router may stop sending to a backend that failed it before
+                detail += f" (after a KV transfer error: {self._transfer_quote})"
+            return Check(name, False, detail, result.latency)
+        return Check(name, True, _proven(verdict, result), result.latency)
+
+
+def _proven(verdict: Verdict, result: HttpResult) -> str:
+    prompt = f" for a {verdict.prompt_tokens:,}-token prompt" if verdict.prompt_tokens else ""
+    return f"{verdict.detail}{prompt} in {result.latency * 1000:.0f} ms"

@@ -1,0 +1,68 @@
+"""The router lists every configured backend, healthy (``GET /workers``).
+
+sglang-router 0.3 and smg 1.x answer alike but for extra fields (smg's
+workers carry ``status`` and ``labels`` beside ``is_healthy``), so the answer
+is read by the fields both have.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from pdtui.engine.checks.base import Check
+
+WORKERS_NEED_KEY = ("HTTP 401 from /workers: the router requires an API key (its --api-key or "
+                    "--control-plane-api-keys); pdtui cannot list its workers")
+
+
+@dataclass(frozen=True, slots=True)
+class Backend:
+    """A prefill or decode service as the router should list it."""
+
+    service: str
+    role: str
+    port: int
+    addresses: frozenset[str]   # host names under which the router may know it
+
+
+def worker_matches(url: str, backend: Backend) -> bool:
+    """Whether a worker URL the router lists is this backend (same port, a name of its host)."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return False
+    return port == backend.port and (parts.hostname or "") in backend.addresses
+
+
+def _workers(payload: object) -> list[dict]:
+    """The worker objects of a ``/workers`` answer, tolerant of its shape across versions."""
+    if isinstance(payload, dict):
+        payload = payload.get("workers", payload.get("data", []))
+    return [w for w in payload if isinstance(w, dict)] if isinstance(payload, list) else []
+
+
+def _healthy(worker: dict) -> bool:
+    for key in ("is_healthy", "healthy"):
+        if key in worker:
+            return bool(worker[key])
+    return str(worker.get("status", "healthy")).lower() in ("healthy", "ready", "ok")
+
+
+def check_workers(payload: object, backends: Sequence[Backend]) -> Check:
+    """Every configured backend listed by the router and healthy; name the ones that are not."""
+    workers = _workers(payload)
+    missing, unhealthy = [], []
+    for backend in backends:
+        found = [w for w in workers if worker_matches(str(w.get("url", "")), backend)]
+        if not found:
+            missing.append(backend.service)
+        elif not any(_healthy(w) for w in found):
+            unhealthy.append(backend.service)
+    problems = ([f"missing: {', '.join(missing)}"] if missing else []) + (
+        [f"unhealthy: {', '.join(unhealthy)}"] if unhealthy else [])
+    if problems:
+        return Check("workers", False, "; ".join(problems))
+    return Check("workers", True, f"{len(backends)} of {len(backends)} backends healthy")
