@@ -16,6 +16,7 @@ import signal
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TypedDict
 
 from pdtui import __version__
 from pdtui.support.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
@@ -30,7 +31,7 @@ def _parser(*, demo_options: bool = True) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"pdtui {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    def face(p: argparse.ArgumentParser) -> None:
+    def face(p: argparse.ArgumentParser, *, watching: bool = False) -> None:
         p.add_argument("--headless", action="store_true", help="print one line per step and state change")
         p.add_argument("--json", action="store_true", help="print one JSON object per event (implies --headless)")
         p.add_argument("--logs", action="store_true", help="headless: print journal lines too")
@@ -38,6 +39,12 @@ def _parser(*, demo_options: bool = True) -> argparse.ArgumentParser:
         p.add_argument("--no-canary", action="store_true",
                        help="after ready, send no canary generations through the router (default: its canary interval)")
         p.add_argument("--theme", default="dark", help="TUI theme (dark, light, ...)")
+        if watching:
+            p.add_argument("--pairs", action="store_true", help="prove every prefill × decode pair directly, "
+                                                                 "bypassing the router (one request each)")
+        else:
+            p.add_argument("--no-pairs", action="store_true", help="do not prove each prefill × decode pair "
+                                                                    "directly (default: when there are several)")
 
     up = sub.add_parser("up", help="bring up the deployment of CONFIG")
     up.add_argument("config", metavar="CONFIG")
@@ -50,7 +57,7 @@ def _parser(*, demo_options: bool = True) -> argparse.ArgumentParser:
     status.add_argument("--once", action="store_true", help="print a table (with --json one JSON object) and exit: "
                                                             "0 when every service is ready, 1 otherwise")
     status.add_argument("--accept-new", action="store_true", help="trust unknown SSH host keys and remember them")
-    face(status)
+    face(status, watching=True)
     web(status)
 
     restart = sub.add_parser("restart", help="restart SERVICEs and prove what comes after them (the router) again")
@@ -339,12 +346,26 @@ def _down(args: argparse.Namespace) -> int:
     return _bring_up(deployment, _factory(args), args, intent=Intent(Verb.DOWN, disable=args.disable), timing=timing)
 
 
+class ProbeOptions(TypedDict):
+    smoke: bool
+    canary: bool
+    pairs: bool | None
+
+
+def probing(args: argparse.Namespace) -> ProbeOptions:
+    """What the router's probe sends, from the face options: the smoke, the canary, the pairs (``status`` proves
+    them when asked, the others when there are several unless told not to)."""
+    pairs = True if getattr(args, "pairs", False) else False if getattr(args, "no_pairs", False) else None
+    if pairs is None and args.command == "status":
+        pairs = False
+    return ProbeOptions(smoke=not args.no_smoke, canary=not args.no_canary, pairs=pairs)
+
+
 def _once(deployment, host_factory, args: argparse.Namespace, intent) -> int:
     """``status --once``: judge every service, print the table (or the JSON object), exit 0 only when all are ready."""
     from pdtui.engine.orchestrator import Orchestrator
     from pdtui.faces.status_table import StatusBoard
-    orchestrator = Orchestrator(deployment, host_factory, smoke=not args.no_smoke, canary=not args.no_canary,
-                                intent=intent)
+    orchestrator = Orchestrator(deployment, host_factory, **probing(args), intent=intent)
     board = StatusBoard()
     orchestrator.subscribe(board)
 
@@ -466,8 +487,8 @@ def _bring_up(deployment, host_factory, args: argparse.Namespace, follow_up: str
     intent = intent or UP
     # what this bring-up's phases are compared with: read before it records itself
     baseline = last_ready(history_path(), deployment.name) if intent.verb in (Verb.UP, Verb.RESTART) else {}
-    orchestrator = Orchestrator(deployment, host_factory, smoke=not args.no_smoke, canary=not args.no_canary,
-                                intent=intent, timing=timing or DEFAULT_TIMING, baseline=baseline)
+    orchestrator = Orchestrator(deployment, host_factory, **probing(args), intent=intent,
+                                timing=timing or DEFAULT_TIMING, baseline=baseline)
     recorder = HistoryRecorder(history_path())
     orchestrator.subscribe(recorder)
     if args.headless or args.json:

@@ -147,6 +147,26 @@ class ProbeResult:
 
 
 @dataclass(frozen=True, slots=True)
+class PairResult:
+    """One prefill × decode pair proven directly, bypassing the router (SGLang's PD request to both)."""
+
+    prefill: str
+    decode: str
+    ok: bool
+    detail: str
+    latency: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PairMatrix:
+    """Every pair behind a router as last proven, prefill by prefill (its ``pairs`` check on one line)."""
+
+    service: str               # the router
+    pairs: tuple[PairResult, ...]
+    elapsed: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
 class CanaryResult:
     """A ready router's canary: one tiny generation through it, every ``canary`` interval."""
 
@@ -263,7 +283,7 @@ class Done:
     waiting: tuple[str, ...] = ()       # services not yet decided when the outcome was told (no failure of theirs)
 
 
-Event = (PlanReady | StepChanged | StateChanged | LogLines | PhaseStarted | ProbeResult | CanaryResult
+Event = (PlanReady | StepChanged | StateChanged | LogLines | PhaseStarted | ProbeResult | PairMatrix | CanaryResult
          | ServingFigures | UnitStatus | JobStatus | HostStatus | GpuSample | Notice | Done)
 
 
@@ -295,6 +315,11 @@ class EventSource(Protocol):
 
     def stop(self, service: str) -> bool:
         """Stop a service's unit (and wait for its GPUs' memory to be released). False when it cannot be now."""
+        ...
+
+    def prove_pairs(self) -> bool:
+        """Prove every prefill × decode pair behind each serving router again (PairMatrix); False when no router
+        serves."""
         ...
 
     def show_figures(self, services: Collection[str]) -> None:

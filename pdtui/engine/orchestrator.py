@@ -49,7 +49,7 @@ class Orchestrator:
     """Brings one deployment up and tells everything it does through events."""
 
     def __init__(self, deployment: Deployment, host_factory: HostFactory, *, clock: Callable[[], float] = time.monotonic,
-                 smoke: bool = True, canary: bool = True, timing: Timing = DEFAULT_TIMING,
+                 smoke: bool = True, canary: bool = True, pairs: bool | None = None, timing: Timing = DEFAULT_TIMING,
                  intent: Intent = UP, baseline: Mapping[str, Mapping[str, float]] | None = None) -> None:
         self.deployment = deployment
         self.intent = intent
@@ -57,6 +57,7 @@ class Orchestrator:
         self.clock = clock
         self.smoke = smoke
         self.canary = canary
+        self.pairs = pairs          # each prefill × decode pair proven directly: always, never, None: when several
         self.timing = timing
         self.baseline = baseline or {}       # each service's phase lengths in its last successful run
         self._subscribers: list[Callable[[Event], None]] = []
@@ -78,6 +79,7 @@ class Orchestrator:
         self._steps_handle: asyncio.Handle | None = None
         self._done_task: asyncio.Task | None = None
         self._last_done: Done | None = None
+        self._asked: set[asyncio.Task] = set()      # what a face asked for (pairs proven again) while it runs
 
     # -- the public face ---------------------------------------------------
     def subscribe(self, callback: Callable[[Event], None]) -> None:
@@ -158,6 +160,15 @@ class Orchestrator:
         self._tell_outcome_again()
         return True
 
+    def prove_pairs(self) -> bool:
+        """Prove every prefill × decode pair behind each serving router again, now (False: no router serves)."""
+        routers = [run for run in self._groups[1] if run.state in SERVING_STATES]
+        for run in routers:
+            task = asyncio.create_task(run.prove_pairs(), name=f"prove the pairs of {run.name}")
+            self._asked.add(task)
+            task.add_done_callback(self._asked.discard)
+        return bool(routers)
+
     def show_figures(self, services: Collection[str]) -> None:
         """Sample the serving figures of these services (those a face shows), every few seconds while they serve."""
         self._figures.show(services)
@@ -218,6 +229,7 @@ class Orchestrator:
         tasks = [*self._tails, *(r.task for r in self._runs.values() if r.task)]
         tasks += [self._done_task] if self._done_task is not None else []
         tasks += self._checks.samplers if self._checks is not None else []
+        tasks += self._asked
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)

@@ -16,7 +16,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
-from collections.abc import Mapping
+from collections import deque
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -25,6 +26,8 @@ from pdtui.config.fields import format_duration, format_elapsed
 from pdtui.engine.checks import Check, Learned, backend_checks
 from pdtui.engine.checks.http_status import http_check
 from pdtui.engine.checks.kv_transfer import KvReading, KvTotals, kv_totals
+from pdtui.engine.checks.pairs import NAME as PAIRS
+from pdtui.engine.checks.pairs import PairProbe
 from pdtui.engine.checks.router import RouterProbe
 from pdtui.engine.checks.workers import Backend
 from pdtui.engine.events import (
@@ -35,6 +38,7 @@ from pdtui.engine.events import (
     LogLines,
     LogRecord,
     Notice,
+    PairMatrix,
     PhaseStarted,
     ProbeResult,
     ServiceInfo,
@@ -48,7 +52,7 @@ from pdtui.engine.session import Session
 from pdtui.engine.signatures import Severity, Signature
 from pdtui.engine.states import ALLOWED, JUDGED_STATES, SERVING_STATES, ServiceState, check_transition
 from pdtui.engine.timing import Timing
-from pdtui.engine.tracebacks import HEADER, TracebackWatch, ranks_of
+from pdtui.engine.tracebacks import HEADER, TracebackWatch, ranks_of, without_stamp
 from pdtui.hosts.base import LOOPBACK_ADDRESS, Host
 from pdtui.servers.sglang.metrics import batch_figures
 from pdtui.servers.sglang.phases import LABELS, PhaseTracker, slow_from
@@ -71,6 +75,7 @@ PHASED_ROLES = ("prefill", "decode")   # the SGLang servers: their start-up line
 # The start-up phases a server is known to hang in (NCCL/c10d rendezvous, graph capture, the PD warm-up), as said.
 HANG_PRONE = {"distributed": "distributed init", "cuda_graphs": "CUDA graph capture", "warmup": "the PD warm-up"}
 MIN_STALL = 60.0      # seconds: the shortest default silence called a stall
+RECENT_TRANSFERS = 32   # per-request KV transfer errors kept, to quote the one that names a request
 KV_READ_TIMEOUT = 5.0   # seconds for one read of a backend's /metrics around the smoke request
 
 
@@ -98,7 +103,7 @@ class Attempt:
     warning: str | None = None                    # the latest warning line (a traceback's exception): evidence
     tracebacks: TracebackWatch = field(default_factory=TracebackWatch)   # the exception that ends the latest
     transfer_errors: int = 0                      # per-request KV transfer errors in this invocation
-    last_transfer: tuple[float, str] | None = None
+    transfers: deque[tuple[float, str]] = field(default_factory=lambda: deque(maxlen=RECENT_TRANSFERS))
     learned: Learned = field(default_factory=Learned)   # what its checks learned once (the bootstrap port)
     unhealthy_since: float | None = None          # after ready: when health began failing, and how often since
     unhealthy_count: int = 0
@@ -121,6 +126,7 @@ class Bringup(Protocol):
     smoke: bool                                   # a router's smoke generation before it is called ready
     baseline: Mapping[str, Mapping[str, float]]   # each service's phase lengths in its last successful run
     canary: bool                                  # a ready router's canary generations (its config's interval)
+    pairs: bool | None                            # each pair proven directly: always, never, None: when several
 
     @property
     def peers(self) -> Mapping[str, ServiceRun]:
@@ -245,10 +251,10 @@ class ServiceRun:
         """Stop watching (its task is the orchestrator's to end): what it follows of its own. A unit's run
         follows nothing of its own (its host's tail brings its lines)."""
 
-    def probe_result(self, check: Check) -> None:
-        """Tell a check's result when it differs from the last one told."""
+    def probe_result(self, check: Check, *, again: bool = False) -> None:
+        """Tell a check's result when it differs from the last one told (``again``: asked for, told anyway)."""
         told = self.attempt.last_checks
-        if told.get(check.name) != (check.ok, check.detail):
+        if again or told.get(check.name) != (check.ok, check.detail):
             told[check.name] = (check.ok, check.detail)
             self.w.emit(ProbeResult(self.name, check.name, check.ok, check.detail, check.latency, self.w.elapsed()))
 
@@ -348,7 +354,7 @@ class ServiceRun:
         """A per-request KV transfer error: a warning naming the service, told at the 1st, 10th, 100th..."""
         attempt = self.attempt
         attempt.transfer_errors += 1
-        attempt.last_transfer = (self.w.clock(), message)
+        attempt.transfers.append((self.w.clock(), without_stamp(message)))
         count = attempt.transfer_errors
         if str(count).rstrip("0") == "1":
             nth = "" if count == 1 else f" (the {count}th)"
@@ -533,24 +539,54 @@ class ServiceRun:
         probe = self.attempt.router_probe
         if probe is None:
             assert self.cfg.port is not None      # the config requires a router's port
+            backends = self._backends()
             probe = self.attempt.router_probe = RouterProbe(
-                self.session.prober, self.cfg.port, self._backends(), smoke=self.w.smoke,
-                transfer_error=self._transfer_error_since, kv_meter=self._kv_reading, settle=self.w.timing.settle,
-                clock=self.w.clock, address=self.address)
+                self.session.prober, self.cfg.port, backends, smoke=self.w.smoke,
+                transfer_error=self._transfer_error_since, kv_meter=self._kv_reading,
+                pairs=self._pair_probe(backends), settle=self.w.timing.settle, clock=self.w.clock,
+                address=self.address)
         return probe
+
+    def _pair_probe(self, backends: list[Backend]) -> PairProbe | None:
+        """Its prefill × decode pairs, when they are proven: asked for (``pairs``), or by default when there is
+        more than one (a single pair is the smoke's own path)."""
+        prefills = [(self.w.peers[b.service], b) for b in backends if b.role == "prefill"]
+        decodes = [self.w.peers[b.service] for b in backends if b.role == "decode"]
+        wanted = self.w.pairs
+        if wanted is False or not prefills or not decodes or (wanted is None and len(prefills) * len(decodes) < 2):
+            return None
+        return PairProbe(prefills, decodes, clock=self.w.clock, transfer_error=self._transfer_error_since)
+
+    async def prove_pairs(self) -> None:
+        """Prove every pair behind this router again, now (a router without pairs to prove says so)."""
+        check = await self._router_probe().prove_pairs()
+        if check is None:
+            self.notice("info", f"{self.name}: no prefill × decode pairs to prove")
+            return
+        self.probe_result(check, again=True)
+        self._tell_pairs()
+
+    def _tell_pairs(self) -> None:
+        probe = self._router_probe().pairs
+        if probe is not None:
+            self.w.emit(PairMatrix(self.name, probe.matrix, self.w.elapsed()))
 
     async def _probe_router(self, host: Host) -> bool | Check | None:
         probe = self._router_probe()
         last = None
         async for check in probe.steps(host):
             self.probe_result(check)
+            if check.name == PAIRS:
+                self._tell_pairs()
             last = check
         if last is not None and last.ok:
             return True
         return last if last is not None and last.final else None
 
-    async def _transfer_error_since(self, since: float, wait: bool) -> str | None:
-        """A KV transfer error a backend of this router logged since ``since``, quoted with its service.
+    async def _transfer_error_since(self, services: Collection[str], since: float, wait: bool,
+                                    needle: str = "") -> str | None:
+        """A KV transfer error one of ``services`` logged since ``since`` (that names ``needle``: a request's
+        room), quoted with its service.
 
         ``wait``: the request failed, and its backend's line may still be on its
         way through the journal: give it the settle time to arrive.
@@ -558,10 +594,12 @@ class ServiceRun:
         clock = self.w.clock
         deadline = clock() + (self.w.timing.settle if wait else 0.0)
         while True:
-            for name in self.cfg.after:
-                last = self.w.peers[name].attempt.last_transfer
-                if last is not None and last[0] >= since:
-                    return f"{name}: {last[1]}"
+            for name in services:
+                for at, line in reversed(self.w.peers[name].attempt.transfers):
+                    if at < since:
+                        break
+                    if needle in line:
+                        return f"{name}: {line}"
             if clock() >= deadline:
                 return None
             await asyncio.sleep(0.02)

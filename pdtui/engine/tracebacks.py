@@ -19,6 +19,13 @@ _EXCEPTION = re.compile(r"^(?:\[[^\]]*\] )?(?P<text>(?:[A-Za-z_][\w.]*)?(?:Error
                         r"(?:: .*|:)?)$")
 # The ranks in SGLang's prefix: [2026-06-09 11:38:45 TP5], [... DP3 TP3 EP3], [... PP1 TP0].
 _RANKS = re.compile(r"\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)? (?P<ranks>(?:[A-Z_]*[A-Z]\d+ ?)+)\]")
+# SGLang's whole prefix, ranks or not: [2026-06-09 11:38:45], [2026-06-09 11:38:45 TP0].
+_STAMP = re.compile(r"^\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?: [A-Z_\d ]*)?\] ?")
+
+
+def without_stamp(line: str) -> str:
+    """``line`` without SGLang's time-and-ranks prefix (its journal entry has its own time)."""
+    return _STAMP.sub("", line, count=1)
 
 
 def exception_of(line: str) -> str | None:

@@ -23,6 +23,7 @@ from pdtui.engine.events import (
     JobStatus,
     LogLines,
     Notice,
+    PairMatrix,
     PhaseStarted,
     PlanReady,
     ProbeResult,
@@ -38,8 +39,8 @@ from pdtui.servers.sglang.phases import slow
 from pdtui.support.text import inert
 
 KINDS = {PlanReady: "plan", StepChanged: "step", StateChanged: "state", LogLines: "log", PhaseStarted: "phase",
-         ProbeResult: "probe", CanaryResult: "canary", ServingFigures: "figures", UnitStatus: "unit", JobStatus: "job",
-         HostStatus: "host", GpuSample: "gpus", Notice: "notice", Done: "done"}
+         ProbeResult: "probe", PairMatrix: "pairs", CanaryResult: "canary", ServingFigures: "figures", UnitStatus: "unit",
+         JobStatus: "job", HostStatus: "host", GpuSample: "gpus", Notice: "notice", Done: "done"}
 LOUD_STATES = (ServiceState.READY, ServiceState.DEGRADED, ServiceState.FAILED, ServiceState.TIMED_OUT,
                ServiceState.STOPPED)
 

@@ -18,6 +18,8 @@ from pdtui.engine.events import (
     GpuInfo,
     GpuSample,
     JobStatus,
+    PairMatrix,
+    PairResult,
     PlanReady,
     ProbeResult,
     ServiceInfo,
@@ -25,6 +27,7 @@ from pdtui.engine.events import (
     UnitStatus,
 )
 from pdtui.engine.states import ServiceState
+from pdtui.faces.pair_matrix import matrix_lines
 from pdtui.gpus.nvidia_smi import gpu_ranges
 from pdtui.support.text import inert
 
@@ -39,6 +42,7 @@ class ServiceStatus:
     job: JobStatus | None = None
     checks: dict[str, tuple[bool, str]] = field(default_factory=dict)
     gpus: dict[int, GpuInfo] = field(default_factory=dict)
+    pairs: tuple[PairResult, ...] = ()           # a router's pairs, as last proven
 
 
 class StatusBoard:
@@ -62,6 +66,8 @@ class StatusBoard:
             self.services[event.service].job = event
         elif isinstance(event, ProbeResult) and event.service in self.services:
             self.services[event.service].checks[event.check] = (event.ok, event.detail)
+        elif isinstance(event, PairMatrix) and event.service in self.services:
+            self.services[event.service].pairs = event.pairs
         elif isinstance(event, GpuSample):
             for status in self.services.values():
                 if status.info.host == event.host:
@@ -89,6 +95,10 @@ class StatusBoard:
         widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
         lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False)) + "  " + row[-1]
                  for row in rows]
+        for s in self.services.values():
+            if s.pairs:
+                lines += [""] + [f"{s.info.name} {line}" if n == 0 else " " * (len(s.info.name) + 1) + line
+                                 for n, line in enumerate(matrix_lines(s.pairs))]
         if self.done is not None:
             ready = sum(s.state is ServiceState.READY for s in self.services.values())
             lines.append(f"{self.deployment}: {ready} of {len(self.services)} ready")
@@ -108,6 +118,7 @@ def _service_json(s: ServiceStatus) -> dict:
         "job": {"id": job.job_id, "state": job.state, "reason": job.reason, "node": job.node or None,
                 "exit_code": job.exit_code or None} if job else None,
         "checks": {name: {"ok": ok, "detail": detail} for name, (ok, detail) in s.checks.items()},
+        "pairs": [{"prefill": p.prefill, "decode": p.decode, "ok": p.ok, "detail": p.detail} for p in s.pairs],
         "gpu_memory": [{"index": g.index, "used_mib": g.memory_used_mib, "total_mib": g.memory_total_mib,
                         "utilization": g.utilization} for g in sorted(s.gpus.values(), key=lambda g: g.index)],
     }

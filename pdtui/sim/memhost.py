@@ -406,6 +406,7 @@ class MemoryFleet:
                  failures: dict[str, str] | None = None) -> None:
         self.deployment = deployment
         self.failures = dict(failures or {})     # service -> a kind of FAILURES its next starts play
+        self.broken_pairs: set[tuple[str, str]] = set()   # (prefill, decode): that decode never gets its KV
         self.startup = startup
         self.router_startup = router_startup
         self.unit_files = unit_files or {}
@@ -668,7 +669,29 @@ class MemoryHost:
                                "disaggregation_bootstrap_port": self.bootstrap_of(service)})
         if path == "/v1/models":
             return _json(200, {"object": "list", "data": [{"id": DEFAULT_MODEL, "object": "model"}]})
+        if method == "POST" and path == "/generate":
+            return self._pd_generate(service, orjson.loads(body or b"{}"))
         return 404, b'{"detail":"Not Found"}'
+
+    def _pd_generate(self, service: MemoryService, request: dict) -> tuple[int, bytes]:
+        """SGLang's PD request: the prefill answers once its KV has gone, the decode with the tokens; a decode of a
+        broken pair logs SGLang's transfer error and answers 500."""
+        prompt = len(str(request.get("text", "")).split())
+        room = request.get("bootstrap_room")
+        if service.cfg.role == "decode":
+            prefill = next((name for name, other in self.fleet.services.items() if other.cfg.role == "prefill"
+                            and (other.cfg.bootstrap_port or 8998) == request.get("bootstrap_port")), None)
+            if prefill is not None and (prefill, service.cfg.name) in self.fleet.broken_pairs:
+                self._log(service, f"Decode transfer failed for request rank=0 decode_req.req.rid='memory' "
+                                   f"decode_req.req.bootstrap_room={room} with exception KVTransferError("
+                                   f"bootstrap_room={room}): Failed to get kvcache from prefill instance, it might "
+                                   f"be dead", " TP0")
+                return _json(500, {"object": "error", "message": "KV transfer failed for request memory",
+                                   "type": "InternalServerError", "param": None, "code": 500})
+        tokens = 4 if service.cfg.role == "decode" else 1
+        return _json(200, {"text": " OK" if tokens > 1 else "",
+                           "meta_info": {"finish_reason": {"type": "length", "length": tokens},
+                                         "prompt_tokens": prompt, "completion_tokens": tokens}})
 
     def _workers(self, router: MemoryService) -> list[tuple[str, MemoryService]]:
         """The router's backends as it lists them: (URL, service)."""
@@ -686,7 +709,8 @@ class MemoryHost:
         if path in ("/readiness", "/health"):
             return _json(200 if ready else 503, {"status": "ready" if ready else "not ready"})
         if path == "/workers":
-            return _json(200, {"workers": [{"url": url, "worker_type": b.cfg.role, "is_healthy": router.healthy and b.healthy}
+            return _json(200, {"workers": [{"url": url, "worker_type": b.cfg.role, "is_healthy": router.healthy and b.healthy,
+                                            **({"bootstrap_port": self.bootstrap_of(b)} if b.cfg.role == "prefill" else {})}
                                            for url, b in workers], "total": len(workers)})
         if path == "/v1/models":
             return _json(200, {"object": "list", "data": [{"id": DEFAULT_MODEL, "object": "model"}]})
@@ -695,5 +719,6 @@ class MemoryHost:
                 return _json(503, {"error": "no healthy workers"})
             return _json(200, {"id": "chatcmpl-memory", "object": "chat.completion", "model": DEFAULT_MODEL,
                                "choices": [{"index": 0, "message": {"role": "assistant", "content": "OK"},
-                                            "finish_reason": "length"}]})
+                                            "finish_reason": "length"}],
+                               "usage": {"prompt_tokens": 9, "completion_tokens": 4, "total_tokens": 13}})
         return 404, b'{"detail":"Not Found"}'

@@ -37,6 +37,7 @@ from pdtui.engine.events import (
     LogLines,
     LogRecord,
     Notice,
+    PairMatrix,
     PhaseStarted,
     PlanReady,
     ProbeResult,
@@ -115,6 +116,7 @@ class PdtuiApp(App[int]):
         Binding("r", "retry", "retry"),
         Binding("R", "restart", "restart", show=False),   # in the help and the palette: the footer keeps q
         Binding("x", "stop", "stop", show=False),
+        Binding("p", "pairs", "prove pairs", show=False),
         Binding("a", "all_logs", "all logs"),
         Binding("s", "save", "save"),
         Binding("q", "quit", "quit"),
@@ -317,6 +319,13 @@ class PdtuiApp(App[int]):
         panel = self.panels.get(event.service)
         if panel is not None:
             panel.view.apply_canary(event)
+            panel.redraw(self.elapsed.now())
+
+    @apply.register
+    def _on_pairs(self, event: PairMatrix) -> None:
+        panel = self.panels.get(event.service)
+        if panel is not None:
+            panel.view.pairs = event
             panel.redraw(self.elapsed.now())
 
     @apply.register
@@ -561,6 +570,15 @@ class PdtuiApp(App[int]):
             self.notify(f"retrying {panel.service}", markup=False)
         else:
             self.notify(f"{panel.service} cannot be retried now", severity="warning", markup=False)
+
+    def action_pairs(self) -> None:
+        """Prove every prefill × decode pair behind the serving routers again (one request each)."""
+        if self._refused("proving the pairs"):
+            return
+        if self.source.prove_pairs():
+            self.notify("proving every prefill × decode pair")
+        else:
+            self.notify("no router serves: no pairs to prove", severity="warning")
 
     def action_restart(self) -> None:
         if not self._refused("restart"):

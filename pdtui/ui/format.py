@@ -79,18 +79,22 @@ def gpu_gauges(gpus: list[GpuInfo], width: int) -> str:
     return " ".join(gpu_gauge(gpu, 0) for gpu in gpus)
 
 
+# Checks whose passing words are worth their room (characters): what the smoke proved, where the KV went, the pairs.
+TOLD_CHECKS = {"smoke": 48, "kv": 60, "pairs": 40}
+
+
 def check_summary(checks: list[ProbeResult]) -> str:
     """The latest result of every readiness check, in the order they first ran, on one line.
 
-    A passing check shows its latency; the smoke request shows its answer; a
-    check that does not hold yet shows why.
+    A passing check shows its latency, or (:data:`TOLD_CHECKS`) what it proved;
+    a check that does not hold yet shows why.
     """
     parts = []
     for check in checks:
         if not check.ok:
             parts.append(f"○ {check.check}: {inert(check.detail, 120)}")
-        elif check.check == "smoke":
-            parts.append(f"✓ smoke: {inert(check.detail, 80)}")
+        elif check.check in TOLD_CHECKS:
+            parts.append(f"✓ {check.check}: {inert(check.detail, TOLD_CHECKS[check.check])}")
         else:
             latency = f" {check.latency * 1000:.0f} ms" if check.latency is not None else ""
             parts.append(f"✓ {check.check}{latency}")

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pdtui.config.fields import format_elapsed
 from pdtui.engine.events import (
     CanaryResult,
+    PairMatrix,
     PhaseStarted,
     ProbeResult,
     ServiceInfo,
@@ -86,6 +87,7 @@ class ServiceView:
     phases: list[tuple[str, float | None]] = field(default_factory=list)   # start-up phases begun: (name, journal time)
     phase_since: float | None = None    # elapsed when the phase under way began
     canary: CanaryResult | None = None   # a ready router's latest canary
+    pairs: PairMatrix | None = None      # a router's prefill × decode pairs as last proven
     figures: ServingFigures | None = None   # a serving server's latest figures
     history: deque[float] = field(default_factory=lambda: deque(maxlen=THROUGHPUT_SAMPLES))   # its throughput
     degraded_at: float | None = None     # elapsed when it last turned degraded
@@ -107,6 +109,7 @@ class ServiceView:
             self.since = self.until = self.time_to_ready = None
             self.pinned = inert(event.reason) if event.reason else None   # "waiting for decode" (a restart)
             self.checks.clear()
+            self.pairs = None
             self.phases.clear()
             self.phase_since = None
         elif new is ServiceState.STARTING:

@@ -11,6 +11,7 @@ from textual.widgets import Sparkline, Static
 
 from pdtui.engine.events import GpuInfo, JobStatus, LogRecord, ServiceInfo
 from pdtui.engine.states import ServiceState
+from pdtui.faces.pair_matrix import matrix_lines
 from pdtui.faces.timeline import phase_bar
 from pdtui.ui.format import canary_summary, check_summary, figures_summary, gpu_gauges, placement, service_title
 from pdtui.ui.logview import LogView
@@ -110,6 +111,7 @@ class ServicePanel(Vertical):
         self._badge = Static(classes="badge")
         self._phases = Static(classes="phases")
         self._checks = Static(classes="checks")
+        self._pairs = Static(classes="pairs")
         self.figures = FiguresRow()
         self._pinned = Static(classes="pinned")
         self.status = LogStatus(classes="log-status")
@@ -127,6 +129,7 @@ class ServicePanel(Vertical):
         yield self.placement
         yield self._phases
         yield self._checks
+        yield self._pairs
         yield self.figures
         yield self._pinned
         yield self.status
@@ -150,6 +153,8 @@ class ServicePanel(Vertical):
             parts.append(canary_summary(view.canary, now))
         checks = " · ".join(parts) or None
         self._show(self._checks, Text(checks, no_wrap=True, overflow="ellipsis") if checks else None)
+        matrix = "\n".join(matrix_lines(view.pairs.pairs, reasons=False)) if view.pairs and view.pairs.pairs else None
+        self._show(self._pairs, Text(matrix, no_wrap=True, overflow="ellipsis") if matrix else None)
         if view.pinned is None:
             self._show(self._pinned, None)
         else:

@@ -22,6 +22,7 @@ HELP_KEYS: tuple[tuple[str, str], ...] = (
     ("r", "retry the focused service when it failed or timed out"),
     ("R", "restart the focused service (asks first; shows the command)"),
     ("x", "stop the focused service (asks first; shows the command)"),
+    ("p", "prove every prefill × decode pair again, bypassing the router"),
     ("↑ ↓ pgup pgdn home end", "scroll the focused log"),
     ("ctrl+p", "command palette"),
     ("q", "quit (services keep running: only a confirmed stop stops one)"),

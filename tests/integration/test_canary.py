@@ -62,7 +62,7 @@ async def test_a_failing_canary_degrades_the_router_and_a_passing_one_restores_i
     assert degraded.reason.startswith("canary failed: HTTP 5"), degraded.reason
     restored = [e for e in rec.events if getattr(e, "service", None) == "router"
                 and getattr(e, "new", None) is not None and e.new.value == "ready"][-1]
-    assert restored.reason.startswith("canary passes again: 4 tokens (")
+    assert restored.reason.startswith("canary passes again: 4 tokens in ")
     assert restored.time_to_ready is None, "a recovery is not a new time to ready"
     results = canaries(rec)
     assert not all(c.ok for c in results) and results[-1].ok
@@ -73,7 +73,7 @@ async def test_a_failing_canary_degrades_the_router_and_a_passing_one_restores_i
 async def test_canaries_keep_passing_on_a_healthy_deployment(sandbox):
     deployment = flaky_pd(sandbox, "sim", fail_after=3600, fail_for=1)
     rec = await watch_until(deployment, lambda r: len(canaries(r)) >= 3)
-    assert all(c.ok and c.detail.startswith("4 tokens (") for c in canaries(rec))
+    assert all(c.ok and c.detail.startswith("4 tokens in ") for c in canaries(rec))
     assert "degraded" not in rec.states("router")
 
 

@@ -3,6 +3,8 @@ sglang-router, each skipped when not installed) and, for what needs a router fla
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from pdtui.engine.checks import LOOPBACK
@@ -67,18 +69,19 @@ async def test_smoke_answer_through_the_pd_path(sandbox, real_router):
     assert done.ok, done
     smoke = probes(rec, "smoke")[-1]
     assert smoke.ok and smoke.latency is not None
-    assert smoke.detail.startswith("4 tokens ('The quick brown fox' in content, finish length) for a 1,034-token "
-                                   "prompt in ")
-    assert smoke.detail.endswith("; KV path proven by tokens only (no server exports SGLang's KV transfer series)")
+    assert re.fullmatch(r"4 tokens in \d+ ms for a 1,034-token prompt \(finish length, 'The quick brown fox' in "
+                        r"content\)", smoke.detail), smoke.detail
+    kv = probes(rec, "kv")[-1]
+    assert kv.ok and kv.detail == "KV path proven by tokens only (no server exports SGLang's KV transfer series)"
     assert probes(rec, "workers")[-1].detail == "2 of 2 backends healthy"
 
 
 async def test_the_smoke_sees_kv_move_in_the_prefills_series(sandbox, real_router):
     done, rec, _ = await bring_up(pd(sandbox, real_router, metrics=True))
     assert done.ok, done
-    smoke = probes(rec, "smoke")[-1]
+    kv = probes(rec, "kv")[-1]
     # the sim's prefill: 1,034 prompt tokens of 0.0686 MB each, as its only transfer
-    assert smoke.ok and smoke.detail.endswith("; KV moved prefill→decode, 71 MB from prefill"), smoke.detail
+    assert kv.ok and kv.detail == "KV moved prefill→decode, 71 MB from prefill", kv.detail
 
 
 @pytest.mark.parametrize("generation", ["older", "current"], ids=["content-null", "content-empty"])
@@ -86,7 +89,7 @@ async def test_a_reasoning_only_answer_passes_the_smoke(sandbox, real_router, ge
     done, rec, _ = await bring_up(pd(sandbox, real_router, decode_fail="reasoning-only", generation=generation))
     assert done.ok, done
     smoke = probes(rec, "smoke")[-1]
-    assert smoke.detail.startswith("4 tokens ('The quick brown fox' in reasoning_content, finish length)")
+    assert smoke.detail.endswith("(finish length, 'The quick brown fox' in reasoning_content)"), smoke.detail
 
 
 async def test_an_http_200_without_tokens_fails_the_smoke_quoting_it(sandbox, real_router):

@@ -12,7 +12,15 @@ import pytest
 from textual.command import CommandList, CommandPalette
 from textual.pilot import Pilot
 from textual.widgets import Input
-from ui_fakes import FakeSource, decode_failed_script, hostile_script, ready_script, settle, starting_script
+from ui_fakes import (
+    FakeSource,
+    broken_pair_script,
+    decode_failed_script,
+    hostile_script,
+    ready_script,
+    settle,
+    starting_script,
+)
 
 from pdtui.ui.app import PdtuiApp
 
@@ -22,6 +30,7 @@ SCRIPTS: dict[str, Callable[[], list]] = {
     "all_ready": ready_script,
     "decode_failed": decode_failed_script,
     "hostile_lines": hostile_script,
+    "broken_pair": broken_pair_script,
 }
 
 

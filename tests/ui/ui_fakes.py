@@ -17,6 +17,8 @@ from pdtui.engine.events import (
     LineKind,
     LogLines,
     LogRecord,
+    PairMatrix,
+    PairResult,
     PlanReady,
     ProbeResult,
     ServiceInfo,
@@ -74,6 +76,10 @@ class FakeSource:
 
     def show_figures(self, services) -> None:
         self.shown.append(sorted(services))
+
+    def prove_pairs(self) -> bool:
+        self.actions.append(("pairs", ""))
+        return True
 
     async def close(self) -> None:
         self.closed = True
@@ -208,6 +214,48 @@ def decode_failed_script() -> list[Event]:
         Done(False, 1, {}, {"decode": "CUDA out of memory", "router": "decode failed"},
              ("sglang-dsv4-prefill", "sglang-dsv4-decode"), 38.0, waiting=("prefill",)),
     ]
+
+
+def _pd(name: str, role: str, gpus: tuple[int, ...], numa: int, port: int) -> ServiceInfo:
+    return ServiceInfo(name, role, f"sglang-{name}", "gpu0", gpus, numa, port, (), 360.0)
+
+
+def broken_pair_script() -> list[Event]:
+    """2P2D: every server ready, the router's smoke passes, one pair never moves KV: the bring-up fails naming it."""
+    backends = (_pd("prefill-0", "prefill", (0, 1), 0, 30000), _pd("prefill-1", "prefill", (2, 3), 0, 30010),
+                _pd("decode-0", "decode", (4, 5), 1, 30002), _pd("decode-1", "decode", (6, 7), 1, 30012))
+    router = ServiceInfo("router", "router", "sglang-router", "gpu0", (), None, 30001,
+                         tuple(b.name for b in backends), 120.0)
+    why = ("KV transfer failed: decode-1: Decode transfer failed for request rank=0 decode_req.req.rid='9f2c' "
+           "decode_req.req.bootstrap_room=4242 with exception KVTransferError(bootstrap_room=4242): Failed to get "
+           "kvcache from prefill instance, it might be dead")
+    pairs = tuple(PairResult(p, d, (p, d) != ("prefill-0", "decode-1"),
+                             why if (p, d) == ("prefill-0", "decode-1") else "4 tokens (finish length, no text)", 0.2)
+                  for p in ("prefill-0", "prefill-1") for d in ("decode-0", "decode-1"))
+    events: list[Event] = [PlanReady("dsv4-2p2d", (*backends, router), tuple(Step)),
+                           StepChanged(Step.PREFLIGHT, StepStatus.DONE, elapsed=1.0)]
+    for backend in backends:
+        events += [StateChanged(backend.name, S.PENDING, S.STARTING, elapsed=1.0),
+                   StateChanged(backend.name, S.STARTING, S.WAITING, elapsed=2.0),
+                   StateChanged(backend.name, S.WAITING, S.READY, "ready", None, 40.0, 39.0)]
+    reason = f"pairs: decode-1 ✗ prefill-0: {why}"
+    return [*events,
+            StepChanged(Step.START_BACKENDS, StepStatus.DONE, elapsed=2.0),
+            StepChanged(Step.WAIT_READY, StepStatus.DONE, elapsed=40.0),
+            StateChanged("router", S.PENDING, S.STARTING, elapsed=40.0),
+            StateChanged("router", S.STARTING, S.WAITING, elapsed=41.0),
+            StepChanged(Step.START_ROUTER, StepStatus.DONE, elapsed=41.0),
+            ProbeResult("router", "workers", True, "4 of 4 backends healthy", 0.001, 42.0),
+            ProbeResult("router", "smoke", True, "4 tokens in 241 ms for a 1,034-token prompt (finish length, "
+                                                 "'The quick brown fox' in content)", 0.241, 42.0),
+            ProbeResult("router", "kv", True, "KV moved prefill→decode, 71 MB from prefill-1", None, 42.3),
+            ProbeResult("router", "pairs", False, f"decode-1 ✗ prefill-0: {why}", None, 43.0),
+            PairMatrix("router", pairs, 43.0),
+            StateChanged("router", S.WAITING, S.FAILED, reason, None, 44.0),
+            StepChanged(Step.PROBE_ROUTER, StepStatus.FAILED, elapsed=44.0),
+            StepChanged(Step.DONE, StepStatus.FAILED, elapsed=44.0),
+            Done(False, 1, {b.name: 39.0 for b in backends}, {"router": reason},
+                 tuple(f"sglang-{b.name}" for b in (*backends, router)), 44.0)]
 
 
 def hostile_script() -> list[Event]:

@@ -25,18 +25,18 @@ def chat(message: dict, finish: str | None = "length", tokens: int | None = 4) -
 def test_a_reasoning_only_answer_is_a_generation(content):
     verdict = judge(answered(chat({"role": "assistant", "content": content, "reasoning_content": "Okay, the"})))
     assert verdict.ok
-    assert verdict.detail == "4 tokens ('Okay, the' in reasoning_content, finish length)"
+    assert verdict.detail == "4 tokens (finish length, 'Okay, the' in reasoning_content)"
     assert verdict.prompt_tokens == 1034
 
 
 def test_an_answer_in_content_names_it():
     verdict = judge(answered(chat({"role": "assistant", "content": "OK"}, finish="stop", tokens=1)))
-    assert verdict.ok and verdict.detail == "1 token ('OK' in content, finish stop)"
+    assert verdict.ok and verdict.detail == "1 token (finish stop, 'OK' in content)"
 
 
 def test_tokens_without_any_text_still_prove_the_path():
     verdict = judge(answered(chat({"role": "assistant", "content": "", "reasoning_content": None})))
-    assert verdict.ok and verdict.detail == "4 tokens (no text (content empty), finish length)"
+    assert verdict.ok and verdict.detail == "4 tokens (finish length, no text)"
 
 
 def test_an_http_200_with_no_tokens_is_refused_quoting_the_answer():
@@ -76,13 +76,13 @@ def test_completions_and_native_generate_answers_are_read_too():
                   "usage": {"prompt_tokens": 3, "completion_tokens": 4}}
     native = [{"text": " OK", "meta_info": {"finish_reason": {"type": "length", "length": 4}, "prompt_tokens": 3,
                                             "completion_tokens": 4}}]
-    assert judge(answered(completion)).detail == "4 tokens ('OK' in text, finish length)"
-    assert judge(answered(native)).detail == "4 tokens ('OK' in text, finish length)"
+    assert judge(answered(completion)).detail == "4 tokens (finish length, 'OK' in text)"
+    assert judge(answered(native)).detail == "4 tokens (finish length, 'OK' in text)"
 
 
 def test_an_answer_without_usage_is_judged_by_its_text_and_says_so():
     verdict = judge(answered(chat({"role": "assistant", "content": "OK"}, tokens=None)))
-    assert verdict.ok and verdict.detail == "'OK' in content (finish length; no usage: tokens not counted)"
+    assert verdict.ok and verdict.detail == "tokens not counted (no usage) (finish length, 'OK' in content)"
     empty = judge(answered(chat({"role": "assistant", "content": None}, tokens=None)))
     assert not empty.ok and empty.detail.startswith("HTTP 200, no tokens counted and no text: ")
 

@@ -46,6 +46,12 @@ class Verdict:
     ok: bool
     detail: str                 # what the answer proved, or why it proves nothing (the answer quoted)
     prompt_tokens: int | None = None
+    counted: str = ""           # a proof's tokens ("4 tokens"), and what else it showed (finish, where the text is)
+    shown: str = ""
+
+
+def _proof(counted: str, shown: str, prompt: int | None) -> Verdict:
+    return Verdict(True, f"{counted} ({shown})", prompt, counted, shown)
 
 
 def judge(result: HttpResult) -> Verdict:
@@ -66,12 +72,12 @@ def judge(result: HttpResult) -> Verdict:
         if not text:
             return Verdict(False, f"HTTP {result.status}, no tokens counted and no text: {_quote(payload, choice)}",
                            prompt)
-        return Verdict(True, f"{text[:40]!r} in {where} (finish {finish}; no usage: tokens not counted)", prompt)
+        return _proof("tokens not counted (no usage)", f"finish {finish}, {text[:40]!r} in {where}", prompt)
     if tokens <= 0:
         return Verdict(False, f"HTTP {result.status} with 0 tokens (finish {finish}): {_quote(payload, choice)}",
                        prompt)
-    said = f"{text[:40]!r} in {where}" if text else f"no text ({where} empty)"
-    return Verdict(True, f"{_count(tokens)} ({said}, finish {finish})", prompt)
+    said = f"{text[:40]!r} in {where}" if text else "no text"
+    return _proof(_count(tokens), f"finish {finish}, {said}", prompt)
 
 
 def _quote(payload: Any, choice: dict, limit: int = QUOTE_LIMIT) -> str:

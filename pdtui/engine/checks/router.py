@@ -19,15 +19,16 @@ from dataclasses import replace
 from pdtui.engine.checks.base import Check
 from pdtui.engine.checks.generation import CANARY_PROMPT, SMOKE_PROMPT, Verdict, judge, request_body
 from pdtui.engine.checks.kv_transfer import KvMeter, KvReading, kv_seen
+from pdtui.engine.checks.pairs import PairProbe, TransferError
 from pdtui.engine.checks.tcp import tcp_check
-from pdtui.engine.checks.workers import WORKERS_NEED_KEY, Backend, check_workers
+from pdtui.engine.checks.workers import WORKERS_NEED_KEY, Backend, check_workers, listed_workers
 from pdtui.engine.http import HttpProber, HttpResult
 from pdtui.hosts.base import LOOPBACK_ADDRESS, Host
 
 GENERATION_TIMEOUT = 30.0
 KV_REREAD = 0.1        # seconds between two readings of the KV series after the smoke
+KV = "kv"              # the check that the smoke's KV moved, by the servers' own series
 
-TransferError = Callable[[float, bool], Awaitable["str | None"]]   # (since, wait) -> a backend's quoted line
 
 
 class RouterProbe:
@@ -37,11 +38,13 @@ class RouterProbe:
     a moment (of ``clock``): such a line during the smoke request fails that
     step, quoted, whatever the router answered. ``kv_meter`` reads the
     backends' KV transfer series, before and after the smoke request.
+    ``pairs``, when given, proves each prefill × decode pair after the smoke.
     """
 
     def __init__(self, prober: HttpProber, port: int, backends: Sequence[Backend], *, smoke: bool = True,
                  transfer_error: TransferError | None = None, kv_meter: KvMeter | None = None,
-                 settle: float = 1.0, clock: Callable[[], float] = time.monotonic, address: str = LOOPBACK_ADDRESS) -> None:
+                 pairs: PairProbe | None = None, settle: float = 1.0, clock: Callable[[], float] = time.monotonic,
+                 address: str = LOOPBACK_ADDRESS) -> None:
         self.prober = prober
         self.port = port
         self.address = address      # where the router listens, as its host sees it (a job: its node's address)
@@ -50,8 +53,10 @@ class RouterProbe:
         self.smoke_failures = 0
         self.transfer_error = transfer_error
         self.kv_meter = kv_meter
+        self.pairs = pairs
         self.settle = settle
         self.clock = clock
+        self.listed: list[dict] = []        # the workers the router listed at its last look
         self._model: str | None = None
         self._transfer_quote: str | None = None
 
@@ -62,8 +67,16 @@ class RouterProbe:
             yield check
             if not check.ok:
                 return
-        if self.smoke and self._model:
-            yield await self._smoke(self._model)
+        if not (self.smoke and self._model):
+            return
+        before = await self.kv_meter() if self.kv_meter else None
+        smoke = await self._generated(self._generate(self._model, "smoke", SMOKE_PROMPT))
+        yield smoke
+        if smoke.ok and before is not None:
+            smoke = await self._generated(self._kv_moved(before))
+            yield smoke
+        if smoke.ok and self.pairs is not None:
+            yield await self.pairs.step(self.listed)
 
     async def _tcp(self, host: Host) -> Check:
         return await tcp_check(host, self.port, self.address)
@@ -86,7 +99,8 @@ class RouterProbe:
             return Check("workers", False, WORKERS_NEED_KEY, result.latency, final=True)
         if not result.ok:
             return Check("workers", False, result.describe(), result.latency)
-        check = check_workers(result.json(), self.backends)
+        self.listed = listed_workers(result.json())
+        check = check_workers(self.listed, self.backends)
         return Check(check.name, check.ok, check.detail, result.latency)
 
     async def _models(self) -> Check:
@@ -98,18 +112,15 @@ class RouterProbe:
             return Check("models", False, result.describe() if not result.ok else "no model listed", result.latency)
         return Check("models", True, self._model, result.latency)
 
-    async def _smoke(self, model: str) -> Check:
-        before = await self.kv_meter() if self.kv_meter else None
-        check = await self._generate(model, "smoke", SMOKE_PROMPT)
-        if check.ok and before is not None:
-            check = await self._kv_confirmed(check, before)
+    async def _generated(self, step: Awaitable[Check]) -> Check:
+        """A generation step's check; failing three times over is not a warm-up hiccup."""
+        check = await step
         if check.ok:
             return check
         self.smoke_failures += 1
-        # A generation that fails three times over is not a warm-up hiccup.
         return replace(check, final=self.smoke_failures >= 3)
 
-    async def _kv_confirmed(self, check: Check, before: KvReading) -> Check:
+    async def _kv_moved(self, before: KvReading) -> Check:
         """The smoke's tokens came: what the backends' KV transfer series say of it (a prefill observes a
         transfer as it completes, which may be a moment after the answer: read again for up to ``settle``)."""
         assert self.kv_meter is not None
@@ -117,11 +128,20 @@ class RouterProbe:
         while True:
             seen = kv_seen(before, await self.kv_meter())
             if seen.failed:
-                return Check(check.name, False, f"{seen.words} during the smoke request ({check.detail})",
-                             check.latency)
+                return Check(KV, False, f"{seen.words} during the smoke request")
             if seen.moved or self.clock() >= deadline:
-                return Check(check.name, True, f"{check.detail}; {seen.words}", check.latency)
+                return Check(KV, True, seen.words)
             await asyncio.sleep(KV_REREAD)
+
+    async def prove_pairs(self) -> Check | None:
+        """Every pair proven again, on demand (None: this router has no pairs to prove)."""
+        if self.pairs is None:
+            return None
+        if not self.listed:
+            workers = await self._workers()
+            if not workers.ok:
+                return Check("pairs", False, f"{workers.name}: {workers.detail}", workers.latency)
+        return await self.pairs.prove_all(self.listed)
 
     async def canary(self) -> Check:
         """After ready: a tiny generation, judged on its own (a failure is never final)."""
@@ -139,7 +159,8 @@ class RouterProbe:
         result = await self.prober.request("POST", self.port, "/v1/chat/completions", body=request_body(model, prompt),
                                            timeout=GENERATION_TIMEOUT, address=self.address)
         verdict = judge(result)
-        quoted = await self.transfer_error(started, not verdict.ok) if self.transfer_error else None
+        backends = [b.service for b in self.backends]
+        quoted = await self.transfer_error(backends, started, not verdict.ok) if self.transfer_error else None
         if quoted:
             self._transfer_quote = quoted
             return Check(name, False, f"KV transfer error during the request: {quoted}", result.latency)
@@ -152,5 +173,6 @@ class RouterProbe:
 
 
 def _proven(verdict: Verdict, result: HttpResult) -> str:
+    """What a generation proved, its figures first (a narrow check line keeps those)."""
     prompt = f" for a {verdict.prompt_tokens:,}-token prompt" if verdict.prompt_tokens else ""
-    return f"{verdict.detail}{prompt} in {result.latency * 1000:.0f} ms"
+    return f"{verdict.counted} in {result.latency * 1000:.0f} ms{prompt} ({verdict.shown})"

@@ -37,7 +37,7 @@ def worker_matches(url: str, backend: Backend) -> bool:
     return port == backend.port and (parts.hostname or "") in backend.addresses
 
 
-def _workers(payload: object) -> list[dict]:
+def listed_workers(payload: object) -> list[dict]:
     """The worker objects of a ``/workers`` answer, tolerant of its shape across versions."""
     if isinstance(payload, dict):
         payload = payload.get("workers", payload.get("data", []))
@@ -53,7 +53,7 @@ def _healthy(worker: dict) -> bool:
 
 def check_workers(payload: object, backends: Sequence[Backend]) -> Check:
     """Every configured backend listed by the router and healthy; name the ones that are not."""
-    workers = _workers(payload)
+    workers = listed_workers(payload)
     missing, unhealthy = [], []
     for backend in backends:
         found = [w for w in workers if worker_matches(str(w.get("url", "")), backend)]

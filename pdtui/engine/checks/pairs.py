@@ -1,0 +1,168 @@
+"""Every prefill × decode pair proven directly, bypassing the router: SGLang's PD request to both sides.
+
+The router may send the smoke request through one healthy pair while another
+can never transfer (a decode that cannot reach one prefill's bootstrap
+server, a prefill with stale transfer state). So after the router is proven,
+each pair gets one request of its own (servers/sglang/pd_request.py), the
+smoke's prompt so that real KV pages move, judged by the decode's tokens
+(generation.py); a prefill that answers an error fails its pairs too.
+Bounded: pairs run side by side up to :data:`AT_ONCE`, each within
+:data:`PAIR_TIMEOUT`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Collection, Sequence
+from dataclasses import dataclass, replace
+from typing import Protocol
+from urllib.parse import urlsplit
+
+from pdtui.config import DEFAULT_BOOTSTRAP_PORT
+from pdtui.engine.checks.base import Check, Probed
+from pdtui.engine.checks.generation import MAX_TOKENS, SMOKE_PROMPT, judge
+from pdtui.engine.checks.workers import Backend, worker_matches
+from pdtui.engine.events import PairResult
+from pdtui.engine.http import HttpResult
+from pdtui.servers.sglang.pd_request import GENERATE, new_room, pd_generate
+
+AT_ONCE = 8              # pairs proven side by side
+PAIR_TIMEOUT = 30.0      # seconds for one pair's request (a transfer that never completes waits much longer)
+NAME = "pairs"
+
+class TransferError(Protocol):
+    """A KV transfer error one of ``services`` logged since a moment of the run's clock (one that names
+    ``needle``), quoted; ``wait``: give the line the settle time to come through the journal."""
+
+    def __call__(self, services: Collection[str], since: float, wait: bool, needle: str = "") -> Awaitable[str | None]:
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class PairEnds:
+    """One pair as its request reaches it: both servers, and where the decode finds the prefill's bootstrap
+    server (as the router names it)."""
+
+    prefill: Probed
+    decode: Probed
+    bootstrap_host: str
+    bootstrap_port: int
+
+
+async def prove_pairs(pairs: Sequence[PairEnds], *, clock: Callable[[], float],
+                      transfer_error: TransferError | None = None) -> tuple[PairResult, ...]:
+    """One PD request per pair, up to :data:`AT_ONCE` at a time; the results in the pairs' order."""
+    turns = asyncio.Semaphore(AT_ONCE)
+
+    async def one(pair: PairEnds) -> PairResult:
+        async with turns:
+            return await prove_pair(pair, clock=clock, transfer_error=transfer_error)
+
+    return tuple(await asyncio.gather(*(one(pair) for pair in pairs)))
+
+
+async def prove_pair(pair: PairEnds, *, clock: Callable[[], float],
+                     transfer_error: TransferError | None = None) -> PairResult:
+    prefill, decode = pair.prefill, pair.decode
+    room = new_room()
+    body = pd_generate(SMOKE_PROMPT, bootstrap_host=pair.bootstrap_host, bootstrap_port=pair.bootstrap_port,
+                       room=room, max_new_tokens=MAX_TOKENS)
+    started = clock()
+    prefilled, decoded = await asyncio.gather(_send(prefill, body), _send(decode, body))
+    verdict = judge(decoded)
+    names = (prefill.cfg.name, decode.cfg.name)
+    failed = not (verdict.ok and prefilled.ok)
+    # pairs run side by side: only a line that names this request's room is this pair's
+    quoted = await transfer_error(names, started, failed, f"bootstrap_room={room}") if transfer_error else None
+
+    def result(ok: bool, detail: str) -> PairResult:
+        return PairResult(prefill.cfg.name, decode.cfg.name, ok, detail, decoded.latency)
+
+    if quoted:
+        return result(False, f"KV transfer failed: {quoted}")
+    if not verdict.ok:
+        return result(False, verdict.detail)
+    if not prefilled.ok:
+        return result(False, f"{prefill.cfg.name} answered {prefilled.describe()}")
+    return result(True, verdict.detail)
+
+
+async def _send(end: Probed, body: dict) -> HttpResult:
+    assert end.cfg.port is not None
+    return await end.prober.request("POST", end.cfg.port, GENERATE, body=body, timeout=PAIR_TIMEOUT,
+                                    address=end.address)
+
+
+def pairs_check(results: Sequence[PairResult]) -> Check:
+    """The pairs as one check: every pair, or the ones that failed, named ``decode ✗ prefill: why``."""
+    failed = [r for r in results if not r.ok]
+    if not failed:
+        return Check(NAME, True, f"{len(results)} of {len(results)} pairs proven by their tokens",
+                     max((r.latency for r in results if r.latency is not None), default=None))
+    return Check(NAME, False, "; ".join(f"{r.decode} ✗ {r.prefill}: {r.detail}" for r in failed))
+
+
+class PairProbe:
+    """A router's pairs: which prefills and decodes it pairs, each pair's latest result.
+
+    During a bring-up each round proves the pairs not yet proven; three rounds
+    that leave one unproven are final (a pair that cannot transfer is not
+    warming up). On demand (:meth:`prove_all`) every pair is proven again.
+    """
+
+    def __init__(self, prefills: Sequence[tuple[Probed, Backend]], decodes: Sequence[Probed], *,
+                 clock: Callable[[], float], transfer_error: TransferError | None = None) -> None:
+        self.prefills = list(prefills)
+        self.decodes = list(decodes)
+        self.clock = clock
+        self.transfer_error = transfer_error
+        self.results: dict[tuple[str, str], PairResult] = {}
+        self.failed_rounds = 0
+
+    @property
+    def count(self) -> int:
+        return len(self.prefills) * len(self.decodes)
+
+    @property
+    def matrix(self) -> tuple[PairResult, ...]:
+        """The latest result of every pair proven so far, prefill by prefill."""
+        return tuple(self.results[key] for key in self._keys() if key in self.results)
+
+    async def step(self, workers: Sequence[dict]) -> Check:
+        """A bring-up's round: the pairs not proven yet, against the router's ``/workers`` list."""
+        todo = [key for key in self._keys() if not (key in self.results and self.results[key].ok)]
+        await self._prove(todo, workers)
+        check = pairs_check(self.matrix)
+        if check.ok:
+            return check
+        self.failed_rounds += 1
+        return replace(check, final=self.failed_rounds >= 3)
+
+    async def prove_all(self, workers: Sequence[dict]) -> Check:
+        """Every pair proven again (``status --pairs``, the TUI's key)."""
+        await self._prove(list(self._keys()), workers)
+        return pairs_check(self.matrix)
+
+    def _keys(self) -> list[tuple[str, str]]:
+        return [(p.cfg.name, d.cfg.name) for p, _ in self.prefills for d in self.decodes]
+
+    async def _prove(self, keys: Sequence[tuple[str, str]], workers: Sequence[dict]) -> None:
+        prefills = {p.cfg.name: (p, _bootstrap(p, backend, workers)) for p, backend in self.prefills}
+        decodes = {d.cfg.name: d for d in self.decodes}
+        ends = [PairEnds(prefills[p][0], decodes[d], *prefills[p][1]) for p, d in keys]
+        for result in await prove_pairs(ends, clock=self.clock, transfer_error=self.transfer_error):
+            self.results[(result.prefill, result.decode)] = result
+
+
+def _bootstrap(prefill: Probed, backend: Backend, workers: Sequence[dict]) -> tuple[str, int]:
+    """Where a decode finds this prefill's bootstrap server: the host of its URL and the bootstrap port as the
+    router lists them (what the router itself sends), else its own address and the port its checks learned."""
+    port = prefill.learned.bootstrap_port or prefill.cfg.bootstrap_port or DEFAULT_BOOTSTRAP_PORT
+    for worker in workers:
+        url = str(worker.get("url", ""))
+        if worker_matches(url, backend):
+            listed = worker.get("bootstrap_port")
+            if isinstance(listed, int) and not isinstance(listed, bool) and 0 < listed < 65536:
+                port = listed
+            return urlsplit(url).hostname or prefill.address, port
+    return prefill.address, port

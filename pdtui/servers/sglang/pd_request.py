@@ -1,0 +1,28 @@
+"""SGLang's PD request: one generation sent to a prefill and a decode at once, paired by its bootstrap fields.
+
+The router pairs a prefill with a decode by sending both the same request
+with ``bootstrap_host`` and ``bootstrap_port`` (where the decode finds the
+prefill's bootstrap server) and a ``bootstrap_room`` (the id both sides give
+the transfer). The decode answers with the generation; the prefill answers
+once its KV has gone. Sent by pdtui to one prefill and one decode directly,
+it proves that pair, whatever the router would choose.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+GENERATE = "/generate"
+
+
+def new_room() -> int:
+    """A transfer's id, as the router draws one (a random non-negative 63-bit integer)."""
+    return random.getrandbits(63)
+
+
+def pd_generate(prompt: str, *, bootstrap_host: str, bootstrap_port: int, room: int,
+                max_new_tokens: int) -> dict[str, Any]:
+    """The native ``/generate`` body both sides of a pair get, greedy."""
+    return {"text": prompt, "sampling_params": {"max_new_tokens": max_new_tokens, "temperature": 0},
+            "bootstrap_host": bootstrap_host, "bootstrap_port": bootstrap_port, "bootstrap_room": room}
