@@ -190,6 +190,8 @@ class Figures:
     requests_ps: float | None = None       # a router: requests routed per second
     latency_p50: float | None = None       # a router: seconds a routed request took, over the last interval
     open_circuits: int | None = None       # a router: workers its circuit breaker holds out
+    kv_gbps: float | None = None           # a prefill: KV sent to decodes, GB/s over the last interval
+    kv_failed: int | None = None           # KV transfers failed since it started (where its /metrics counts them)
 
 
 @dataclass(frozen=True, slots=True)

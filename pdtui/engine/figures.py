@@ -16,10 +16,17 @@ from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING
 
 from pdtui.config import Deployment
-from pdtui.engine.events import Event, ServingFigures
+from pdtui.engine.events import Event, Figures, Notice, ServingFigures
 from pdtui.engine.states import SERVING_STATES
 from pdtui.servers.sglang.launch import prometheus_ports
-from pdtui.servers.sglang.metrics import METRICS_FLAG, MetricsSample, figures_between, parse_metrics, router_figures_between
+from pdtui.servers.sglang.metrics import (
+    METRICS_FLAG,
+    TRANSFER_FAILED,
+    MetricsSample,
+    figures_between,
+    parse_metrics,
+    router_figures_between,
+)
 
 if TYPE_CHECKING:
     from pdtui.engine.service_run import ServiceRun
@@ -74,6 +81,7 @@ class FiguresWatch:
                                else figures_between(last, sample, run.cfg.role))
                     self._last[key] = sample
                     self._emit(ServingFigures(run.name, "metrics", figures, elapsed=self._elapsed()))
+                    self._tell_failed_transfers(run.name, last, figures)
                     return
             elif result.status == 404:
                 self._without_metrics.add(key)
@@ -83,8 +91,23 @@ class FiguresWatch:
         if batch is not None:
             self._emit(ServingFigures(run.name, "log", batch, WITHOUT_METRICS_HINT, self._elapsed()))
 
+    def _tell_failed_transfers(self, service: str, last: MetricsSample | None, figures: Figures) -> None:
+        before = int(last.values.get(TRANSFER_FAILED, 0)) if last is not None else 0
+        words = failed_transfers(service, before, figures.kv_failed)
+        if words is not None:
+            self._emit(Notice("warning", words, service, self._elapsed()))
+
     async def close(self) -> None:
         self._shown = frozenset()
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
+
+
+def failed_transfers(service: str, before: int, now: int | None) -> str | None:
+    """A rising failed-transfer counter as a warning, told when it passes the 1st, 10th, 100th... failure since
+    the server started (its own log's line on each one is told as it comes); None when there is nothing to tell."""
+    if now is None or now <= before or not any(before < 10 ** power <= now for power in range(len(str(now)))):
+        return None
+    return (f"{service}: KV transfers failing: {now} since it started ({TRANSFER_FAILED}_total), {now - before} "
+            f"since the last sample")

@@ -137,6 +137,11 @@ def figures_summary(event: ServingFigures) -> str:
         parts.append(f"KV {figures.token_usage * 100:.0f}%")
     if figures.ttft_p50 is not None:
         parts.append(f"TTFT p50 {_seconds(figures.ttft_p50)}")
+    if figures.kv_gbps is not None:
+        parts.append(f"KV {figures.kv_gbps:.2g} GB/s" if figures.kv_gbps < 10 else f"KV {figures.kv_gbps:.0f} GB/s")
+    if figures.kv_failed is not None:
+        parts.append(f"{figures.kv_failed} failed" if figures.kv_gbps is not None
+                     else f"{figures.kv_failed} KV transfers failed")
     if event.hint:
         parts.append(event.hint)     # read from its batch lines: what would give the rest
     return " · ".join(parts)

@@ -56,6 +56,9 @@ async def test_a_server_with_metrics_gives_its_figures_from_them_under_the_demos
     async with brought_up(reference(sandbox)) as (rec, orchestrator):
         orchestrator.show_figures(["decode", "prefill"])
         await until(lambda: len(figures(rec, "decode")) >= 3 and len(figures(rec, "prefill")) >= 3)
+        await until(lambda: any(f.figures.kv_gbps for f in figures(rec, "prefill")))
+    sent = next(f.figures for f in figures(rec, "prefill") if f.figures.kv_gbps)
+    assert sent.kv_failed == 0, "the prefill's KV transfers under load, none failed"
     decode = figures(rec, "decode")[-1]
     assert decode.source == "metrics" and decode.hint == ""
     assert decode.figures.generation_tps is not None and decode.figures.token_usage is not None

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from pdtui.engine.events import Figures
+from pdtui.engine.figures import failed_transfers
 from pdtui.servers.sglang.metrics import (
     batch_figures,
     figures_between,
@@ -146,3 +147,37 @@ def test_any_text_gives_figures_or_one_of_the_errors_the_watch_expects(text: str
         return
     figures = figures_between(parse_metrics("", at=0.0), sample)
     assert figures.running is None and figures.queued is None, "a value that is not a number is not shown"
+
+
+def kv_text(mb_per_rank: float, failed: int | None, ranks: int = 2) -> str:
+    """A prefill's KV transfer series as SGLang 0.5 exports them: one set per TP rank."""
+    registry = CollectorRegistry()
+    size = Histogram("sglang:kv_transfer_total_mb", "size", ["tp_rank"], registry=registry, buckets=(10, 100))
+    for rank in range(ranks):
+        size.labels(str(rank)).observe(mb_per_rank)
+    if failed is not None:
+        Counter("sglang:num_transfer_failed_reqs", "failed", ["tp_rank"], registry=registry).labels("0").inc(failed)
+    return generate_latest(registry).decode()
+
+
+def test_a_prefills_kv_rate_is_every_ranks_share_over_the_interval_and_its_failures_counted() -> None:
+    first = parse_metrics(kv_text(0.0, None), at=10.0)
+    later = parse_metrics(kv_text(512.0, 2), at=12.0)    # two ranks sent 512 MB each in two seconds
+    figures = figures_between(first, later, "prefill")
+    assert figures.kv_gbps == pytest.approx(0.5) and figures.kv_failed == 2
+
+
+def test_a_server_without_the_kv_series_shows_no_kv_figures() -> None:
+    server = Server()
+    figures = figures_between(parse_metrics(server.text(), 1.0), parse_metrics(server.text(), 2.0), "prefill")
+    assert figures.kv_gbps is None and figures.kv_failed is None
+
+
+@pytest.mark.parametrize(("before", "now", "told"), [(0, 1, True), (1, 5, False), (5, 12, True), (12, 12, False),
+                                                     (0, None, False), (99, 100, True), (100, 250, False)])
+def test_failed_transfers_are_told_at_the_first_tenth_and_hundredth(before: int, now: int | None, told: bool) -> None:
+    words = failed_transfers("decode-1", before, now)
+    assert (words is not None) == told
+    if told:
+        assert words == (f"decode-1: KV transfers failing: {now} since it started "
+                         f"(sglang:num_transfer_failed_reqs_total), {now - before} since the last sample")

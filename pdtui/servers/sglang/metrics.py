@@ -32,6 +32,8 @@ KV_TRANSFER_LATENCY = "sglang:kv_transfer_latency_ms"
 KV_TRANSFER_MB = "sglang:kv_transfer_total_mb"
 TRANSFER_FAILED = "sglang:num_transfer_failed_reqs"     # counters, named without their _total
 BOOTSTRAP_FAILED = "sglang:num_bootstrap_failed_reqs"
+EVERY_RANK = (KV_TRANSFER_MB, TRANSFER_FAILED)
+KV_MB_SUM = f"{KV_TRANSFER_MB}_sum"
 METRICS_FLAG = "--enable-metrics"
 # The routers' own (smg and sglang-router 0.3 export the same smg_* names).
 ROUTED = "smg_router_requests"
@@ -54,10 +56,20 @@ class MetricsSample:
 
 
 def parse_metrics(text: str, at: float) -> MetricsSample:
-    """The figures pdtui reads from a server's Prometheus text (ValueError when it is not that)."""
+    """The figures pdtui reads from a server's Prometheus text (ValueError when it is not that).
+
+    Each rank of a TP group reports the same scheduler, so rank 0's series stand for it; the KV transfer series
+    are each rank's own share, so those are summed over every rank (a histogram's ``_sum`` kept as a value).
+    """
     values: dict[str, float] = {}
     buckets: dict[str, dict[float, float]] = {}
     for family in text_string_to_metric_families(text):
+        if family.name in EVERY_RANK:
+            for sample in family.samples:
+                if sample.name.endswith(("_sum", "_total")) and math.isfinite(sample.value):
+                    key = f"{family.name}_sum" if sample.name.endswith("_sum") else family.name
+                    values[key] = values.get(key, 0.0) + sample.value
+            continue
         for sample in _first_rank(family.samples):
             if not math.isfinite(sample.value):
                 continue        # NaN and infinities say nothing a panel can show
@@ -94,8 +106,12 @@ def figures_between(previous: MetricsSample | None, current: MetricsSample, role
     load = Figures(running=int(running) if running is not None else None,
                    queued=int(queued) if queued is not None else None, token_usage=values.get(TOKEN_USAGE),
                    ttft_p50=_recent_quantile(0.5, previous, current, TTFT))
+    failed = values.get(TRANSFER_FAILED)
+    if failed is not None or KV_MB_SUM in values:
+        load = replace(load, kv_failed=int(failed or 0))
     if role == "prefill":
-        return replace(load, prompt_tps=rate(PROMPT_TOKENS))
+        sent = rate(KV_MB_SUM)
+        return replace(load, prompt_tps=rate(PROMPT_TOKENS), kv_gbps=sent / 1024 if sent is not None else None)
     return replace(load, generation_tps=generation if generation is not None else rate(GENERATION_TOKENS))
 
 
