@@ -4,4 +4,5 @@
 - ``signatures``: what each of their log lines means, per generation (docs/signatures.md is made from it)
 - ``phases``: the server's start-up phases, recognized from its own lines
 - ``metrics``: live figures from ``/metrics`` (Prometheus text) or, without it, the batch lines
+- ``pd_request``: the request a prefill and a decode are paired by (a pair proven directly)
 """
