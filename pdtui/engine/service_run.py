@@ -25,7 +25,7 @@ from pdtui.config import Deployment, ServiceConfig
 from pdtui.config.fields import format_duration, format_elapsed
 from pdtui.engine.checks import Check, Learned, backend_checks
 from pdtui.engine.checks.http_status import http_check
-from pdtui.engine.checks.kv_transfer import KvReading, KvTotals, kv_totals
+from pdtui.engine.checks.kv_transfer import KvReading, KvTotals
 from pdtui.engine.checks.pairs import NAME as PAIRS
 from pdtui.engine.checks.pairs import PairProbe
 from pdtui.engine.checks.router import RouterProbe
@@ -54,8 +54,7 @@ from pdtui.engine.states import ALLOWED, JUDGED_STATES, SERVING_STATES, ServiceS
 from pdtui.engine.timing import Timing
 from pdtui.engine.tracebacks import HEADER, TracebackWatch, ranks_of, without_stamp
 from pdtui.hosts.base import LOOPBACK_ADDRESS, Host
-from pdtui.servers.sglang.metrics import batch_figures
-from pdtui.servers.sglang.phases import LABELS, PhaseTracker, slow_from
+from pdtui.servers import PhaseTracking, serving_for
 
 S = ServiceState
 
@@ -83,6 +82,7 @@ KV_READ_TIMEOUT = 5.0   # seconds for one read of a backend's /metrics around th
 class Attempt:
     """What one start of the unit has shown so far: everything judged belongs to its invocation."""
 
+    phases: PhaseTracking                         # the invocation's start-up phases so far, by its serving engine
     number: int = 0
     started_at: float | None = None
     attached: bool = False                        # found running: not started by this attempt
@@ -107,7 +107,6 @@ class Attempt:
     learned: Learned = field(default_factory=Learned)   # what its checks learned once (the bootstrap port)
     unhealthy_since: float | None = None          # after ready: when health began failing, and how often since
     unhealthy_count: int = 0
-    phases: PhaseTracker = field(default_factory=PhaseTracker)   # the invocation's start-up phases so far
     phase_at: float | None = None                 # when the current phase began (the run's clock)
     last_line_at: float | None = None             # when the invocation's latest line came
     stall_told: bool = False                      # its silence in a phase known to hang was warned about
@@ -156,7 +155,8 @@ class ServiceRun:
         self.judge = judge
         self.state = S.PENDING
         self.reason = ""
-        self.attempt = Attempt()
+        self.serving = serving_for(cfg)             # the software its servers run (SGLang)
+        self.attempt = Attempt(self.serving.phase_tracker())
         self.started_by_us = False
         self.main_pid = 0                           # its main process, where its target knows it (0: unknown)
         self.judged = False                         # attached and judged once (status: a verdict exists)
@@ -167,7 +167,7 @@ class ServiceRun:
         self.bringup: Bringup | None = None
         self._session: Session | None = None
         self.address = LOOPBACK_ADDRESS             # where its ports are reached from its session's host
-        self._checks = backend_checks(cfg)
+        self._checks = backend_checks(cfg, self.serving.backend_checks())
 
     @property
     def name(self) -> str:
@@ -191,6 +191,12 @@ class ServiceRun:
     def session(self) -> Session:
         assert self._session is not None, f"{self.name}: not wired to a bring-up"
         return self._session
+
+    def fresh_attempt(self, *, collecting: bool = False) -> Attempt:
+        """The next start's Attempt, begun now: numbered after the last one, its phases read by its serving engine
+        (``collecting``: its lines held until its start is known)."""
+        return Attempt(self.serving.phase_tracker(), self.attempt.number + 1, started_at=self.w.clock(),
+                       collecting=collecting)
 
     def placed(self) -> tuple[str | None, str | None]:
         """Its job's id and node, for the state it tells (a unit has neither)."""
@@ -297,7 +303,7 @@ class ServiceRun:
             if not attempt.phases.over and self.cfg.role in PHASED_ROLES:
                 self._note_phase(message, entry.realtime)
             elif self.state in SERVING_STATES and "batch. #" in message:
-                attempt.batch = batch_figures(message) or attempt.batch
+                attempt.batch = self.serving.batch_figures(message) or attempt.batch
             if kind is LineKind.READY:
                 attempt.log_ok = True
                 self.wake.set()
@@ -347,7 +353,8 @@ class ServiceRun:
         elif phase in HANG_PRONE:
             where = f"in {HANG_PRONE[phase]}"
         else:
-            where = f"in its start-up ({LABELS[phase]})" if phase is not None else "early in its start-up"
+            where = (f"in its start-up ({self.serving.phase_labels[phase]})" if phase is not None
+                     else "early in its start-up")
         self.notice("warning", f"{self.name}: {signature.reason} {where}: {message}")
 
     def _note_transfer_error(self, message: str) -> None:
@@ -555,7 +562,8 @@ class ServiceRun:
         wanted = self.w.pairs
         if wanted is False or not prefills or not decodes or (wanted is None and len(prefills) * len(decodes) < 2):
             return None
-        return PairProbe(prefills, decodes, clock=self.w.clock, transfer_error=self._transfer_error_since)
+        return PairProbe(prefills, decodes, self.serving.pair_request, clock=self.w.clock,
+                         transfer_error=self._transfer_error_since)
 
     async def prove_pairs(self) -> None:
         """Prove every pair behind this router again, now (a router without pairs to prove says so)."""
@@ -618,7 +626,7 @@ class ServiceRun:
         if not result.ok:
             return self.name, None
         try:
-            return self.name, kv_totals(result.body.decode(errors="replace"))
+            return self.name, self.serving.kv_totals(result.body.decode(errors="replace"))
         except (ValueError, KeyError, IndexError, TypeError):   # not Prometheus text
             return self.name, None
 
@@ -670,7 +678,7 @@ class ServiceRun:
         if phase is None or phase == "ready" or began is None or phase in attempt.slow_told:
             return None
         last = self.w.baseline.get(self.name, {}).get(phase)
-        return (phase, last, began + slow_from(last)) if last else None
+        return (phase, last, began + self.serving.slow_from(last)) if last else None
 
     def _slow_due(self) -> float:
         """When the phase under way becomes slow against its last successful run (inf when it cannot)."""
@@ -687,7 +695,8 @@ class ServiceRun:
         phase, last, _ = known
         seconds = now - (self.attempt.phase_at or now)
         self.attempt.slow_told.add(phase)
-        self.notice("warning", f"{self.name}: {LABELS.get(phase, phase)} running for {format_duration(round(seconds))}, "
+        label = self.serving.phase_labels.get(phase, phase)
+        self.notice("warning", f"{self.name}: {label} running for {format_duration(round(seconds))}, "
                                f"{seconds / last:.1f}× the last successful run's {format_duration(round(last))}: "
                                "it may be stuck")
 

@@ -1,9 +1,73 @@
-"""The serving engines pdtui brings up: one package each (SGLang today).
+"""The serving engines pdtui brings up, one package each (SGLang today), behind :class:`ServingEngine`.
 
 A serving engine's package holds what is its own: how its servers and router
 are launched (``launch``), what their log lines mean (``signatures``, read by
 the engine's judge through the types of engine/signatures.py), their start-up
-phases and their live figures. The checks that speak SGLang's HTTP (the
-prefill's bootstrap server, a generation judged by its tokens, the KV transfer
-series) are in engine/checks/, one module each, reading SGLang's names from here.
+phases, their live figures, its own readiness checks (SGLang's prefill
+bootstrap server) and the request a prefill and a decode are paired by. The
+engine's service runs reach it only through :func:`serving_for`: a second
+engine (vLLM's PD) is one package more and an entry in :data:`ENGINES`.
+The generic checks that read a serving engine's answers (a generation by
+its tokens, the KV transfer series, the pairs) are in engine/checks/.
 """
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from pdtui.config import ServiceConfig
+    from pdtui.engine.checks.base import ReadinessCheck
+    from pdtui.engine.checks.kv_transfer import KvTotals
+    from pdtui.engine.events import Figures
+    from pdtui.engine.signatures import Signature
+
+
+class PhaseTracking(Protocol):
+    """One invocation's start-up phases so far, told by its own lines."""
+
+    @property
+    def current(self) -> str | None: ...
+
+    @property
+    def over(self) -> bool:
+        """The ready line came: no later line begins a phase."""
+
+    def feed(self, message: str) -> str | None:
+        """The phase ``message`` begins (only ever a later one than the current), else None."""
+
+
+class ServingEngine(Protocol):
+    """What a service's run needs of the software its servers run."""
+
+    name: str
+    phase_labels: Mapping[str, str]          # each start-up phase's words
+
+    def signatures_for(self, role: str, extra: Sequence[str] = ()) -> tuple[Signature, ...]:
+        """What a role's log lines mean, with the user's own ``fail:`` patterns."""
+
+    def phase_tracker(self) -> PhaseTracking:
+        """A fresh invocation's phases."""
+
+    def slow_from(self, last: float) -> float:
+        """How long a phase runs before it is told as slow, given its length in the last successful run."""
+
+    def batch_figures(self, message: str) -> Figures | None:
+        """A serving line's figures (a scheduler's batch line), None for other lines."""
+
+    def backend_checks(self) -> tuple[ReadinessCheck, ...]:
+        """Its own readiness checks of a backend, after the generic ones (TCP, HTTP)."""
+
+    def kv_totals(self, text: str) -> KvTotals:
+        """A server's KV transfer series in its ``/metrics`` text, summed over its ranks (ValueError: not metrics)."""
+
+    def pair_request(self, prompt: str, *, bootstrap_host: str, bootstrap_port: int,
+                     max_new_tokens: int) -> tuple[str, dict[str, Any]]:
+        """The path and body that pair one prefill with one decode when sent to both (a fresh transfer id)."""
+
+
+def serving_for(cfg: ServiceConfig) -> ServingEngine:
+    """The serving engine a service runs: SGLang, the one pdtui knows (a config key will choose between two)."""
+    from pdtui.servers.sglang import SGLANG
+    return SGLANG

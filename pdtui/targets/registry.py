@@ -13,7 +13,7 @@ from pdtui.engine.readiness import LineJudge
 from pdtui.engine.service_run import ServiceRun
 from pdtui.engine.session import Session
 from pdtui.hosts.base import Host
-from pdtui.servers.sglang.signatures import signatures_for
+from pdtui.servers import serving_for
 from pdtui.targets.slurm.cluster_session import ClusterSession
 from pdtui.targets.slurm.job_run import JobRun
 from pdtui.targets.systemd.host_session import HostSession
@@ -23,8 +23,8 @@ HostFactory = Callable[..., Host]
 
 
 def new_run(cfg: ServiceConfig) -> ServiceRun:
-    """A service's run on its target, judging its lines with its role's signatures."""
-    judge = LineJudge(cfg.ready.log, signatures_for(cfg.role, cfg.fail))
+    """A service's run on its target, judging its lines with its serving engine's signatures for its role."""
+    judge = LineJudge(cfg.ready.log, serving_for(cfg).signatures_for(cfg.role, cfg.fail))
     return JobRun(cfg, judge) if cfg.is_job else UnitRun(cfg, judge)
 
 

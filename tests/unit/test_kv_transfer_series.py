@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from pdtui.engine.checks.kv_transfer import KvTotals, kv_seen, kv_totals
+from pdtui.engine.checks.kv_transfer import KvTotals, kv_seen
+from pdtui.servers.sglang.metrics import kv_totals
 
 LABELS = 'model_name="m",engine_type="prefill",tp_rank="{rank}",pp_rank="0",moe_ep_rank="0"'
 

@@ -85,3 +85,14 @@ def test_each_target_builds_on_the_engine_and_never_on_another_target():
                                                          if any(m.startswith(o) for o in others))
                      for p in package.rglob("*.py")}
         assert {k: v for k, v in offenders.items() if v} == {}
+
+
+def test_a_service_run_reaches_its_serving_engine_only_through_the_servers_interface():
+    """SGLang is one package behind pdtui.servers.ServingEngine: a second serving engine is a package, not edits to
+    the runs, the orchestrator, the targets or the checks."""
+    through_interface = [PACKAGE / "engine" / "service_run.py", PACKAGE / "engine" / "orchestrator.py",
+                         *(PACKAGE / "engine" / "checks").glob("*.py"), *(PACKAGE / "targets").rglob("*_run.py"),
+                         PACKAGE / "targets" / "registry.py"]
+    offenders = {str(p.relative_to(PACKAGE)): sorted(m for m in imported_modules(p) if m.startswith("pdtui.servers."))
+                 for p in through_interface}
+    assert {k: v for k, v in offenders.items() if v} == {}

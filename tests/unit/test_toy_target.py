@@ -23,7 +23,7 @@ from pdtui.engine.log_entry import LogEntry
 from pdtui.engine.orchestrator import Orchestrator
 from pdtui.engine.preflight import Reacher
 from pdtui.engine.readiness import LineJudge
-from pdtui.engine.service_run import Attempt, ServiceRun
+from pdtui.engine.service_run import ServiceRun
 from pdtui.engine.session import Session
 from pdtui.engine.states import ServiceState as S
 from pdtui.hosts.base import LOOPBACK_ADDRESS
@@ -111,7 +111,7 @@ class ToyRun(ServiceRun):
         return ServiceInfo(cfg.name, cfg.role, cfg.name, cfg.host, (), None, cfg.port, tuple(cfg.after), cfg.timeout)
 
     async def bring_up(self, action: Action = Action.START) -> bool:
-        self.attempt = Attempt(self.attempt.number + 1, started_at=self.w.clock())
+        self.attempt = self.fresh_attempt()
         self.attempt.invocation = f"{self.name}-{self.attempt.number}"
         self.transition(S.STARTING, "toy start")
         self.started_by_us = True

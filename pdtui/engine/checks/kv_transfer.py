@@ -1,4 +1,4 @@
-"""The KV path seen in the servers' own figures: SGLang's transfer series read before and after a generation.
+"""The KV path seen in the servers' own figures: their transfer series read before and after a generation.
 
 A prefill that moved a request's KV to its decode observes the transfer in
 ``sglang:kv_transfer_latency_ms`` and ``sglang:kv_transfer_total_mb``
@@ -8,17 +8,14 @@ A prefill that moved a request's KV to its decode observes the transfer in
 ``sglang:num_bootstrap_failed_reqs_total``. Other requests may be running
 (the demo's load): a rise proves the path moved KV, never how much one
 request moved, so the words say what rose and by how much, over all ranks.
+Reading the series from a server's text is its serving engine's
+(servers/sglang/metrics.py ``kv_totals``).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-
-from prometheus_client.parser import text_string_to_metric_families
-
-from pdtui.servers.sglang.metrics import BOOTSTRAP_FAILED, KV_TRANSFER_LATENCY, KV_TRANSFER_MB, TRANSFER_FAILED
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,25 +32,6 @@ class KvTotals:
 # Each backend's totals by service; None: no /metrics.
 KvReading = Mapping[str, "KvTotals | None"]
 KvMeter = Callable[[], Awaitable[KvReading]]
-
-_WANTED = {f"{KV_TRANSFER_LATENCY}_count": "transfers", f"{KV_TRANSFER_MB}_sum": "megabytes",
-           f"{TRANSFER_FAILED}_total": "failed", f"{BOOTSTRAP_FAILED}_total": "bootstrap_failed"}
-
-
-def kv_totals(text: str) -> KvTotals:
-    """The KV transfer totals in a server's Prometheus text, zero where a series is absent (ValueError when the
-    text is not Prometheus')."""
-    sums: dict[str, float] = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            field = _WANTED.get(sample.name)
-            if field is not None and math.isfinite(sample.value):
-                sums[field] = sums.get(field, 0.0) + sample.value
-    if not sums:
-        return KvTotals(exported=False)
-    return KvTotals(sums.get("transfers", 0.0), sums.get("megabytes", 0.0), sums.get("failed", 0.0),
-                    sums.get("bootstrap_failed", 0.0))
-
 
 @dataclass(frozen=True, slots=True)
 class KvSeen:

@@ -3,7 +3,7 @@
 The router may send the smoke request through one healthy pair while another
 can never transfer (a decode that cannot reach one prefill's bootstrap
 server, a prefill with stale transfer state). So after the router is proven,
-each pair gets one request of its own (servers/sglang/pd_request.py), the
+each pair gets one request of its own (its serving engine's: SGLang's in servers/sglang/pd_request.py), the
 smoke's prompt so that real KV pages move, judged by the decode's tokens
 (generation.py); a prefill that answers an error fails its pairs too.
 Bounded: pairs run side by side up to :data:`AT_ONCE`, each within
@@ -24,11 +24,17 @@ from pdtui.engine.checks.generation import MAX_TOKENS, SMOKE_PROMPT, judge
 from pdtui.engine.checks.workers import Backend, worker_matches
 from pdtui.engine.events import PairResult
 from pdtui.engine.http import HttpResult
-from pdtui.servers.sglang.pd_request import GENERATE, new_room, pd_generate
 
 AT_ONCE = 8              # pairs proven side by side
 PAIR_TIMEOUT = 30.0      # seconds for one pair's request (a transfer that never completes waits much longer)
 NAME = "pairs"
+
+class PairRequest(Protocol):
+    """The serving engine's request that pairs a prefill and a decode: its path and body (a fresh transfer id)."""
+
+    def __call__(self, prompt: str, *, bootstrap_host: str, bootstrap_port: int,
+                 max_new_tokens: int) -> tuple[str, dict]: ...
+
 
 class TransferError(Protocol):
     """A KV transfer error one of ``services`` logged since a moment of the run's clock (one that names
@@ -49,26 +55,26 @@ class PairEnds:
     bootstrap_port: int
 
 
-async def prove_pairs(pairs: Sequence[PairEnds], *, clock: Callable[[], float],
+async def prove_pairs(pairs: Sequence[PairEnds], request: PairRequest, *, clock: Callable[[], float],
                       transfer_error: TransferError | None = None) -> tuple[PairResult, ...]:
     """One PD request per pair, up to :data:`AT_ONCE` at a time; the results in the pairs' order."""
     turns = asyncio.Semaphore(AT_ONCE)
 
     async def one(pair: PairEnds) -> PairResult:
         async with turns:
-            return await prove_pair(pair, clock=clock, transfer_error=transfer_error)
+            return await prove_pair(pair, request, clock=clock, transfer_error=transfer_error)
 
     return tuple(await asyncio.gather(*(one(pair) for pair in pairs)))
 
 
-async def prove_pair(pair: PairEnds, *, clock: Callable[[], float],
+async def prove_pair(pair: PairEnds, request: PairRequest, *, clock: Callable[[], float],
                      transfer_error: TransferError | None = None) -> PairResult:
     prefill, decode = pair.prefill, pair.decode
-    room = new_room()
-    body = pd_generate(SMOKE_PROMPT, bootstrap_host=pair.bootstrap_host, bootstrap_port=pair.bootstrap_port,
-                       room=room, max_new_tokens=MAX_TOKENS)
+    path, body = request(SMOKE_PROMPT, bootstrap_host=pair.bootstrap_host, bootstrap_port=pair.bootstrap_port,
+                         max_new_tokens=MAX_TOKENS)
+    room = body.get("bootstrap_room")
     started = clock()
-    prefilled, decoded = await asyncio.gather(_send(prefill, body), _send(decode, body))
+    prefilled, decoded = await asyncio.gather(_send(prefill, path, body), _send(decode, path, body))
     verdict = judge(decoded)
     names = (prefill.cfg.name, decode.cfg.name)
     failed = not (verdict.ok and prefilled.ok)
@@ -87,10 +93,9 @@ async def prove_pair(pair: PairEnds, *, clock: Callable[[], float],
     return result(True, verdict.detail)
 
 
-async def _send(end: Probed, body: dict) -> HttpResult:
+async def _send(end: Probed, path: str, body: dict) -> HttpResult:
     assert end.cfg.port is not None
-    return await end.prober.request("POST", end.cfg.port, GENERATE, body=body, timeout=PAIR_TIMEOUT,
-                                    address=end.address)
+    return await end.prober.request("POST", end.cfg.port, path, body=body, timeout=PAIR_TIMEOUT, address=end.address)
 
 
 def pairs_check(results: Sequence[PairResult]) -> Check:
@@ -110,10 +115,11 @@ class PairProbe:
     warming up). On demand (:meth:`prove_all`) every pair is proven again.
     """
 
-    def __init__(self, prefills: Sequence[tuple[Probed, Backend]], decodes: Sequence[Probed], *,
+    def __init__(self, prefills: Sequence[tuple[Probed, Backend]], decodes: Sequence[Probed], request: PairRequest, *,
                  clock: Callable[[], float], transfer_error: TransferError | None = None) -> None:
         self.prefills = list(prefills)
         self.decodes = list(decodes)
+        self.request = request
         self.clock = clock
         self.transfer_error = transfer_error
         self.results: dict[tuple[str, str], PairResult] = {}
@@ -150,7 +156,7 @@ class PairProbe:
         prefills = {p.cfg.name: (p, _bootstrap(p, backend, workers)) for p, backend in self.prefills}
         decodes = {d.cfg.name: d for d in self.decodes}
         ends = [PairEnds(prefills[p][0], decodes[d], *prefills[p][1]) for p, d in keys]
-        for result in await prove_pairs(ends, clock=self.clock, transfer_error=self.transfer_error):
+        for result in await prove_pairs(ends, self.request, clock=self.clock, transfer_error=self.transfer_error):
             self.results[(result.prefill, result.decode)] = result
 
 

@@ -5,4 +5,10 @@
 - ``phases``: the server's start-up phases, recognized from its own lines
 - ``metrics``: live figures from ``/metrics`` (Prometheus text) or, without it, the batch lines
 - ``pd_request``: the request a prefill and a decode are paired by (a pair proven directly)
+- ``bootstrap_check``: its own readiness check, a PD prefill's bootstrap server accepting
+- ``engine``: all of it as the one :class:`~pdtui.servers.ServingEngine` the engine's runs use
 """
+
+from pdtui.servers.sglang.engine import SGLang
+
+SGLANG = SGLang()

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
+from pdtui.engine.checks.kv_transfer import KvTotals
 from pdtui.engine.events import Figures
 
 RUNNING = "sglang:num_running_reqs"
@@ -173,3 +174,22 @@ def batch_figures(message: str) -> Figures | None:
         )
     except ValueError:
         return None
+
+
+_WANTED = {f"{KV_TRANSFER_LATENCY}_count": "transfers", f"{KV_TRANSFER_MB}_sum": "megabytes",
+           f"{TRANSFER_FAILED}_total": "failed", f"{BOOTSTRAP_FAILED}_total": "bootstrap_failed"}
+
+
+def kv_totals(text: str) -> KvTotals:
+    """The KV transfer totals in a server's Prometheus text, zero where a series is absent (ValueError when the
+    text is not Prometheus')."""
+    sums: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            total = _WANTED.get(sample.name)
+            if total is not None and math.isfinite(sample.value):
+                sums[total] = sums.get(total, 0.0) + sample.value
+    if not sums:
+        return KvTotals(exported=False)
+    return KvTotals(sums.get("transfers", 0.0), sums.get("megabytes", 0.0), sums.get("failed", 0.0),
+                    sums.get("bootstrap_failed", 0.0))

@@ -21,8 +21,8 @@ def new_room() -> int:
     return random.getrandbits(63)
 
 
-def pd_generate(prompt: str, *, bootstrap_host: str, bootstrap_port: int, room: int,
-                max_new_tokens: int) -> dict[str, Any]:
-    """The native ``/generate`` body both sides of a pair get, greedy."""
-    return {"text": prompt, "sampling_params": {"max_new_tokens": max_new_tokens, "temperature": 0},
-            "bootstrap_host": bootstrap_host, "bootstrap_port": bootstrap_port, "bootstrap_room": room}
+def pd_generate(prompt: str, *, bootstrap_host: str, bootstrap_port: int,
+                max_new_tokens: int) -> tuple[str, dict[str, Any]]:
+    """The path and the native ``/generate`` body both sides of a pair get (greedy, a fresh room)."""
+    return GENERATE, {"text": prompt, "sampling_params": {"max_new_tokens": max_new_tokens, "temperature": 0},
+                      "bootstrap_host": bootstrap_host, "bootstrap_port": bootstrap_port, "bootstrap_room": new_room()}

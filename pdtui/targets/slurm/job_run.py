@@ -25,7 +25,7 @@ from pdtui.config.fields import format_duration
 from pdtui.engine.events import JobStatus, Notice, ServiceInfo
 from pdtui.engine.intent import Action
 from pdtui.engine.readiness import LineJudge
-from pdtui.engine.service_run import Attempt, ServiceRun
+from pdtui.engine.service_run import ServiceRun
 from pdtui.engine.states import JUDGED_STATES, ServiceState
 from pdtui.gpus.nvidia_smi import gpu_ranges
 from pdtui.hosts.base import LOOPBACK_ADDRESS, HostDisconnected, HostError, HostUnreachable
@@ -178,7 +178,7 @@ class JobRun(ServiceRun):
         """Attach to its job or submit one, wait for its place, then judge it as a unit's run judges its unit."""
         self._stop_following()
         # Lines come once the job runs; those that come before it is seen running are judged then.
-        self.attempt = Attempt(self.attempt.number + 1, started_at=self.w.clock(), collecting=True)
+        self.attempt = self.fresh_attempt(collecting=True)
         self.job, self.node, self.gpus, self.address = None, "", (), LOOPBACK_ADDRESS
         try:
             live = await self._live()

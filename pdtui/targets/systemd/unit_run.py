@@ -21,7 +21,7 @@ from pdtui.engine.events import Notice, ServiceInfo, UnitStatus
 from pdtui.engine.intent import Action
 from pdtui.engine.log_entry import LogEntry
 from pdtui.engine.readiness import LineJudge
-from pdtui.engine.service_run import FRESH_LOOKS, Attempt, ServiceRun, yield_every
+from pdtui.engine.service_run import FRESH_LOOKS, ServiceRun, yield_every
 from pdtui.engine.states import JUDGED_STATES, ServiceState
 from pdtui.gpus.inventory import gpu_holders
 from pdtui.hosts.base import HostDisconnected, HostError, HostUnreachable
@@ -82,7 +82,7 @@ class UnitRun(ServiceRun):
         ``START`` attaches to a unit that is running already, ``RESTART``
         starts it afresh, ``ATTACH`` only judges the invocation that runs.
         """
-        self.attempt = Attempt(self.attempt.number + 1, started_at=self.w.clock())
+        self.attempt = self.fresh_attempt()
         try:
             self.attempt.collecting = True          # lines of the invocation found are held until its history is read
             props = await self._fresh_look()

@@ -1,0 +1,41 @@
+"""SGLang as a :class:`~pdtui.servers.ServingEngine`: its modules behind the one interface the engine uses."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pdtui.engine.checks.base import ReadinessCheck
+from pdtui.engine.checks.kv_transfer import KvTotals
+from pdtui.engine.events import Figures
+from pdtui.engine.signatures import Signature
+from pdtui.servers.sglang import metrics, pd_request, phases, signatures
+from pdtui.servers.sglang.bootstrap_check import BootstrapAccepts
+
+
+class SGLang:
+    name = "sglang"
+    phase_labels: Mapping[str, str] = phases.LABELS
+
+    def signatures_for(self, role: str, extra: Sequence[str] = ()) -> tuple[Signature, ...]:
+        return signatures.signatures_for(role, tuple(extra))
+
+    def phase_tracker(self) -> phases.PhaseTracker:
+        return phases.PhaseTracker()
+
+    def slow_from(self, last: float) -> float:
+        return phases.slow_from(last)
+
+    def batch_figures(self, message: str) -> Figures | None:
+        return metrics.batch_figures(message)
+
+    def backend_checks(self) -> tuple[ReadinessCheck, ...]:
+        return (BootstrapAccepts(),)
+
+    def kv_totals(self, text: str) -> KvTotals:
+        return metrics.kv_totals(text)
+
+    def pair_request(self, prompt: str, *, bootstrap_host: str, bootstrap_port: int,
+                     max_new_tokens: int) -> tuple[str, dict[str, Any]]:
+        return pd_request.pd_generate(prompt, bootstrap_host=bootstrap_host, bootstrap_port=bootstrap_port,
+                                      max_new_tokens=max_new_tokens)
