@@ -52,6 +52,20 @@ def test_demo_oom_exits_1_naming_decode_and_the_oom_line():
     assert "router   starting" not in out
 
 
+def test_demo_whose_router_answers_200_without_tokens_exits_1_quoting_the_answer():
+    result = pdtui("demo", "--headless", "--startup", "0.5", "--no-load", "--fail", "decode:empty-200")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "router: smoke: HTTP 200, finish_reason 'abort' after 0 tokens: {\"choice\":" in result.stdout
+    assert "all ready" not in result.stdout
+
+
+def test_demo_whose_decode_answers_in_reasoning_content_only_is_ready():
+    result = pdtui("demo", "--headless", "--startup", "0.5", "--no-load", "--generation", "older",
+                   "--fail", "decode:reasoning-only")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "in reasoning_content)" in result.stdout and "all ready" in result.stdout
+
+
 @pytest.mark.parametrize("router", [*real_router_params(), "sim"])
 def test_demo_runs_the_router_asked_for_and_says_which_once(tmp_path, router):
     result = pdtui("demo", "--headless", "--startup", "0.5", "--router", router, "--sandbox", str(tmp_path / "sb"))
