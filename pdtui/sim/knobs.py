@@ -1,5 +1,5 @@
-"""The sim worker's knobs, in one light module: ``--help`` of pdtui and of the sim read them without
-importing the worker."""
+"""The sim's knobs (the worker's failure modes, the demo's shapes), in one light module: ``--help`` of pdtui
+and of the sim read them without importing the worker or the demo."""
 
 from __future__ import annotations
 
@@ -29,6 +29,13 @@ FAIL_MODES: dict[str, str] = {
                       "empty: a real generation",
     "empty-200": "generations answer HTTP 200 with no tokens (finish_reason abort, SGLang's graceful abort)",
 }
+
+# What the demo plays across its services rather than in one worker.
+DEMO_FAIL_MODES: dict[str, str] = {
+    "broken-pair": "a decode cannot reach the first prefill's bootstrap server (a firewall between the two): "
+                   "every request routed through that pair fails, the others succeed",
+}
+SHAPES = ("1p1d", "1p2d", "2p2d")   # the demo's prefills and decodes: one and one, one and two, two and two
 
 GENERATIONS = ("older", "2025", "current")
 DEFAULT_GENERATION = "current"
