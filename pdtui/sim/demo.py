@@ -3,22 +3,23 @@
 A sandbox holds the three reference units (prefill GPUs 0-3 NUMA 0, decode
 GPUs 4-7 NUMA 1, router) run by pdtui's systemd stand-in: SGLang-like sim
 workers and a real router, ``smg`` or ``sglang-router``, when one is installed
-(a small simulated router otherwise, or when asked for). ``--shape`` picks more
-backends on the same eight GPUs: one prefill and two decodes (``1p2d``), or two
-of each (``2p2d``), each prefill with a bootstrap port of its own and the
-router in front of them all; a ``broken-pair`` decode cannot reach the first
-prefill's bootstrap server, so only the requests routed through that pair
-fail. The deployment config
+(a small simulated router otherwise, or when asked for). The deployment config
 is generated as YAML with a ``launch:`` block per service and loaded like any
 user's; its units are the ones ``pdtui units`` makes of it. So the demo
 exercises exactly the path ``pdtui units --install`` and ``pdtui up`` take.
+
+``--shape`` puts more backends on the same eight GPUs: one prefill and two
+decodes (``1p2d``), or two of each (``2p2d``), each prefill with a bootstrap
+port of its own, the router in front of them all. A ``broken-pair`` decode
+cannot reach the first prefill's bootstrap server: only the requests routed
+through that pair fail.
 
 The workers serve ``/metrics`` (``--enable-metrics``, as the reference
 deployment's do), and unless asked not to, a light load runs through the router
 from the start (:mod:`pdtui.sim.load`, which waits for the router by itself), so
 there are live serving figures to watch. The sandbox stops it with the units.
 
-``--slurm``: the same three as jobs on a private one-node Slurm cluster of
+``--slurm``: the reference three as jobs on a private one-node Slurm cluster of
 this machine (pdtui/sim/slurm_cluster.py): prefill and decode each get four of its
 eight GPUs from Slurm, the router is submitted once both are ready.
 """
