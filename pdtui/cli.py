@@ -113,10 +113,15 @@ def _parser(*, demo_options: bool = True) -> argparse.ArgumentParser:
 
 def _demo_options(demo: argparse.ArgumentParser) -> None:
     from pdtui.sim.commands import ROUTERS
-    from pdtui.sim.knobs import DEFAULT_GENERATION, FAIL_MODES, GENERATIONS
+    from pdtui.sim.knobs import DEFAULT_GENERATION, DEMO_FAIL_MODES, FAIL_MODES, GENERATIONS, SHAPES
     demo.add_argument("--fail", action="append", default=[], metavar="SERVICE:MODE",
-                      help=f"inject a failure, e.g. decode:oom (modes: {', '.join(FAIL_MODES)}; with --slurm also "
-                           "pending: its job waits in the queue)")
+                      help=f"inject a failure, e.g. decode:oom (modes: {', '.join([*FAIL_MODES, *DEMO_FAIL_MODES])}; "
+                           "broken-pair, a decode's: it cannot reach the first prefill's bootstrap server, so the "
+                           "requests through that pair fail; with --slurm also pending: its job waits in the queue)")
+    demo.add_argument("--shape", choices=SHAPES, default=SHAPES[0],
+                      help="how many prefills and decodes share the eight simulated GPUs: 1p1d (the reference "
+                           "deployment: prefill, decode), 1p2d (prefill, decode-0, decode-1) or 2p2d (prefill-0, "
+                           f"prefill-1, decode-0, decode-1); default {SHAPES[0]}")
     demo.add_argument("--slurm", action="store_true",
                       help="run the three as jobs on a private one-node Slurm cluster of this machine, gone when the "
                            "demo ends (root and Debian's slurmctld, slurmd, slurm-client and munge)")
@@ -386,8 +391,11 @@ def _demo(args: argparse.Namespace) -> int:
     from pdtui.sim import demo
     from pdtui.sim.commands import router_label
     from pdtui.sim.sandbox import Sandbox
+    if args.slurm and args.shape != demo.REFERENCE_SHAPE:
+        return _error(f"demo --slurm runs the {demo.REFERENCE_SHAPE} shape only (one prefill job, one decode job); "
+                      f"--shape {args.shape} runs without --slurm")
     try:
-        failures = dict(demo.parse_failure(f, slurm=args.slurm) for f in args.fail)
+        failures = dict(demo.parse_failure(f, slurm=args.slurm, shape=args.shape) for f in args.fail)
         parse_duration(args.timeout)
         router = _demo_router(args.router)
         reference_ports = demo.reference_ports_wanted(os.environ)
@@ -401,7 +409,7 @@ def _demo(args: argparse.Namespace) -> int:
     if not args.json:
         print(f"pdtui demo: the router is {router_label(router)}", file=sys.stderr)
     options = demo.DemoOptions(failures, args.startup, args.timeout, router=router, generation=args.generation,
-                               reference_ports=reference_ports)
+                               reference_ports=reference_ports, shape=args.shape)
     if args.slurm:
         return _demo_slurm(args, options)
     sandbox = Sandbox.create(args.sandbox)

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from pdtui.sim.bootstrap import BootstrapServer
 from pdtui.sim.ports import free_port
 from pdtui.sim.procs import running_with
 from pdtui.sim.sandbox import Sandbox
@@ -127,6 +128,18 @@ def procs() -> Iterator[Procs]:
         tracker.stop_all()
 
 
+@pytest.fixture
+def bootstrap_server() -> Iterator[int]:
+    """A prefill's bootstrap server (the sim prefill's own) on a free port, stopped at teardown; its port."""
+    port = free_port()
+    server = BootstrapServer("127.0.0.1", port)
+    server.start()
+    try:
+        yield port
+    finally:
+        server.stop()
+
+
 def worker_argv(role: str, port: int, *extra: str, startup: float = 0.5) -> list[str]:
     """A sim worker; a port of its own for a prefill's bootstrap server unless ``extra`` names one."""
     bootstrap = [] if "--bootstrap-port" in extra else ["--bootstrap-port", str(free_port())]
@@ -161,7 +174,8 @@ def _kill_group(proc: subprocess.Popen[str]) -> None:
         pass
 
 
-__all__ = ["Procs", "free_port", "gone", "procs", "fetch", "read_until", "status", "wait_until", "worker_argv"]
+__all__ = ["Procs", "bootstrap_server", "free_port", "gone", "procs", "fetch", "read_until", "status", "wait_until",
+           "worker_argv"]
 
 
 def pdtui_until(args: list[str], marker: str, sig: int = signal.SIGINT, wait: float = 60.0) -> tuple[int, str, str]:

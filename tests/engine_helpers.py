@@ -56,8 +56,11 @@ def real_router(request) -> str:
     return request.param
 
 
-def reference(sandbox, *, failures=None, startup=0.5, timeout="30s", generation=demo.DEFAULT_GENERATION, router=None):
-    options = demo.DemoOptions(failures or {}, startup, timeout, generation=generation, reference_ports=False)
+def reference(sandbox, *, failures=None, startup=0.5, timeout="30s", generation=demo.DEFAULT_GENERATION, router=None,
+              shape=demo.REFERENCE_SHAPE):
+    """The demo's deployment of ``shape`` built in ``sandbox`` (ports the OS picks), its units installed."""
+    options = demo.DemoOptions(failures or {}, startup, timeout, generation=generation, reference_ports=False,
+                               shape=shape)
     return demo.build(sandbox, options if router is None else dataclasses.replace(options, router=router))
 
 

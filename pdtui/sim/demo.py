@@ -8,12 +8,18 @@ is generated as YAML with a ``launch:`` block per service and loaded like any
 user's; its units are the ones ``pdtui units`` makes of it. So the demo
 exercises exactly the path ``pdtui units --install`` and ``pdtui up`` take.
 
+``--shape`` puts more backends on the same eight GPUs: one prefill and two
+decodes (``1p2d``), or two of each (``2p2d``), each prefill with a bootstrap
+port of its own, the router in front of them all. A ``broken-pair`` decode
+cannot reach the first prefill's bootstrap server: only the requests routed
+through that pair fail.
+
 The workers serve ``/metrics`` (``--enable-metrics``, as the reference
 deployment's do), and unless asked not to, a light load runs through the router
 from the start (:mod:`pdtui.sim.load`, which waits for the router by itself), so
 there are live serving figures to watch. The sandbox stops it with the units.
 
-``--slurm``: the same three as jobs on a private one-node Slurm cluster of
+``--slurm``: the reference three as jobs on a private one-node Slurm cluster of
 this machine (pdtui/sim/slurm_cluster.py): prefill and decode each get four of its
 eight GPUs from Slurm, the router is submitted once both are ready.
 """
@@ -31,14 +37,33 @@ import yaml
 from pdtui.commands.units import write_units
 from pdtui.config import Deployment, parse_config
 from pdtui.sim.commands import REAL_ROUTERS, SIM_ROUTER, default_router, sim_python
-from pdtui.sim.knobs import DEFAULT_GENERATION, DEFAULT_MODEL, FAIL_MODES
+from pdtui.sim.knobs import DEFAULT_GENERATION, DEFAULT_MODEL, DEMO_FAIL_MODES, FAIL_MODES
 from pdtui.sim.ports import free_port
 from pdtui.sim.sandbox import Sandbox
 from pdtui.sim.slurm_cluster import PrivateCluster
 from pdtui.sim.systemctl import package_env
 from pdtui.targets.systemd.unit_files import render_units
 
-BACKENDS = ("prefill", "decode")
+
+@dataclass(frozen=True)
+class Backend:
+    """One SGLang server of a shape: its service's name, its role and its place on the stand-in's eight GPUs."""
+
+    name: str
+    role: str
+    gpus: tuple[int, ...]
+    numa: int
+
+
+# Prefills on NUMA node 0's GPUs (0-3), decodes on node 1's (4-7), as the reference deployment places them.
+SHAPE_BACKENDS: dict[str, tuple[Backend, ...]] = {
+    "1p1d": (Backend("prefill", "prefill", (0, 1, 2, 3), 0), Backend("decode", "decode", (4, 5, 6, 7), 1)),
+    "1p2d": (Backend("prefill", "prefill", (0, 1, 2, 3), 0), Backend("decode-0", "decode", (4, 5), 1),
+             Backend("decode-1", "decode", (6, 7), 1)),
+    "2p2d": (Backend("prefill-0", "prefill", (0, 1), 0), Backend("prefill-1", "prefill", (2, 3), 0),
+             Backend("decode-0", "decode", (4, 5), 1), Backend("decode-1", "decode", (6, 7), 1)),
+}
+REFERENCE_SHAPE = "1p1d"      # the reference deployment's: the only shape that takes its ports
 # What --slurm adds to the worker's failure modes: a job Slurm cannot place yet.
 SLURM_FAIL_MODES = {"pending": "its job asks for more GPUs than the cluster has free: it waits in the queue "
                                "(Resources) until its timeout"}
@@ -46,7 +71,8 @@ JOB_GPUS, PENDING_GPUS = 4, 6     # of the cluster's eight: prefill and decode f
 # A real router waits for the requests in flight when stopped, up to 180 s by default, and the demo's load
 # always has some: the demo's stops within a second.
 REAL_ROUTER_ARGS = ["--shutdown-grace-period-secs", "1"]
-REFERENCE_PORTS = {"prefill": 30000, "router": 30001, "decode": 30002, "bootstrap": 8998, "metrics": 29000}
+# By name: a service's HTTP port, a prefill's bootstrap port (NAME/bootstrap), the router's Prometheus port.
+REFERENCE_PORTS = {"prefill": 30000, "router": 30001, "decode": 30002, "prefill/bootstrap": 8998, "metrics": 29000}
 
 
 @dataclass(frozen=True)
@@ -58,16 +84,29 @@ class DemoOptions:
     generation: str = DEFAULT_GENERATION   # which SGLang release's wording the workers speak
     reference_ports: bool = True      # the reference deployment's ports where free; False: ports the OS picks
     canary: str = "10s"               # the router's canary interval: often enough to watch it work
+    shape: str = REFERENCE_SHAPE      # a key of SHAPE_BACKENDS: how many prefills and decodes
+
+    @property
+    def backends(self) -> tuple[Backend, ...]:
+        return SHAPE_BACKENDS[self.shape]
 
 
-def parse_failure(text: str, slurm: bool = False) -> tuple[str, str]:
-    """``SERVICE:MODE`` as given to ``--fail`` (with ``--slurm``, a Slurm mode too); ValueError with a one-line
-    message otherwise."""
+def parse_failure(text: str, slurm: bool = False, shape: str = REFERENCE_SHAPE) -> tuple[str, str]:
+    """``SERVICE:MODE`` as given to ``--fail``, SERVICE a prefill or decode of ``shape`` (with ``--slurm``, a
+    Slurm mode too); ValueError with a one-line message otherwise."""
     service, sep, mode = text.partition(":")
-    modes = {**FAIL_MODES, **(SLURM_FAIL_MODES if slurm else {})}
-    if not sep or service not in BACKENDS or mode not in modes:
-        raise ValueError(f"--fail expects SERVICE:MODE with SERVICE one of {', '.join(BACKENDS)} and MODE one of "
+    backends = {backend.name: backend for backend in SHAPE_BACKENDS[shape]}
+    modes = {**FAIL_MODES, **DEMO_FAIL_MODES, **(SLURM_FAIL_MODES if slurm else {})}
+    if sep and mode in modes and service not in backends:
+        raise ValueError(f"--fail {text}: the {shape} demo has no service {service!r}; its prefills and decodes: "
+                         f"{', '.join(backends)}")
+    if not sep or service not in backends or mode not in modes:
+        raise ValueError(f"--fail expects SERVICE:MODE with SERVICE one of {', '.join(backends)} and MODE one of "
                          f"{', '.join(modes)}, got {text!r}")
+    if mode in DEMO_FAIL_MODES and backends[service].role != "decode":
+        decodes = [name for name, backend in backends.items() if backend.role == "decode"]
+        raise ValueError(f"--fail {text}: {mode} is a decode's (it cannot reach a prefill's bootstrap server); the "
+                         f"{shape} demo's decodes: {', '.join(decodes)}")
     return service, mode
 
 
@@ -93,16 +132,20 @@ def port_is_free(port: int) -> bool:
     return True
 
 
-def _ports(reference: bool) -> dict[str, int]:
-    """The reference ports where they are free, ports the OS picks otherwise (all distinct).
+def ports_for(options: DemoOptions) -> dict[str, int]:
+    """Every port the demo's services take, by name (see :data:`REFERENCE_PORTS`), all distinct: the reference
+    ports where they are free (the reference shape only, unless asked not to), ports the OS picks otherwise.
 
     Tests ask for OS-picked ports only: two runs side by side would both find
     30000 free and race to bind it.
     """
+    backends = options.backends
+    names = [*(b.name for b in backends), "router", *(f"{b.name}/bootstrap" for b in backends if b.role == "prefill"),
+             "metrics"]
+    wanted = REFERENCE_PORTS if options.reference_ports and options.shape == REFERENCE_SHAPE else {}
     ports: dict[str, int] = {}
-    for name, port in REFERENCE_PORTS.items():
-        if not reference:
-            port = free_port()
+    for name in names:
+        port = wanted.get(name) or free_port()
         while port in ports.values() or not port_is_free(port):
             port = free_port()
         ports[name] = port
@@ -112,8 +155,8 @@ def _ports(reference: bool) -> dict[str, int]:
 def build(sandbox: Sandbox, options: DemoOptions) -> Deployment:
     """Write the demo's config with a ``launch:`` per service, install the units ``pdtui units`` makes of
     it in ``sandbox``, and return its deployment (loaded like any user's)."""
-    ports = _ports(options.reference_ports)
-    text = yaml.safe_dump(_config(sandbox, options, ports), sort_keys=False)
+    host = {"local": True, "commands": sandbox.commands, "unit_dir": str(sandbox.root / "units")}
+    text = yaml.safe_dump(config(options, ports_for(options), host), sort_keys=False)
     path = sandbox.root / "demo.yaml"
     path.write_text(text)
     deployment = parse_config(text, str(path))
@@ -123,13 +166,14 @@ def build(sandbox: Sandbox, options: DemoOptions) -> Deployment:
 
 def build_slurm(cluster: PrivateCluster, options: DemoOptions) -> Deployment:
     """Write the demo's config as jobs on ``cluster`` (its ``demo.yaml``) and return its deployment."""
-    services = _services(options, _ports(options.reference_ports))
+    services = _services(options, ports_for(options))
     pythonpath = {"PYTHONPATH": package_env()["PYTHONPATH"]}     # the sim's programs run without site-packages
     for svc in services.values():
         svc["launch"]["env"] = pythonpath
+    backends = {backend.name for backend in options.backends}
 
     def job(name: str) -> dict[str, Any]:
-        if name not in BACKENDS:
+        if name not in backends:
             return {}
         if options.failures.get(name) == "pending":     # it yields to the other (nice): that one gets its GPUs first
             return {"gpus_per_node": PENDING_GPUS, "args": ["--nice=100"]}
@@ -144,40 +188,57 @@ def build_slurm(cluster: PrivateCluster, options: DemoOptions) -> Deployment:
     return parse_config(text, str(path))
 
 
-def _config(sandbox: Sandbox, options: DemoOptions, ports: dict[str, int]) -> dict:
-    services = _services(options, ports)
-    placed: dict[str, dict[str, Any]] = {"prefill": {"unit": "sglang-dsv4-prefill", "gpus": [0, 1, 2, 3], "numa": 0},
-              "decode": {"unit": "sglang-dsv4-decode", "gpus": [4, 5, 6, 7], "numa": 1},
-              "router": {"unit": "sglang-dsv4-router"}}
+def config(options: DemoOptions, ports: dict[str, int], host: dict[str, Any]) -> dict[str, Any]:
+    """The demo's config (as YAML would hold it): every service as a unit on the one host ``host`` describes."""
+    placed: dict[str, dict[str, Any]] = {
+        backend.name: {"unit": f"sglang-dsv4-{backend.name}", "gpus": list(backend.gpus), "numa": backend.numa}
+        for backend in options.backends}
+    placed["router"] = {"unit": "sglang-dsv4-router"}
     return {
         "name": "dsv4-flash-pd (demo)",
-        "hosts": {"gpu0": {"local": True, "commands": sandbox.commands, "unit_dir": str(sandbox.root / "units")}},
-        "services": {name: {"host": "gpu0", **placed[name], **svc} for name, svc in services.items()},
+        "hosts": {"gpu0": host},
+        "services": {name: {"host": "gpu0", **placed[name], **svc} for name, svc in _services(options, ports).items()},
     }
 
 
 def _services(options: DemoOptions, ports: dict[str, int]) -> dict[str, dict]:
-    """The three services with their launch blocks, wherever they run."""
-    def worker(service: str, startup: float) -> dict:
-        args = ["--startup", f"{startup:g}", "--generation", options.generation, "--enable-metrics"]
-        if options.failures.get(service) in FAIL_MODES:
-            args += ["--fail", options.failures[service]]
-        # With site-packages (no -S): its /metrics is prometheus_client's.
-        return {"command": [sys.executable, "-m", "pdtui.sim.worker"], "model": DEFAULT_MODEL, "tp": 4,
-                "host": "127.0.0.1", "args": args}
-
+    """The shape's prefills and decodes and the router in front of them all, with their launch blocks, wherever
+    they run."""
+    services = {backend.name: _backend(options, backend, ports) for backend in options.backends}
     router = (sim_python("pdtui.sim.router") if options.router == SIM_ROUTER
               else [sys.executable, "-m", f"{REAL_ROUTERS[options.router]}.launch_router"])
-    return {
-        "prefill": {"role": "prefill", "port": ports["prefill"], "bootstrap_port": ports["bootstrap"],
-                    "timeout": options.timeout, "launch": worker("prefill", options.startup * 0.8)},
-        "decode": {"role": "decode", "port": ports["decode"], "timeout": options.timeout,
-                   "launch": worker("decode", options.startup)},
-        "router": {"role": "router", "port": ports["router"], "timeout": options.timeout, "canary": options.canary,
-                   "launch": {"command": router, "host": "127.0.0.1", "prometheus_port": ports["metrics"],
-                              **({"package": options.router, "args": REAL_ROUTER_ARGS}
-                                 if options.router in REAL_ROUTERS else {})}},
-    }
+    services["router"] = {
+        "role": "router", "port": ports["router"], "timeout": options.timeout, "canary": options.canary,
+        "after": [backend.name for backend in options.backends],
+        "launch": {"command": router, "host": "127.0.0.1", "prometheus_port": ports["metrics"],
+                   **({"package": options.router, "args": REAL_ROUTER_ARGS} if options.router in REAL_ROUTERS else {})}}
+    return services
+
+
+def _backend(options: DemoOptions, backend: Backend, ports: dict[str, int]) -> dict[str, Any]:
+    """A prefill or decode service: a sim worker with the failure asked for it (a prefill gets ready a bit sooner)."""
+    prefill = backend.role == "prefill"
+    startup = options.startup * 0.8 if prefill else options.startup
+    args = ["--startup", f"{startup:g}", "--generation", options.generation, "--enable-metrics",
+            *_failure_args(options, backend.name, ports)]
+    # With site-packages (no -S): its /metrics is prometheus_client's.
+    launch = {"command": [sys.executable, "-m", "pdtui.sim.worker"], "model": DEFAULT_MODEL, "tp": len(backend.gpus),
+              "host": "127.0.0.1", "args": args}
+    bootstrap = {"bootstrap_port": ports[f"{backend.name}/bootstrap"]} if prefill else {}
+    return {"role": backend.role, "port": ports[backend.name], **bootstrap, "timeout": options.timeout,
+            "launch": launch}
+
+
+def _failure_args(options: DemoOptions, service: str, ports: dict[str, int]) -> list[str]:
+    """The worker flags that play the failure asked for ``service``: a worker's own mode, or a broken pair (the
+    first prefill's bootstrap port unreachable from this decode)."""
+    mode = options.failures.get(service)
+    if mode in FAIL_MODES:
+        return ["--fail", mode]
+    if mode == "broken-pair":
+        first = next(backend.name for backend in options.backends if backend.role == "prefill")
+        return ["--unreachable-bootstrap", str(ports[f"{first}/bootstrap"])]
+    return []
 
 
 def start_load(sandbox: Sandbox, deployment: Deployment) -> None:

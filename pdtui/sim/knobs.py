@@ -1,9 +1,10 @@
-"""The sim worker's knobs, in one light module: ``--help`` of pdtui and of the sim read them without
-importing the worker."""
+"""The sim's knobs (the worker's failure modes, the demo's shapes), in one light module: ``--help`` of pdtui
+and of the sim read them without importing the worker or the demo."""
 
 from __future__ import annotations
 
-# What each --fail mode plays; the last three only look bad: the server goes on serving.
+# What each --fail mode plays; some only look bad while the server goes on serving (a request's traceback,
+# per-request transfer errors).
 FAIL_MODES: dict[str, str] = {
     "oom": "CUDA out of memory while capturing CUDA graphs (the scheduler dies)",
     "nccl": "an NCCL error at start-up (the scheduler dies)",
@@ -22,13 +23,22 @@ FAIL_MODES: dict[str, str] = {
     "bootstrap-port-in-use": "a prefill's bootstrap port is taken: Server error: logged, the server goes on",
     "request-traceback": "one request raises after ready (Exception in ASGI application); serving goes on",
     "transfer-errors": "every routed request's KV transfer fails (logged per request, answered 500)",
+    "transfer-errors-later": "once serving, every routed request's KV transfer fails for a while, as "
+                             "transfer-errors does, then succeeds again",
     "reasoning-only": "a reasoning parser's answer: every token in reasoning_content, content null (older) or "
                       "empty: a real generation",
     "empty-200": "generations answer HTTP 200 with no tokens (finish_reason abort, SGLang's graceful abort)",
 }
 
+# What the demo plays across its services rather than in one worker.
+DEMO_FAIL_MODES: dict[str, str] = {
+    "broken-pair": "a decode cannot reach the first prefill's bootstrap server (a firewall between the two): "
+                   "every request routed through that pair fails, the others succeed",
+}
+SHAPES = ("1p1d", "1p2d", "2p2d")   # the demo's prefills and decodes: one and one, one and two, two and two
+
 GENERATIONS = ("older", "2025", "current")
 DEFAULT_GENERATION = "current"
 DEFAULT_MODEL = "deepseek-ai/DeepSeek-V4-Flash"   # the reference deployment's model, which the sim plays
-FAIL_AFTER = 5.0    # generate-fails-later: seconds from the first generation served until generations fail
+FAIL_AFTER = 5.0    # the *-later modes: seconds from the first generation served until generations fail
 FAIL_FOR = 20.0     # ... and for how long they do

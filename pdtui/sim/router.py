@@ -135,14 +135,18 @@ class Pool:
             return [w for w in self.workers if w.registered and w.healthy and w.kind == kind]
 
     def pick(self) -> tuple[Worker, Worker] | None:
-        """A prefill and a decode, round robin among the healthy ones."""
+        """A prefill and a decode, round robin over every pair of the healthy ones.
+
+        The real routers pick each side on its own, so any prefill meets any decode: stepping both sides together
+        would pair two prefills and two decodes the same way every time, and a broken pair would never be met.
+        """
         prefills, decodes = self.healthy("prefill"), self.healthy("decode")
         if not prefills or not decodes:
             return None
         with self.lock:
             self._next += 1
             n = self._next
-        return prefills[n % len(prefills)], decodes[n % len(decodes)]
+        return prefills[n % len(prefills)], decodes[n // len(prefills) % len(decodes)]
 
     def run(self) -> None:
         while not self.stop.is_set():

@@ -7,7 +7,9 @@ one does), answers ``/health`` as that generation does (503 while Starting and
 200 once the warm-up ended, *failed or not*; always 200 on the oldest), runs a
 prefill's bootstrap server, then logs steady-state batch lines at ``--log-rate``
 whose figures are those of the requests it is serving (sim/serving.py), as
-``/metrics`` does with ``--enable-metrics`` (sim/metrics.py). ``--fail MODE``
+``/metrics`` does with ``--enable-metrics`` (sim/metrics.py). A decode asks each
+prefill's bootstrap server before it takes that prefill's requests
+(``--unreachable-bootstrap`` names the ports it cannot reach). ``--fail MODE``
 plays one of the failures pdtui must recognise, or one of the lines that only
 look bad (a request's traceback, per-request transfer errors) while it goes on
 serving. Normal lines go to stdout, failure blocks to stderr; every line is
@@ -27,12 +29,12 @@ import time
 from collections.abc import Callable
 from typing import TextIO
 
-from pdtui.sim.bootstrap import BootstrapServer
+from pdtui.sim.bootstrap import BootstrapServer, PrefillInfo
 from pdtui.sim.httpserve import set_on_signal
 from pdtui.sim.knobs import DEFAULT_MODEL, FAIL_AFTER, FAIL_FOR, FAIL_MODES
 from pdtui.sim.serving import DEFAULT_CAPACITY, MAX_TOTAL_TOKENS, Prefilled, Serving
 from pdtui.sim.wording import DEFAULT_GENERATION, GENERATIONS, WORDINGS
-from pdtui.sim.worker_http import WorkerServer, WorkerState
+from pdtui.sim.worker_http import FailWindow, WorkerServer, WorkerState
 
 SGLANG = "/usr/local/lib/python3.12/dist-packages/sglang/srt"
 ANSWERS = {"reasoning-only": "reasoning", "empty-200": "empty"}   # fail modes that change what a generation answers
@@ -91,12 +93,17 @@ class Worker:
                                  access_log=self.log.main, serving=self.serving,
                                  fail_generate=args.fail == "generate-500",
                                  transfer_errors=args.fail == "transfer-errors", error_log=self.log.tp_error,
-                                 fail_later=((args.fail_after, args.fail_for) if args.fail == "generate-fails-later"
-                                             else None),
+                                 fail_later=self._window("generate-fails-later"),
+                                 transfer_later=self._window("transfer-errors-later"),
+                                 prefills=PrefillInfo(args.unreachable_bootstrap),
                                  answer=ANSWERS.get(args.fail or "", "content"),
                                  content_beside_reasoning=self.words.content_beside_reasoning)
         if args.enable_metrics:
             self.state.metrics = self._metrics()
+
+    def _window(self, mode: str) -> FailWindow | None:
+        """The while of failures ``--fail MODE`` plays (``--fail-after``, ``--fail-for``), when it is that mode."""
+        return FailWindow(self.args.fail_after, self.args.fail_for) if self.args.fail == mode else None
 
     def _metrics(self) -> Callable[[], tuple[bytes, str]]:
         """What ``GET /metrics`` answers: the registry's text, in SGLang's names for this generation."""
@@ -494,9 +501,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--startup", type=float, default=3.0, help="seconds from start to the ready line")
     parser.add_argument("--fail", choices=FAIL_MODES, default=None)
     parser.add_argument("--fail-after", type=float, default=FAIL_AFTER,
-                        help="generate-fails-later: seconds from the first generation served until they fail")
+                        help="generate-fails-later, transfer-errors-later: seconds from the first generation served "
+                             "until they fail")
     parser.add_argument("--fail-for", type=float, default=FAIL_FOR,
-                        help="generate-fails-later: seconds generations keep failing")
+                        help="generate-fails-later, transfer-errors-later: seconds they keep failing")
+    parser.add_argument("--unreachable-bootstrap", type=_ports, default=frozenset(), metavar="PORT[,PORT...]",
+                        help="a decode: these prefill bootstrap ports refuse it, as a firewall between two nodes "
+                             "would (every request from those prefills fails); sim only")
     parser.add_argument("--generation", choices=GENERATIONS, default=DEFAULT_GENERATION,
                         help="which SGLang release's wording and /health behaviour to play")
     parser.add_argument("--model", "--model-path", dest="model", default=DEFAULT_MODEL)
@@ -516,6 +527,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if args.gpus is None:
         args.gpus = os.environ.get("CUDA_VISIBLE_DEVICES") or "0"
     return args
+
+
+def _ports(text: str) -> frozenset[int]:
+    """``PORT[,PORT...]`` as argparse takes it."""
+    try:
+        ports = frozenset(int(word) for word in text.split(",") if word.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected PORT[,PORT...], got {text!r}") from None
+    if not ports or not all(0 < port < 65536 for port in ports):
+        raise argparse.ArgumentTypeError(f"expected PORT[,PORT...] with ports 1-65535, got {text!r}")
+    return ports
 
 
 def main(argv: list[str] | None = None) -> int:

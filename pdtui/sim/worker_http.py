@@ -5,6 +5,9 @@ over gRPC (an HTTP/2 preface, which an HTTP/1.1 server rejects), then polls
 ``GET /health``, reads ``GET /server_info`` and ``GET /model_info``, and sends
 every generation request to both workers with ``bootstrap_host``,
 ``bootstrap_port`` and ``bootstrap_room`` added, returning the decode answer.
+A decode given such a request first asks that prefill's bootstrap server for
+its parallel info (sim/bootstrap.py), as SGLang's does: one it cannot reach
+fails the request as SGLang 0.5 fails a KV transfer (logged, counted, 500).
 
 A generation takes the time it would on a real server (see sim/serving.py): the
 prefill computes the prompt, the decode produces its tokens a few dozen a
@@ -21,6 +24,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from pdtui.sim.bootstrap import FAKE_BOOTSTRAP_HOST, BootstrapUnreachable, PrefillInfo
 from pdtui.sim.httpserve import JsonHandler, Server
 from pdtui.sim.serving import MAX_TOTAL_TOKENS, Serving
 
@@ -29,6 +33,23 @@ WORDS = ("The quick brown fox jumps over the lazy dog while the simulated decode
 GENERATE_PATHS = ("/generate", "/v1/completions", "/v1/chat/completions")
 GET_PATHS = ("/health", "/health_generate", "/get_model_info", "/model_info", "/get_server_info", "/server_info",
              "/v1/models")
+
+
+@dataclass
+class FailWindow:
+    """A while of failures that the first generation served opens: from ``after`` seconds past it, for ``length``
+    seconds (monotonic clock), so a bring-up's smoke passes and the failures come once serving."""
+
+    after: float
+    length: float
+    opened: float | None = None
+
+    def active(self) -> bool:
+        """Whether failures are due now; the first call opens the window."""
+        now = time.monotonic()
+        if self.opened is None:
+            self.opened = now
+        return self.opened + self.after <= now < self.opened + self.after + self.length
 
 
 @dataclass
@@ -45,9 +66,10 @@ class WorkerState:
     serving: Serving
     metrics: Callable[[], tuple[bytes, str]] | None = None   # /metrics' body and type; None: not enabled
     fail_generate: bool = False
-    fail_later: tuple[float, float] | None = None    # (after, for): generations fail from ``after`` seconds past
-    fail_window: tuple[float, float] | None = None   # the first one served, for ``for`` seconds (monotonic clock)
+    fail_later: FailWindow | None = None          # generate-fails-later: generations answer 500 for a while
     transfer_errors: bool = False                 # every routed request's KV transfer fails (logged, 500)
+    transfer_later: FailWindow | None = None      # transfer-errors-later: the same, for a while
+    prefills: PrefillInfo = field(default_factory=PrefillInfo)   # a decode's look-ups in the bootstrap servers
     answer: str = "content"                       # where a chat's tokens go (reasoning-only: "reasoning"), or "empty"
     content_beside_reasoning: str | None = ""     # a reasoning-only chat's content: null (0.4.x) or ""
     count_transfer_failure: Callable[[], None] = lambda: None   # /metrics' failed-transfer counter
@@ -57,29 +79,64 @@ class WorkerState:
     def generation_fails(self) -> bool:
         """Whether this generation answers 500: always (generate-500), or inside the window that the first
         generation served opens (generate-fails-later)."""
-        if self.fail_generate:
-            return True
-        now = time.monotonic()
-        if self.fail_later is not None and self.fail_window is None:
-            after, length = self.fail_later
-            self.fail_window = (now + after, now + after + length)
-        return self.fail_window is not None and self.fail_window[0] <= now < self.fail_window[1]
+        return self.fail_generate or (self.fail_later is not None and self.fail_later.active())
 
-    def transfer_failed(self, request: dict[str, Any]) -> dict[str, Any]:
-        """Log SGLang's per-request transfer error for a routed request; the error body its client gets."""
+    def transfer_fails(self) -> bool:
+        """Whether a routed request's KV transfer fails: always (transfer-errors), or inside the window that the
+        first generation served opens (transfer-errors-later)."""
+        return self.transfer_errors or (self.transfer_later is not None and self.transfer_later.active())
+
+    def unreachable_prefill(self, request: dict[str, Any]) -> str | None:
+        """Why a decode cannot take this routed request from its prefill (its bootstrap server cannot be reached,
+        logged as SGLang logs it), or None: it can, or this is a prefill (it is the one asked)."""
+        host = request.get("bootstrap_host")
+        if self.role != "decode" or not isinstance(host, str) or not host:
+            return None
+        port = request.get("bootstrap_port")
+        if not isinstance(port, int) or isinstance(port, bool):
+            port = self.bootstrap_port      # none given: the decode's own --disaggregation-bootstrap-port
+        try:
+            self.prefills.ensure(host, port)
+        except BootstrapUnreachable as exc:
+            self.error_log(str(exc))
+            return f"Could not fetch prefill parallel info from bootstrap_addr: {host}:{port}"
+        return None
+
+    def transfer_failed(self, request: dict[str, Any], reason: str | None = None) -> dict[str, Any]:
+        """Log SGLang's per-request transfer error for a routed request and count it; the error body its client
+        gets (SGLang 0.5 answers a failed transfer's abort with the same line, HTTP 500)."""
         room = request.get("bootstrap_room")
         rid = uuid.uuid4().hex
         if self.role == "decode":
+            cause = reason or "Failed to get kvcache from prefill instance, it might be dead"
             line = (f"Decode transfer failed for request rank=0 decode_req.req.rid='{rid}' "
                     f"decode_req.req.bootstrap_room={room} with exception KVTransferError(bootstrap_room={room}): "
-                    f"Failed to get kvcache from prefill instance, it might be dead")
+                    f"{cause}")
         else:
+            cause = reason or "Decode instance could be dead, remote mooncake session is not alive"
             line = (f"Prefill transfer failed for request rank=0 req.rid='{rid}' req.bootstrap_room={room} "
-                    f"with exception KVTransferError(bootstrap_room={room}): Decode instance could be dead, "
-                    f"remote mooncake session is not alive")
+                    f"with exception KVTransferError(bootstrap_room={room}): {cause}")
         self.error_log(line)
         self.count_transfer_failure()
-        return _error(f"KV transfer failed for request {rid}", 500)
+        return {"object": "error", "message": line, "type": "500", "param": None, "code": 500}
+
+    def refusal(self, request: dict[str, Any]) -> tuple[int, dict[str, Any]] | None:
+        """The status and body a generation request gets before it is served, if it fails; None to serve it.
+
+        Only a routed request moves KV, so only it can fail a transfer: not a plain one, nor one naming SGLang's
+        fake bootstrap host (/health's generate)."""
+        routed = request.get("bootstrap_room") is not None
+        if self.generation_fails():
+            return 500, _error("Internal server error: the scheduler returned no output", 500)
+        if self.role == "prefill" and not routed:
+            return 400, _error("Prefill disaggregation mode needs bootstrap_host, bootstrap_port and bootstrap_room "
+                               "(send requests through the router)", 400)
+        if not routed or request.get("bootstrap_host") == FAKE_BOOTSTRAP_HOST:
+            return None
+        if self.transfer_fails():
+            return 500, self.transfer_failed(request)
+        reason = self.unreachable_prefill(request)
+        return (500, self.transfer_failed(request, reason)) if reason else None
 
     def model_info(self) -> dict[str, Any]:
         return {"model_path": self.model, "tokenizer_path": self.model, "is_generation": True,
@@ -154,13 +211,8 @@ class WorkerHandler(JsonHandler):
             self.reply_json(404, {"detail": "Not Found"})
         elif not isinstance(request, dict):
             self.reply_json(400, _error("The request body must be a JSON object", 400))
-        elif self.state.generation_fails():
-            self.reply_json(500, _error("Internal server error: the scheduler returned no output", 500))
-        elif self.state.transfer_errors and request.get("bootstrap_room") is not None:
-            self.reply_json(500, self.state.transfer_failed(request))
-        elif self.state.role == "prefill" and request.get("bootstrap_room") is None:
-            self.reply_json(400, _error("Prefill disaggregation mode needs bootstrap_host, bootstrap_port "
-                                        "and bootstrap_room (send requests through the router)", 400))
+        elif (refused := self.state.refusal(request)) is not None:
+            self.reply_json(*refused)
         else:
             self._generate(route, request)
 

@@ -252,6 +252,6 @@ def test_transfer_errors_fail_each_routed_request_and_are_logged(procs: Procs):
     worker, url = ready_worker(procs, "decode", "--fail", "transfer-errors")
     routed = {"text": "x", "bootstrap_host": "127.0.0.1", "bootstrap_port": 8998, "bootstrap_room": 7}
     code, body = fetch(url + "/generate", "POST", routed)
-    assert code == 500 and "KV transfer failed" in json.loads(body)["message"]
+    assert code == 500 and json.loads(body)["message"].startswith("Decode transfer failed for request rank=0")
     procs.stop(worker)
     assert "Decode transfer failed for request rank=0" in worker.stderr.read()
