@@ -52,7 +52,7 @@ from pdtui.engine.session import Session
 from pdtui.engine.signatures import Severity, Signature
 from pdtui.engine.states import ALLOWED, JUDGED_STATES, SERVING_STATES, ServiceState, check_transition
 from pdtui.engine.timing import Timing
-from pdtui.engine.tracebacks import HEADER, TracebackWatch, ranks_of, without_stamp
+from pdtui.engine.tracebacks import HEADER, TracebackWatch, ranks_of, transfer_exception, without_stamp
 from pdtui.hosts.base import LOOPBACK_ADDRESS, Host
 from pdtui.servers import PhaseTracking, serving_for
 
@@ -581,15 +581,17 @@ class ServiceRun:
 
     async def _probe_router(self, host: Host) -> bool | Check | None:
         probe = self._router_probe()
-        last = None
+        failed, looked = None, False
         async for check in probe.steps(host):
             self.probe_result(check)
             if check.name == PAIRS:
                 self._tell_pairs()
-            last = check
-        if last is not None and last.ok:
-            return True
-        return last if last is not None and last.final else None
+            looked = True
+            if not check.ok and (failed is None or check.final and not failed.final):
+                failed = check           # the first failure, unless a later one is final
+        if failed is None:
+            return looked or None
+        return failed if failed.final else None
 
     async def _transfer_error_since(self, services: Collection[str], since: float, wait: bool,
                                     needle: str = "") -> str | None:
@@ -607,7 +609,7 @@ class ServiceRun:
                     if at < since:
                         break
                     if needle in line:
-                        return f"{name}: {line}"
+                        return f"{name}: {transfer_exception(line)}"
             if clock() >= deadline:
                 return None
             await asyncio.sleep(0.02)

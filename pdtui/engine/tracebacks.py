@@ -28,6 +28,17 @@ def without_stamp(line: str) -> str:
     return _STAMP.sub("", line, count=1)
 
 
+# SGLang's per-request transfer error: "... with exception KVTransferError(bootstrap_room=R): why".
+_TRANSFER = re.compile(r"with exception (?P<kind>\w+)\(bootstrap_room=\d+\): (?P<why>.*)$")
+
+
+def transfer_exception(line: str) -> str:
+    """What a per-request KV transfer error says went wrong (``KVTransferError: why``), else the whole line: the
+    request's ids before it say nothing a reader needs."""
+    found = _TRANSFER.search(line)
+    return f"{found['kind']}: {found['why']}" if found else line
+
+
 def exception_of(line: str) -> str | None:
     """The exception ``line`` states (``RuntimeError: ...``, without a log prefix); None for any other line."""
     found = _EXCEPTION.match(line)

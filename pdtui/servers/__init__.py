@@ -69,5 +69,5 @@ class ServingEngine(Protocol):
 
 def serving_for(cfg: ServiceConfig) -> ServingEngine:
     """The serving engine a service runs: SGLang, the one pdtui knows (a config key will choose between two)."""
-    from pdtui.servers.sglang import SGLANG
+    from pdtui.servers.sglang.engine import SGLANG
     return SGLANG

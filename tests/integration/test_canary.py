@@ -4,10 +4,11 @@ router and pdtui's stand-in. A failing canary degrades the router; one that pass
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 import pytest
 
-from pdtui.engine.events import CanaryResult, Done
+from pdtui.engine.events import CanaryResult, Done, Notice, StateChanged
 from pdtui.engine.orchestrator import Orchestrator
 from pdtui.hosts import make_host
 from pdtui.sim.ports import free_port
@@ -86,3 +87,35 @@ async def test_no_canary_sends_none(sandbox):
                                                       and hasattr(e, "lines")) > 30, canary=False)
     assert not canaries(rec)
     assert rec.states("router")[-1] == "ready"
+
+
+@pytest.mark.parametrize("package", ROUTERS)
+async def test_transfers_failing_after_ready_degrade_the_router_naming_the_error_and_warn_from_the_figures(
+        sandbox, package):
+    p, d, r, boot = (free_port() for _ in range(4))
+    window = ("--fail-after", "1", "--fail-for", "3", "--enable-metrics")
+    deployment = sim_deployment(sandbox, {
+        "prefill": (worker_argv("prefill", p, bootstrap=boot, extra=("--enable-metrics",)),
+                    {"role": "prefill", "port": p, "timeout": "20s"}),
+        "decode": (worker_argv("decode", d, bootstrap=boot, fail="transfer-errors-later", extra=window),
+                   {"role": "decode", "port": d, "timeout": "20s"}),
+        "router": ([*router_argv(r, [(p, boot)], [d], package=package), "--cb-timeout-duration-secs", "2"],
+                   {"role": "router", "port": r, "timeout": "20s", "canary": "0.5s"}),
+    })
+    recorder = Recorder()
+    orchestrator = Orchestrator(deployment, make_host, timing=dataclasses.replace(FAST, figures_poll=0.2))
+    orchestrator.subscribe(recorder)
+    try:
+        assert (await orchestrator.run()).ok
+        orchestrator.show_figures(["decode"])
+        async with asyncio.timeout(60):
+            while not ("degraded" in recorder.states("router") and any(
+                    "KV transfers failing" in n.text for n in recorder.of(Notice))):
+                await asyncio.sleep(0.05)
+    finally:
+        await orchestrator.close()
+    degraded = recorder.change("router", "degraded")
+    assert degraded.reason.startswith("canary failed: "), degraded.reason
+    assert "decode" not in [e.service for e in recorder.of(StateChanged) if e.new.value == "failed"]
+    warned = next(n for n in recorder.of(Notice) if "KV transfers failing" in n.text)
+    assert warned.level == "warning" and warned.text.startswith("decode: KV transfers failing: ")

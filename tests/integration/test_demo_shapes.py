@@ -1,5 +1,6 @@
 """The demo's shapes brought up for real: two prefills and two decodes behind one router, and a broken pair (a
-decode that cannot reach the first prefill's bootstrap server) failing only the requests routed through it."""
+decode that cannot reach the first prefill's bootstrap server) failing only the requests routed through it, named
+by pdtui's pairs check in front of each real router."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 from pdtui.cli import main
 from pdtui.sim.knobs import DEFAULT_MODEL
 from tests.conftest_sim import assert_nothing_left, fetch
-from tests.engine_helpers import bring_up, reference
+from tests.engine_helpers import bring_up, real_router_params, reference
 
 CHAT = {"model": DEFAULT_MODEL, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
 BACKENDS_2P2D = ("prefill-0", "prefill-1", "decode-0", "decode-1")
@@ -36,20 +37,24 @@ def test_a_2p2d_demo_brings_four_backends_and_the_router_up(tmp_path):
     assert_nothing_left(tmp_path / "sb")
 
 
-def test_a_broken_pair_demo_ends_with_its_decode_unable_to_reach_the_first_prefill_only(tmp_path):
-    """Whether pdtui's bring-up meets the broken pair (its smoke, the load) is left open: the sim's side is checked."""
+@pytest.mark.parametrize("router", [*real_router_params(), "sim"])
+def test_a_broken_pair_is_named_and_fails_the_bring_up_while_every_server_stays_ready(tmp_path, router):
     sandbox = tmp_path / "sb"
-    result = demo(sandbox, "--shape", "2p2d", "--fail", "decode-1:broken-pair", "--logs")
-    assert result.returncode in (0, 1), result.stdout + result.stderr
-    units = sandbox / "units"
+    result = demo(sandbox, "--shape", "2p2d", "--fail", "decode-1:broken-pair", "--no-load", "--router", router)
+    assert result.returncode == 1, result.stdout + result.stderr
+    units, out = sandbox / "units", result.stdout
     config = (sandbox / "demo.yaml").read_text()
     first = next(line.split()[-1] for line in config.split("prefill-0:", 1)[1].splitlines() if "bootstrap_port" in line)
     assert f"--unreachable-bootstrap {first}" in (units / "sglang-dsv4-decode-1.service").read_text()
     for name in ("prefill-0", "prefill-1", "decode-0"):
         assert "--unreachable-bootstrap" not in (units / f"sglang-dsv4-{name}.service").read_text()
-    logged = [JOURNAL_LINE.match(line) for line in result.stdout.splitlines()]
-    refused = [(m[1], m[2]) for m in logged if m and "Could not fetch prefill parallel info" in m[2]]
-    assert all(name == "decode-1" and line.endswith(f"127.0.0.1:{first}") for name, line in refused), refused
+    named = (f"router    FAILED    pairs: decode-1 ✗ prefill-0: KV transfer failed: decode-1: KVTransferError: Could "
+             f"not fetch prefill parallel info from bootstrap_addr: 127.0.0.1:{first}\n")
+    assert named in out
+    assert "✗ prefill-1" not in out and "decode-0 ✗" not in out, "only the broken pair is named"
+    assert "router    FAILED" in out
+    for name in BACKENDS_2P2D:
+        assert f"{name:<9} FAILED" not in out, f"{name}: a broken pair fails requests, not the server"
     assert_nothing_left(sandbox)
 
 

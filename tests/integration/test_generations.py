@@ -83,7 +83,7 @@ async def test_per_request_transfer_errors_fail_the_smoke_step_quoting_the_line(
     done, rec, _ = await bring_up(reference(sandbox, failures={"decode": "transfer-errors"}))
     assert done.exit_code == 1
     reason = rec.change("router", "failed").reason
-    assert reason.startswith("smoke: ") and "decode: " in reason and "Decode transfer failed for request" in reason
+    assert reason.startswith("smoke: ") and "decode: " in reason and "decode: KVTransferError: " in reason
     warnings = [n for n in rec.of(Notice) if n.service == "decode" and "KV transfer error" in n.text]
     assert warnings and warnings[0].text.startswith("decode: KV transfer error: ")
     assert rec.states("decode")[-1] == "ready"    # a per-request error is not the backend's failure

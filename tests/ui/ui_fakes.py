@@ -226,9 +226,8 @@ def broken_pair_script() -> list[Event]:
                 _pd("decode-0", "decode", (4, 5), 1, 30002), _pd("decode-1", "decode", (6, 7), 1, 30012))
     router = ServiceInfo("router", "router", "sglang-router", "gpu0", (), None, 30001,
                          tuple(b.name for b in backends), 120.0)
-    why = ("KV transfer failed: decode-1: Decode transfer failed for request rank=0 decode_req.req.rid='9f2c' "
-           "decode_req.req.bootstrap_room=4242 with exception KVTransferError(bootstrap_room=4242): Failed to get "
-           "kvcache from prefill instance, it might be dead")
+    why = ("KV transfer failed: decode-1: KVTransferError: Could not fetch prefill parallel info from bootstrap_addr: "
+           "10.0.0.1:8998")
     pairs = tuple(PairResult(p, d, (p, d) != ("prefill-0", "decode-1"),
                              why if (p, d) == ("prefill-0", "decode-1") else "4 tokens (finish length, no text)", 0.2)
                   for p in ("prefill-0", "prefill-1") for d in ("decode-0", "decode-1"))

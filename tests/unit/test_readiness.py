@@ -129,8 +129,6 @@ FATAL = {
     "('0.0.0.0', 8998): address already in use": "bootstrap server failed",
     "Prefill instance failed to register to bootstrap server after 5 retries":
         "the prefill cannot register with its bootstrap server",
-    "Could not fetch prefill parallel info from 10.0.0.1:8998 after 5 attempts":
-        "decode cannot reach the prefill's bootstrap server",
     # What real users' failing servers printed (public issue threads, 2025-2026).
     "RuntimeError: Mooncake memory registration failed.": "Mooncake could not register the KV cache's memory",
     "E1203 10:11:12.345678 4242 rdma_context.cpp:203] Failed to register memory 0x7f2a40000000: Invalid argument "
@@ -214,6 +212,16 @@ def test_a_server_that_says_it_is_stuck_is_a_hang_warning_not_a_failure(line, re
 def test_transfer_errors_are_their_own_kind():
     found = SGLANG.signature("Decode transfer failed for request rank=0 decode_req.req.rid='x'")
     assert found.severity is Severity.TRANSFER
+
+
+@pytest.mark.parametrize("line", [
+    "Could not fetch prefill parallel info from 10.0.0.1:8998 after 5 attempts",
+    "Decode transfer failed for request rank=0 decode_req.req.rid='x' decode_req.req.bootstrap_room=7 with exception "
+    "KVTransferError(bootstrap_room=7): Could not fetch prefill parallel info from bootstrap_addr: 10.0.0.1:8998"])
+def test_a_prefill_a_decode_cannot_reach_fails_its_requests_not_the_decode(line):
+    """SGLang 0.5.23 aborts that prefill's requests and serves on: a broken pair, not a dead server."""
+    found = SGLANG.signature(line)
+    assert found.severity is Severity.TRANSFER and SGLANG.failure(line) is None
 
 
 def test_a_fatal_line_outranks_any_warning_on_the_same_line():

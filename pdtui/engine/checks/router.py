@@ -61,7 +61,8 @@ class RouterProbe:
         self._transfer_quote: str | None = None
 
     async def steps(self, host: Host):
-        """Yield each step's Check until one fails (that one is yielded last)."""
+        """Yield each step's Check until one fails (that one is yielded last; but for a failed generation, after
+        which the pairs are proven once if they never were)."""
         for step in (lambda: self._tcp(host), self._readiness, self._workers, self._models):
             check = await step()
             yield check
@@ -75,7 +76,8 @@ class RouterProbe:
         if smoke.ok and before is not None:
             smoke = await self._generated(self._kv_moved(before))
             yield smoke
-        if smoke.ok and self.pairs is not None:
+        if self.pairs is not None and (smoke.ok or not self.pairs.results):
+            # a smoke that failed may have met a broken pair: the pairs, proven once, name it
             yield await self.pairs.step(self.listed)
 
     async def _tcp(self, host: Host) -> Check:

@@ -8,7 +8,3 @@
 - ``bootstrap_check``: its own readiness check, a PD prefill's bootstrap server accepting
 - ``engine``: all of it as the one :class:`~pdtui.servers.ServingEngine` the engine's runs use
 """
-
-from pdtui.servers.sglang.engine import SGLang
-
-SGLANG = SGLang()

@@ -39,3 +39,6 @@ class SGLang:
                      max_new_tokens: int) -> tuple[str, dict[str, Any]]:
         return pd_request.pd_generate(prompt, bootstrap_host=bootstrap_host, bootstrap_port=bootstrap_port,
                                       max_new_tokens=max_new_tokens)
+
+
+SGLANG = SGLang()

@@ -98,7 +98,6 @@ SGLANG_SIGNATURES: tuple[Signature, ...] = (
     signature(r"CommonKVBootstrapServer started successfully", "bootstrap server up", 0, E, "current", check=BOOTSTRAP),
     signature(r"Prefill instance failed to register to bootstrap server|Prefill Failed to register to bootstrap server",
          "the prefill cannot register with its bootstrap server", 7),
-    signature(r"Could not fetch prefill parallel info", "decode cannot reach the prefill's bootstrap server", 7),
     # The server says it is stuck: a warning naming the phase it is in (the timeout decides).
     signature(r"Scheduler watchdog timeout", "the scheduler's watchdog fired (a forward pass or a collective is stuck)",
               2, H),
@@ -115,6 +114,9 @@ SGLANG_SIGNATURES: tuple[Signature, ...] = (
     signature(r"Prefill bootstrap failed for request", "KV transfer error", 6, T),
     signature(r"Prefill transfer failed", "KV transfer error", 6, T),
     signature(r"Decode transfer failed", "KV transfer error", 6, T),
+    # 0.5.x aborts the requests of a prefill whose bootstrap server a decode cannot reach and serves on (a pair that
+    # cannot transfer: the pairs check names it); a release that crashed after it says so in its own fatal line.
+    signature(r"Could not fetch prefill parallel info", "decode cannot reach the prefill's bootstrap server", 6, T),
 )
 
 ROUTER_SIGNATURES: tuple[Signature, ...] = (
