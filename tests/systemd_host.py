@@ -53,11 +53,12 @@ def systemd_host(tmp_path: Path, ssh_home: SshHome) -> Iterator[container.System
 
 def real_deployment(host: container.SystemdHost, folder: Path, *, router: str = "sim", timeout: str = "30s",
                     prefill: Sequence[str] = (), decode: Sequence[str] = (), startup: float = 0.4,
-                    **top: Any) -> Deployment:
+                    second_decode: Sequence[str] | None = None, **top: Any) -> Deployment:
     """prefill, decode and a router on the container, each a unit made from its ``launch:`` block.
 
-    ``prefill``/``decode``: extra flags for that worker (``["--fail", "oom"]``); ``router``: ``sim`` or a real
-    router's package; ``top``: more top-level keys of the config.
+    ``prefill``/``decode``: extra flags for that worker (``["--fail", "oom"]``); ``second_decode``: a decode-1
+    beside them with these flags (``{bootstrap}`` in one is the prefill's bootstrap port); ``router``: ``sim`` or a
+    real router's package; ``top``: more top-level keys of the config.
     """
     p, d, r, boot = (free_port() for _ in range(4))
 
@@ -81,6 +82,12 @@ def real_deployment(host: container.SystemdHost, folder: Path, *, router: str = 
                        "launch": {**router_launch, "host": "127.0.0.1", "prometheus_port": free_port()}},
         },
     }
+    if second_decode is not None:
+        flags = [flag.format(bootstrap=boot) for flag in second_decode]
+        config["services"] = {**config["services"], "decode-1": {
+            "host": "gpu0", "unit": "t-decode-1", "role": "decode", "port": free_port(), "timeout": timeout,
+            "launch": worker(flags)}}
+        config["services"]["router"] = config["services"].pop("router")      # the router last, after them all
     path = folder / "pdtui.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     return parse_config(path.read_text(), str(path))

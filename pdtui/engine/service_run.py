@@ -587,8 +587,8 @@ class ServiceRun:
             if check.name == PAIRS:
                 self._tell_pairs()
             looked = True
-            if not check.ok and (failed is None or check.final and not failed.final):
-                failed = check           # the first failure, unless a later one is final
+            if not check.ok and (failed is None or check.final):
+                failed = check           # the first failure, unless a later one is final (the pairs name the cause)
         if failed is None:
             return looked or None
         return failed if failed.final else None

@@ -132,6 +132,24 @@ async def test_a_failing_enable_is_told_on_its_own_and_the_router_still_serves(s
                                                   "t-router.socket.")
 
 
+async def test_a_decode_that_cannot_reach_the_prefill_is_named_by_its_pair_and_status_shows_the_matrix(
+        systemd_host, tmp_path, real_router):
+    deployment = real_deployment(systemd_host, tmp_path, router=real_router,
+                                 second_decode=["--unreachable-bootstrap", "{bootstrap}"])
+    await install(deployment)
+    done, rec, _ = await bring_up(deployment)
+    assert done.exit_code == 1, done
+    boot = deployment.services["prefill"].bootstrap_port
+    assert done.failures == {"router": "pairs: decode-1 ✗ prefill: KV transfer failed: decode-1: KVTransferError: "
+                                       f"Could not fetch prefill parallel info from bootstrap_addr: 127.0.0.1:{boot}"}
+    assert [rec.states(name)[-1] for name in ("prefill", "decode", "decode-1")] == ["ready"] * 3
+    status = pdtui("status", deployment.source, "--once", "--json", "--pairs")
+    assert status.returncode == 1, status.stdout + status.stderr
+    router = next(s for s in json.loads(status.stdout)["services"] if s["name"] == "router")
+    assert [(p["prefill"], p["decode"], p["ok"]) for p in router["pairs"]] == [("prefill", "decode", True),
+                                                                              ("prefill", "decode-1", False)]
+
+
 # -- status, restart, down, as a user runs them -------------------------------------------------------------------
 
 

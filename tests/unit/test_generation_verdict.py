@@ -96,3 +96,12 @@ def test_a_long_hostile_answer_is_quoted_on_one_line_and_cut():
 def test_the_smoke_prompt_spans_several_kv_pages():
     # a word or a number is at least a token with any tokenizer: over 1,000 of them, four pages of 256
     assert len(SMOKE_PROMPT.split()) > 1000
+
+
+def test_an_error_answer_is_quoted_by_its_message():
+    body = {"object": "error", "message": "Decode transfer failed for request rank=0\n with exception X",
+            "type": "InternalServerError", "param": None, "code": 500}
+    verdict = judge(answered(body, status=500))
+    assert verdict.detail == "HTTP 500: Decode transfer failed for request rank=0 with exception X"
+    openai = judge(answered({"error": {"message": "No available workers", "type": "service_unavailable"}}, 503))
+    assert openai.detail == "HTTP 503: No available workers"

@@ -57,7 +57,8 @@ def _proof(counted: str, shown: str, prompt: int | None) -> Verdict:
 def judge(result: HttpResult) -> Verdict:
     """Whether this answer of a router or server is a generation: tokens produced, finished normally."""
     if not result.ok:
-        return Verdict(False, result.describe())
+        said = error_message(result)
+        return Verdict(False, f"HTTP {result.status}: {said}" if said else result.describe())
     payload = result.json()
     choice = _first_choice(payload)
     if choice is None:
@@ -78,6 +79,21 @@ def judge(result: HttpResult) -> Verdict:
                        prompt)
     said = f"{text[:40]!r} in {where}" if text else "no text"
     return _proof(_count(tokens), f"finish {finish}, {said}", prompt)
+
+
+def error_message(result: HttpResult, limit: int | None = QUOTE_LIMIT) -> str | None:
+    """The message of an error answer (SGLang's ``{"object": "error", "message": ...}``, OpenAI's ``{"error":
+    {"message": ...}}``, FastAPI's ``{"detail": ...}``), on one line, cut at ``limit``; None otherwise."""
+    if result.status is None:
+        return None
+    payload = result.json()
+    if isinstance(payload, dict) and isinstance(payload.get("error"), dict):
+        payload = payload["error"]
+    message = payload.get("message", payload.get("detail")) if isinstance(payload, dict) else None
+    if not isinstance(message, str) or not message.strip():
+        return None
+    message = " ".join(message.split())
+    return message if limit is None or len(message) <= limit else message[:limit - 1] + "…"
 
 
 def _quote(payload: Any, choice: dict, limit: int = QUOTE_LIMIT) -> str:

@@ -20,10 +20,11 @@ from urllib.parse import urlsplit
 
 from pdtui.config import DEFAULT_BOOTSTRAP_PORT
 from pdtui.engine.checks.base import Check, Probed
-from pdtui.engine.checks.generation import MAX_TOKENS, SMOKE_PROMPT, judge
+from pdtui.engine.checks.generation import MAX_TOKENS, SMOKE_PROMPT, error_message, judge
 from pdtui.engine.checks.workers import Backend, worker_matches
 from pdtui.engine.events import PairResult
 from pdtui.engine.http import HttpResult
+from pdtui.engine.tracebacks import transfer_exception
 
 AT_ONCE = 8              # pairs proven side by side
 PAIR_TIMEOUT = 30.0      # seconds for one pair's request (a transfer that never completes waits much longer)
@@ -84,6 +85,8 @@ async def prove_pair(pair: PairEnds, request: PairRequest, *, clock: Callable[[]
     def result(ok: bool, detail: str) -> PairResult:
         return PairResult(prefill.cfg.name, decode.cfg.name, ok, detail, decoded.latency)
 
+    if quoted is None:
+        quoted = _transfer_answer(decode.cfg.name, decoded) or _transfer_answer(prefill.cfg.name, prefilled)
     if quoted:
         return result(False, f"KV transfer failed: {quoted}")
     if not verdict.ok:
@@ -91,6 +94,13 @@ async def prove_pair(pair: PairEnds, request: PairRequest, *, clock: Callable[[]
     if not prefilled.ok:
         return result(False, f"{prefill.cfg.name} answered {prefilled.describe()}")
     return result(True, verdict.detail)
+
+
+def _transfer_answer(service: str, answer: HttpResult) -> str | None:
+    """A transfer failure as the server answered it (its error names the request's room), when its log line has
+    not come through the journal in time: the same words."""
+    said = error_message(answer, limit=None) if not answer.ok else None
+    return f"{service}: {transfer_exception(said)}" if said and "bootstrap_room=" in said else None
 
 
 async def _send(end: Probed, path: str, body: dict) -> HttpResult:

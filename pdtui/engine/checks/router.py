@@ -19,7 +19,7 @@ from dataclasses import replace
 from pdtui.engine.checks.base import Check
 from pdtui.engine.checks.generation import CANARY_PROMPT, SMOKE_PROMPT, Verdict, judge, request_body
 from pdtui.engine.checks.kv_transfer import KvMeter, KvReading, kv_seen
-from pdtui.engine.checks.pairs import PairProbe, TransferError
+from pdtui.engine.checks.pairs import PairProbe, TransferError, pairs_check
 from pdtui.engine.checks.tcp import tcp_check
 from pdtui.engine.checks.workers import WORKERS_NEED_KEY, Backend, check_workers, listed_workers
 from pdtui.engine.http import HttpProber, HttpResult
@@ -76,9 +76,23 @@ class RouterProbe:
         if smoke.ok and before is not None:
             smoke = await self._generated(self._kv_moved(before))
             yield smoke
-        if self.pairs is not None and (smoke.ok or not self.pairs.results):
-            # a smoke that failed may have met a broken pair: the pairs, proven once, name it
-            yield await self.pairs.step(self.listed)
+        if self.pairs is not None:
+            pairs = await self._pairs_after(smoke)
+            if pairs is not None:
+                yield pairs
+
+    async def _pairs_after(self, smoke: Check) -> Check | None:
+        """The pairs' check after the smoke's: proven after a smoke that passed; after one that failed, proven once
+        (it may have met a broken pair: they name it), and when the smoke's failure is final and a pair failed,
+        that pair is the reason told."""
+        assert self.pairs is not None
+        if smoke.ok or not self.pairs.results:
+            pairs = await self.pairs.step(self.listed)
+        elif smoke.final:
+            pairs = pairs_check(self.pairs.matrix)
+        else:
+            return None
+        return replace(pairs, final=True) if smoke.final and not pairs.ok else pairs
 
     async def _tcp(self, host: Host) -> Check:
         return await tcp_check(host, self.port, self.address)
