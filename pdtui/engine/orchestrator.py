@@ -7,8 +7,9 @@ brought up by its own task once the services it comes ``after`` are ready, log
 lines handed out in batches, and the outcome. It never asks which kind of
 target a service runs on.
 What it is asked to do is an :class:`Intent` (``up``, ``status``, ``restart``,
-``down``): each becomes an :class:`Action` per service, and the TUI's restart
-and stop of one service reuse them.
+``down``): each becomes an :class:`Action` per service; what changes running
+services (a restart, a stop, a retry, down, the pairs proven again) is the
+lifecycle's (lifecycle.py), whose runs it launches.
 A service is ready only when every check holds for the unit's *current
 invocation* (see service_run.py); a failed one blocks everything after it, so
 nothing waits forever. All progress is told through events (see events.py).
@@ -26,10 +27,11 @@ from pdtui.config.fields import format_duration
 from pdtui.engine.events import Done, Event, HostStatus, Notice, PlanReady, Step, StepChanged, StepStatus
 from pdtui.engine.figures import FiguresWatch
 from pdtui.engine.intent import UP, Action, Intent, Verb
+from pdtui.engine.lifecycle import BAD_OUTCOMES, Lifecycle
 from pdtui.engine.preflight import Preflight
 from pdtui.engine.service_run import ServiceRun
 from pdtui.engine.session import Session
-from pdtui.engine.states import FINAL_STATES, SERVING_STATES, ServiceState
+from pdtui.engine.states import FINAL_STATES, ServiceState
 from pdtui.engine.steps import split, step_statuses
 from pdtui.engine.timing import DEFAULT_TIMING, Timing
 from pdtui.support.exits import EXIT_FAILED, EXIT_OK
@@ -39,10 +41,8 @@ __all__ = ["Orchestrator", "Timing"]
 
 S = ServiceState
 
-BAD_OUTCOMES = frozenset({S.FAILED, S.TIMED_OUT, S.BLOCKED})
 # Not decided yet: a service in one of these when the outcome is told is waiting, not failed.
 UNDECIDED = frozenset({S.PENDING, S.STARTING, S.QUEUED, S.WAITING, S.STOPPING})
-BUSY_NOW = frozenset({S.STARTING, S.STOPPING})   # a restart or stop from the UI waits until these are over
 
 
 class Orchestrator:
@@ -74,12 +74,12 @@ class Orchestrator:
                                      interval=timing.figures_poll)
         self._steps: dict[Step, StepStatus] = {}
         self._preflight = StepStatus.PENDING
-        self._changed = asyncio.Event()             # set and replaced at every state change (see _until)
+        self._changed = asyncio.Event()             # set and replaced at every state change (see until)
         self._flush_handle: asyncio.TimerHandle | None = None
         self._steps_handle: asyncio.Handle | None = None
         self._done_task: asyncio.Task | None = None
         self._last_done: Done | None = None
-        self._asked: set[asyncio.Task] = set()      # what a face asked for (pairs proven again) while it runs
+        self._lifecycle = Lifecycle(deployment, self._runs, intent, self)
 
     # -- the public face ---------------------------------------------------
     def subscribe(self, callback: Callable[[Event], None]) -> None:
@@ -96,29 +96,29 @@ class Orchestrator:
         self._follow_journals()
         await self._preflight_hosts(sample_gpus=True)
         if verb is Verb.DOWN:
-            await self._take_down()
+            self._lifecycle.take_down(self._pending())
         elif verb is Verb.STATUS:
             await self._judge_all()
         elif verb is Verb.RESTART:
             await self._judge_all()     # each service as it runs now: what the restart changes is then told
-            self._restart([self._runs[name] for name in self.intent.services],
-                          with_dependents=self.intent.with_dependents)
+            self._lifecycle.restart([self._runs[name] for name in self.intent.services],
+                                    with_dependents=self.intent.with_dependents)
         else:
             for run in self._pending():
-                self._launch(run, Action.RESTART if self.intent.fresh else Action.START)
+                self.launch(run, Action.RESTART if self.intent.fresh else Action.START)
         return await self._until_done()
 
     async def _judge_all(self) -> None:
         """Attach to every service the preflight let through and wait until each has been judged once."""
         for run in self._pending():
-            self._launch(run, Action.ATTACH, wait=False)
-        await self._until(lambda: all(r.state in FINAL_STATES or r.judged for r in self._runs.values()))
+            self.launch(run, Action.ATTACH, wait=False)
+        await self.until(lambda: all(r.state in FINAL_STATES or r.judged for r in self._runs.values()))
 
     def _pending(self) -> list[ServiceRun]:
         """The runs the preflight let through."""
         return [run for run in self._runs.values() if run.state is S.PENDING]
 
-    def _launch(self, run: ServiceRun, action: Action, *, wait: bool = True, reason: str = "") -> None:
+    def launch(self, run: ServiceRun, action: Action, *, wait: bool = True, reason: str = "") -> None:
         """Give ``run`` a new task doing ``action`` (once what it comes after is ready, when ``wait``)."""
         if run.task and not run.task.done():
             run.task.cancel()
@@ -126,100 +126,24 @@ class Orchestrator:
             run.transition(S.PENDING, reason)
         run.task = asyncio.create_task(self._bring_up(run, action, wait=wait), name=f"{action.value} {run.name}")
 
+    # -- what a face asks (events.EventSource), done by the lifecycle ------------------
     def retry(self, service: str) -> bool:
-        run = self._runs.get(service)
-        if run is None or run.state not in (S.FAILED, S.TIMED_OUT):
-            return False
-        self._launch(run, Action.RESTART, reason="retry")       # its next bring-up begins a fresh attempt
-        for name in self.deployment.dependents(service):
-            if self._runs[name].state in BAD_OUTCOMES:
-                self._launch(self._runs[name], Action.START, reason="retry")
-        self._tell_outcome_again()
-        return True
+        return self._lifecycle.retry(service)
 
     def restart(self, service: str) -> bool:
-        """Restart one service now; what comes after it goes back to waiting and is proven again."""
-        run = self._runs.get(service)
-        if run is None or self._busy(run):
-            return False
-        self._restart([run], with_dependents=False)
-        self._tell_outcome_again()
-        return True
+        return self._lifecycle.restart_one(service)
 
     def stop(self, service: str) -> bool:
-        """Stop one service's unit now (what comes after it is told it runs without it)."""
-        run = self._runs.get(service)
-        if run is None or self._busy(run) or run.state is S.STOPPED:
-            return False
-        if run.task and not run.task.done():
-            run.task.cancel()
-        for name in self.deployment.dependents(service):
-            if self._runs[name].state in SERVING_STATES:
-                self.emit(Notice("warning", f"{name} degraded: {service} is being stopped", name, self.elapsed()))
-        run.task = asyncio.create_task(run.stop(), name=f"stop {run.name}")
-        self._tell_outcome_again()
-        return True
+        return self._lifecycle.stop_one(service)
 
     def prove_pairs(self) -> bool:
-        """Prove every prefill × decode pair behind each serving router again, now (False: no router serves)."""
-        routers = [run for run in self._groups[1] if run.state in SERVING_STATES]
-        for run in routers:
-            task = asyncio.create_task(run.prove_pairs(), name=f"prove the pairs of {run.name}")
-            self._asked.add(task)
-            task.add_done_callback(self._asked.discard)
-        return bool(routers)
+        return self._lifecycle.prove_pairs(self._groups[1])
 
     def show_figures(self, services: Collection[str]) -> None:
         """Sample the serving figures of these services (those a face shows), every few seconds while they serve."""
         self._figures.show(services)
 
-    @staticmethod
-    def _busy(run: ServiceRun) -> bool:
-        """Starting, stopping, or about to (a restart asked for already, waiting for its turn)."""
-        under_way = run.task is not None and not run.task.done()
-        return run.state in BUSY_NOW or (run.state is S.PENDING and under_way)
-
-    def _restart(self, runs: list[ServiceRun], *, with_dependents: bool) -> None:
-        """Restart ``runs``; what comes after them waits for them and is proven again (restarted too, when asked)."""
-        names = ", ".join(r.name for r in runs)
-        self._warn_lone_prefill(runs, with_dependents)
-        for run in runs:
-            self._launch(run, Action.RESTART, reason="restart")
-        for name in self._restart_dependents(runs):
-            if self._runs[name] in runs:
-                continue
-            action = Action.RESTART if with_dependents else Action.ATTACH
-            self._launch(self._runs[name], action, reason=f"waiting for {names}")
-
-    def _restart_dependents(self, runs: list[ServiceRun]) -> list[str]:
-        """What a restart of ``runs`` touches beyond them: what comes after them; with ``--with-dependents``
-        also the decodes beside a restarted prefill (they keep its transfer endpoints)."""
-        names: dict[str, None] = {}
-        for run in runs:
-            names |= dict.fromkeys(self.deployment.dependents(run.name))
-            if self.intent.with_dependents and run.cfg.role == "prefill":
-                names |= dict.fromkeys(self._paired_decodes(run))
-        return list(names)
-
-    def _paired_decodes(self, prefill: ServiceRun) -> list[str]:
-        """The decodes that share a router with ``prefill``: the ones that talk to it."""
-        routers = self.deployment.routers_of(prefill.name)
-        return [r.name for r in self._runs.values() if r.cfg.role == "decode"
-                and any(router in routers for router in self.deployment.routers_of(r.name))]
-
-    def _warn_lone_prefill(self, runs: list[ServiceRun], with_dependents: bool) -> None:
-        """A prefill restarted under a decode that keeps running: the decode still holds the old one's endpoints."""
-        if with_dependents:
-            return
-        for run in runs:
-            staying = [d for d in self._paired_decodes(run) if self._runs[d] not in runs] if run.cfg.role == "prefill" else []
-            if staying:
-                self.emit(Notice(
-                    "warning", f"{run.name}: restarted while {', '.join(staying)} keeps running: SGLang's decode keeps "
-                    "the transfer endpoints of the prefill it first reached for its whole life; restart "
-                    f"{', '.join(staying)} too, or use --with-dependents", run.name, self.elapsed()))
-
-    def _tell_outcome_again(self) -> None:
+    def tell_outcome_again(self) -> None:
         """After a bring-up ended, a crash or a retry changes the outcome: tell the new one when decided."""
         if self._last_done is not None and (self._done_task is None or self._done_task.done()):
             self._done_task = asyncio.create_task(self._until_done())
@@ -229,7 +153,7 @@ class Orchestrator:
         tasks = [*self._tails, *(r.task for r in self._runs.values() if r.task)]
         tasks += [self._done_task] if self._done_task is not None else []
         tasks += self._checks.samplers if self._checks is not None else []
-        tasks += self._asked
+        tasks += self._lifecycle.asked
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -323,7 +247,7 @@ class Orchestrator:
         deps = [self._runs[d] for d in run.cfg.after] if wait else []
         looking = asyncio.create_task(run.keep_looking()) if deps else None
         try:
-            await self._until(lambda: all(d.state is S.READY for d in deps) or any(d.state in BAD_OUTCOMES
+            await self.until(lambda: all(d.state is S.READY for d in deps) or any(d.state in BAD_OUTCOMES
                                                                                  for d in deps))
         finally:
             if looking is not None:
@@ -334,17 +258,7 @@ class Orchestrator:
             run.transition(S.BLOCKED, f"{bad[0].name} {bad[0].state.value.replace('_', ' ')}")
             return
         if await run.bring_up(action):
-            self._tell_outcome_again()     # it failed after ready: the outcome changed
-
-    async def _take_down(self) -> None:
-        """Stop every unit, each once everything that comes after it has stopped (the router first)."""
-        async def stop(run: ServiceRun) -> None:
-            after_it = [self._runs[name] for name in self.deployment.dependents(run.name)]
-            await self._until(lambda: all(d.state in (S.STOPPED, S.FAILED) for d in after_it))
-            await run.stop(disable=self.intent.disable)
-
-        for run in self._pending():
-            run.task = asyncio.create_task(stop(run), name=f"stop {run.name}")
+            self.tell_outcome_again()     # it failed after ready: the outcome changed
 
     def changed(self) -> None:
         """A run changed state: wake the waiters; the steps are updated once the loop's turn is over.
@@ -357,7 +271,7 @@ class Orchestrator:
             self._steps_handle = asyncio.get_running_loop().call_soon(self._update_steps)
 
     # -- the whole ---------------------------------------------------------------
-    async def _until(self, condition: Callable[[], bool]) -> None:
+    async def until(self, condition: Callable[[], bool]) -> None:
         """Wait until ``condition`` holds; it is looked at after every state change.
 
         A change sets the Event the waiters wait on and puts a fresh one in its
@@ -394,7 +308,7 @@ class Orchestrator:
 
     async def _until_done(self) -> Done:
         """Wait until the outcome is decided, then tell it."""
-        await self._until(self._decided)
+        await self.until(self._decided)
         self._flush_logs()
         self._update_steps()       # the steps as they are now, told before the outcome
         done = self._make_done()

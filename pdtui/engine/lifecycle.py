@@ -1,0 +1,155 @@
+"""What changes running services once a bring-up has them: retry, restart, stop (one, from a face or the command
+line), the whole deployment taken down, and their pairs proven again.
+
+:class:`Lifecycle` decides which runs a command touches and in what order (a
+restart sends what comes after the restarted services back to waiting; a
+prefill restarted under a decode that keeps running is warned about; down
+stops the router first); the orchestrator gives each run its task and tells
+the outcome again (the :class:`Launcher` it implements).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Protocol
+
+from pdtui.config import Deployment
+from pdtui.engine.events import Event, Notice
+from pdtui.engine.intent import Action, Intent
+from pdtui.engine.service_run import ServiceRun
+from pdtui.engine.states import SERVING_STATES, ServiceState
+
+S = ServiceState
+BAD_OUTCOMES = frozenset({S.FAILED, S.TIMED_OUT, S.BLOCKED})
+BUSY_NOW = frozenset({S.STARTING, S.STOPPING})   # a restart or stop from the UI waits until these are over
+
+
+class Launcher(Protocol):
+    """What a lifecycle command needs of the bring-up around it (the orchestrator)."""
+
+    def launch(self, run: ServiceRun, action: Action, *, wait: bool = True, reason: str = "") -> None:
+        """Give ``run`` a new task doing ``action``, once what it comes after is ready (when ``wait``)."""
+
+    def tell_outcome_again(self) -> None: ...
+
+    def emit(self, event: Event) -> None: ...
+
+    def elapsed(self) -> float: ...
+
+    async def until(self, condition: Callable[[], bool]) -> None: ...
+
+
+class Lifecycle:
+    def __init__(self, deployment: Deployment, runs: Mapping[str, ServiceRun], intent: Intent,
+                 launcher: Launcher) -> None:
+        self.deployment = deployment
+        self.runs = runs
+        self.intent = intent
+        self.launcher = launcher
+        self.asked: set[asyncio.Task] = set()       # what a face asked for (pairs proven again) while it runs
+
+    def retry(self, service: str) -> bool:
+        """Start a failed or timed-out service again (a fresh attempt), and what it blocked."""
+        run = self.runs.get(service)
+        if run is None or run.state not in (S.FAILED, S.TIMED_OUT):
+            return False
+        self.launcher.launch(run, Action.RESTART, reason="retry")       # its next bring-up begins a fresh attempt
+        for name in self.deployment.dependents(service):
+            if self.runs[name].state in BAD_OUTCOMES:
+                self.launcher.launch(self.runs[name], Action.START, reason="retry")
+        self.launcher.tell_outcome_again()
+        return True
+
+    def restart_one(self, service: str) -> bool:
+        """Restart one service now; what comes after it goes back to waiting and is proven again."""
+        run = self.runs.get(service)
+        if run is None or busy(run):
+            return False
+        self.restart([run], with_dependents=False)
+        self.launcher.tell_outcome_again()
+        return True
+
+    def stop_one(self, service: str) -> bool:
+        """Stop one service's unit now (what comes after it is told it runs without it)."""
+        run = self.runs.get(service)
+        if run is None or busy(run) or run.state is S.STOPPED:
+            return False
+        if run.task and not run.task.done():
+            run.task.cancel()
+        for name in self.deployment.dependents(service):
+            if self.runs[name].state in SERVING_STATES:
+                self.launcher.emit(Notice("warning", f"{name} degraded: {service} is being stopped", name,
+                                          self.launcher.elapsed()))
+        run.task = asyncio.create_task(run.stop(), name=f"stop {run.name}")
+        self.launcher.tell_outcome_again()
+        return True
+
+    def prove_pairs(self, routers: list[ServiceRun]) -> bool:
+        """Prove every prefill × decode pair behind each serving router again, now (False: no router serves)."""
+        serving = [run for run in routers if run.state in SERVING_STATES]
+        for run in serving:
+            self._ask(run.prove_pairs(), f"prove the pairs of {run.name}")
+        return bool(serving)
+
+    def restart(self, runs: list[ServiceRun], *, with_dependents: bool) -> None:
+        """Restart ``runs``; what comes after them waits for them and is proven again (restarted too, when asked)."""
+        names = ", ".join(r.name for r in runs)
+        self._warn_lone_prefill(runs, with_dependents)
+        for run in runs:
+            self.launcher.launch(run, Action.RESTART, reason="restart")
+        for name in self._restart_dependents(runs):
+            if self.runs[name] in runs:
+                continue
+            action = Action.RESTART if with_dependents else Action.ATTACH
+            self.launcher.launch(self.runs[name], action, reason=f"waiting for {names}")
+
+    def take_down(self, runs: list[ServiceRun]) -> None:
+        """Stop ``runs``, each once everything that comes after it has stopped (the router first)."""
+        async def stop(run: ServiceRun) -> None:
+            after_it = [self.runs[name] for name in self.deployment.dependents(run.name)]
+            await self.launcher.until(lambda: all(d.state in (S.STOPPED, S.FAILED) for d in after_it))
+            await run.stop(disable=self.intent.disable)
+
+        for run in runs:
+            run.task = asyncio.create_task(stop(run), name=f"stop {run.name}")
+
+    def _ask(self, work: Awaitable[None], name: str) -> None:
+        task = asyncio.ensure_future(work)
+        task.set_name(name)
+        self.asked.add(task)
+        task.add_done_callback(self.asked.discard)
+
+    def _restart_dependents(self, runs: list[ServiceRun]) -> list[str]:
+        """What a restart of ``runs`` touches beyond them: what comes after them; with ``--with-dependents``
+        also the decodes beside a restarted prefill (they keep its transfer endpoints)."""
+        names: dict[str, None] = {}
+        for run in runs:
+            names |= dict.fromkeys(self.deployment.dependents(run.name))
+            if self.intent.with_dependents and run.cfg.role == "prefill":
+                names |= dict.fromkeys(self._paired_decodes(run))
+        return list(names)
+
+    def _paired_decodes(self, prefill: ServiceRun) -> list[str]:
+        """The decodes that share a router with ``prefill``: the ones that talk to it."""
+        routers = self.deployment.routers_of(prefill.name)
+        return [r.name for r in self.runs.values() if r.cfg.role == "decode"
+                and any(router in routers for router in self.deployment.routers_of(r.name))]
+
+    def _warn_lone_prefill(self, runs: list[ServiceRun], with_dependents: bool) -> None:
+        """A prefill restarted under a decode that keeps running: the decode still holds the old one's endpoints."""
+        if with_dependents:
+            return
+        for run in runs:
+            staying = [d for d in self._paired_decodes(run) if self.runs[d] not in runs] if run.cfg.role == "prefill" else []
+            if staying:
+                self.launcher.emit(Notice(
+                    "warning", f"{run.name}: restarted while {', '.join(staying)} keeps running: SGLang's decode keeps "
+                    "the transfer endpoints of the prefill it first reached for its whole life; restart "
+                    f"{', '.join(staying)} too, or use --with-dependents", run.name, self.launcher.elapsed()))
+
+
+def busy(run: ServiceRun) -> bool:
+    """Starting, stopping, or about to (a restart asked for already, waiting for its turn)."""
+    under_way = run.task is not None and not run.task.done()
+    return run.state in BUSY_NOW or (run.state is S.PENDING and under_way)
