@@ -39,6 +39,19 @@ async def test_a_watching_session_refuses_and_says_so(key, verb, script) -> None
     assert source.actions == [] and source.retries == []
 
 
+async def test_p_proves_the_pairs_again_when_acting_and_is_refused_when_watching() -> None:
+    acting, watching = FakeSource(ready_script()), FakeSource(ready_script())
+    for source, refuse in ((acting, refusal("act")), (watching, refusal(WATCH))):
+        app = Watching(source, refuse)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await settle(pilot)
+            await pilot.press("p")
+            await settle(pilot)
+        told = "proving every prefill × decode pair" if source is acting else f"proving the pairs refused: {REFUSED}"
+        assert told in app.notices
+    assert acting.actions == [("pairs", "")] and watching.actions == []
+
+
 async def test_the_palette_refuses_too() -> None:
     source = FakeSource(ready_script())
     app = Watching(source, refusal(WATCH))

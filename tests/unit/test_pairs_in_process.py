@@ -122,3 +122,21 @@ def test_the_matrix_marks_each_pair_and_says_why_one_failed():
                                    "prefill-0  ✓         ✗",
                                    "prefill-1  ✓         ✓",
                                    "decode-1 ✗ prefill-0: HTTP 500: no KV"]
+
+
+def test_status_once_prints_the_routers_matrix_under_the_table_and_in_its_json():
+    import json
+
+    from pdtui.engine.events import PlanReady, ServiceInfo, Step
+    board = StatusBoard()
+    info = ServiceInfo("router", "router", "r", "gpu0", (), None, 8000, ("prefill-0", "decode-0", "decode-1"), 60.0)
+    board(PlanReady("pairs", (info,), tuple(Step)))
+    board(PairMatrix("router", (PairResult("prefill-0", "decode-0", True, "4 tokens", 0.1),
+                                PairResult("prefill-0", "decode-1", False, "HTTP 500: no KV", 0.1)), 9.0))
+    assert board.table().splitlines()[-4:] == ["",
+                                               "router pairs      decode-0  decode-1",
+                                               "       prefill-0  ✓         ✗",
+                                               "       decode-1 ✗ prefill-0: HTTP 500: no KV"]
+    [router] = json.loads(board.as_json())["services"]
+    assert router["pairs"] == [{"prefill": "prefill-0", "decode": "decode-0", "ok": True, "detail": "4 tokens"},
+                               {"prefill": "prefill-0", "decode": "decode-1", "ok": False, "detail": "HTTP 500: no KV"}]
