@@ -55,6 +55,8 @@ def options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runs", type=int, default=1, help="bring-ups in this process; figures are their medians")
     parser.add_argument("--sweep", action="store_true", help="8, 16, ... services up to --max-services, a process each")
     parser.add_argument("--max-services", type=int, default=1024)
+    parser.add_argument("--no-pairs", action="store_true",
+                        help="do not prove each router's prefill × decode pairs directly (as pdtui up --no-pairs)")
     parser.add_argument("--collector", choices=("python", "pdtui"), default="pdtui",
                         help="the garbage collector as pdtui's faces tune it (pdtui.support.heap.QuietCollector: young "
                              "collections after 10,000 allocations, what exists at the start frozen), or as Python "
@@ -134,7 +136,7 @@ async def bring_up(deployment: Deployment, args: argparse.Namespace) -> dict:
     fleet = MemoryFleet(deployment, startup=args.startup, router_startup=args.router_startup, unit_files=units)
     moments = Moments()
     cpu0, t0 = time.process_time(), time.perf_counter()
-    orchestrator = Orchestrator(deployment, fleet.host)
+    orchestrator = Orchestrator(deployment, fleet.host, pairs=False if args.no_pairs else None)
     orchestrator.subscribe(moments)
     try:
         with GcTime() as collector:
@@ -210,7 +212,7 @@ def sweep(args: argparse.Namespace) -> list[dict]:
     while hosts * per_host <= args.max_services:
         argv = [sys.executable, __file__, "--hosts", str(hosts), "--services-per-host", str(per_host),
                 "--startup", str(args.startup), "--router-startup", str(args.router_startup), "--runs", str(args.runs),
-                "--collector", args.collector]
+                "--collector", args.collector, *(["--no-pairs"] if args.no_pairs else [])]
         out = subprocess.run(argv, check=True, capture_output=True, text=True).stdout
         figures = json.loads(out)
         results.append({k: figures[k] for k in ("services", "hosts", "ok", "wall_s", "bringup_overhead_s", "cpu_s",
