@@ -66,3 +66,33 @@ def test_without_metrics_or_series_the_path_is_proven_by_tokens_only():
 def test_a_large_transfer_is_told_in_gigabytes():
     seen = kv_seen({"p": KvTotals(exported=False)}, {"p": KvTotals(transfers=1, megabytes=2560.0)})
     assert seen.words == "KV moved prefill→decode, 2.5 GB from p"
+
+
+class Meter:
+    """Readings of the backends' KV series, one per call, the last one repeated."""
+
+    def __init__(self, *readings: dict) -> None:
+        self.readings = list(readings)
+        self.calls = 0
+
+    async def __call__(self) -> dict:
+        self.calls += 1
+        return self.readings[min(self.calls, len(self.readings)) - 1]
+
+
+def probe(meter: Meter):
+    from pdtui.engine.checks.router import RouterProbe
+    return RouterProbe(None, 8000, [], kv_meter=meter, settle=5.0)  # type: ignore[arg-type]
+
+
+async def test_without_metrics_anywhere_the_kv_check_does_not_wait():
+    meter = Meter({"prefill": None, "decode": None})
+    check = await probe(meter)._kv_moved({"prefill": None, "decode": None})
+    assert check.ok and meter.calls == 1 and "tokens only" in check.detail
+
+
+async def test_a_series_that_appears_a_moment_after_the_answer_is_waited_for():
+    first = KvTotals(transfers=1, megabytes=35.0)
+    meter = Meter({"prefill": KvTotals(exported=False)}, {"prefill": KvTotals(exported=False)}, {"prefill": first})
+    check = await probe(meter)._kv_moved({"prefill": KvTotals(exported=False)})
+    assert check.ok and check.detail == "KV moved prefill→decode, 35 MB from prefill" and meter.calls == 3

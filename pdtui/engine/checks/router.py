@@ -138,14 +138,18 @@ class RouterProbe:
 
     async def _kv_moved(self, before: KvReading) -> Check:
         """The smoke's tokens came: what the backends' KV transfer series say of it (a prefill observes a
-        transfer as it completes, which may be a moment after the answer: read again for up to ``settle``)."""
+        transfer as it completes, which may be a moment after the answer: read again for up to ``settle``, unless
+        no backend serves ``/metrics`` at all)."""
         assert self.kv_meter is not None
         deadline = self.clock() + self.settle
         while True:
-            seen = kv_seen(before, await self.kv_meter())
+            after = await self.kv_meter()
+            seen = kv_seen(before, after)
             if seen.failed:
                 return Check(KV, False, f"{seen.words} during the smoke request")
-            if seen.moved or self.clock() >= deadline:
+            # No /metrics anywhere: nothing to wait for (a series appears with its first transfer: those that
+            # answer may yet show it)
+            if seen.moved or self.clock() >= deadline or all(totals is None for totals in after.values()):
                 return Check(KV, True, seen.words)
             await asyncio.sleep(KV_REREAD)
 
