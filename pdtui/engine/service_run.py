@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import math
 from collections import deque
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -25,11 +25,7 @@ from pdtui.config import Deployment, ServiceConfig
 from pdtui.config.fields import format_duration, format_elapsed
 from pdtui.engine.checks import Check, Learned, backend_checks
 from pdtui.engine.checks.http_status import http_check
-from pdtui.engine.checks.kv_transfer import KvReading, KvTotals
-from pdtui.engine.checks.pairs import NAME as PAIRS
-from pdtui.engine.checks.pairs import PairProbe
-from pdtui.engine.checks.router import RouterProbe
-from pdtui.engine.checks.workers import Backend
+from pdtui.engine.checks.kv_transfer import KvTotals
 from pdtui.engine.events import (
     CanaryResult,
     Event,
@@ -38,7 +34,6 @@ from pdtui.engine.events import (
     LogLines,
     LogRecord,
     Notice,
-    PairMatrix,
     PhaseStarted,
     ProbeResult,
     ServiceInfo,
@@ -48,11 +43,12 @@ from pdtui.engine.http import HttpProber
 from pdtui.engine.intent import Action
 from pdtui.engine.log_entry import YIELD_EVERY, LogEntry
 from pdtui.engine.readiness import FailureCandidate, LineJudge
+from pdtui.engine.router_proving import RouterProving
 from pdtui.engine.session import Session
 from pdtui.engine.signatures import Severity, Signature
 from pdtui.engine.states import ALLOWED, JUDGED_STATES, SERVING_STATES, ServiceState, check_transition
 from pdtui.engine.timing import Timing
-from pdtui.engine.tracebacks import HEADER, TracebackWatch, ranks_of, transfer_exception, without_stamp
+from pdtui.engine.tracebacks import HEADER, TracebackWatch, ranks_of, without_stamp
 from pdtui.hosts.base import LOOPBACK_ADDRESS, Host
 from pdtui.servers import PhaseTracking, serving_for
 
@@ -97,7 +93,7 @@ class Attempt:
     unit_dirty: bool = False
     end_logged: asyncio.Event = field(default_factory=asyncio.Event)   # systemd logged the invocation's end
     last_checks: dict[str, tuple[bool, str]] = field(default_factory=dict)
-    router_probe: RouterProbe | None = None
+    proving: RouterProving | None = None          # a router's probe, pairs and canary for this start
     next_unit_check: float = 0.0
     fresh_line: bool = False                      # a line came while probing: probe again soon
     warning: str | None = None                    # the latest warning line (a traceback's exception): evidence
@@ -520,7 +516,7 @@ class ServiceRun:
     async def _probe(self) -> bool | Check | None:
         """Run the active checks: True when all hold, a Check when one failed for good, else None."""
         if self.cfg.is_router:
-            return await self._probe_router(self.session.host)
+            return await self._proving().verdict(self.session.host)
         for readiness in self._checks:
             check = await readiness.run(self)
             self.probe_result(check)
@@ -541,84 +537,15 @@ class ServiceRun:
     def learned(self) -> Learned:
         return self.attempt.learned
 
-    def _router_probe(self) -> RouterProbe:
-        """This attempt's router probe (it remembers the model, and the smoke failures so far)."""
-        probe = self.attempt.router_probe
-        if probe is None:
-            assert self.cfg.port is not None      # the config requires a router's port
-            backends = self._backends()
-            probe = self.attempt.router_probe = RouterProbe(
-                self.session.prober, self.cfg.port, backends, smoke=self.w.smoke,
-                transfer_error=self._transfer_error_since, kv_meter=self._kv_reading,
-                pairs=self._pair_probe(backends), settle=self.w.timing.settle, clock=self.w.clock,
-                address=self.address)
-        return probe
-
-    def _pair_probe(self, backends: list[Backend]) -> PairProbe | None:
-        """Its prefill × decode pairs, when they are proven: asked for (``pairs``), or by default when there is
-        more than one (a single pair is the smoke's own path)."""
-        prefills = [(self.w.peers[b.service], b) for b in backends if b.role == "prefill"]
-        decodes = [self.w.peers[b.service] for b in backends if b.role == "decode"]
-        wanted = self.w.pairs
-        if wanted is False or not prefills or not decodes or (wanted is None and len(prefills) * len(decodes) < 2):
-            return None
-        return PairProbe(prefills, decodes, self.serving.pair_request, clock=self.w.clock,
-                         transfer_error=self._transfer_error_since)
+    def _proving(self) -> RouterProving:
+        """This attempt's proving of a router (it remembers the model, the smoke failures, the pairs)."""
+        if self.attempt.proving is None:
+            self.attempt.proving = RouterProving(self)
+        return self.attempt.proving
 
     async def prove_pairs(self) -> None:
-        """Prove every pair behind this router again, now (a router without pairs to prove says so)."""
-        check = await self._router_probe().prove_pairs()
-        if check is None:
-            self.notice("info", f"{self.name}: no prefill × decode pairs to prove")
-            return
-        self.probe_result(check, again=True)
-        self._tell_pairs()
-
-    def _tell_pairs(self) -> None:
-        probe = self._router_probe().pairs
-        if probe is not None:
-            self.w.emit(PairMatrix(self.name, probe.matrix, self.w.elapsed()))
-
-    async def _probe_router(self, host: Host) -> bool | Check | None:
-        probe = self._router_probe()
-        failed, looked = None, False
-        async for check in probe.steps(host):
-            self.probe_result(check)
-            if check.name == PAIRS:
-                self._tell_pairs()
-            looked = True
-            if not check.ok and (failed is None or check.final):
-                failed = check           # the first failure, unless a later one is final (the pairs name the cause)
-        if failed is None:
-            return looked or None
-        return failed if failed.final else None
-
-    async def _transfer_error_since(self, services: Collection[str], since: float, wait: bool,
-                                    needle: str = "") -> str | None:
-        """A KV transfer error one of ``services`` logged since ``since`` (that names ``needle``: a request's
-        room), quoted with its service.
-
-        ``wait``: the request failed, and its backend's line may still be on its
-        way through the journal: give it the settle time to arrive.
-        """
-        clock = self.w.clock
-        deadline = clock() + (self.w.timing.settle if wait else 0.0)
-        while True:
-            for name in services:
-                for at, line in reversed(self.w.peers[name].attempt.transfers):
-                    if at < since:
-                        break
-                    if needle in line:
-                        return f"{name}: {transfer_exception(line)}"
-            if clock() >= deadline:
-                return None
-            await asyncio.sleep(0.02)
-
-    async def _kv_reading(self) -> KvReading:
-        """Each backend's KV transfer series now (None: no ``/metrics``, or none of the series)."""
-        peers = [self.w.peers[name] for name in self.cfg.after]
-        readings = await asyncio.gather(*(peer.kv_totals() for peer in peers if peer.cfg.role in ("prefill", "decode")))
-        return dict(readings)
+        """A router: prove every pair behind it again, now."""
+        await self._proving().prove_pairs()
 
     async def kv_totals(self) -> tuple[str, KvTotals | None]:
         """Its KV transfer series summed over its ranks, by its name (None without them)."""
@@ -631,16 +558,6 @@ class ServiceRun:
             return self.name, self.serving.kv_totals(result.body.decode(errors="replace"))
         except (ValueError, KeyError, IndexError, TypeError):   # not Prometheus text
             return self.name, None
-
-    def _backends(self) -> list[Backend]:
-        backends = []
-        for name in self.cfg.after:
-            peer = self.w.peers[name]
-            cfg = peer.cfg
-            if cfg.role not in ("prefill", "decode") or not cfg.port:
-                continue
-            backends.append(Backend(name, cfg.role, cfg.port, peer.names_for(self.cfg)))
-        return backends
 
     @property
     def stall_after(self) -> float:
@@ -757,7 +674,7 @@ class ServiceRun:
 
     async def _canary(self) -> None:
         """One canary generation through this ready router: a failure degrades it, a pass restores it."""
-        check = await self._router_probe().canary()
+        check = await self._proving().canary()
         if self.state not in SERVING_STATES:
             return     # it failed meanwhile: that verdict stands
         self.w.emit(CanaryResult(self.name, check.ok, check.detail, check.latency, self.w.elapsed()))
