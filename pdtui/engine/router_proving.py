@@ -2,7 +2,7 @@
 
 A router's run (service_run.py) asks this object for its verdicts; it
 builds the probe (engine/checks/router.py) from the router's backends as the
-config and their runs know them, reads the backends' KV transfer series and
+config and their runs know them, reads the prefills' KV transfer series and
 quotes a backend's transfer error by the request's room, and tells the faces
 what each step found (``ProbeResult``, ``PairMatrix``). One per attempt: a
 restarted router proves itself afresh (the model, the smoke failures, the
@@ -93,9 +93,10 @@ class RouterProving:
                          transfer_error=self.transfer_error_since)
 
     async def _kv_reading(self) -> KvReading:
-        """Each backend's KV transfer series now (None: no ``/metrics``)."""
+        """Each prefill's KV transfer series now (None: no ``/metrics``). A prefill observes every transfer it
+        sends and counts those that failed, its bootstrap's too: its decodes' series would only repeat them."""
         peers = [self.run.w.peers[name] for name in self.run.cfg.after]
-        return dict(await asyncio.gather(*(peer.kv_totals() for peer in peers if peer.cfg.role in BACKEND_ROLES)))
+        return dict(await asyncio.gather(*(peer.kv_totals() for peer in peers if peer.cfg.role == "prefill")))
 
     async def transfer_error_since(self, services: Collection[str], since: float, wait: bool,
                                    needle: str = "") -> str | None:

@@ -101,6 +101,7 @@ class Attempt:
     transfer_errors: int = 0                      # per-request KV transfer errors in this invocation
     transfers: deque[tuple[float, str]] = field(default_factory=lambda: deque(maxlen=RECENT_TRANSFERS))
     learned: Learned = field(default_factory=Learned)   # what its checks learned once (the bootstrap port)
+    without_metrics: bool = False                 # its /metrics answered 404: started without --enable-metrics
     unhealthy_since: float | None = None          # after ready: when health began failing, and how often since
     unhealthy_count: int = 0
     phase_at: float | None = None                 # when the current phase began (the run's clock)
@@ -549,10 +550,11 @@ class ServiceRun:
 
     async def kv_totals(self) -> tuple[str, KvTotals | None]:
         """Its KV transfer series summed over its ranks, by its name (None without them)."""
-        if not self.cfg.port:
+        if not self.cfg.port or self.attempt.without_metrics:
             return self.name, None
         result = await self.prober.get(self.cfg.port, "/metrics", timeout=KV_READ_TIMEOUT, address=self.address)
         if not result.ok:
+            self.attempt.without_metrics = result.status == 404     # started without --enable-metrics: asked once
             return self.name, None
         try:
             return self.name, self.serving.kv_totals(result.body.decode(errors="replace"))

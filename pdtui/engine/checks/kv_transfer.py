@@ -29,7 +29,7 @@ class KvTotals:
     exported: bool = True        # False: its /metrics has none of the series (yet: each appears once first used)
 
 
-# Each backend's totals by service; None: no /metrics.
+# Each prefill's totals by service; None: no /metrics.
 KvReading = Mapping[str, "KvTotals | None"]
 KvMeter = Callable[[], Awaitable[KvReading]]
 

@@ -37,7 +37,7 @@ class RouterProbe:
     ``transfer_error`` tells whether a backend logged a KV transfer error since
     a moment (of ``clock``): such a line during the smoke request fails that
     step, quoted, whatever the router answered. ``kv_meter`` reads the
-    backends' KV transfer series, before and after the smoke request.
+    prefills' KV transfer series, before and after the smoke request.
     ``pairs``, when given, proves each prefill × decode pair after the smoke.
     """
 
@@ -137,9 +137,9 @@ class RouterProbe:
         return replace(check, final=self.smoke_failures >= 3)
 
     async def _kv_moved(self, before: KvReading) -> Check:
-        """The smoke's tokens came: what the backends' KV transfer series say of it (a prefill observes a
+        """The smoke's tokens came: what the prefills' KV transfer series say of it (a prefill observes a
         transfer as it completes, which may be a moment after the answer: read again for up to ``settle``, unless
-        no backend serves ``/metrics`` at all)."""
+        no prefill serves ``/metrics`` at all)."""
         assert self.kv_meter is not None
         deadline = self.clock() + self.settle
         while True:
