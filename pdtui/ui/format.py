@@ -138,7 +138,7 @@ def figures_summary(event: ServingFigures) -> str:
     if figures.ttft_p50 is not None:
         parts.append(f"TTFT p50 {_seconds(figures.ttft_p50)}")
     if figures.kv_gbps is not None:
-        parts.append(f"KV {figures.kv_gbps:.2g} GB/s" if figures.kv_gbps < 10 else f"KV {figures.kv_gbps:.0f} GB/s")
+        parts.append(f"KV {bandwidth(figures.kv_gbps)}")
     if figures.kv_failed is not None:
         parts.append(f"{figures.kv_failed} failed" if figures.kv_gbps is not None
                      else f"{figures.kv_failed} KV transfers failed")
@@ -158,6 +158,14 @@ def _router_summary(figures: Figures) -> str:
     if figures.open_circuits:
         parts.append(f"{figures.open_circuits} circuit{'s' * (figures.open_circuits != 1)} open")
     return " · ".join(parts)
+
+
+def bandwidth(gbps: float) -> str:
+    """A transfer rate in two or three figures: ``12 GB/s``, ``1.2 GB/s``, ``71 MB/s``, ``4.0 MB/s``."""
+    if gbps >= 1:
+        return f"{gbps:.0f} GB/s" if gbps >= 10 else f"{gbps:.1f} GB/s"
+    megabytes = gbps * 1024
+    return f"{megabytes:.0f} MB/s" if megabytes >= 10 else f"{megabytes:.1f} MB/s"
 
 
 def _seconds(value: float) -> str:

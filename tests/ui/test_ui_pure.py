@@ -17,7 +17,7 @@ from pdtui.engine.states import ServiceState as S
 from pdtui.support.heap import YOUNG_THRESHOLD, QuietCollector
 from pdtui.support.text import MAX_LINE_CHARS, inert
 from pdtui.ui import themes
-from pdtui.ui.format import gpu_gauges
+from pdtui.ui.format import bandwidth, figures_summary, gpu_gauges
 from pdtui.ui.logview import Lines, Row
 from pdtui.ui.merged import merge_by_time
 from pdtui.ui.model import ElapsedClock, ServiceView
@@ -182,3 +182,12 @@ def test_quiet_collector_gives_freed_heap_memory_back_where_the_c_library_can(mo
     monkeypatch.setattr(collector, "_trim", None)
     collector.release()           # no such call (not glibc): nothing happens, nothing fails
     assert calls == [0]
+
+
+def test_a_prefills_kv_rate_reads_in_two_or_three_figures_with_its_failures() -> None:
+    assert [bandwidth(g) for g in (12.4, 1.23, 0.0693, 0.0039)] == ["12 GB/s", "1.2 GB/s", "71 MB/s", "4.0 MB/s"]
+    from pdtui.engine.events import Figures, ServingFigures
+    line = figures_summary(ServingFigures("prefill", "metrics", Figures(prompt_tps=58.0, kv_gbps=1.2, kv_failed=0)))
+    assert line == "58 prompt tok/s · KV 1.2 GB/s · 0 failed"
+    decode = figures_summary(ServingFigures("decode", "metrics", Figures(generation_tps=35.0, kv_failed=3)))
+    assert decode == "35 tok/s · 3 KV transfers failed"
