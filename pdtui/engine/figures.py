@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from pdtui.engine.service_run import ServiceRun
 
 SAMPLED_ROLES = ("prefill", "decode")     # the SGLang servers (and the routers pdtui made the units of)
-FETCH_TIMEOUT = 5.0
+FETCH_TIMEOUT = 5.0     # seconds for one read of a server's /metrics
 WITHOUT_METRICS_HINT = f"TTFT needs {METRICS_FLAG}"
 
 
@@ -49,7 +49,6 @@ class FiguresWatch:
         self._shown: frozenset[str] = frozenset()
         # Per attempt (a restarted server's counters start again, and it may have gained --enable-metrics):
         self._last: dict[tuple[str, int], MetricsSample] = {}
-        self._without_metrics: set[tuple[str, int]] = set()     # answered 404: its batch lines give its figures
         self._task: asyncio.Task | None = None
 
     def show(self, services: Collection[str]) -> None:
@@ -67,14 +66,14 @@ class FiguresWatch:
 
     async def _sample(self, run: ServiceRun) -> None:
         key = (run.name, run.attempt.number)
-        if key not in self._without_metrics:
+        if not run.attempt.without_metrics:     # else its batch lines give its figures
             result = await run.session.prober.get(self._ports[run.name], "/metrics", timeout=FETCH_TIMEOUT,
                                                     address=run.address)
             if result.ok:
                 try:
                     sample = parse_metrics(result.body.decode(errors="replace"), self._clock())
                 except (ValueError, KeyError, IndexError, TypeError):   # hostile or broken text: not figures
-                    self._without_metrics.add(key)     # not Prometheus text: read its lines instead
+                    run.attempt.without_metrics = True     # not Prometheus text: read its lines instead
                 else:
                     last = self._last.get(key)
                     figures = (router_figures_between(last, sample) if run.cfg.is_router
@@ -84,7 +83,7 @@ class FiguresWatch:
                     self._tell_failed_transfers(run.name, last, figures)
                     return
             elif result.status == 404:
-                self._without_metrics.add(key)
+                run.attempt.without_metrics = True
             else:
                 return      # no answer this time: the last figures stand until the next sample
         batch = run.attempt.batch

@@ -39,6 +39,7 @@ from pdtui.engine.events import (
     ServiceInfo,
     StateChanged,
 )
+from pdtui.engine.figures import FETCH_TIMEOUT
 from pdtui.engine.http import HttpProber
 from pdtui.engine.intent import Action
 from pdtui.engine.log_entry import YIELD_EVERY, LogEntry
@@ -71,7 +72,6 @@ PHASED_ROLES = ("prefill", "decode")   # the SGLang servers: their start-up line
 HANG_PRONE = {"distributed": "distributed init", "cuda_graphs": "CUDA graph capture", "warmup": "the PD warm-up"}
 MIN_STALL = 60.0      # seconds: the shortest default silence called a stall
 RECENT_TRANSFERS = 32   # per-request KV transfer errors kept, to quote the one that names a request
-KV_READ_TIMEOUT = 5.0   # seconds for one read of a backend's /metrics around the smoke request
 
 
 @dataclass(slots=True)
@@ -101,7 +101,8 @@ class Attempt:
     transfer_errors: int = 0                      # per-request KV transfer errors in this invocation
     transfers: deque[tuple[float, str]] = field(default_factory=lambda: deque(maxlen=RECENT_TRANSFERS))
     learned: Learned = field(default_factory=Learned)   # what its checks learned once (the bootstrap port)
-    without_metrics: bool = False                 # its /metrics answered 404: started without --enable-metrics
+    without_metrics: bool = False                 # its /metrics answered 404 (no --enable-metrics) or no Prometheus
+                                                  # text: not asked again in this start (its batch lines tell)
     unhealthy_since: float | None = None          # after ready: when health began failing, and how often since
     unhealthy_count: int = 0
     phase_at: float | None = None                 # when the current phase began (the run's clock)
@@ -552,13 +553,14 @@ class ServiceRun:
         """Its KV transfer series summed over its ranks, by its name (None without them)."""
         if not self.cfg.port or self.attempt.without_metrics:
             return self.name, None
-        result = await self.prober.get(self.cfg.port, "/metrics", timeout=KV_READ_TIMEOUT, address=self.address)
+        result = await self.prober.get(self.cfg.port, "/metrics", timeout=FETCH_TIMEOUT, address=self.address)
         if not result.ok:
             self.attempt.without_metrics = result.status == 404     # started without --enable-metrics: asked once
             return self.name, None
         try:
             return self.name, self.serving.kv_totals(result.body.decode(errors="replace"))
         except (ValueError, KeyError, IndexError, TypeError):   # not Prometheus text
+            self.attempt.without_metrics = True
             return self.name, None
 
     @property

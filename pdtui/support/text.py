@@ -46,6 +46,14 @@ _CONTROLS = _control_table()
 _NEEDS_WORK = re.compile("[\t" + "".join(re.escape(chr(code)) for code in _CONTROLS) + "]")
 
 
+def megabytes(size: float) -> str:
+    """A size in two or three figures: ``12 GB``, ``2.5 GB``, ``71 MB``, ``4.0 MB``."""
+    if size >= 1024:
+        gigabytes = size / 1024
+        return f"{gigabytes:.0f} GB" if gigabytes >= 10 else f"{gigabytes:.1f} GB"
+    return f"{size:.0f} MB" if size >= 10 else f"{size:.1f} MB"
+
+
 def make_visible(text: str) -> str:
     """Drop colour codes, replace every other control character with a placeholder, expand tabs."""
     if not _NEEDS_WORK.search(text):

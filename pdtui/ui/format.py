@@ -5,7 +5,7 @@ from __future__ import annotations
 from pdtui.config.fields import format_elapsed
 from pdtui.engine.events import CanaryResult, Figures, GpuInfo, JobStatus, ProbeResult, ServiceInfo, ServingFigures
 from pdtui.engine.states import ServiceState
-from pdtui.support.text import inert
+from pdtui.support.text import inert, megabytes
 
 BADGE_LABELS: dict[ServiceState, str] = {
     ServiceState.PENDING: "○ pending",
@@ -162,10 +162,7 @@ def _router_summary(figures: Figures) -> str:
 
 def bandwidth(gbps: float) -> str:
     """A transfer rate in two or three figures: ``12 GB/s``, ``1.2 GB/s``, ``71 MB/s``, ``4.0 MB/s``."""
-    if gbps >= 1:
-        return f"{gbps:.0f} GB/s" if gbps >= 10 else f"{gbps:.1f} GB/s"
-    megabytes = gbps * 1024
-    return f"{megabytes:.0f} MB/s" if megabytes >= 10 else f"{megabytes:.1f} MB/s"
+    return f"{megabytes(gbps * 1024)}/s"
 
 
 def _seconds(value: float) -> str:

@@ -10,6 +10,13 @@ from pdtui.config import ServiceConfig
 from pdtui.engine.http import HttpProber
 from pdtui.hosts.base import Host
 
+
+def reported_port(value: object) -> int | None:
+    """A port as a server or a router reports it in JSON (``disaggregation_bootstrap_port``, a worker's
+    ``bootstrap_port``), None when it is not one."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 < value < 65536 else None
+
+
 # The names under which a router on the same host may list a backend.
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "0.0.0.0", "::1", "[::1]"})
 

@@ -93,7 +93,7 @@ def error_message(result: HttpResult, limit: int | None = QUOTE_LIMIT) -> str | 
     if not isinstance(message, str) or not message.strip():
         return None
     message = " ".join(message.split())
-    return message if limit is None or len(message) <= limit else message[:limit - 1] + "…"
+    return message if limit is None else _cut(message, limit)
 
 
 def _quote(payload: Any, choice: dict, limit: int = QUOTE_LIMIT) -> str:
@@ -102,7 +102,10 @@ def _quote(payload: Any, choice: dict, limit: int = QUOTE_LIMIT) -> str:
     said = {"choice": {k: v for k, v in choice.items() if k not in ("index", "logprobs")}}
     if usage is not None:
         said["usage"] = usage
-    text = json.dumps(said, ensure_ascii=False, separators=(",", ":"), default=str)
+    return _cut(json.dumps(said, ensure_ascii=False, separators=(",", ":"), default=str), limit)
+
+
+def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 

@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
+from pdtui.support.text import megabytes as format_size
+
 
 @dataclass(frozen=True, slots=True)
 class KvTotals:
@@ -32,6 +34,7 @@ class KvTotals:
 # Each prefill's totals by service; None: no /metrics.
 KvReading = Mapping[str, "KvTotals | None"]
 KvMeter = Callable[[], Awaitable[KvReading]]
+
 
 @dataclass(frozen=True, slots=True)
 class KvSeen:
@@ -59,13 +62,8 @@ def kv_seen(before: KvReading, after: KvReading) -> KvSeen:
         return KvSeen(True, bool(moved), "; ".join(failures))
     if moved:
         megabytes = sum(mb for _, mb in moved)
-        return KvSeen(False, True, f"KV moved prefill→decode, {_size(megabytes)} from {', '.join(s for s, _ in moved)}")
+        return KvSeen(False, True, f"KV moved prefill→decode, {format_size(megabytes)} from "
+                                   f"{', '.join(s for s, _ in moved)}")
     if not any(totals is not None and totals.exported for totals in after.values()):
         return KvSeen(False, False, "KV path proven by tokens only (no server exports SGLang's KV transfer series)")
     return KvSeen(False, False, "KV path proven by tokens only (the prefills' KV transfer series did not move)")
-
-
-def _size(megabytes: float) -> str:
-    if megabytes >= 1024:
-        return f"{megabytes / 1024:.1f} GB"
-    return f"{megabytes:.0f} MB" if megabytes >= 10 else f"{megabytes:.1f} MB"

@@ -19,7 +19,7 @@ from typing import Protocol
 from urllib.parse import urlsplit
 
 from pdtui.config import DEFAULT_BOOTSTRAP_PORT
-from pdtui.engine.checks.base import Check, Probed
+from pdtui.engine.checks.base import Check, Probed, reported_port
 from pdtui.engine.checks.generation import MAX_TOKENS, SMOKE_PROMPT, error_message, judge
 from pdtui.engine.checks.workers import Backend, worker_matches
 from pdtui.engine.events import PairResult
@@ -29,6 +29,7 @@ from pdtui.engine.tracebacks import transfer_exception
 AT_ONCE = 8              # pairs proven side by side
 PAIR_TIMEOUT = 30.0      # seconds for one pair's request (a transfer that never completes waits much longer)
 NAME = "pairs"
+
 
 class PairRequest(Protocol):
     """The serving engine's request that pairs a prefill and a decode: its path and body (a fresh transfer id)."""
@@ -136,10 +137,6 @@ class PairProbe:
         self.failed_rounds = 0
 
     @property
-    def count(self) -> int:
-        return len(self.prefills) * len(self.decodes)
-
-    @property
     def matrix(self) -> tuple[PairResult, ...]:
         """The latest result of every pair proven so far, prefill by prefill."""
         return tuple(self.results[key] for key in self._keys() if key in self.results)
@@ -177,8 +174,5 @@ def _bootstrap(prefill: Probed, backend: Backend, workers: Sequence[dict]) -> tu
     for worker in workers:
         url = str(worker.get("url", ""))
         if worker_matches(url, backend):
-            listed = worker.get("bootstrap_port")
-            if isinstance(listed, int) and not isinstance(listed, bool) and 0 < listed < 65536:
-                port = listed
-            return urlsplit(url).hostname or prefill.address, port
+            return urlsplit(url).hostname or prefill.address, reported_port(worker.get("bootstrap_port")) or port
     return prefill.address, port

@@ -19,6 +19,7 @@ from dataclasses import replace
 from pdtui.engine.checks.base import Check
 from pdtui.engine.checks.generation import CANARY_PROMPT, SMOKE_PROMPT, Verdict, judge, request_body
 from pdtui.engine.checks.kv_transfer import KvMeter, KvReading, kv_seen
+from pdtui.engine.checks.pairs import NAME as PAIRS
 from pdtui.engine.checks.pairs import PairProbe, TransferError, pairs_check
 from pdtui.engine.checks.tcp import tcp_check
 from pdtui.engine.checks.workers import WORKERS_NEED_KEY, Backend, check_workers, listed_workers
@@ -28,7 +29,6 @@ from pdtui.hosts.base import LOOPBACK_ADDRESS, Host
 GENERATION_TIMEOUT = 30.0
 KV_REREAD = 0.1        # seconds between two readings of the KV series after the smoke
 KV = "kv"              # the check that the smoke's KV moved, by the servers' own series
-
 
 
 class RouterProbe:
@@ -160,7 +160,7 @@ class RouterProbe:
         if not self.listed:
             workers = await self._workers()
             if not workers.ok:
-                return Check("pairs", False, f"{workers.name}: {workers.detail}", workers.latency)
+                return Check(PAIRS, False, f"{workers.name}: {workers.detail}", workers.latency)
         return await self.pairs.prove_all(self.listed)
 
     async def canary(self) -> Check:

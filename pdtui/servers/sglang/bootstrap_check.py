@@ -9,7 +9,7 @@ server says in ``/server_info``, else SGLang's default.
 from __future__ import annotations
 
 from pdtui.config import DEFAULT_BOOTSTRAP_PORT, ServiceConfig
-from pdtui.engine.checks.base import Check, Probed
+from pdtui.engine.checks.base import Check, Probed, reported_port
 from pdtui.engine.checks.tcp import tcp_check
 from pdtui.engine.http import HttpProber
 from pdtui.hosts.base import LOOPBACK_ADDRESS
@@ -23,10 +23,7 @@ async def bootstrap_port(prober: HttpProber, port: int, address: str = LOOPBACK_
         result = await prober.get(port, path, address=address)
         info = result.json() if result.ok else None
         if isinstance(info, dict):
-            value = info.get("disaggregation_bootstrap_port")
-            if isinstance(value, int) and not isinstance(value, bool) and 0 < value < 65536:
-                return value
-            break
+            return reported_port(info.get("disaggregation_bootstrap_port")) or DEFAULT_BOOTSTRAP_PORT
     return DEFAULT_BOOTSTRAP_PORT
 
 
