@@ -239,7 +239,7 @@ class Orchestrator:
     def _flush_logs(self) -> None:
         self._flush_handle = None
         for run in self._runs.values():
-            run.flush_logs()
+            run.lines.flush()
 
     # -- one service ----------------------------------------------------------
     async def _bring_up(self, run: ServiceRun, action: Action, *, wait: bool = True) -> None:

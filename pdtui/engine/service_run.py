@@ -1,4 +1,4 @@
-"""One service's run, wherever it runs: its state machine, its lines judged, its wait and its watch.
+"""One service's run, wherever it runs: its state machine, its start, its wait and its watch.
 
 A :class:`ServiceRun` owns its state (an enum moved only through the checked
 transition table of states.py) and goes through start -> backfill -> wait ->
@@ -8,7 +8,10 @@ the next. What touches the service where it runs (start or attach, look,
 stop) is its target's subclass: a unit's (targets/systemd/unit_run.py), a
 Slurm job's (targets/slurm/job_run.py). What a run needs of the rest of the
 bring-up comes in one :class:`Bringup` (the orchestrator), beside the session of
-the place it runs on.
+the place it runs on. Its lines are judged by its :class:`~pdtui.engine.run_lines.RunLines`,
+its start-up watched for a stall by the attempt's
+:class:`~pdtui.engine.startup_watch.StartupWatch`, its checks run from the registry
+of engine/checks/.
 """
 
 from __future__ import annotations
@@ -22,7 +25,6 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from pdtui.config import Deployment, ServiceConfig
-from pdtui.config.fields import format_duration, format_elapsed
 from pdtui.engine.checks import Check, Learned, backend_checks
 from pdtui.engine.checks.http_status import http_check
 from pdtui.engine.checks.kv_transfer import KvTotals
@@ -30,11 +32,7 @@ from pdtui.engine.events import (
     CanaryResult,
     Event,
     Figures,
-    LineKind,
-    LogLines,
-    LogRecord,
     Notice,
-    PhaseStarted,
     ProbeResult,
     ServiceInfo,
     StateChanged,
@@ -45,18 +43,17 @@ from pdtui.engine.intent import Action
 from pdtui.engine.log_entry import YIELD_EVERY, LogEntry
 from pdtui.engine.readiness import FailureCandidate, LineJudge
 from pdtui.engine.router_proving import RouterProving
+from pdtui.engine.run_lines import PHASED_ROLES, RunLines
 from pdtui.engine.session import Session
-from pdtui.engine.signatures import Severity, Signature
-from pdtui.engine.states import ALLOWED, JUDGED_STATES, SERVING_STATES, ServiceState, check_transition
+from pdtui.engine.startup_watch import StartupWatch, stall_after
+from pdtui.engine.states import ALLOWED, SERVING_STATES, ServiceState, check_transition
 from pdtui.engine.timing import Timing
-from pdtui.engine.tracebacks import HEADER, TracebackWatch, ranks_of, without_stamp
+from pdtui.engine.tracebacks import HEADER, TracebackWatch, ranks_of
 from pdtui.hosts.base import LOOPBACK_ADDRESS, Host
 from pdtui.servers import PhaseTracking, serving_for
 
 S = ServiceState
 
-# systemd's own lines that mean the unit's process ended or the unit changed state.
-UNIT_END_MARKERS = ("Main process exited", "Failed with result", "Deactivated successfully", "Stopped ")
 # A host's unit looks take at most about 1/(1 + LOOK_REST) of its time (see ServiceRun.beat).
 LOOK_REST = 4.0
 # A look this many beats old still decides how a unit is started: looks on the beat are a beat apart, plus the
@@ -67,10 +64,6 @@ HEALTH_FAILS_IN_A_ROW = 3
 LEAST_WAIT = 0.001     # seconds: a run never waits for less (see ServiceRun._sleep)
 # A traceback's exception is the cause of a crash when it came within this many seconds of the unit's end.
 CAUSE_RECENT = 30.0
-PHASED_ROLES = ("prefill", "decode")   # the SGLang servers: their start-up lines tell its phases
-# The start-up phases a server is known to hang in (NCCL/c10d rendezvous, graph capture, the PD warm-up), as said.
-HANG_PRONE = {"distributed": "distributed init", "cuda_graphs": "CUDA graph capture", "warmup": "the PD warm-up"}
-MIN_STALL = 60.0      # seconds: the shortest default silence called a stall
 RECENT_TRANSFERS = 32   # per-request KV transfer errors kept, to quote the one that names a request
 
 
@@ -78,7 +71,7 @@ RECENT_TRANSFERS = 32   # per-request KV transfer errors kept, to quote the one 
 class Attempt:
     """What one start of the unit has shown so far: everything judged belongs to its invocation."""
 
-    phases: PhaseTracking                         # the invocation's start-up phases so far, by its serving engine
+    startup: StartupWatch                         # its start-up phases so far, watched for a stall or slowness
     number: int = 0
     started_at: float | None = None
     attached: bool = False                        # found running: not started by this attempt
@@ -105,14 +98,15 @@ class Attempt:
                                                   # text: not asked again in this start (its batch lines tell)
     unhealthy_since: float | None = None          # after ready: when health began failing, and how often since
     unhealthy_count: int = 0
-    phase_at: float | None = None                 # when the current phase began (the run's clock)
-    last_line_at: float | None = None             # when the invocation's latest line came
-    stall_told: bool = False                      # its silence in a phase known to hang was warned about
-    slow_told: set[str] = field(default_factory=set)   # phases under way already told as three times their last
     hangs_told: set[str] = field(default_factory=set)   # the kinds of "I am stuck" line told so far
     advice: str | None = None                     # what to check next, from a fatal line's signature
     batch: Figures | None = None                  # serving: the figures of its latest batch line
     enabling: asyncio.Task | None = None          # a router's ``systemctl enable``, beside its start-up
+
+    @property
+    def phases(self) -> PhaseTracking:
+        """The invocation's start-up phases so far, read by its serving engine."""
+        return self.startup.phases
 
 
 class Bringup(Protocol):
@@ -150,19 +144,18 @@ class ServiceRun:
 
     def __init__(self, cfg: ServiceConfig, judge: LineJudge) -> None:
         self.cfg = cfg
-        self.judge = judge
+        self.lines = RunLines(self, judge)          # its lines, judged and queued for the faces
         self.state = S.PENDING
         self.reason = ""
         self.serving = serving_for(cfg)             # the software its servers run (SGLang)
-        self.attempt = Attempt(self.serving.phase_tracker())
+        self.bringup: Bringup | None = None
+        self.attempt = Attempt(self._startup_watch())
         self.started_by_us = False
         self.main_pid = 0                           # its main process, where its target knows it (0: unknown)
         self.judged = False                         # attached and judged once (status: a verdict exists)
         self.time_to_ready: float | None = None
-        self.pending_lines: list[LogRecord] = []
         self.wake = asyncio.Event()
         self.task: asyncio.Task | None = None
-        self.bringup: Bringup | None = None
         self._session: Session | None = None
         self.address = LOOPBACK_ADDRESS             # where its ports are reached from its session's host
         self._checks = backend_checks(cfg, self.serving.backend_checks())
@@ -193,8 +186,12 @@ class ServiceRun:
     def fresh_attempt(self, *, collecting: bool = False) -> Attempt:
         """The next start's Attempt, begun now: numbered after the last one, its phases read by its serving engine
         (``collecting``: its lines held until its start is known)."""
-        return Attempt(self.serving.phase_tracker(), self.attempt.number + 1, started_at=self.w.clock(),
-                       collecting=collecting)
+        return Attempt(self._startup_watch(), self.attempt.number + 1, started_at=self.w.clock(), collecting=collecting)
+
+    def _startup_watch(self) -> StartupWatch:
+        last = self.bringup.baseline.get(self.name, {}) if self.bringup is not None else {}
+        return StartupWatch(self.serving, self.serving.phase_tracker(), stall_after(self.cfg.stall_after, self.cfg.timeout),
+                            last, watched=self.cfg.role in PHASED_ROLES)
 
     def placed(self) -> tuple[str | None, str | None]:
         """Its job's id and node, for the state it tells (a unit has neither)."""
@@ -237,7 +234,7 @@ class ServiceRun:
     # -- the state machine ---------------------------------------------------
     def transition(self, new: ServiceState, reason: str = "", line: str | None = None) -> None:
         check_transition(self.name, self.state, new)
-        self.flush_logs()
+        self.lines.flush()
         old, self.state, self.reason = self.state, new, reason
         ttr = None
         if new is S.PENDING:
@@ -262,128 +259,10 @@ class ServiceRun:
             told[check.name] = (check.ok, check.detail)
             self.w.emit(ProbeResult(self.name, check.name, check.ok, check.detail, check.latency, self.w.elapsed()))
 
-    def flush_logs(self) -> None:
-        if self.pending_lines:
-            lines, self.pending_lines = tuple(self.pending_lines), []
-            self.w.emit(LogLines(self.name, lines, self.w.elapsed()))
-
-    # -- lines ------------------------------------------------------------------
-    def on_entry(self, entry: LogEntry) -> None:
-        """A line of this unit from the host's tail: held back while a start's history is read."""
-        if self.attempt.collecting:
-            self.attempt.buffered.append(entry)
-        else:
-            self.consume(entry)
-
-    def consume(self, entry: LogEntry) -> None:
-        """Judge one line (when it belongs to the current invocation) and queue it for display."""
-        attempt = self.attempt
-        if entry.cursor in attempt.backfilled:
-            attempt.backfilled.discard(entry.cursor)   # seen in the backfilled history already
-            return
-        current = attempt.invocation is not None and entry.invocation == attempt.invocation
-        message = entry.message
-        if entry.system:
-            kind = LineKind.SYSTEM
-            if current and any(m in message for m in UNIT_END_MARKERS):
-                attempt.unit_dirty = True
-                attempt.end_logged.set()
-                self.wake.set()
-        elif current and self.state in JUDGED_STATES:
-            kind, signature = self.judge.judge(message, entry.priority)
-            attempt.last_line_at = now = self.w.clock()
-            if attempt.tracebacks.feed(message, now):
-                attempt.warning = message
-                if attempt.failure is not None:
-                    self.wake.set()     # the cause a decided crash may wait for
-            if signature is not None:
-                self._note_signature(signature, message)
-            if not attempt.phases.over and self.cfg.role in PHASED_ROLES:
-                self._note_phase(message, entry.realtime)
-            elif self.state in SERVING_STATES and "batch. #" in message:
-                attempt.batch = self.serving.batch_figures(message) or attempt.batch
-            if kind is LineKind.READY:
-                attempt.log_ok = True
-                self.wake.set()
-            elif self.state is S.WAITING and not attempt.fresh_line and (attempt.log_ok or not self.cfg.ready.log):
-                attempt.fresh_line = True   # a service that logs while it is probed is often becoming ready
-                self.wake.set()
-        else:
-            kind = LineKind.NORMAL
-        self.pending_lines.append(LogRecord(message, kind, entry.realtime, entry.cursor))
-        self.w.schedule_flush()
-
-    def _note_phase(self, message: str, at: float | None) -> None:
-        """Tell a start-up phase as its first line comes (dated by the journal, for true durations)."""
-        phase = self.attempt.phases.feed(message)
-        if phase is not None:
-            self.attempt.phase_at = self.w.clock()
-            self.w.emit(PhaseStarted(self.name, phase, self.w.elapsed(), at))
-
-    def _note_signature(self, signature: Signature, message: str) -> None:
-        """What a line that matched a signature tells, by its kind (see signatures.py)."""
-        if signature.severity is Severity.FATAL:
-            self._note_failure(signature, message)
-        elif signature.severity is Severity.EVIDENCE and signature.check:
-            self.probe_result(Check(signature.check, True, signature.reason))
-        elif signature.severity is Severity.TRANSFER:
-            self._note_transfer_error(message)
-        elif signature.severity is Severity.HANG:
-            self._note_hang(signature, message)
-        else:
-            self.attempt.warning = message
-
     def _tell_advice(self) -> None:
         """Under a failure, what to check next, where a source says it (docs/signatures.md names each)."""
         if self.attempt.advice:
             self.notice("info", f"{self.name}: next: {self.attempt.advice}")
-
-    def _note_hang(self, signature: Signature, message: str) -> None:
-        """The server says it is stuck: a warning naming where it is, once per kind of line in an invocation."""
-        attempt = self.attempt
-        attempt.warning = message
-        if signature.reason in attempt.hangs_told:
-            return
-        attempt.hangs_told.add(signature.reason)
-        phase = attempt.phases.current
-        if self.state in SERVING_STATES:
-            where = "while serving"
-        elif phase in HANG_PRONE:
-            where = f"in {HANG_PRONE[phase]}"
-        else:
-            where = (f"in its start-up ({self.serving.phase_labels[phase]})" if phase is not None
-                     else "early in its start-up")
-        self.notice("warning", f"{self.name}: {signature.reason} {where}: {message}")
-
-    def _note_transfer_error(self, message: str) -> None:
-        """A per-request KV transfer error: a warning naming the service, told at the 1st, 10th, 100th..."""
-        attempt = self.attempt
-        attempt.transfer_errors += 1
-        attempt.transfers.append((self.w.clock(), without_stamp(message)))
-        count = attempt.transfer_errors
-        if str(count).rstrip("0") == "1":
-            nth = "" if count == 1 else f" (the {count}th)"
-            self.w.emit(Notice("warning", f"{self.name}: KV transfer error{nth}: {message}", self.name, self.w.elapsed()))
-
-    def _note_failure(self, signature: Signature, message: str) -> None:
-        attempt = self.attempt
-        if signature.advice and attempt.advice is None:
-            attempt.advice = signature.advice     # the first word on what to check next (the cause comes first)
-        if attempt.failure is None:
-            attempt.failure = FailureCandidate(signature, message)
-            attempt.failure_at = self.w.clock()
-        else:
-            attempt.failure.consider(signature, message)
-        self.wake.set()
-
-    # -- a life: start, backfill, wait, watch ------------------------------------
-    def _release_held(self) -> None:
-        """Nothing will judge what the tail held back for this attempt: show it as it is."""
-        attempt = self.attempt
-        attempt.collecting = False
-        held, attempt.buffered = attempt.buffered, []
-        for entry in held:
-            self.consume(entry)
 
     # -- down ----------------------------------------------------------------------
     def _settle(self, state: ServiceState, reason: str) -> None:
@@ -406,8 +285,8 @@ class ServiceRun:
                 self.transition(S.FAILED, *failure)
                 self._tell_advice()
                 return
-            self._tell_stall()
-            self._tell_slow_phase()
+            for warning in attempt.startup.warnings(clock(), attempt.started_at, self.cfg.timeout):
+                self.notice("warning", f"{self.name}: {warning}")
             probing = attempt.log_ok or not self.cfg.ready.log
             now = clock()
             if attempt.fresh_line:
@@ -432,7 +311,7 @@ class ServiceRun:
                 self.judged = True           # every check has had its first look
                 self.w.changed()
             await self._sleep(min(deadline, self._next_look(), next_probe if probing else deadline,
-                                  self._stall_due(), self._slow_due()) - now)
+                                  attempt.startup.due(attempt.started_at)) - now)
 
     async def _failure(self) -> tuple[str, str | None] | None:
         """A settled failure line or a dead unit, as (reason, line); looks at the unit when that is due."""
@@ -563,83 +442,10 @@ class ServiceRun:
             self.attempt.without_metrics = True
             return self.name, None
 
-    @property
-    def stall_after(self) -> float:
-        """Silence this long in a phase known to hang is a stall: the config's, else a quarter of the timeout
-        (at least a minute)."""
-        return self.cfg.stall_after if self.cfg.stall_after is not None else max(MIN_STALL, self.cfg.timeout / 4)
-
-    def _stall(self, now: float) -> tuple[str, float, float] | None:
-        """(the phase, when it began since the start, how long no line came) while a server says nothing for
-        :attr:`stall_after` in a phase known to hang; None otherwise."""
-        attempt = self.attempt
-        started = attempt.started_at
-        if self.cfg.role not in PHASED_ROLES or started is None or attempt.phases.over:
-            return None
-        phase = attempt.phases.current
-        if phase is not None and phase not in HANG_PRONE:
-            return None
-        silent = now - (attempt.last_line_at if attempt.last_line_at is not None else started)
-        if silent < self.stall_after:
-            return None
-        words = HANG_PRONE[phase] if phase is not None else (
-            "distributed init" if attempt.last_line_at is not None else "its start (no line yet)")
-        return words, (attempt.phase_at if attempt.phase_at is not None else started) - started, silent
-
-    def _stall_due(self) -> float:
-        """When the server's silence becomes a stall worth a warning (inf once told, or when it cannot be one)."""
-        attempt = self.attempt
-        if attempt.stall_told or attempt.started_at is None or self.cfg.role not in PHASED_ROLES:
-            return math.inf
-        return (attempt.last_line_at if attempt.last_line_at is not None else attempt.started_at) + self.stall_after
-
-    def _slow_phase(self) -> tuple[str, float, float] | None:
-        """The phase under way, its length in the last successful run and when it becomes slow against it (three
-        times that, and a minute); None when that is not known or was told already."""
-        attempt = self.attempt
-        phase, began = attempt.phases.current, attempt.phase_at
-        if phase is None or phase == "ready" or began is None or phase in attempt.slow_told:
-            return None
-        last = self.w.baseline.get(self.name, {}).get(phase)
-        return (phase, last, began + self.serving.slow_from(last)) if last else None
-
-    def _slow_due(self) -> float:
-        """When the phase under way becomes slow against its last successful run (inf when it cannot)."""
-        known = self._slow_phase()
-        return known[2] if known is not None else math.inf
-
-    def _tell_slow_phase(self) -> None:
-        """Warn once, while it runs, that a phase has taken three times as long as in the last successful run
-        (and a minute): a phase that logs all along is no stall, but may be slow."""
-        known = self._slow_phase()
-        now = self.w.clock()
-        if known is None or now < known[2]:
-            return
-        phase, last, _ = known
-        seconds = now - (self.attempt.phase_at or now)
-        self.attempt.slow_told.add(phase)
-        label = self.serving.phase_labels.get(phase, phase)
-        self.notice("warning", f"{self.name}: {label} running for {format_duration(round(seconds))}, "
-                               f"{seconds / last:.1f}× the last successful run's {format_duration(round(last))}: "
-                               "it may be stuck")
-
-    def _tell_stall(self) -> None:
-        """Warn once, while it happens, that a server seems stuck (at its timeout the reason says so again)."""
-        stall = self._stall(self.w.clock())
-        if stall is None or self.attempt.stall_told:
-            return
-        self.attempt.stall_told = True
-        words, since, silent = stall
-        self.notice("warning", f"{self.name}: no line for {format_duration(round(silent))} in {words} (since "
-                               f"{format_elapsed(since)}): it may be stuck; not ready after "
-                               f"{format_duration(self.cfg.timeout)} it fails")
-
     def _waiting_for(self) -> str:
-        stall = self._stall(self.w.clock())
+        stall = self.attempt.startup.stall(self.w.clock(), self.attempt.started_at)
         if stall is not None:
-            words, since, silent = stall
-            return (f"not ready after {self.cfg.timeout:g}s: stuck in {words} since {format_elapsed(since)}, no line "
-                    f"for {format_duration(round(silent))}")
+            return stall.timeout_reason(self.cfg.timeout)
         told = self.attempt.last_checks
         pending = [name for name, (ok, _) in told.items() if not ok]
         if self.cfg.ready.log and not self.attempt.log_ok:

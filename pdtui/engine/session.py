@@ -56,7 +56,7 @@ class Session:
         raise NotImplementedError
 
     def follow(self, runs: Sequence[ServiceRun], on_problem: Callable[[str], None]) -> Coroutine[Any, Any, None] | None:
-        """Follow the output of ``runs`` from now on, handing each line to its run's ``on_entry``: the coroutine of
+        """Follow the output of ``runs`` from now on, handing each line to its run's ``lines.take``: the coroutine of
         the task that does it, or None where each run follows its own (a Slurm job's output file)."""
         return None
 

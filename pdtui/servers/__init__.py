@@ -43,6 +43,7 @@ class ServingEngine(Protocol):
 
     name: str
     phase_labels: Mapping[str, str]          # each start-up phase's words
+    hang_prone: Mapping[str, str]            # the phases its servers are known to hang in, in a warning's words
 
     def signatures_for(self, role: str, extra: Sequence[str] = ()) -> tuple[Signature, ...]:
         """What a role's log lines mean, with the user's own ``fail:`` patterns."""

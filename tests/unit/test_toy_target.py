@@ -72,7 +72,7 @@ class ToySession(Session):
         async def deliver() -> None:
             while True:
                 name, entry = await self.lines.get()
-                by_name[name].on_entry(entry)
+                by_name[name].lines.take(entry)
         return deliver()
 
     def start(self, name: str, invocation: str, startup: float) -> None:

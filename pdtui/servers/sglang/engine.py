@@ -16,6 +16,7 @@ from pdtui.servers.sglang.bootstrap_check import BootstrapAccepts
 class SGLang:
     name = "sglang"
     phase_labels: Mapping[str, str] = phases.LABELS
+    hang_prone: Mapping[str, str] = phases.HANG_PRONE
 
     def signatures_for(self, role: str, extra: Sequence[str] = ()) -> tuple[Signature, ...]:
         return signatures.signatures_for(role, tuple(extra))

@@ -51,6 +51,9 @@ PHASES: tuple[Phase, ...] = (
 
 NAMES: tuple[str, ...] = tuple(p.name for p in PHASES)
 LABELS: dict[str, str] = {p.name: p.label for p in PHASES}
+# The phases a server is known to hang in (NCCL/c10d rendezvous, graph capture, the PD warm-up), as a warning says.
+HANG_PRONE: dict[str, str] = {"distributed": "distributed init", "cuda_graphs": "CUDA graph capture",
+                              "warmup": "the PD warm-up"}
 _INDEX = {name: i for i, name in enumerate(NAMES)}
 # Every start pattern at once, looked for only in a line that holds a hint: most lines hold none, and the
 # alternation's search costs a short line 80 µs, the server's arguments (5 KB on one line) 2.7 ms; the hints

@@ -198,7 +198,7 @@ class JobRun(ServiceRun):
                 await self._watch()
                 return True
         except HostError as exc:
-            self._release_held()
+            self.lines.release_held()
             if self.state in (S.PENDING, S.QUEUED, *JUDGED_STATES):
                 self.transition(S.FAILED, str(exc))
         return False
@@ -234,7 +234,7 @@ class JobRun(ServiceRun):
                 return
         job_id, error = await self.cluster.submit(script, deadline)
         if job_id is None:
-            self._release_held()
+            self.lines.release_held()
             self.transition(S.FAILED, f"sbatch failed: {error}")
             return
         self.started_by_us = True
@@ -293,7 +293,7 @@ class JobRun(ServiceRun):
         self._tell_job()
         gpus = f", GPUs {gpu_ranges(self.gpus)}" if self.gpus else ""
         self.transition(S.WAITING, f"{how}: job {job.job_id} running on {self.node or '?'}{gpus}")
-        self._release_held()
+        self.lines.release_held()
 
     async def _judge_ended(self) -> None:
         """Watching a service whose job is not running: its last job's end says stopped or failed."""
@@ -302,7 +302,7 @@ class JobRun(ServiceRun):
         if last is None:
             accounted = await self.cluster.accounted(self.unit)
             last = accounted[-1] if accounted else None
-        self._release_held()
+        self.lines.release_held()
         if last is None:
             self.transition(S.STOPPED, f"no job named {self.unit}")
             return
@@ -324,7 +324,7 @@ class JobRun(ServiceRun):
     # -- its output ---------------------------------------------------------------------
     def _follow(self, job_id: str, path: str) -> None:
         self._stop_following()
-        self.output = self.cluster.output(path, job_id, self.on_entry, self._output_problem)
+        self.output = self.cluster.output(path, job_id, self.lines.take, self._output_problem)
         self.follower = asyncio.create_task(self.output.run(), name=f"output {self.name}")
 
     def _stop_following(self) -> None:

@@ -60,7 +60,7 @@ class HostSession(Session):
         def route(entry: LogEntry) -> None:
             run = by_unit.get(entry.source) if entry.source else None
             if run is not None:
-                run.on_entry(entry)
+                run.lines.take(entry)
 
         self.tail = JournalTail(self.host, self.commands, list(by_unit), on_entry=route, on_problem=on_problem)
         return self.tail.run()

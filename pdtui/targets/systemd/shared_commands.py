@@ -93,7 +93,7 @@ class InvocationHistory(Batcher[Commands]):
     peaked at 247 MiB. journalctl has no until-cursor; ``--until`` is inclusive
     to the microsecond, and journald stamps a whole batch of a unit's lines
     with one microsecond, so the read and the tail share that batch's entries:
-    the run drops the tail's copies by cursor (ServiceRun.consume).
+    the run drops the tail's copies by cursor (RunLines.consume).
     """
 
     def __init__(self, run: RunCommand, commands: Commands,

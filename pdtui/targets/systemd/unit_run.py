@@ -87,13 +87,13 @@ class UnitRun(ServiceRun):
             self.attempt.collecting = True          # lines of the invocation found are held until its history is read
             props = await self._fresh_look()
             if props.get("LoadState") == "not-found":
-                self._release_held()
+                self.lines.release_held()
                 self.transition(S.FAILED, f"unit {self.cfg.unit} not found on {self.cfg.host}")
                 return False
             if action is not Action.RESTART and self._running_invocation(props):
                 await self._attach(props, "already running: attached" if action is Action.START else "attached")
             elif action is Action.ATTACH:
-                self._release_held()
+                self.lines.release_held()
                 problem = self._unit_problem(props)
                 if self.active_state == "failed" or _restarting(props):
                     self.transition(S.FAILED, problem or f"unit {self.cfg.unit} failed")
@@ -112,7 +112,7 @@ class UnitRun(ServiceRun):
                 await self._watch()
                 return True
         except HostError as exc:
-            self._release_held()
+            self.lines.release_held()
             if self.state in (S.PENDING, *JUDGED_STATES):
                 self.transition(S.FAILED, str(exc))
         except asyncio.CancelledError:
@@ -167,7 +167,7 @@ class UnitRun(ServiceRun):
         start_up = (entered - 1.0, entered + self.cfg.timeout) if entered is not None else None
         try:
             lines = await attached_history(session.command, session.commands, attempt.invocation,
-                                           self.judge.telling_pattern(), start_up)
+                                           self.lines.judge.telling_pattern(), start_up)
         except HostError as exc:
             raise HostError(f"{self.cfg.host}: {exc}") from None
         await self._backfill(lines)
@@ -193,7 +193,7 @@ class UnitRun(ServiceRun):
             result = await session.command(commands.disable_now(old), deadline)
             text = f"stopped and disabled {old}" if result.ok else f"could not stop {old}: {result.last_words}"
             self.w.emit(Notice("info" if result.ok else "warning", text, self.name, self.w.elapsed()))
-        self._release_held()     # the lines so far are an earlier invocation's
+        self.lines.release_held()     # the lines so far are an earlier invocation's
         self.attempt.collecting = True
         tail_live = session.tail_live
         if argv is None:
@@ -201,7 +201,7 @@ class UnitRun(ServiceRun):
         else:
             result = await session.command(argv, deadline)
         if not result.ok:
-            self._release_held()
+            self.lines.release_held()
             self.transition(S.FAILED, f"{verb} failed: {result.last_words}")
             return
         self.started_by_us = True
@@ -304,7 +304,7 @@ class UnitRun(ServiceRun):
         # The tail keeps buffering while this yields now and then (a burst of history must not hold the loop).
         cursors: set[str] = set()
         for count, entry in enumerate(lines, 1):
-            self.consume(entry)
+            self.lines.consume(entry)
             if entry.cursor:
                 cursors.add(entry.cursor)
             await yield_every(count)
@@ -312,7 +312,7 @@ class UnitRun(ServiceRun):
         while attempt.buffered:
             buffered, attempt.buffered = attempt.buffered, []
             for count, entry in enumerate(buffered, 1):
-                self.consume(entry)
+                self.lines.consume(entry)
                 await yield_every(count)
         attempt.collecting = False
 

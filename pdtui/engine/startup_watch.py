@@ -1,0 +1,142 @@
+"""A server's start-up watched for silence and slowness, each told once, while it happens.
+
+Two rules about a start that takes too long, for the servers whose lines tell
+their phases (prefills and decodes):
+
+- **a stall**: no line for ``stall_after`` (the config's, else a quarter of the
+  timeout and at least a minute) in a phase its serving engine is known to hang
+  in, or before its first phase line. Told once as a warning, and named again by
+  the timeout's reason (``stuck in CUDA graph capture since 0:30, no line for
+  4m30s``).
+- **a slow phase**: a phase that has run three times as long as in the last
+  successful run (and a minute): a phase that logs all along is no stall, but
+  may be slow.
+
+One :class:`StartupWatch` per start (the run's Attempt holds it); the run feeds
+it the times of its lines and phases, asks when to look next, and says what it
+returns. Every method takes the start's moment: a target may move it back once
+it learns when its unit really started.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from pdtui.config.fields import format_duration, format_elapsed
+
+if TYPE_CHECKING:
+    from pdtui.servers import PhaseTracking, ServingEngine
+
+MIN_STALL = 60.0      # seconds: the shortest default silence called a stall
+
+
+def stall_after(configured: float | None, timeout: float) -> float:
+    """Silence this long in a phase known to hang is a stall: the config's, else a quarter of the timeout (at
+    least a minute)."""
+    return configured if configured is not None else max(MIN_STALL, timeout / 4)
+
+
+@dataclass(frozen=True, slots=True)
+class Stall:
+    """A server silent in a phase known to hang: where, since when (from its start), and for how long."""
+
+    words: str
+    since: float
+    silent: float
+
+    def warning(self, timeout: float) -> str:
+        return (f"no line for {format_duration(round(self.silent))} in {self.words} (since {format_elapsed(self.since)}): "
+                f"it may be stuck; not ready after {format_duration(timeout)} it fails")
+
+    def timeout_reason(self, timeout: float) -> str:
+        return (f"not ready after {timeout:g}s: stuck in {self.words} since {format_elapsed(self.since)}, no line for "
+                f"{format_duration(round(self.silent))}")
+
+
+@dataclass(slots=True)
+class StartupWatch:
+    """One start's phases watched for a stall and a slow phase (see the module's docstring)."""
+
+    serving: ServingEngine
+    phases: PhaseTracking
+    stall_after: float
+    last: Mapping[str, float]                     # each phase's length in the last successful run
+    watched: bool = True                          # False: a server whose lines tell no phases (a router)
+    phase_at: float | None = None                 # when the current phase began (the run's clock)
+    last_line_at: float | None = None             # when the latest line came
+    stall_told: bool = False
+    slow_told: set[str] = field(default_factory=set)
+
+    def line(self, now: float) -> None:
+        self.last_line_at = now
+
+    def phase_began(self, now: float) -> None:
+        self.phase_at = now
+
+    def stall(self, now: float, started: float | None) -> Stall | None:
+        """The stall under way, else None."""
+        if not self.watched or started is None or self.phases.over:
+            return None
+        phase = self.phases.current
+        hang_prone = self.serving.hang_prone
+        if phase is not None and phase not in hang_prone:
+            return None
+        silent = now - (self.last_line_at if self.last_line_at is not None else started)
+        if silent < self.stall_after:
+            return None
+        words = hang_prone[phase] if phase is not None else (
+            "distributed init" if self.last_line_at is not None else "its start (no line yet)")
+        return Stall(words, (self.phase_at if self.phase_at is not None else started) - started, silent)
+
+    def due(self, started: float | None) -> float:
+        """When a stall or a slow phase can next be told (inf when neither can)."""
+        return min(self._stall_due(started), self._slow_due())
+
+    def warnings(self, now: float, started: float | None, timeout: float) -> list[str]:
+        """What is to be told now (a stall, a slow phase), each once per start."""
+        told = []
+        stall = self.stall(now, started)
+        if stall is not None and not self.stall_told:
+            self.stall_told = True
+            told.append(stall.warning(timeout))
+        slow = self._slow_phase()
+        if slow is not None and now >= slow[2]:
+            phase, last, _ = slow
+            seconds = now - (self.phase_at or now)
+            self.slow_told.add(phase)
+            label = self.serving.phase_labels.get(phase, phase)
+            told.append(f"{label} running for {format_duration(round(seconds))}, {seconds / last:.1f}× the last "
+                        f"successful run's {format_duration(round(last))}: it may be stuck")
+        return told
+
+    def where(self, serving: bool) -> str:
+        """Where a server that says it is stuck is: ``while serving``, ``in CUDA graph capture``..."""
+        phase = self.phases.current
+        if serving:
+            return "while serving"
+        if phase is None:
+            return "early in its start-up"
+        if phase in self.serving.hang_prone:
+            return f"in {self.serving.hang_prone[phase]}"
+        return f"in its start-up ({self.serving.phase_labels[phase]})"
+
+    def _stall_due(self, started: float | None) -> float:
+        if self.stall_told or started is None or not self.watched:
+            return math.inf
+        return (self.last_line_at if self.last_line_at is not None else started) + self.stall_after
+
+    def _slow_phase(self) -> tuple[str, float, float] | None:
+        """The phase under way, its last length and when it becomes slow against it; None when that is not
+        known or was told already."""
+        phase, began = self.phases.current, self.phase_at
+        if phase is None or phase == "ready" or began is None or phase in self.slow_told:
+            return None
+        last = self.last.get(phase)
+        return (phase, last, began + self.serving.slow_from(last)) if last else None
+
+    def _slow_due(self) -> float:
+        known = self._slow_phase()
+        return known[2] if known is not None else math.inf

@@ -1,0 +1,94 @@
+"""A start's silence and slowness, told once each, as pure rules on the moments the run hands them."""
+
+from __future__ import annotations
+
+import math
+
+from pdtui.engine.startup_watch import StartupWatch, stall_after
+from pdtui.servers.sglang.engine import SGLANG
+
+GRAPHS = "[2026-05-02 10:00:00 TP0] Capture decode CUDA graph begin. backend=full, avail mem=13.95 GB"
+WEIGHTS = "[2025-10-16 09:06:10 TP0] Load weight begin. avail mem=137.34 GB"
+
+
+def watch(*, last: dict[str, float] | None = None, after: float = 60.0, watched: bool = True) -> StartupWatch:
+    return StartupWatch(SGLANG, SGLANG.phase_tracker(), after, last or {}, watched=watched)
+
+
+def enter(startup: StartupWatch, line: str, now: float) -> None:
+    """A line that begins a phase, as the run feeds it."""
+    startup.line(now)
+    assert startup.phases.feed(line) is not None
+    startup.phase_began(now)
+
+
+def test_the_default_stall_is_a_quarter_of_the_timeout_and_at_least_a_minute() -> None:
+    assert stall_after(None, 600) == 150
+    assert stall_after(None, 120) == 60
+    assert stall_after(20, 600) == 20
+
+
+def test_silence_in_graph_capture_is_told_once_naming_the_phase_and_since_when() -> None:
+    startup = watch()
+    enter(startup, GRAPHS, now=30.0)
+    assert startup.due(started=0.0) == 90.0
+    assert startup.warnings(89.0, started=0.0, timeout=300) == []
+    told = startup.warnings(90.0, started=0.0, timeout=300)
+    assert told == ["no line for 1m in CUDA graph capture (since 0:30): it may be stuck; not ready after 5m it fails"]
+    assert startup.warnings(200.0, started=0.0, timeout=300) == []
+    assert startup.due(started=0.0) == math.inf
+    stall = startup.stall(300.0, started=0.0)
+    assert stall is not None
+    assert stall.timeout_reason(300) == "not ready after 300s: stuck in CUDA graph capture since 0:30, no line for 4m30s"
+
+
+def test_silence_while_loading_weights_is_no_stall() -> None:
+    startup = watch()
+    enter(startup, WEIGHTS, now=5.0)
+    assert startup.stall(500.0, started=0.0) is None
+    assert startup.warnings(500.0, started=0.0, timeout=600) == []
+
+
+def test_a_server_that_never_printed_is_stuck_at_its_start() -> None:
+    startup = watch()
+    stall = startup.stall(61.0, started=1.0)
+    assert stall is not None and stall.words == "its start (no line yet)" and stall.since == 0.0
+
+
+def test_a_start_moved_back_is_read_at_each_call() -> None:
+    startup = watch()
+    assert startup.stall(70.0, started=20.0) is None
+    assert startup.stall(70.0, started=5.0) is not None
+
+
+def test_a_router_is_never_called_stalled() -> None:
+    startup = watch(watched=False)
+    assert startup.stall(1_000.0, started=0.0) is None
+    assert startup.due(started=0.0) == math.inf
+
+
+def test_a_phase_three_times_its_last_length_is_told_once_while_it_runs() -> None:
+    startup = watch(last={"cuda_graphs": 40.0}, after=1_000.0)
+    enter(startup, GRAPHS, now=10.0)
+    assert startup.due(started=0.0) == 130.0          # 3 x 40 s after the phase began
+    startup.line(129.0)                                 # it logs all along: no stall, but slow
+    assert startup.warnings(129.0, started=0.0, timeout=3_000) == []
+    told = startup.warnings(130.0, started=0.0, timeout=3_000)
+    assert told == ["graphs running for 2m, 3.0× the last successful run's 40s: it may be stuck"]
+    assert startup.warnings(400.0, started=0.0, timeout=3_000) == []
+
+
+def test_a_phase_without_a_last_length_is_never_slow() -> None:
+    startup = watch(last={"weights": 40.0}, after=1_000.0)
+    enter(startup, GRAPHS, now=10.0)
+    assert startup.due(started=0.0) == 1_010.0        # only its stall could be told
+
+
+def test_a_stuck_line_says_where_the_server_is() -> None:
+    startup = watch()
+    assert startup.where(serving=False) == "early in its start-up"
+    enter(startup, WEIGHTS, now=1.0)
+    assert startup.where(serving=False) == "in its start-up (weights)"
+    enter(startup, GRAPHS, now=2.0)
+    assert startup.where(serving=False) == "in CUDA graph capture"
+    assert startup.where(serving=True) == "while serving"
