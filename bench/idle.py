@@ -47,10 +47,10 @@ async def measure(sandbox: Sandbox, host: dict, window: float) -> dict:
     try:
         async with app.run_test(headless=True, size=(160, 50)) as pilot:
             deadline = time.monotonic() + 120
-            while app.done is None and time.monotonic() < deadline:
+            while app.deployment.done is None and time.monotonic() < deadline:
                 await asyncio.sleep(0.05)
-            if app.done is None or not app.done.ok:
-                raise RuntimeError(f"bring-up did not succeed: {app.done}")
+            if app.deployment.done is None or not app.deployment.done.ok:
+                raise RuntimeError(f"bring-up did not succeed: {app.deployment.done}")
             await asyncio.sleep(1.0)                  # past the bring-up's last paints
             cpu0, t0 = cpu_seconds(), time.monotonic()
             await asyncio.sleep(window)

@@ -86,7 +86,7 @@ class Watch:
                 self.lags.extend(lags)
 
     def panel_views(self) -> list[LogView]:
-        return [panel.log_view for panel in self.app.panels.values()]
+        return [panel.log_view for panel in self.app.deployment.panels.values()]
 
     async def ticker(self) -> None:
         while True:
@@ -140,8 +140,8 @@ class Rig:
                 async with app.run_test(headless=True, size=SIZE) as pilot:
                     ticker = asyncio.create_task(watch.ticker())
                     await asyncio.wait_for(until_done(app), 120)
-                    if not app.done.ok:
-                        raise RuntimeError(f"bring-up failed: {app.done.failures}")
+                    if not app.deployment.done.ok:
+                        raise RuntimeError(f"bring-up failed: {app.deployment.done.failures}")
                     await drained(watch)
                     watch.active = True
                     stages.start()
@@ -192,7 +192,7 @@ async def drained(watch: Watch, limit: float = DRAIN_MAX) -> None:
 
 
 async def until_done(app: PdtuiApp) -> None:
-    while app.done is None:
+    while app.deployment.done is None:
         await asyncio.sleep(0.05)
 
 
@@ -247,12 +247,12 @@ async def panels_alone(total: int, batch: int) -> float:
     app = PdtuiApp(StillSource())
     records = tuple(LogRecord(f"{BATCH_LINE} {i}", timestamp=time.time()) for i in range(batch))
     async with app.run_test(headless=True, size=SIZE) as pilot:
-        while len(app.panels) < 3:
+        while len(app.deployment.panels) < 3:
             await pilot.pause()
         t0 = time.perf_counter()
         for i in range(total // batch):
             service = StillSource.SERVICES[i % 3]
-            app.apply(LogLines(service, records))
+            app.deployment.apply(LogLines(service, records))
             await asyncio.sleep(0)
         await pilot.pause()
         return total / (time.perf_counter() - t0)

@@ -13,42 +13,34 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Collection, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pdtui.config import Deployment
 from pdtui.engine.events import Event, Figures, Notice, ServingFigures
 from pdtui.engine.states import SERVING_STATES
-from pdtui.servers.sglang.launch import prometheus_ports
-from pdtui.servers.sglang.metrics import (
-    METRICS_FLAG,
-    TRANSFER_FAILED,
-    MetricsSample,
-    figures_between,
-    parse_metrics,
-    router_figures_between,
-)
+from pdtui.servers import serving_for
 
 if TYPE_CHECKING:
     from pdtui.engine.service_run import ServiceRun
 
-SAMPLED_ROLES = ("prefill", "decode")     # the SGLang servers (and the routers pdtui made the units of)
+SAMPLED_ROLES = ("prefill", "decode")     # the servers (and the routers pdtui made the units of)
 FETCH_TIMEOUT = 5.0     # seconds for one read of a server's /metrics
-WITHOUT_METRICS_HINT = f"TTFT needs {METRICS_FLAG}"
 
 
 class FiguresWatch:
     def __init__(self, deployment: Deployment, runs: Mapping[str, ServiceRun], *, emit: Callable[[Event], None],
                  clock: Callable[[], float], elapsed: Callable[[], float], interval: float) -> None:
         self._runs = runs
-        self._ports = {name: cfg.port for name, cfg in deployment.services.items()
-                       if cfg.role in SAMPLED_ROLES and cfg.port} | prometheus_ports(deployment)
+        self._ports = {name: cfg.port for name, cfg in deployment.services.items() if cfg.role in SAMPLED_ROLES and cfg.port}
+        for serving in {serving_for(cfg).name: serving_for(cfg) for cfg in deployment.services.values()}.values():
+            self._ports |= serving.metrics_ports(deployment)
         self._emit = emit
         self._clock = clock
         self._elapsed = elapsed
         self._interval = interval
         self._shown: frozenset[str] = frozenset()
         # Per attempt (a restarted server's counters start again, and it may have gained --enable-metrics):
-        self._last: dict[tuple[str, int], MetricsSample] = {}
+        self._last: dict[tuple[str, int], tuple[Any, Figures]] = {}     # the last sample and its figures
         self._task: asyncio.Task | None = None
 
     def show(self, services: Collection[str]) -> None:
@@ -70,17 +62,16 @@ class FiguresWatch:
             result = await run.session.prober.get(self._ports[run.name], "/metrics", timeout=FETCH_TIMEOUT,
                                                     address=run.address)
             if result.ok:
+                last = self._last.get(key)
                 try:
-                    sample = parse_metrics(result.body.decode(errors="replace"), self._clock())
+                    sample, figures = run.serving.figures(result.body.decode(errors="replace"), self._clock(),
+                                                          last[0] if last is not None else None, run.cfg.role)
                 except (ValueError, KeyError, IndexError, TypeError):   # hostile or broken text: not figures
                     run.attempt.without_metrics = True     # not Prometheus text: read its lines instead
                 else:
-                    last = self._last.get(key)
-                    figures = (router_figures_between(last, sample) if run.cfg.is_router
-                               else figures_between(last, sample, run.cfg.role))
-                    self._last[key] = sample
+                    self._last[key] = sample, figures
                     self._emit(ServingFigures(run.name, "metrics", figures, elapsed=self._elapsed()))
-                    self._tell_failed_transfers(run.name, last, figures)
+                    self._tell_failed_transfers(run, last[1] if last is not None else None, figures)
                     return
             elif result.status == 404:
                 run.attempt.without_metrics = True
@@ -88,13 +79,13 @@ class FiguresWatch:
                 return      # no answer this time: the last figures stand until the next sample
         batch = run.attempt.batch
         if batch is not None:
-            self._emit(ServingFigures(run.name, "log", batch, WITHOUT_METRICS_HINT, self._elapsed()))
+            self._emit(ServingFigures(run.name, "log", batch, run.serving.metrics_hint, self._elapsed()))
 
-    def _tell_failed_transfers(self, service: str, last: MetricsSample | None, figures: Figures) -> None:
-        before = int(last.values.get(TRANSFER_FAILED, 0)) if last is not None else 0
-        words = failed_transfers(service, before, figures.kv_failed)
+    def _tell_failed_transfers(self, run: ServiceRun, last: Figures | None, figures: Figures) -> None:
+        before = last.kv_failed or 0 if last is not None else 0
+        words = failed_transfers(run.name, before, figures.kv_failed, run.serving.failed_transfers_series)
         if words is not None:
-            self._emit(Notice("warning", words, service, self._elapsed()))
+            self._emit(Notice("warning", words, run.name, self._elapsed()))
 
     async def close(self) -> None:
         self._shown = frozenset()
@@ -103,10 +94,10 @@ class FiguresWatch:
             await asyncio.gather(self._task, return_exceptions=True)
 
 
-def failed_transfers(service: str, before: int, now: int | None) -> str | None:
+def failed_transfers(service: str, before: int, now: int | None, series: str) -> str | None:
     """A rising failed-transfer counter as a warning, told when it passes the 1st, 10th, 100th... failure since
     the server started (its own log's line on each one is told as it comes); None when there is nothing to tell."""
     if now is None or now <= before or not any(before < 10 ** power <= now for power in range(len(str(now)))):
         return None
-    return (f"{service}: KV transfers failing: {now} since it started ({TRANSFER_FAILED}_total), {now - before} "
+    return (f"{service}: KV transfers failing: {now} since it started ({series}), {now - before} "
             f"since the last sample")

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from pdtui.config import ServiceConfig
+    from pdtui.config import Deployment, ServiceConfig
     from pdtui.engine.checks.base import ReadinessCheck
     from pdtui.engine.checks.kv_transfer import KvTotals
     from pdtui.engine.events import Figures
@@ -59,6 +59,16 @@ class ServingEngine(Protocol):
 
     def backend_checks(self) -> tuple[ReadinessCheck, ...]:
         """Its own readiness checks of a backend, after the generic ones (TCP, HTTP)."""
+
+    metrics_hint: str                        # what its servers' figures beyond their batch lines need ("TTFT needs ...")
+    failed_transfers_series: str             # the counter of a server's failed KV transfers, as a warning names it
+
+    def figures(self, text: str, at: float, previous: Any, role: str) -> tuple[Any, Figures]:
+        """A server's (or its router's, ``role`` "router") ``/metrics`` text read at ``at``: the sample kept for the
+        next reading, and its figures since ``previous`` (ValueError, KeyError...: not its metrics)."""
+
+    def metrics_ports(self, deployment: Deployment) -> Mapping[str, int]:
+        """The routers whose units pdtui makes, by name: the port their figures are read at."""
 
     def kv_totals(self, text: str) -> KvTotals:
         """A server's KV transfer series in its ``/metrics`` text, summed over its ranks (ValueError: not metrics)."""

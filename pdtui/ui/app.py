@@ -1,80 +1,33 @@
-"""The Textual app: one panel per service, the plan strip, keys, and the end-of-bring-up alert.
+"""The Textual app: the theme, the terminal, the engine run as a worker, and the deployment's screen.
 
 It knows the engine only through :mod:`pdtui.engine.events`: ``source.run()`` runs
 as a worker in the app's loop and every event arrives as an
-:class:`~pdtui.ui.bridge.EngineEvent` message.
+:class:`~pdtui.ui.bridge.EngineEvent` message, handed to the
+:class:`~pdtui.ui.deployment_screen.DeploymentScreen` (the panels, the keys,
+quitting).
 """
 
 from __future__ import annotations
 
-import os
-import re
-import time
 from collections.abc import Callable, Iterable, Mapping
-from functools import cache, singledispatchmethod
+from functools import cache
 from pathlib import Path
 from typing import Any
 
-from textual.app import App, ComposeResult, SystemCommand
+from textual.app import App, SystemCommand
 from textual.binding import Binding
-from textual.containers import Container, Vertical
 from textual.driver import Driver
-from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.theme import Theme
-from textual.widgets import Footer
 
-from pdtui.config.fields import format_elapsed
-from pdtui.engine.events import (
-    CanaryResult,
-    Done,
-    Event,
-    EventSource,
-    GpuSample,
-    HostStatus,
-    JobStatus,
-    LineKind,
-    LogLines,
-    LogRecord,
-    Notice,
-    PairMatrix,
-    PhaseStarted,
-    PlanReady,
-    ProbeResult,
-    ServingFigures,
-    StateChanged,
-    StepChanged,
-    UnitStatus,
-)
-from pdtui.engine.states import SERVING_STATES, ServiceState
-from pdtui.faces.timeline import slower
-from pdtui.support.exits import EXIT_FAILED, EXIT_INTERRUPTED
+from pdtui.engine.events import EventSource
+from pdtui.support.exits import EXIT_INTERRUPTED
 from pdtui.support.heap import RELEASE_EVERY, QuietCollector
 from pdtui.ui.bridge import EngineEvent, connect
-from pdtui.ui.filterbar import FilterBar
-from pdtui.ui.header import PlanStrip, TitleBar
-from pdtui.ui.logview import LogView
-from pdtui.ui.merged import MergedPane
-from pdtui.ui.model import ElapsedClock
-from pdtui.ui.notify import desktop_notification
-from pdtui.ui.panel import ServicePanel
-from pdtui.ui.screens import ConfirmScreen, HelpScreen, QuitScreen
+from pdtui.ui.deployment_screen import DeploymentScreen
 from pdtui.ui.themes import DEFAULT_THEME, ThemeFile, available_themes, read_theme
 
 __all__ = ["PdtuiApp", "available_themes", "run_app"]
-
-ROUTER_ROLE = "router"
-WIDE = 120
-"""From this many columns the backends sit side by side (the ``-wide`` class; layout.tcss keys on it)."""
-
-
-def _safe_name(name: str) -> str:
-    """A file-name-safe form of a deployment or service name."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "pdtui"
-
-
-HOST_SEVERITY: dict[str, SeverityLevel] = {"error": "error", "unreachable": "warning"}
-NOTICE_SEVERITY: dict[str, SeverityLevel] = {"warning": "warning", "error": "error"}
 
 
 def textual_theme(theme: ThemeFile) -> Theme:
@@ -100,28 +53,19 @@ def terminal_driver(base: type[Driver]) -> type[Driver]:
 
 
 class PdtuiApp(App[int]):
-    """Shows a bring-up live; returns the exit code (``Done.exit_code``, 130 if quit before it)."""
+    """Shows a bring-up live; returns the exit code (``Done.exit_code``, 130 if quit before it).
+
+    The app composes: its theme, the terminal it writes to, the engine run as a
+    worker, and the :class:`DeploymentScreen` that shows it (its default screen),
+    handed every engine event. Quitting closes the event source before the app
+    exits: no event may arrive once the screens are gone.
+    """
 
     TITLE = "pdtui"
     CSS_PATH = Path(__file__).with_name("layout.tcss")   # absolute: a relative one is found beside a subclass's module
-    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (81, "-medium"), (WIDE, "-wide")]
-    ALLOW_IN_MAXIMIZED_VIEW = "#top, Footer, #filter-bar"
     ESCAPE_TO_MINIMIZE = True
-    AUTO_FOCUS = None  # the first panel takes focus once the plan arrives
-    BINDINGS = [
-        Binding("question_mark", "help", "help"),
-        Binding("f", "follow", "follow/pause"),
-        Binding("slash", "filter", "filter"),
-        Binding("z", "zoom", "zoom"),
-        Binding("r", "retry", "retry"),
-        Binding("R", "restart", "restart", show=False),   # in the help and the palette: the footer keeps q
-        Binding("x", "stop", "stop", show=False),
-        Binding("p", "pairs", "prove pairs", show=False),
-        Binding("a", "all_logs", "all logs"),
-        Binding("s", "save", "save"),
-        Binding("q", "quit", "quit"),
-        Binding("ctrl+c", "quit", "quit", show=False, priority=True),
-    ]
+    AUTO_FOCUS = None  # no screen focuses anything of itself: the first panel takes focus once the plan arrives
+    BINDINGS = [Binding("ctrl+c", "quit", "quit", show=False, priority=True)]
 
     def __init__(
         self,
@@ -134,7 +78,6 @@ class PdtuiApp(App[int]):
         refuse_actions: str = "",
         baseline: Mapping[str, Mapping[str, float]] | None = None,
     ) -> None:
-        self.baseline = baseline or {}      # each service's phase lengths in its last successful run
         chosen = read_theme(theme)
         self._pd_variables = chosen.variables   # asked for by App.__init__ itself
         super().__init__()
@@ -142,21 +85,10 @@ class PdtuiApp(App[int]):
             self.register_theme(textual_theme(chosen if name == theme else read_theme(name)))
         self.theme = chosen.textual_name
         self.source = source
-        self.log_limit = log_limit
-        self.follow_up_text = follow_up_text
-        self.refuse_actions = refuse_actions   # why restart, stop and retry are refused (a page served to watch)
-        self.elapsed = ElapsedClock(clock or time.monotonic)
-        self.panels: dict[str, ServicePanel] = {}
-        self.merged: MergedPane | None = None
-        self.done: Done | None = None
-        self.in_progress = True
+        self.deployment = DeploymentScreen(source, log_limit=log_limit, clock=clock, follow_up_text=follow_up_text,
+                                           refuse_actions=refuse_actions, baseline=baseline or {})
         self.exit_summary = ""
-        self._deployment = ""
-        self._probes: dict[tuple[str, str], bool] = {}
         self._quitting = False
-        self.title_bar = TitleBar()
-        self.plan = PlanStrip()
-        self.filter_bar = FilterBar()
         self.collector = QuietCollector()
         self.terminal: Driver | None = None   # the driver writing to the terminal; none when headless
 
@@ -167,27 +99,18 @@ class PdtuiApp(App[int]):
     def get_driver_class(self) -> type[Driver]:
         return terminal_driver(super().get_driver_class())
 
-    # -- building the screen ---------------------------------------------------------
-
-    def compose(self) -> ComposeResult:
-        with Vertical(id="top"):
-            yield self.title_bar
-            yield self.plan
-        with Container(id="body"):
-            yield Container(id="backends")
-            yield Vertical(id="routers")
-        yield self.filter_bar
-        yield Footer()
+    def get_default_screen(self) -> Screen:
+        return self.deployment
 
     def on_mount(self) -> None:
         self.collector.start()
         self.set_class(self.no_color, "-no-color")
+        self.set_interval(RELEASE_EVERY, self.collector.release, name="heap-release")
+
+    def start_engine(self) -> None:
+        """Once the deployment's screen is built (it asks): the engine's events go to it from now on."""
         connect(self.source, self)
         self.run_worker(self._bring_up(), name="bring-up", exit_on_error=False)
-        # advances the elapsed counters once a second, only while a bring-up is in progress
-        self.ticker = self.set_interval(1.0, self._tick)
-        self.watch(self.screen, "maximized", lambda _: self._tell_shown(), init=False)
-        self.set_interval(RELEASE_EVERY, self.collector.release, name="heap-release")
 
     async def on_unmount(self) -> None:
         """Close the event source when the app ends without quit (a served session's tab closed, SIGTERM):
@@ -205,452 +128,30 @@ class PdtuiApp(App[int]):
         try:
             await self.source.run()
         except Exception as error:  # noqa: BLE001 - the UI boundary: report, do not crash
-            self.notify(f"bring-up stopped: {error}", severity="error", timeout=30)
-            if self.done is None:
-                self.in_progress = False
-                self.done = Done(ok=False, exit_code=EXIT_FAILED, failures={"pdtui": str(error)})
-
-    def _mount_panels(self, plan: PlanReady) -> None:
-        backends = self.query_one("#backends")
-        routers = self.query_one("#routers")
-        for info in plan.services:
-            panel = ServicePanel(info, log_limit=self.log_limit)
-            panel.view.last = dict(self.baseline.get(info.name, {}))
-            self.panels[info.name] = panel
-            (routers if info.role == ROUTER_ROLE else backends).mount(panel)
-        self.merged = MergedPane(list(self.panels), log_limit=self.log_limit)
-        self.query_one("#body").mount(self.merged)
-        self._relayout()
-        self._tell_shown()
-        if self.panels:
-            self.call_after_refresh(next(iter(self.panels.values())).log_view.focus)
-        self.call_after_refresh(self.collector.settle)   # the screen is built: its objects stay
-
-    def on_resize(self) -> None:
-        self._relayout()
-
-    def _tell_shown(self) -> None:
-        """Tell the engine which panels are on screen: only their servers' figures are fetched."""
-        screen = self.screen
-        if screen.has_class("-merged"):
-            shown: list[str] = []
-        elif isinstance(screen.maximized, ServicePanel):
-            shown = [screen.maximized.service]
-        else:
-            shown = list(self.panels)
-        self.source.show_figures(shown)
-
-    def _relayout(self) -> None:
-        """Share the height between the backend rows and the router rows.
-
-        Wide: backends side by side in one row (weighted 3) above the routers;
-        otherwise every panel is stacked and weighted equally.
-        """
-        if not self.panels:
-            return
-        routers = sum(panel.view.info.role == ROUTER_ROLE for panel in self.panels.values())
-        backends = len(self.panels) - routers
-        wide = self.size.width >= WIDE
-        top = self.query_one("#backends")
-        bottom = self.query_one("#routers")
-        top.set_class(backends == 0, "-empty")
-        bottom.set_class(routers == 0, "-empty")
-        top.styles.height = f"{3 if wide else backends}fr"
-        bottom.styles.height = f"{routers}fr"
-
-    # -- engine events ---------------------------------------------------------------
+            self.deployment.engine_stopped(error)
 
     def on_engine_event(self, message: EngineEvent) -> None:
         if self._quitting or not self.screen_stack:
             return  # still in the queue when quit closed the source, or the app is exiting: the screens may be gone
-        event = message.event
-        self.apply(event)
-        if not isinstance(event, Done):
-            self.elapsed.sync(event.elapsed)
-        self._tick()
-
-    @singledispatchmethod
-    def apply(self, event: Event) -> None:
-        """Show one engine event: each kind to its own handler, registered below by the type it takes.
-
-        What an EngineEvent message does once taken from the queue; a caller measuring the panels alone
-        hands events in here."""
-
-    @apply.register
-    def _on_plan(self, plan: PlanReady) -> None:
-        self._deployment = plan.deployment
-        self.title_bar.show_deployment(plan.deployment)
-        self.title_bar.activity = "bring-up" if plan.title == "bringing up" else plan.title
-        self.plan.set_steps(plan.steps)
-        self._mount_panels(plan)
-
-    @apply.register
-    def _on_step(self, event: StepChanged) -> None:
-        self.plan.apply(event)
-
-    @apply.register
-    def _on_state(self, event: StateChanged) -> None:
-        panel = self.panels.get(event.service)
-        if panel is None:
-            return
-        self.plan.follow(event)
-        if not self.in_progress and not event.new.is_final:
-            self._retry_started()
-        serving = panel.view.figures is not None
-        panel.view.apply(event)
-        panel.redraw(self.elapsed.now())
-        if serving and panel.view.figures is None:
-            panel.show_figures()
-        if ServiceState.DEGRADED in (event.new, event.old) and event.new in SERVING_STATES:
-            self._canary_verdict(event)
-
-    def _canary_verdict(self, event: StateChanged) -> None:
-        """A ready router degraded (toast and bell: serving is failing), or serves again."""
-        if event.new is ServiceState.DEGRADED:
-            self.notify(f"{event.service} degraded: {event.reason}", severity="error", timeout=20, markup=False)
-            self.bell()
-        else:
-            self.notify(f"{event.service} ready again: {event.reason}", markup=False)
-        self._system_line(event.service, f"· {event.service} {event.new.value}: {event.reason}",
-                          LineKind.WARN if event.new is ServiceState.DEGRADED else LineKind.SYSTEM)
-
-    @apply.register
-    def _on_canary(self, event: CanaryResult) -> None:
-        panel = self.panels.get(event.service)
-        if panel is not None:
-            panel.view.apply_canary(event)
-            panel.redraw(self.elapsed.now())
-
-    @apply.register
-    def _on_pairs(self, event: PairMatrix) -> None:
-        panel = self.panels.get(event.service)
-        if panel is not None:
-            panel.view.pairs = event
-            panel.redraw(self.elapsed.now())
-
-    @apply.register
-    def _on_figures(self, event: ServingFigures) -> None:
-        panel = self.panels.get(event.service)
-        if panel is not None and panel.view.state in SERVING_STATES:
-            panel.view.apply_figures(event)
-            panel.show_figures()
-
-    def _retry_started(self) -> None:
-        self.in_progress = True
-        self.plan.finish(None)
-        self.elapsed.resume()
-        self.ticker.resume()
-
-    @apply.register
-    def _on_lines(self, event: LogLines) -> None:
-        panel = self.panels.get(event.service)
-        if panel is None or not event.lines:
-            return
-        panel.append(event.lines)
-        if self.merged is not None and self.screen.has_class("-merged"):
-            self.merged.log_view.append(event.lines, [event.service] * len(event.lines))
-            self.merged.status.show_state(self.merged.log_view)
-
-    def _system_line(self, service: str | None, text: str, kind: LineKind = LineKind.SYSTEM) -> None:
-        if service is not None and service in self.panels:
-            self._on_lines(LogLines(service, (LogRecord(text, kind),)))
-
-    @apply.register
-    def _on_phase(self, event: PhaseStarted) -> None:
-        panel = self.panels.get(event.service)
-        if panel is not None:
-            ended = panel.view.apply_phase(event)
-            panel.redraw(self.elapsed.now())
-            if ended is not None:
-                self.notify(f"{event.service}: {slower(*ended)}", severity="warning", timeout=15, markup=False)
-
-    @apply.register
-    def _on_probe(self, event: ProbeResult) -> None:
-        """Show a check's latest result under the header; log it only when its outcome changes."""
-        panel = self.panels.get(event.service)
-        if panel is not None:
-            panel.view.apply_probe(event)
-            panel.redraw(self.elapsed.now())
-        key = (event.service, event.check)
-        if self._probes.get(key) == event.ok:
-            return
-        self._probes[key] = event.ok
-        outcome = "ok" if event.ok else "not yet"
-        latency = f" ({event.latency * 1000:.0f} ms)" if event.latency is not None else ""
-        detail = f": {event.detail}" if event.detail else ""
-        self._system_line(event.service, f"· check {event.check} {outcome}{latency}{detail}")
-
-    @apply.register
-    def _on_host(self, event: HostStatus) -> None:
-        self.title_bar.show_host(event.host, event.status)
-        severity = HOST_SEVERITY.get(event.status)
-        if severity:
-            self.notify(f"{event.host}: {event.detail or event.status}", severity=severity, markup=False)
-
-    @apply.register
-    def _on_unit(self, event: UnitStatus) -> None:
-        panel = self.panels.get(event.service)
-        if panel is not None:
-            panel.view.apply_unit(event)
-            panel.redraw(self.elapsed.now())
-
-    @apply.register
-    def _on_job(self, event: JobStatus) -> None:
-        """A job's id, state, node and GPUs on its placement line; each change of Slurm's word in its log too (a
-        queued job's log has nothing else to say)."""
-        panel = self.panels.get(event.service)
-        if panel is not None:
-            panel.placement.job = event
-            reason = f" ({event.reason})" if event.reason else ""
-            where = f" on {event.node}" if event.node else ""
-            self._system_line(event.service, f"· job {event.job_id} {event.state}{reason}{where}")
-
-    @apply.register
-    def _on_gpus(self, event: GpuSample) -> None:
-        for panel in self.panels.values():
-            info = panel.view.info
-            if info.host == event.host and info.gpus:
-                panel.placement.show_gpus([gpu for gpu in event.gpus if gpu.index in info.gpus])
-
-    @apply.register
-    def _on_notice(self, event: Notice) -> None:
-        severity = NOTICE_SEVERITY.get(event.level, "information")
-        self.notify(event.text, severity=severity, markup=False)
-        kind = LineKind.WARN if event.level in ("warning", "error") else LineKind.SYSTEM
-        self._system_line(event.service, f"· {event.text}", kind)
-
-    @apply.register
-    def _on_done(self, done: Done) -> None:
-        self.done = done
-        self.in_progress = False
-        self.plan.finish(done)
-        self.elapsed.freeze(done.elapsed)
-        self.ticker.pause()   # the counters are frozen: nothing to redraw until a retry
-        self._alert(done)
-
-    # -- the end-of-bring-up alert ------------------------------------------------------
-
-    def _alert(self, done: Done) -> None:
-        """Toast, terminal bell and an OSC 9 desktop notification (through tmux when inside it)."""
-        name = self._deployment or "bring-up"
-        if done.ok:
-            message = f"{name} is ready ({format_elapsed(done.elapsed)})"
-        else:
-            message = f"{name} failed: {', '.join(done.failures) or 'see the panels'}"
-        if self.follow_up_text:
-            message = f"{message} — {self.follow_up_text}"
-        self.notify(message, title="pdtui", severity="information" if done.ok else "error", markup=False)
-        self.bell()
-        self.write_escape(desktop_notification(f"pdtui: {message}", in_tmux="TMUX" in os.environ))
+        self.deployment.take(message.event)
 
     def write_escape(self, sequence: str) -> None:
         """Send a raw sequence to the terminal (nothing when headless: there is none)."""
         if not self.is_headless and self.terminal is not None:
             self.terminal.write(sequence)
 
-    # -- time -----------------------------------------------------------------------------
-
-    def _tick(self) -> None:
-        """Advance the elapsed times; each widget repaints only if its text changed."""
-        now = self.elapsed.now()
-        self.title_bar.show_elapsed(now)
-        for panel in self.panels.values():
-            panel.redraw(now)
-
-    # -- keys -----------------------------------------------------------------------------
-
-    def _focused_log(self) -> LogView | None:
-        focused = self.focused
-        if isinstance(focused, LogView):
-            return focused
-        if self.filter_bar.target is not None and self.filter_bar.display:
-            return self.filter_bar.target
-        if self.screen.has_class("-merged") and self.merged is not None:
-            return self.merged.log_view
-        return next((panel.log_view for panel in self.panels.values()), None)
-
-    def _focused_panel(self) -> ServicePanel | None:
-        log = self._focused_log()
-        return next((p for p in self.panels.values() if p.log_view is log), None)
-
-    def _show_status(self, log: LogView) -> None:
-        owner = self._focused_panel() if log is not self._merged_log() else self.merged
-        if owner is not None:
-            owner.status.show_state(log)
-
-    def _merged_log(self) -> LogView | None:
-        return self.merged.log_view if self.merged is not None else None
-
-    def action_help(self) -> None:
-        self.push_screen(HelpScreen())
-
-    def action_follow(self) -> None:
-        log = self._focused_log()
-        if log is None:
-            return
-        log.follow = not log.follow
-        self._show_status(log)
-
-    def action_filter(self) -> None:
-        log = self._focused_log()
-        if log is not None:
-            self.filter_bar.open(log)
-
-    def on_filter_bar_closed(self, message: FilterBar.Closed) -> None:
-        self._show_status(message.target)
-
-    def action_zoom(self) -> None:
-        screen = self.screen
-        if screen.maximized is not None:
-            screen.minimize()
-            return
-        panel = self._focused_panel()
-        if panel is not None:
-            screen.maximize(panel, container=False)
-
-    def action_all_logs(self) -> None:
-        """Toggle the merged view; it is rebuilt in time order each time it opens."""
-        if self.merged is None:
-            return
-        screen = self.screen
-        if screen.has_class("-merged"):
-            screen.remove_class("-merged")
-            self._tell_shown()
-            if self.panels:
-                next(iter(self.panels.values())).log_view.focus()
-            return
-        screen.minimize()
-        self.merged.rebuild([list(panel.log_view.rows()) for panel in self.panels.values()])
-        screen.add_class("-merged")
-        self._tell_shown()
-        self.merged.log_view.focus()
-
-    def action_save(self) -> None:
-        log = self._focused_log()
-        if log is None:
-            return
-        panel = self._focused_panel()
-        name = panel.service if panel is not None else "all"
-        path = self._save_path(name)
-        try:
-            path.write_text("".join(f"{row.saved()}\n" for row in log.rows()), encoding="utf-8")
-        except OSError as error:
-            self.notify(f"could not save {path}: {error.strerror}", severity="error", markup=False)
-            return
-        self.notify(f"saved {log.total} lines to {path}", title="log saved", markup=False)
-
-    def _save_path(self, service: str) -> Path:
-        """``pdtui-DEPLOYMENT-SERVICE.log`` in the working directory, numbered if taken."""
-        stem = f"pdtui-{_safe_name(self._deployment)}-{_safe_name(service)}"
-        path = Path.cwd() / f"{stem}.log"
-        counter = 1
-        while path.exists():
-            path = Path.cwd() / f"{stem}-{counter}.log"
-            counter += 1
-        return path
-
-    def _refused(self, verb: str) -> bool:
-        """True (after saying so) when this screen may not act: a page served to watch only."""
-        if self.refuse_actions:
-            self.notify(f"{verb} refused: {self.refuse_actions}", severity="warning", markup=False)
-        return bool(self.refuse_actions)
-
-    def action_retry(self) -> None:
-        if self._refused("retry"):
-            return
-        panel = self._focused_panel()
-        if panel is None:
-            self.notify("focus a service panel to retry it", severity="warning")
-            return
-        if not panel.view.retryable:
-            self.notify(f"{panel.service} is {panel.view.state.value}: only a failed or timed-out service can be retried",
-                        severity="warning", markup=False)
-            return
-        if self.source.retry(panel.service):
-            self.notify(f"retrying {panel.service}", markup=False)
-        else:
-            self.notify(f"{panel.service} cannot be retried now", severity="warning", markup=False)
-
-    def action_pairs(self) -> None:
-        """Prove every prefill × decode pair behind the serving routers again (one request each)."""
-        if self._refused("proving the pairs"):
-            return
-        if self.source.prove_pairs():
-            self.notify("proving every prefill × decode pair")
-        else:
-            self.notify("no router serves: no pairs to prove", severity="warning")
-
-    def action_restart(self) -> None:
-        if not self._refused("restart"):
-            self._confirm_action("restart")
-
-    def action_stop(self) -> None:
-        if not self._refused("stop"):
-            self._confirm_action("stop")
-
-    def _confirm_action(self, verb: str) -> None:
-        """Restart or stop the focused service, once the user has seen the exact command and said yes."""
-        panel = self._focused_panel()
-        if panel is None:
-            self.notify(f"focus a service panel to {verb} it", severity="warning")
-            return
-        info = panel.view.info
-        if verb == "restart":
-            after = [p.service for p in self.panels.values() if info.name in p.view.info.after]
-            consequence = (f"{', '.join(after)} will wait for it and be proven again." if after
-                           else "pdtui waits until it is ready again.")
-            command = info.restart_command
-        else:
-            consequence = "pdtui waits until it is inactive and its GPUs' memory is released."
-            command = info.stop_command
-        what = f"{verb.capitalize()} {info.name} ({info.unit})"
-
-        def answered(yes: bool | None) -> None:
-            if not yes:
-                return
-            act = self.source.restart if verb == "restart" else self.source.stop
-            if act(info.name):
-                self.notify(f"{verb} {info.name}: {command}", markup=False)
-            else:
-                done_word = "restarted" if verb == "restart" else "stopped"
-                self.notify(f"{info.name} is {panel.view.state.value}: it cannot be {done_word} now",
-                            severity="warning", markup=False)
-
-        self.push_screen(ConfirmScreen(what, command, info.host, consequence), callback=answered)
-
     async def action_quit(self) -> None:
-        if self.in_progress:
-            self.push_screen(QuitScreen(self._started_units()), callback=self._confirmed_quit)
-        else:
-            await self._leave()
+        """Ctrl+C, wherever the focus is: the deployment's screen decides (it asks first during a bring-up)."""
+        await self.deployment.action_quit()
 
-    async def _confirmed_quit(self, quit: bool | None) -> None:
-        if quit:
-            await self._leave()
-
-    def _started_units(self) -> list[str]:
-        """Units pdtui started in this session, in plan order."""
-        units = [panel.view.info.unit for panel in self.panels.values() if panel.view.started]
-        if self.done is not None:
-            units += [unit for unit in self.done.left_running if unit not in units]
-        return units
-
-    def left_running(self) -> list[str]:
-        """What quitting leaves running: the engine's word after Done, else every unit started."""
-        if self.done is not None and not self.in_progress:
-            return list(self.done.left_running)
-        return self._started_units()
-
-    async def _leave(self) -> None:
-        """Close the event source, then exit: no event may arrive once the screens are gone."""
+    async def leave(self, code: int, left_running: list[str]) -> None:
+        """Close the event source, then exit with ``code``, saying what stays running."""
         if self._quitting:
             return
         self._quitting = True
-        code = EXIT_INTERRUPTED if self.in_progress or self.done is None else self.done.exit_code
-        units = self.left_running()
         self.exit_summary = (
-            f"pdtui: left running (pdtui never stops services): {', '.join(units)}"
-            if units
+            f"pdtui: left running (pdtui never stops services): {', '.join(left_running)}"
+            if left_running
             else "pdtui: no units were started"
         )
         try:
@@ -661,15 +162,7 @@ class PdtuiApp(App[int]):
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
-        yield SystemCommand("Follow / pause", "Follow the focused log or hold it where it is", self.action_follow)
-        yield SystemCommand("Filter", "Filter the focused log by a regular expression", self.action_filter)
-        yield SystemCommand("Zoom", "Zoom the focused panel to the whole screen, and back", self.action_zoom)
-        yield SystemCommand("Retry", "Retry the focused service when it failed or timed out", self.action_retry)
-        yield SystemCommand("Restart service", "Restart the focused service (asks first)", self.action_restart)
-        yield SystemCommand("Stop service", "Stop the focused service (asks first)", self.action_stop)
-        yield SystemCommand("All logs", "Every service's log merged by time", self.action_all_logs)
-        yield SystemCommand("Save log", "Save the focused log to a file", self.action_save)
-        yield SystemCommand("Help", "Keys and badges", self.action_help)
+        yield from self.deployment.system_commands()
 
 
 def run_app(source: EventSource, summary: bool = True, **kwargs: object) -> int:

@@ -36,6 +36,9 @@ EXPECTED = {
 }
 
 
+pytestmark = pytest.mark.xdist_group("bench_smoke")   # its module fixture once, on one worker
+
+
 @pytest.fixture(scope="module")
 def outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, str, str]]:
     """Run every bench with --quick at once; name -> (exit status, stdout, stderr).

@@ -29,8 +29,9 @@ from pdtui.targets.systemd.commands import Commands
 from pdtui.targets.systemd.journal_json import parse_entry
 from tests.conftest_sim import Procs, read_until  # noqa: F401 - procs is a fixture
 
-pytestmark = pytest.mark.skipif(not realjournal.available(),
-                                reason=f"no real journal to compare with: {realjournal.missing_reason()}")
+pytestmark = [pytest.mark.xdist_group("journal_conformance"),   # its module fixture once, on one worker
+              pytest.mark.skipif(not realjournal.available(),
+                                 reason=f"no real journal to compare with: {realjournal.missing_reason()}")]
 
 FIELDS = ("MESSAGE", "_SYSTEMD_UNIT", "UNIT", "_SYSTEMD_INVOCATION_ID", "INVOCATION_ID", "PRIORITY",
           "__REALTIME_TIMESTAMP", "_PID")

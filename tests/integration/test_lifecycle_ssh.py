@@ -115,11 +115,11 @@ async def test_bare_pdtui_tui_shows_all_three_ready_over_ssh(sandbox, config, mo
     async with app.run_test(size=(160, 50)) as pilot:
         for _ in range(300):
             await pilot.pause(0.1)
-            if app.done is not None:
+            if app.deployment.done is not None:
                 break
-        assert app.done is not None and app.done.ok, app.done
-        assert [app.panels[s].view.state.value for s in SERVICES] == ["ready"] * 3
-        assert "watching" in app.title_bar.render().plain
+        assert app.deployment.done is not None and app.deployment.done.ok, app.deployment.done
+        assert [app.deployment.panels[s].view.state.value for s in SERVICES] == ["ready"] * 3
+        assert "watching" in app.deployment.title_bar.render().plain
         await orchestrator.close()
     assert invocations(sandbox, config) == before
 

@@ -102,6 +102,9 @@ class World:
     scenes: set[str]
 
 
+pytestmark = pytest.mark.xdist_group("systemd_conformance")   # its module fixture once, on one worker
+
+
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     reason = container.missing_reason()

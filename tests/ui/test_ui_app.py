@@ -95,7 +95,7 @@ def screen_text(app: PdtuiApp) -> str:
 
 
 def badge(app: PdtuiApp, service: str) -> str:
-    return app.panels[service].view.badge(app.elapsed.now())
+    return app.deployment.panels[service].view.badge(app.deployment.elapsed.now())
 
 
 def burst(service: str, count: int, start: int = 0) -> LogLines:
@@ -118,8 +118,8 @@ async def test_badges_and_plan_strip_follow_the_states() -> None:
         await settle(pilot)
         assert badge(app, "prefill") == "◐ waiting 0:08"
         assert badge(app, "router") == "⊘ blocked"
-        assert app.panels["prefill"].has_class("-waiting")
-        strip = app.plan.render().plain
+        assert app.deployment.panels["prefill"].has_class("-waiting")
+        strip = app.deployment.plan.render().plain
         assert "✓ preflight" in strip and "◐ start backends" in strip and "○ probe router" in strip
         source.emit(StateChanged("prefill", S.WAITING, S.READY, elapsed=41.0, time_to_ready=40.0))
         await settle(pilot)
@@ -139,7 +139,7 @@ async def test_elapsed_counter_uses_the_injected_clock() -> None:
     async with app.run_test(size=(160, 50)) as pilot:
         await settle(pilot)
         now[0] += 13.0
-        app._tick()
+        app.deployment.tick()
         await settle(pilot)
         assert "bring-up 1:00" in screen_text(app)
 
@@ -150,7 +150,7 @@ async def test_failure_line_stays_pinned_under_the_header() -> None:
         await settle(pilot)
         source.emit(burst("decode", 200))  # the OOM line scrolls out of the tail...
         await settle(pilot)
-        assert not any("CUDA out of memory" in line for line in log_lines(app.panels["decode"].log_view))
+        assert not any("CUDA out of memory" in line for line in log_lines(app.deployment.panels["decode"].log_view))
         assert "✗ [2025-10-16 09:06:38 TP0] Exception: Capture cuda graph failed: CUDA out of memory" in screen_text(app)
 
 
@@ -183,7 +183,7 @@ async def test_follow_key_pauses_and_keeps_position_while_lines_arrive() -> None
     app, source = make_app([PLAN, burst("prefill", 100)])
     async with app.run_test(size=(100, 40)) as pilot:
         await settle(pilot)
-        view = app.panels["prefill"].log_view
+        view = app.deployment.panels["prefill"].log_view
         assert view.has_focus and view.follow
         assert log_lines(view)[-1].startswith("line 99")
         await pilot.press("f")
@@ -203,7 +203,7 @@ async def test_paused_view_holds_its_lines_when_the_buffer_drops_old_ones() -> N
     app, source = make_app([PLAN, burst("prefill", 40)], log_limit=40)
     async with app.run_test(size=(100, 40)) as pilot:
         await settle(pilot)
-        view = app.panels["prefill"].log_view
+        view = app.deployment.panels["prefill"].log_view
         await pilot.press("f")
         view.scroll_to(y=20, animate=False, immediate=True)
         await settle(pilot)
@@ -220,7 +220,7 @@ async def test_filter_key_shows_only_matching_lines() -> None:
         await settle(pilot)
         await pilot.press("tab", "slash", *"out of memory", "enter")
         await settle(pilot)
-        view = app.panels["decode"].log_view
+        view = app.deployment.panels["decode"].log_view
         assert [row.text for row in view.visible_rows()] == ["[2025-10-16 09:06:38 TP0] " + OOM_LINE]
         assert "filter /out of memory/ 1 of 8" in screen_text(app)
         assert view.has_focus
@@ -237,10 +237,10 @@ async def test_invalid_regex_is_reported_inline_and_leaves_the_log_alone() -> No
         await settle(pilot)
         assert "invalid regex: missing ), unterminated subpattern" in screen_text(app)
         assert isinstance(app.focused, Input)
-        assert app.panels["prefill"].log_view.pattern is None
+        assert app.deployment.panels["prefill"].log_view.pattern is None
         await pilot.press("escape")
         await settle(pilot)
-        assert app.focused is app.panels["prefill"].log_view
+        assert app.focused is app.deployment.panels["prefill"].log_view
 
 
 async def test_zoom_fills_the_screen_with_the_focused_panel_and_back() -> None:
@@ -249,7 +249,7 @@ async def test_zoom_fills_the_screen_with_the_focused_panel_and_back() -> None:
         await settle(pilot)
         await pilot.press("tab", "z")
         await settle(pilot)
-        assert app.screen.maximized is app.panels["decode"]
+        assert app.screen.maximized is app.deployment.panels["decode"]
         assert "sglang-dsv4-prefill" not in screen_text(app)
         await pilot.press("z")
         await settle(pilot)
@@ -261,7 +261,7 @@ async def test_tab_and_shift_tab_move_between_panels() -> None:
     app, _ = make_app(starting_script())
     async with app.run_test(size=(160, 50)) as pilot:
         await settle(pilot)
-        panels = app.panels
+        panels = app.deployment.panels
         assert app.focused is panels["prefill"].log_view
         await pilot.press("tab")
         assert app.focused is panels["decode"].log_view
@@ -281,7 +281,7 @@ async def test_retry_asks_the_source_to_retry_the_focused_failed_service() -> No
         assert source.retries == ["decode"]
         source.emit(StateChanged("decode", S.FAILED, S.PENDING, elapsed=60.0))
         await settle(pilot)
-        assert app.in_progress and "failed after" not in screen_text(app)
+        assert app.deployment.in_progress and "failed after" not in screen_text(app)
 
 
 async def test_quit_during_bring_up_asks_and_exits_130_naming_started_units() -> None:
@@ -332,7 +332,7 @@ async def test_quit_closes_the_source_before_the_screens_go_and_ignores_lines_st
         await settle(pilot)
     assert source.closed and source.screens_at_close >= 1
     assert app.return_value == 130
-    assert app.panels["decode"].view.state is S.WAITING
+    assert app.deployment.panels["decode"].view.state is S.WAITING
 
 
 async def test_quit_after_done_closes_the_source_too() -> None:
@@ -349,8 +349,8 @@ async def test_elapsed_ticker_stops_when_the_bring_up_is_done_and_runs_again_on_
     async with app.run_test(size=(160, 50)) as pilot:
         await settle(pilot)
         calls: list[str] = []
-        app.ticker.pause = lambda: calls.append("pause")  # type: ignore[method-assign]
-        app.ticker.resume = lambda: calls.append("resume")  # type: ignore[method-assign]
+        app.deployment.ticker.pause = lambda: calls.append("pause")  # type: ignore[method-assign]
+        app.deployment.ticker.resume = lambda: calls.append("resume")  # type: ignore[method-assign]
         source.emit(*decode_failed_script()[1:])
         await settle(pilot)
         assert calls == ["pause"]
@@ -364,10 +364,10 @@ async def test_title_bar_repaints_only_when_the_shown_time_changes() -> None:
     async with app.run_test(size=(160, 50)) as pilot:
         await settle(pilot)
         repaints: list[None] = []
-        app.title_bar.refresh = lambda *a, **k: repaints.append(None)  # type: ignore[method-assign]
-        app.title_bar.show_elapsed(app.title_bar.elapsed + 0.2)
+        app.deployment.title_bar.refresh = lambda *a, **k: repaints.append(None)  # type: ignore[method-assign]
+        app.deployment.title_bar.show_elapsed(app.deployment.title_bar.elapsed + 0.2)
         assert repaints == []
-        app.title_bar.show_elapsed(app.title_bar.elapsed + 1.0)
+        app.deployment.title_bar.show_elapsed(app.deployment.title_bar.elapsed + 1.0)
         assert len(repaints) == 1
 
 
@@ -375,7 +375,7 @@ async def test_scrollbar_and_follow_track_a_growing_log() -> None:
     app, source = make_app([PLAN])
     async with app.run_test(size=(160, 50)) as pilot:
         await settle(pilot)
-        view = app.panels["prefill"].log_view
+        view = app.deployment.panels["prefill"].log_view
         for start in range(0, 300, 100):
             source.emit(burst("prefill", 100, start))
             await settle(pilot)
@@ -388,7 +388,7 @@ async def test_a_burst_of_batches_is_painted_once_per_beat_and_then_shows_the_la
     app, source = make_app([PLAN])
     async with app.run_test(size=(160, 50)) as pilot:
         await settle(pilot)
-        view = app.panels["prefill"].log_view
+        view = app.deployment.panels["prefill"].log_view
         repaints = []
         paint = view._paint
         view._paint = lambda: (repaints.append(1), paint())
@@ -404,7 +404,7 @@ async def test_a_log_scrolling_more_than_a_screenful_per_paint_repaints_half_as_
     app, source = make_app([PLAN])
     async with app.run_test(size=(160, 50)) as pilot:
         await settle(pilot)
-        view = app.panels["prefill"].log_view
+        view = app.deployment.panels["prefill"].log_view
         source.emit(burst("prefill", view.size.height + 1))
         await settle(pilot)
         assert view.paint_interval == FLOOD_PAINT_INTERVAL
@@ -418,7 +418,7 @@ async def test_a_tagged_view_given_lines_without_tags_tags_them_with_its_own() -
     app, source = make_app([PLAN])
     async with app.run_test(size=(160, 50)) as pilot:
         await settle(pilot)
-        view = app.merged.log_view
+        view = app.deployment.merged.log_view
         view.tag = "all"
         view.append(burst("prefill", 3).lines)
         assert [(row.tag, row.text) for row in view.rows()] == [("all", "line 0"), ("all", "line 1"), ("all", "line 2")]
@@ -430,7 +430,7 @@ async def test_all_logs_view_interleaves_services_by_time_with_tags() -> None:
         await settle(pilot)
         await pilot.press("a")
         await settle(pilot)
-        merged = app.merged.log_view
+        merged = app.deployment.merged.log_view
         assert app.focused is merged
         drawn = [line.rstrip() for line in log_lines(merged) if line.strip()]
         assert drawn[:4] == [
@@ -444,7 +444,7 @@ async def test_all_logs_view_interleaves_services_by_time_with_tags() -> None:
         assert "router  │ router up" in screen_text(app)
         await pilot.press("a")
         await settle(pilot)
-        assert app.focused is app.panels["prefill"].log_view
+        assert app.focused is app.deployment.panels["prefill"].log_view
 
 
 async def test_save_writes_the_focused_log_and_names_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -459,7 +459,7 @@ async def test_save_writes_the_focused_log_and_names_the_file(tmp_path: Path, mo
         assert any(str(saved) in notice for notice in app.notices)
     content = saved.read_text(encoding="utf-8")
     assert "\x1b" not in content and "␛]52;c;cm0gLXJmIH4=␇ clipboard write (OSC 52)" in content
-    assert content.count("\n") == app.panels["prefill"].log_view.total
+    assert content.count("\n") == app.deployment.panels["prefill"].log_view.total
     assert "A" * (1024 * 1024) in content  # the saved copy is never capped
 
 
@@ -467,7 +467,7 @@ async def test_hostile_lines_are_drawn_inert() -> None:
     app, _ = make_app(hostile_script())
     async with app.run_test(size=(160, 50)) as pilot:
         await settle(pilot)
-        view = app.panels["prefill"].log_view
+        view = app.deployment.panels["prefill"].log_view
         strips = [view.render_line(y) for y in range(view.scrollable_content_region.height)]
         drawn = "\n".join(strip.text for strip in strips)
         for expected in (
@@ -544,7 +544,7 @@ async def test_log_buffer_is_bounded_by_log_limit() -> None:
         for start in range(0, 1000, 250):
             source.emit(burst("prefill", 250, start))
         await settle(pilot)
-        rows = list(app.panels["prefill"].log_view.rows())
+        rows = list(app.deployment.panels["prefill"].log_view.rows())
         assert len(rows) == 100 and rows[0].text == "line 900" and rows[-1].text == "line 999"
 
 
@@ -592,7 +592,7 @@ async def test_light_theme_switches_textual_widgets_too() -> None:
     async with app.run_test(size=(100, 40)) as pilot:
         await settle(pilot)
         assert app.theme == "pdtui-light" and not app.current_theme.dark
-        assert background(app.panels["prefill"].log_view) == "#ffffff"
+        assert background(app.deployment.panels["prefill"].log_view) == "#ffffff"
         assert background(app.query_one(Footer)) == "#d0d0d0"   # the light theme's panel colour
 
 
@@ -603,10 +603,10 @@ async def test_a_textual_theme_from_the_palette_keeps_the_chosen_pd_colours() ->
         assert {"pdtui-dark", "pdtui-light", "nord"} <= set(app.available_themes)
         app.theme = "nord"
         await settle(pilot)
-        assert background(app.panels["prefill"].log_view) == "#ffffff"
+        assert background(app.deployment.panels["prefill"].log_view) == "#ffffff"
         app.theme = "pdtui-dark"
         await settle(pilot)
-        assert background(app.panels["prefill"].log_view) == "#0f1117"
+        assert background(app.deployment.panels["prefill"].log_view) == "#0f1117"
 
 
 async def test_restart_key_shows_the_exact_command_and_host_and_restarts_only_on_yes() -> None:
@@ -701,11 +701,11 @@ async def test_the_phase_under_way_shows_its_running_time_and_its_last_length():
                     PhaseStarted("decode", "cuda_graphs", 2.0, at=1000.0))
         await settle(pilot)
         now[0] += 60.0
-        app._tick()
+        app.deployment.tick()
         await settle(pilot)
         assert "graphs 1m00s… (last 41s)" in screen_text(app)
         now[0] += 70.0
-        app._tick()
+        app.deployment.tick()
         await settle(pilot)
         assert "graphs 2m10s… (last 41s, 3.2×)" in screen_text(app)
 
@@ -728,7 +728,7 @@ async def test_a_jobs_panel_shows_its_job_id_node_and_the_gpus_slurm_gave() -> N
                                  job_id="12", node="gpu07"))
         await settle(pilot)
         assert "job 12 RUNNING on gpu07 · GPU 4 5 6 7 · :30002" in screen_text(app)
-        shown = [line.rstrip() for line in log_lines(app.panels["decode"].log_view) if line.strip()]
+        shown = [line.rstrip() for line in log_lines(app.deployment.panels["decode"].log_view) if line.strip()]
         assert shown == ["· job 12 PENDING (Resources)", "· job 12 RUNNING on gpu07"]
 
 
@@ -776,7 +776,7 @@ async def test_a_serving_decode_shows_its_figures_and_a_sparkline_that_moves() -
         source.emit(served("decode", 1630.0, 63.0, running=20, queued=3, token_usage=0.02, ttft_p50=0.12))
         await settle(pilot)
         assert "1.6k tok/s · 20 running · 3 queued" in screen_text(app)
-        assert app.panels["decode"].figures.sparkline.data == [812.4, 1630.0]
+        assert app.deployment.panels["decode"].figures.sparkline.data == [812.4, 1630.0]
         source.emit(StateChanged("decode", S.READY, S.PENDING, "restart", elapsed=70.0))
         await settle(pilot)
         assert "tok/s" not in screen_text(app), "a server that stopped serving shows no figures"
@@ -796,7 +796,7 @@ async def test_only_the_panels_on_screen_have_their_figures_fetched() -> None:
     async with app.run_test(size=(160, 50)) as pilot:
         await settle(pilot)
         assert source.shown[-1] == ["decode", "prefill", "router"]
-        app.panels["decode"].log_view.focus()
+        app.deployment.panels["decode"].log_view.focus()
         await pilot.press("z")
         await settle(pilot)
         assert source.shown[-1] == ["decode"]

@@ -57,8 +57,8 @@ async def test_the_palette_refuses_too() -> None:
     app = Watching(source, refusal(WATCH))
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
-        app.action_restart()
-        app.action_stop()
+        app.deployment.action_restart()
+        app.deployment.action_stop()
         await settle(pilot)
         assert [n.split(":")[0] for n in app.notices if "refused" in n] == ["restart refused", "stop refused"]
     assert source.actions == []

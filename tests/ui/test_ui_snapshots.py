@@ -48,7 +48,7 @@ async def steady_filter_bar(pilot: Pilot) -> None:
     """As :func:`settle_logs`, with the filter prompt's cursor held still (it blinks on a timer)."""
     await settle_logs(pilot)
     assert isinstance(pilot.app, PdtuiApp)
-    pilot.app.filter_bar.input.cursor_blink = False
+    pilot.app.deployment.filter_bar.input.cursor_blink = False
 
 
 async def open_command_palette(pilot: Pilot) -> None:

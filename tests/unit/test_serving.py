@@ -11,6 +11,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 
 from pdtui.engine.events import Figures
 from pdtui.engine.figures import failed_transfers
+from pdtui.servers.sglang.engine import SGLANG
 from pdtui.servers.sglang.metrics import (
     batch_figures,
     figures_between,
@@ -176,7 +177,7 @@ def test_a_server_without_the_kv_series_shows_no_kv_figures() -> None:
 @pytest.mark.parametrize(("before", "now", "told"), [(0, 1, True), (1, 5, False), (5, 12, True), (12, 12, False),
                                                      (0, None, False), (99, 100, True), (100, 250, False)])
 def test_failed_transfers_are_told_at_the_first_tenth_and_hundredth(before: int, now: int | None, told: bool) -> None:
-    words = failed_transfers("decode-1", before, now)
+    words = failed_transfers("decode-1", before, now, SGLANG.failed_transfers_series)
     assert (words is not None) == told
     if told:
         assert words == (f"decode-1: KV transfers failing: {now} since it started "

@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pdtui.config import Deployment
 from pdtui.engine.checks.base import ReadinessCheck
 from pdtui.engine.checks.kv_transfer import KvTotals
 from pdtui.engine.events import Figures
 from pdtui.engine.signatures import Signature
-from pdtui.servers.sglang import metrics, pd_request, phases, signatures
+from pdtui.servers.sglang import launch, metrics, pd_request, phases, signatures
 from pdtui.servers.sglang.bootstrap_check import BootstrapAccepts
 
 
@@ -32,6 +33,18 @@ class SGLang:
 
     def backend_checks(self) -> tuple[ReadinessCheck, ...]:
         return (BootstrapAccepts(),)
+
+    metrics_hint = f"TTFT needs {metrics.METRICS_FLAG}"
+    failed_transfers_series = f"{metrics.TRANSFER_FAILED}_total"
+
+    def figures(self, text: str, at: float, previous: Any, role: str) -> tuple[metrics.MetricsSample, Figures]:
+        sample = metrics.parse_metrics(text, at)
+        if role == "router":
+            return sample, metrics.router_figures_between(previous, sample)
+        return sample, metrics.figures_between(previous, sample, role)
+
+    def metrics_ports(self, deployment: Deployment) -> Mapping[str, int]:
+        return launch.prometheus_ports(deployment)
 
     def kv_totals(self, text: str) -> KvTotals:
         return metrics.kv_totals(text)
