@@ -64,6 +64,11 @@ def _parser(*, demo_options: bool = True) -> argparse.ArgumentParser:
     restart.add_argument("targets", metavar="[CONFIG] SERVICE", nargs="+")
     restart.add_argument("--with-dependents", action="store_true",
                          help="also restart what comes after them (for a prefill: the decodes beside it, too)")
+    restart.add_argument("--no-drain", action="store_true",
+                         help="restart a backend under serving routers as it is (by default it is taken out of them "
+                              "first, drained, and put back once proven: the routers keep serving)")
+    restart.add_argument("--drain-timeout", default="2m",
+                         help="how long a drained backend may take to finish its requests (default 2m)")
     restart.add_argument("--accept-new", action="store_true", help="trust unknown SSH host keys and remember them")
     face(restart)
 
@@ -319,6 +324,7 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _restart(args: argparse.Namespace) -> int:
+    from pdtui.config import parse_duration
     from pdtui.engine.intent import Intent, Verb
     targets = list(args.targets)
     given = targets.pop(0) if targets[0].endswith((".yaml", ".yml")) or os.path.isfile(targets[0]) else None
@@ -331,7 +337,12 @@ def _restart(args: argparse.Namespace) -> int:
     unknown = [t for t in targets if t not in deployment.services]
     if unknown:
         return _error(f"restart: no service {unknown[0]!r} in {path}; services: {', '.join(deployment.services)}")
-    intent = Intent(Verb.RESTART, tuple(dict.fromkeys(targets)), with_dependents=args.with_dependents)
+    try:
+        drain_timeout = parse_duration(args.drain_timeout)
+    except ValueError as exc:
+        return _error(f"--drain-timeout: {exc}")
+    intent = Intent(Verb.RESTART, tuple(dict.fromkeys(targets)), with_dependents=args.with_dependents,
+                    drain=not args.no_drain, drain_timeout=drain_timeout)
     return _bring_up(deployment, _factory(args), args, intent=intent)
 
 

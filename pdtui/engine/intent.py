@@ -33,6 +33,8 @@ class Intent:
     with_dependents: bool = False    # restart: also restart what comes after them
     fresh: bool = False              # up --restart: restart units that are running already
     disable: bool = False            # down --disable: also disable the units
+    drain: bool = True               # restart: a backend under serving routers is taken out of them first
+    drain_timeout: float = 120.0     # seconds a drained backend may take to finish its requests
 
     @property
     def watching(self) -> bool:

@@ -2,10 +2,12 @@
 line), the whole deployment taken down, and their pairs proven again.
 
 :class:`Lifecycle` decides which runs a command touches and in what order (a
-restart sends what comes after the restarted services back to waiting; a
-prefill restarted under a decode that keeps running is warned about; down
-stops the router first); the orchestrator gives each run its task and tells
-the outcome again (the :class:`Launcher` it implements).
+backend under serving routers is drained: taken out of them, restarted, proven
+and put back while they serve on, engine/drain.py; without a drain a restart
+sends what comes after the restarted services back to waiting; a prefill
+restarted under a decode that keeps running is warned about; down stops the
+router first); the orchestrator gives each run its task and tells the outcome
+again (the :class:`Launcher` it implements).
 """
 
 from __future__ import annotations
@@ -15,13 +17,17 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Protocol
 
 from pdtui.config import Deployment
+from pdtui.config.fields import format_duration
+from pdtui.engine.drain import Drain
 from pdtui.engine.events import Event, Notice
 from pdtui.engine.intent import Action, Intent
+from pdtui.engine.router_workers import RouterApiError
 from pdtui.engine.service_run import ServiceRun
 from pdtui.engine.states import SERVING_STATES, ServiceState
 
 S = ServiceState
 BAD_OUTCOMES = frozenset({S.FAILED, S.TIMED_OUT, S.BLOCKED})
+BACKEND_ROLES = ("prefill", "decode")
 BUSY_NOW = frozenset({S.STARTING, S.STOPPING})   # a restart or stop from the UI waits until these are over
 
 
@@ -37,6 +43,11 @@ class Launcher(Protocol):
 
     def elapsed(self) -> float: ...
 
+    def clock(self) -> float: ...
+
+    def changed(self) -> None:
+        """Whoever waits on a condition looks again (a drain began or ended)."""
+
     async def until(self, condition: Callable[[], bool]) -> None: ...
 
 
@@ -48,6 +59,7 @@ class Lifecycle:
         self.intent = intent
         self.launcher = launcher
         self.asked: set[asyncio.Task] = set()       # what a face asked for (pairs proven again) while it runs
+        self.draining: set[str] = set()             # backends out of their routers until proven and put back
 
     def retry(self, service: str) -> bool:
         """Start a failed or timed-out service again (a fresh attempt), and what it blocked."""
@@ -64,7 +76,7 @@ class Lifecycle:
     def restart_one(self, service: str) -> bool:
         """Restart one service now; what comes after it goes back to waiting and is proven again."""
         run = self.runs.get(service)
-        if run is None or busy(run):
+        if run is None or busy(run) or service in self.draining:
             return False
         self.restart([run], with_dependents=False)
         self.launcher.tell_outcome_again()
@@ -73,7 +85,7 @@ class Lifecycle:
     def stop_one(self, service: str) -> bool:
         """Stop one service's unit now (what comes after it is told it runs without it)."""
         run = self.runs.get(service)
-        if run is None or busy(run) or run.state is S.STOPPED:
+        if run is None or busy(run) or run.state is S.STOPPED or service in self.draining:
             return False
         if run.task and not run.task.done():
             run.task.cancel()
@@ -93,9 +105,20 @@ class Lifecycle:
         return bool(serving)
 
     def restart(self, runs: list[ServiceRun], *, with_dependents: bool) -> None:
-        """Restart ``runs``; what comes after them waits for them and is proven again (restarted too, when asked)."""
-        names = ", ".join(r.name for r in runs)
+        """Restart ``runs``; what comes after them waits for them and is proven again (restarted too, when asked).
+
+        A backend under serving routers is drained instead (unless ``--no-drain`` or ``--with-dependents``): taken
+        out of them, restarted, proven and put back, the routers serving throughout."""
         self._warn_lone_prefill(runs, with_dependents)
+        drained = [] if with_dependents or not self.intent.drain else [r for r in runs if self._serving_routers(r)]
+        for run in drained:
+            self.draining.add(run.name)
+            self._ask(self._drained_restart(run), f"drain and restart {run.name}")
+        self._restart_now([r for r in runs if r not in drained], with_dependents=with_dependents)
+
+    def _restart_now(self, runs: list[ServiceRun], *, with_dependents: bool) -> None:
+        """Restart ``runs`` at once; what comes after them goes back to waiting (or restarts, when asked)."""
+        names = ", ".join(r.name for r in runs)
         for run in runs:
             self.launcher.launch(run, Action.RESTART, reason="restart")
         for name in self._restart_dependents(runs):
@@ -113,6 +136,78 @@ class Lifecycle:
 
         for run in runs:
             run.task = asyncio.create_task(stop(run), name=f"stop {run.name}")
+
+    def _serving_routers(self, run: ServiceRun) -> list[ServiceRun]:
+        """The routers in front of a backend that serve now (a drain takes it out of these)."""
+        if run.cfg.role not in BACKEND_ROLES:
+            return []
+        return [self.runs[name] for name in self.deployment.dependents(run.name)
+                if self.runs[name].cfg.is_router and self.runs[name].state in SERVING_STATES and self.runs[name].cfg.port]
+
+    async def _drained_restart(self, run: ServiceRun) -> None:
+        """Take ``run`` out of its routers, let it finish its requests, restart it, prove it, put it back."""
+        try:
+            routers = self._serving_routers(run)
+            self._tell_lone(run, routers)
+            drain = Drain(run, routers, self.intent.drain_timeout, self.launcher.clock)
+            where = ", ".join(r.name for r in routers)
+            self._notice(run, "info", f"{run.name}: taking it out of {where} (drain, at most "
+                                      f"{format_duration(self.intent.drain_timeout)})")
+            try:
+                await drain.take_out()
+            except (RouterApiError, TimeoutError) as exc:
+                self._notice(run, "warning", f"{run.name}: not drained ({exc}): restarted as it is; {where} proven again")
+                self._restart_now([run], with_dependents=False)
+                return
+            self._notice(run, "info", self._drained_words(run, where, await drain.until_idle()))
+            self.launcher.launch(run, Action.RESTART, reason="restart (drained)")
+            await self.launcher.until(lambda: run.state in SERVING_STATES or run.state in BAD_OUTCOMES)
+            if run.state in BAD_OUTCOMES:
+                self._notice(run, "error", f"{run.name}: {run.state.value} after its restart: left out of {where}")
+                return
+            if await self._proven(run, routers):
+                await drain.put_back()
+                self._notice(run, "info", f"{run.name}: back in {where}")
+                for router in routers:
+                    await router.canary_now()     # a generation through it again (its only pair, when it has one)
+        except (RouterApiError, TimeoutError) as exc:
+            self._notice(run, "error", f"{run.name}: not put back: {exc}")
+        finally:
+            self.draining.discard(run.name)
+            self.launcher.changed()
+
+    async def _proven(self, run: ServiceRun, routers: list[ServiceRun]) -> bool:
+        """Its pair with each peer proven directly before it goes back (the routers' pair probes); a failed pair
+        fails it, out of the routers."""
+        for router in routers:
+            pairs = await router.prove_pairs_with(run.name)
+            broken = [p for p in pairs or () if not p.ok]
+            if broken:
+                first = broken[0]
+                run.transition(S.FAILED, f"pair {first.prefill} → {first.decode} failed after its restart: "
+                                         f"{first.detail}; left out of {router.name}")
+                return False
+        return True
+
+    def _tell_lone(self, run: ServiceRun, routers: list[ServiceRun]) -> None:
+        """A router with no other backend of this role serves nothing while it is out: said before it starts."""
+        for router in routers:
+            others = [n for n in router.cfg.after if n != run.name and self.runs[n].cfg.role == run.cfg.role
+                      and self.runs[n].state in SERVING_STATES]
+            if not others:
+                self._notice(router, "warning", f"{router.name}: {run.name} is its only {run.cfg.role}: it answers 503 "
+                                                f"while {run.name} is out, and serves again once it is back")
+
+    @staticmethod
+    def _drained_words(run: ServiceRun, where: str, left: int | None) -> str:
+        if left == 0:
+            return f"{run.name}: out of {where}, no request left: restarting it"
+        if left is None:
+            return f"{run.name}: out of {where}; whether requests were left it cannot tell (no /metrics, no batch line)"
+        return f"{run.name}: out of {where}; {left} request{'s' if left != 1 else ''} still running at the drain's end: cut"
+
+    def _notice(self, run: ServiceRun, level: str, text: str) -> None:
+        self.launcher.emit(Notice(level, text, run.name, self.launcher.elapsed()))
 
     def _ask(self, work: Awaitable[None], name: str) -> None:
         task = asyncio.ensure_future(work)

@@ -298,6 +298,8 @@ class Orchestrator:
         """
         runs = list(self._runs.values())
         verb = self.intent.verb
+        if self._lifecycle.draining:
+            return False        # a backend is out of its routers until it is proven and put back
         if verb is Verb.DOWN:
             return all(r.state in (S.STOPPED, S.FAILED) and (r.task is None or r.task.done()) for r in runs)
         if verb is Verb.STATUS:

@@ -21,7 +21,7 @@ from pdtui.engine.checks.pairs import NAME as PAIRS
 from pdtui.engine.checks.pairs import PairProbe
 from pdtui.engine.checks.router import RouterProbe
 from pdtui.engine.checks.workers import Backend
-from pdtui.engine.events import PairMatrix
+from pdtui.engine.events import PairMatrix, PairResult
 from pdtui.engine.tracebacks import transfer_exception
 from pdtui.hosts.base import Host
 
@@ -67,6 +67,13 @@ class RouterProving:
             return
         self.run.probe_result(check, again=True)
         self._tell_pairs()
+
+    async def prove_pairs_with(self, service: str) -> list[PairResult] | None:
+        """Prove every pair behind the router again; the ones ``service`` is in (None: no pairs are proven here)."""
+        if await self.probe.prove_pairs() is None or self.probe.pairs is None:
+            return None
+        self._tell_pairs()
+        return [p for p in self.probe.pairs.matrix if service in (p.prefill, p.decode)]
 
     def _tell_pairs(self) -> None:
         if self.probe.pairs is not None:

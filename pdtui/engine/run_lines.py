@@ -99,7 +99,7 @@ class RunLines:
         if not attempt.phases.over and run.cfg.role in PHASED_ROLES:
             self._phase(message, entry.realtime)
         elif run.state in SERVING_STATES and "batch. #" in message:
-            attempt.batch = run.serving.batch_figures(message) or attempt.batch
+            attempt.batch, attempt.batch_at = run.serving.batch_figures(message) or attempt.batch, now
         if kind is LineKind.READY:
             attempt.log_ok = True
             run.wake.set()

@@ -33,6 +33,7 @@ from pdtui.engine.events import (
     Event,
     Figures,
     Notice,
+    PairResult,
     ProbeResult,
     ServiceInfo,
     StateChanged,
@@ -101,6 +102,7 @@ class Attempt:
     hangs_told: set[str] = field(default_factory=set)   # the kinds of "I am stuck" line told so far
     advice: str | None = None                     # what to check next, from a fatal line's signature
     batch: Figures | None = None                  # serving: the figures of its latest batch line
+    batch_at: float | None = None                 # when that line came (the run's clock)
     enabling: asyncio.Task | None = None          # a router's ``systemctl enable``, beside its start-up
 
     @property
@@ -428,6 +430,10 @@ class ServiceRun:
         """A router: prove every pair behind it again, now."""
         await self._proving().prove_pairs()
 
+    async def prove_pairs_with(self, service: str) -> list[PairResult] | None:
+        """A router: prove every pair behind it again, now; the pairs ``service`` is in (None: it proves no pairs)."""
+        return await self._proving().prove_pairs_with(service)
+
     async def kv_totals(self) -> tuple[str, KvTotals | None]:
         """Its KV transfer series summed over its ranks, by its name (None without them)."""
         if not self.cfg.port or self.attempt.without_metrics:
@@ -481,6 +487,11 @@ class ServiceRun:
                 next_canary = clock() + interval
             await self._sleep(min(self._next_look(), next_health, next_canary) - clock())
         self._tell_degraded()
+
+    async def canary_now(self) -> None:
+        """A router: its canary now, not at its next interval (a backend it lacked is back)."""
+        if self.state in SERVING_STATES:
+            await self._canary()
 
     async def _canary(self) -> None:
         """One canary generation through this ready router: a failure degrades it, a pass restores it."""

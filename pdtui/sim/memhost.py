@@ -29,9 +29,10 @@ import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache, partial
 from pathlib import PurePosixPath
+from urllib.parse import unquote
 
 import orjson
 
@@ -92,6 +93,7 @@ class MemoryService:
     started_at: float | None = None  # time.perf_counter() of the current run's start
     ready_at: float | None = None    # ... and of its ready line (a router: its workers activated)
     timer: asyncio.TimerHandle | None = None     # the next step of its start-up script
+    removed: set[str] = field(default_factory=set)   # a router: its workers taken out (DELETE /workers/{id}), by URL
 
     @property
     def unit(self) -> str:
@@ -661,7 +663,7 @@ class MemoryHost:
     def _http(self, service: MemoryService, method: str, path: str, body: bytes) -> tuple[int, bytes]:
         self.fleet.counts[f"http {path}"] += 1
         if service.cfg.role == "router":
-            return self._router_http(service, method, path)
+            return self._router_http(service, method, path, body)
         if path == "/health":
             return (200, b"") if service.healthy else (503, b"")
         if path in ("/server_info", "/get_server_info"):
@@ -703,13 +705,27 @@ class MemoryHost:
                 found.append((f"http://{address}:{backend.cfg.port}", backend))
         return found
 
-    def _router_http(self, router: MemoryService, method: str, path: str) -> tuple[int, bytes]:
-        workers = self._workers(router)
-        ready = router.healthy and all(b.healthy for _, b in workers)
+    def _router_http(self, router: MemoryService, method: str, path: str, body: bytes) -> tuple[int, bytes]:
+        """The router's routes; its worker API as sglang-router 0.3's (a removed worker is gone at once, the id is
+        the URL)."""
+        workers = [(url, b) for url, b in self._workers(router) if url not in router.removed]
+        roles = {b.cfg.role for _, b in workers}
+        ready = router.healthy and all(b.healthy for _, b in workers) and roles == {"prefill", "decode"}
         if path in ("/readiness", "/health"):
             return _json(200 if ready else 503, {"status": "ready" if ready else "not ready"})
+        if path == "/workers" and method == "POST":
+            url = str(orjson.loads(body or b"{}").get("url", ""))
+            router.removed.discard(url)
+            return _json(202, {"status": "accepted", "worker_id": url, "url": url})
+        if path.startswith("/workers/") and method == "DELETE":
+            url = unquote(path.removeprefix("/workers/"))
+            if not any(url == listed for listed, _ in workers):
+                return _json(404, {"error": f"Worker {url} not found", "code": "WORKER_NOT_FOUND"})
+            router.removed.add(url)
+            return _json(202, {"status": "accepted", "worker_id": url})
         if path == "/workers":
-            return _json(200, {"workers": [{"url": url, "worker_type": b.cfg.role, "is_healthy": router.healthy and b.healthy,
+            return _json(200, {"workers": [{"id": url, "url": url, "worker_type": b.cfg.role,
+                                            "is_healthy": router.healthy and b.healthy,
                                             **({"bootstrap_port": self.bootstrap_of(b)} if b.cfg.role == "prefill" else {})}
                                            for url, b in workers], "total": len(workers)})
         if path == "/v1/models":

@@ -148,9 +148,28 @@ class Pool:
             n = self._next
         return prefills[n % len(prefills)], decodes[n // len(prefills) % len(decodes)]
 
+    def add(self, url: str, kind: str, bootstrap_port: int | None) -> Worker:
+        """A worker the API adds (``POST /workers``): registered once its health check passes. A URL it has
+        already is that worker (sglang-router 0.3's answer)."""
+        with self.lock:
+            known = next((w for w in self.workers if w.url == url), None)
+            if known is None:
+                known = Worker(url, kind, bootstrap_port)
+                self.workers.append(known)
+            return known
+
+    def remove(self, worker_id: str) -> bool:
+        """A worker the API removes (``DELETE /workers/{id}``): gone at once (sglang-router 0.3's way)."""
+        with self.lock:
+            kept = [w for w in self.workers if w.id != worker_id]
+            removed, self.workers = len(kept) < len(self.workers), kept
+        return removed
+
     def run(self) -> None:
         while not self.stop.is_set():
-            for worker in self.workers:
+            with self.lock:
+                workers = list(self.workers)
+            for worker in workers:
                 self._check(worker)
             self.stop.wait(POLL_INTERVAL)
 
@@ -281,12 +300,40 @@ class RouterHandler(JsonHandler):
             return
         if self._refused(route):
             return
-        if route not in GENERATE_PATHS:
+        if route == "/workers":
+            self._add_worker(request)
+        elif route not in GENERATE_PATHS:
             self.reply(404)
         elif not isinstance(request, dict):
             self.reply_text(400, "Failed to parse the request body as JSON")
         else:
             self._generate(route, request)
+
+    def _add_worker(self, request: Any) -> None:
+        """``POST /workers``: 202 with the worker's id; it is health-checked, then registered."""
+        url = request.get("url") if isinstance(request, dict) else None
+        kind = request.get("worker_type", "decode") if isinstance(request, dict) else None
+        if not isinstance(url, str) or kind not in ("prefill", "decode"):
+            self.reply_json(400, {"error": "expected {url, worker_type: prefill|decode}", "code": "BAD_REQUEST"})
+            return
+        port = request.get("bootstrap_port")
+        worker = self.server.pool.add(url, kind, port if isinstance(port, int) else None)
+        self.reply_json(202, {"status": "accepted", "worker_id": worker.id, "url": url,
+                              "location": f"/workers/{worker.id}",
+                              "message": "Worker addition queued for background processing"})
+
+    def do_DELETE(self) -> None:
+        route = self.path.split("?", 1)[0]
+        if self._refused("/workers"):
+            return
+        worker_id = route.removeprefix("/workers/")
+        if not route.startswith("/workers/"):
+            self.reply(404)
+        elif self.server.pool.remove(worker_id):
+            self.reply_json(202, {"status": "accepted", "worker_id": worker_id,
+                                  "message": "Worker removal queued for background processing"})
+        else:
+            self.reply_json(404, {"error": f"Worker {worker_id} not found", "code": "WORKER_NOT_FOUND"})
 
     def _generate(self, route: str, request: dict[str, Any]) -> None:
         pair = self.server.pool.pick()

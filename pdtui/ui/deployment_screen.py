@@ -516,7 +516,10 @@ class DeploymentScreen(Screen[None]):
         info = panel.view.info
         if verb == "restart":
             after = [p.service for p in self.panels.values() if info.name in p.view.info.after]
-            consequence = (f"{', '.join(after)} will wait for it and be proven again." if after
+            keeps = "keeps" if len(after) == 1 else "keep"
+            consequence = (f"{', '.join(after)} {keeps} serving: it is taken out first (drained), and put back once "
+                           "it is ready and proven again." if after and info.role in ("prefill", "decode")
+                           else f"{', '.join(after)} will wait for it and be proven again." if after
                            else "pdtui waits until it is ready again.")
             command = info.restart_command
         else:

@@ -74,11 +74,33 @@ async def test_up_restart_starts_running_units_afresh(sandbox):
     assert rec.index("router", "starting") > max(rec.index("prefill", "ready"), rec.index("decode", "ready"))
 
 
-async def test_restart_decode_restarts_it_alone_and_proves_the_router_again(sandbox):
+async def test_restart_decode_drains_it_through_the_router_which_serves_on_and_is_never_restarted(sandbox):
     deployment = reference(sandbox)
     assert (await bring_up(deployment))[0].ok
     before = invocations(sandbox, deployment)
     done, rec, _ = await bring_up(deployment, intent=Intent(Verb.RESTART, ("decode",)))
+    assert done.ok, done
+    after = invocations(sandbox, deployment)
+    assert after["decode"] != before["decode"]
+    assert after["prefill"] == before["prefill"] and after["router"] == before["router"]
+    assert commanded(rec) == [f"systemctl restart {deployment.services['decode'].unit}"]
+    assert "pending" not in rec.states("router"), "judged as it ran, then serving throughout"
+    said = [n.text for n in rec.of(Notice) if n.service in ("decode", "router")]
+    assert said[0] == "router: decode is its only decode: it answers 503 while decode is out, and serves again once it is back"
+    assert said[1] == "decode: taking it out of router (drain, at most 2m)"
+    assert said[2].startswith("decode: out of router")
+    assert said[-1] == "decode: back in router"
+    out = next(i for i, e in enumerate(rec.events) if isinstance(e, Notice) and e.text.startswith("decode: out of"))
+    restarted = next(i for i, e in enumerate(rec.events) if isinstance(e, StateChanged) and e.service == "decode"
+                     and e.new.value == "starting")
+    assert out < restarted, "out of the router before its restart"
+
+
+async def test_restart_decode_without_drain_restarts_it_alone_and_proves_the_router_again(sandbox):
+    deployment = reference(sandbox)
+    assert (await bring_up(deployment))[0].ok
+    before = invocations(sandbox, deployment)
+    done, rec, _ = await bring_up(deployment, intent=Intent(Verb.RESTART, ("decode",), drain=False))
     assert done.ok, done
     after = invocations(sandbox, deployment)
     assert after["decode"] != before["decode"]
@@ -139,7 +161,7 @@ async def test_up_on_a_running_deployment_still_names_a_foreign_process_on_its_g
     assert len(busy) == 1 and busy[0].startswith("decode:") and "PID 999999 python3" in busy[0], busy
 
 
-async def test_a_restart_from_the_screen_sends_the_router_back_to_waiting_and_tells_a_new_outcome(sandbox):
+async def test_a_restart_from_the_screen_drains_the_decode_and_tells_a_new_outcome(sandbox):
     from pdtui.engine.orchestrator import Orchestrator
     from pdtui.hosts import make_host
     from tests.engine_helpers import FAST, Recorder
@@ -150,7 +172,7 @@ async def test_a_restart_from_the_screen_sends_the_router_back_to_waiting_and_te
     try:
         assert (await orchestrator.run()).ok
         assert orchestrator.restart("decode")
-        assert not orchestrator.restart("decode")      # starting already: not again
+        assert not orchestrator.restart("decode")      # draining already: not again
         for _ in range(300):
             await asyncio.sleep(0.05)
             if len(recorder.of(Done)) == 2:
@@ -158,7 +180,8 @@ async def test_a_restart_from_the_screen_sends_the_router_back_to_waiting_and_te
     finally:
         await orchestrator.close()
     assert [d.ok for d in recorder.of(Done)] == [True, True]
-    assert recorder.states("router") == ["starting", "waiting", "ready", "pending", "waiting", "ready"]
+    assert recorder.states("router")[:3] == ["starting", "waiting", "ready"]
+    assert "pending" not in recorder.states("router") and recorder.states("router")[-1] == "ready"
     assert recorder.states("decode")[-4:] == ["pending", "starting", "waiting", "ready"]
 
 

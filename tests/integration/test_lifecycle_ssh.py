@@ -124,10 +124,24 @@ async def test_bare_pdtui_tui_shows_all_three_ready_over_ssh(sandbox, config, mo
     assert invocations(sandbox, config) == before
 
 
-def test_restart_decode_restarts_decode_only_and_proves_the_router_again(sandbox, config):
+def test_restart_decode_drains_it_over_ssh_and_the_router_serves_on(sandbox, config):
     up(config)
     before = invocations(sandbox, config)
     result = pdtui("restart", str(config), "decode", "--headless")
+    assert result.returncode == 0, result.stdout + result.stderr
+    after = invocations(sandbox, config)
+    assert after["decode"] != before["decode"]
+    assert after["prefill"] == before["prefill"] and after["router"] == before["router"]
+    out = result.stdout
+    assert "router   pending" not in out
+    assert out.index("info: decode: taking it out of router") < out.index("decode   starting  systemctl restart") \
+        < out.rindex("decode   READY") < out.index("info: decode: back in router"), out
+
+
+def test_restart_decode_without_drain_restarts_decode_only_and_proves_the_router_again(sandbox, config):
+    up(config)
+    before = invocations(sandbox, config)
+    result = pdtui("restart", str(config), "decode", "--headless", "--no-drain")
     assert result.returncode == 0, result.stdout + result.stderr
     after = invocations(sandbox, config)
     assert after["decode"] != before["decode"]

@@ -173,7 +173,8 @@ async def test_status_restart_decode_and_down_on_the_real_manager(systemd_host, 
     assert after["decode"] != before["decode"] and after["prefill"] == before["prefill"]
     assert after["router"] == before["router"]
     out = restart.stdout
-    assert out.index("router   pending   waiting for decode") < out.rindex("router   READY")
+    assert "router   pending" not in out, "drained: the router serves on"
+    assert out.index("info: decode: taking it out of router") < out.index("info: decode: back in router"), out
 
     down = pdtui("down", config, "--headless")
     assert down.returncode == 0, down.stdout + down.stderr

@@ -618,7 +618,7 @@ async def test_restart_key_shows_the_exact_command_and_host_and_restarts_only_on
         assert isinstance(app.screen, ConfirmScreen)
         text = screen_text(app)
         assert "systemctl restart sglang-dsv4-decode" in text and "gpu0" in text
-        assert "router will wait for it and be proven again" in text
+        assert "router keeps serving: it is taken out first (drained)" in text
         await pilot.press("n")
         await settle(pilot)
         assert source.actions == [] and not isinstance(app.screen, ConfirmScreen)

@@ -28,12 +28,14 @@ pytestmark = pytest.mark.looptime
 STARTUP = 60.0     # a backend's start-up, in the loop's seconds (the memory servers play SGLang's lines over it)
 
 
-def deployment(timeout: str = "10m"):
+def deployment(timeout: str = "10m", decodes: int = 1):
     config = {"name": "memory", "hosts": {"gpu0": {"address": "gpu0.internal"}}, "services": {
         "prefill": {"host": "gpu0", "unit": "sglang-prefill", "role": "prefill", "gpus": [0, 1, 2, 3], "numa": 0,
                     "port": 30000, "bootstrap_port": 8998, "timeout": timeout},
         "decode": {"host": "gpu0", "unit": "sglang-decode", "role": "decode", "gpus": [4, 5, 6, 7], "numa": 1,
                    "port": 30002, "timeout": timeout},
+        **{f"decode-{n}": {"host": "gpu0", "unit": f"sglang-decode-{n}", "role": "decode", "port": 30002 + 2 * n,
+                           "timeout": timeout} for n in range(1, decodes)},
         "router": {"host": "gpu0", "unit": "sglang-router", "role": "router", "port": 8000, "timeout": "2m"}}}
     return parse_config(yaml.safe_dump(config, sort_keys=False), "memory.yaml")
 
@@ -42,11 +44,11 @@ class Bringing:
     """An orchestrator over a memory fleet, its events recorded, closed at the end."""
 
     def __init__(self, *, failures: dict[str, str] | None = None, timeout: str = "10m", verb: Verb = Verb.UP,
-                 baseline: dict | None = None) -> None:
-        self.deployment = deployment(timeout)
+                 baseline: dict | None = None, decodes: int = 1, drain: bool = True) -> None:
+        self.deployment = deployment(timeout, decodes)
         self.fleet = MemoryFleet(self.deployment, startup=STARTUP, router_startup=2.0, failures=failures)
         self.orchestrator = Orchestrator(self.deployment, self.fleet.host, clock=asyncio.get_running_loop().time,
-                                         intent=Intent(verb), baseline=baseline)
+                                         intent=Intent(verb, drain=drain), baseline=baseline)
         self.rec = Recorder()
         self.orchestrator.subscribe(self.rec)
 
@@ -134,8 +136,43 @@ async def test_a_retry_after_the_cause_is_fixed_brings_the_rest_up():
     assert run.rec.states("router")[-4:] == ["pending", "starting", "waiting", "ready"]
 
 
-async def test_a_restart_of_a_ready_decode_proves_the_router_again_without_restarting_it():
+def texts(run: Bringing, service: str) -> list[str]:
+    return [n.text for n in run.rec.of(Notice) if n.service == service]
+
+
+async def test_a_restarted_decode_is_drained_through_the_routers_api_while_the_other_serves():
+    async with Bringing(decodes=2) as run:
+        assert (await run.orchestrator.run()).ok
+        router_invocation = run.fleet.services["router"].invocation
+        first = len(run.rec.states("router"))
+        assert run.orchestrator.restart("decode")
+        done = await run.next_done(2)
+    assert done.ok, done
+    assert run.rec.states("decode")[-4:] == ["pending", "starting", "waiting", "ready"]
+    assert run.rec.states("router")[first:] == [], "the router served throughout: never restarted, never waiting"
+    assert run.fleet.services["router"].invocation == router_invocation
+    assert texts(run, "decode") == [
+        "decode: taking it out of router (drain, at most 2m)",
+        "decode: out of router; whether requests were left it cannot tell (no /metrics, no batch line)",
+        "decode: back in router"]
+    assert run.fleet.services["router"].removed == set()
+    assert not any("only decode" in text for text in texts(run, "router"))
+
+
+async def test_with_its_only_decode_out_the_router_is_said_to_answer_503_and_serves_again_once_it_is_back():
     async with Bringing() as run:
+        assert (await run.orchestrator.run()).ok
+        assert run.orchestrator.restart("decode")
+        done = await run.next_done(2)
+    assert done.ok, done
+    assert texts(run, "router")[0] == ("router: decode is its only decode: it answers 503 while decode is out, and "
+                                       "serves again once it is back")
+    assert "pending" not in run.rec.states("router")[3:]
+    assert run.rec.states("router")[-1] == "ready"
+
+
+async def test_without_drain_a_restarted_decode_sends_the_router_back_to_be_proven_again():
+    async with Bringing(drain=False) as run:
         assert (await run.orchestrator.run()).ok
         router_invocation = run.fleet.services["router"].invocation
         assert run.orchestrator.restart("decode")
@@ -144,6 +181,19 @@ async def test_a_restart_of_a_ready_decode_proves_the_router_again_without_resta
     assert run.rec.states("decode")[-4:] == ["pending", "starting", "waiting", "ready"]
     assert run.rec.states("router")[-3:] == ["pending", "waiting", "ready"]
     assert run.fleet.services["router"].invocation == router_invocation
+
+
+async def test_a_drained_decode_whose_pair_fails_after_its_restart_is_left_out_naming_the_pair():
+    async with Bringing(decodes=2) as run:
+        assert (await run.orchestrator.run()).ok
+        run.fleet.broken_pairs.add(("prefill", "decode"))
+        assert run.orchestrator.restart("decode")
+        done = await run.next_done(2)
+    assert not done.ok
+    assert done.failures["decode"].startswith("pair prefill → decode failed after its restart: ")
+    assert done.failures["decode"].endswith("; left out of router")
+    assert run.fleet.services["router"].removed == {"http://127.0.0.1:30002"}
+    assert run.rec.states("router")[-1] == "ready", "decode-1 serves on"
 
 
 async def test_a_hung_decode_is_warned_about_while_it_hangs_and_its_timeout_names_where_it_stopped():

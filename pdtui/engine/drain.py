@@ -1,0 +1,112 @@
+"""A backend taken out of the routers in front of it, drained, and put back once it is proven again.
+
+A restart (or stop) of a prefill or decode under serving routers goes through
+:class:`Drain`: each router is told to send it nothing new (its worker API,
+engine/router_workers.py), until no router lists it; then pdtui waits until
+the backend itself has no request running or queued (its ``/metrics``, else
+its batch lines: a server with work logs a batch line every few hundred
+milliseconds) or the drain timeout passes, and says how many requests that cut.
+Once the backend is ready again, the caller proves it and puts it back
+(:meth:`Drain.put_back`): the routers health-check it, then route to it. The
+routers are never restarted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from pdtui.config.fields import format_duration
+from pdtui.engine.checks.workers import Backend, worker_matches
+from pdtui.engine.figures import FETCH_TIMEOUT
+from pdtui.engine.router_workers import RouterWorker, RouterWorkers
+from pdtui.engine.service_run import ServiceRun
+
+IDLE_POLL = 0.5        # seconds between looks at a draining backend's own figures
+QUIET_BATCHES = 3.0    # seconds without a batch line: a server without /metrics has no request left
+BACK_IN = 60.0         # seconds for a router to list a backend put back as healthy (its health check's first pass)
+
+
+@dataclass(slots=True)
+class Drain:
+    """One backend's way out of its routers and back in (see the module's docstring)."""
+
+    backend: ServiceRun
+    routers: list[ServiceRun]
+    timeout: float
+    clock: Callable[[], float]
+    removed: list[tuple[RouterWorkers, RouterWorker]] = field(default_factory=list)
+
+    def _api(self, router: ServiceRun) -> RouterWorkers:
+        assert router.cfg.port is not None
+        return RouterWorkers(router.name, router.session.prober, router.cfg.port, router.address, clock=self.clock)
+
+    async def take_out(self) -> None:
+        """Every router in front of it stops sending it requests; back once none lists it (RouterApiError: one
+        refused, and what was taken out so far is put back)."""
+        backend = self.backend
+        for router in self.routers:
+            api = self._api(router)
+            names = Backend(backend.name, backend.cfg.role, backend.cfg.port or 0, backend.names_for(router.cfg))
+            try:
+                for worker in await api.listed():
+                    if worker_matches(worker.url, names):
+                        await api.remove(worker)
+                        self.removed.append((api, worker))
+            except Exception:
+                await self.put_back()
+                raise
+        deadline = self.clock() + self.timeout
+        gone = await asyncio.gather(*(api.until_gone(worker.url, max(0.0, deadline - self.clock()))
+                                      for api, worker in self.removed))
+        late = [api.name for (api, _), out in zip(self.removed, gone, strict=True) if not out]
+        if late:
+            raise TimeoutError(f"{', '.join(late)} still list{'s' if len(late) == 1 else ''} {backend.name} "
+                               f"{format_duration(self.timeout)} after it was taken out")
+
+    async def until_idle(self) -> int | None:
+        """Wait until it has no request running or queued, at most the drain's timeout: 0 when idle, the number
+        still there at the timeout, None when it cannot tell (no /metrics and no batch line)."""
+        deadline = self.clock() + self.timeout
+        while True:
+            left = await self._requests_left()
+            if left == 0 or left is None or self.clock() >= deadline:
+                return left
+            await asyncio.sleep(IDLE_POLL)
+
+    async def _requests_left(self) -> int | None:
+        run = self.backend
+        attempt = run.attempt
+        if run.cfg.port and not attempt.without_metrics:
+            result = await run.session.prober.get(run.cfg.port, "/metrics", timeout=FETCH_TIMEOUT, address=run.address)
+            if result.ok:
+                try:
+                    _, figures = run.serving.figures(result.body.decode(errors="replace"), self.clock(), None,
+                                                     run.cfg.role)
+                except (ValueError, KeyError, IndexError, TypeError):
+                    figures = None
+                if figures is not None and figures.running is not None:
+                    return figures.running + (figures.queued or 0)
+        if attempt.batch_at is None:
+            return None
+        if self.clock() - attempt.batch_at >= QUIET_BATCHES:
+            return 0
+        batch = attempt.batch
+        return (batch.running or 0) + (batch.queued or 0) if batch is not None else None
+
+    async def put_back(self) -> None:
+        """Register it again with every router it was taken out of, and wait until each lists it healthy."""
+        removed, self.removed = self.removed, []
+        await asyncio.gather(*(self._back(api, worker) for api, worker in removed))
+
+    async def _back(self, api: RouterWorkers, worker: RouterWorker) -> None:
+        if not await api.until_gone(worker.url, self.timeout):     # smg refuses a URL it still drains
+            raise TimeoutError(f"{api.name} still drains {self.backend.name}: it cannot be put back")
+        await api.add(worker)
+        deadline = self.clock() + BACK_IN
+        while not any(w.url == worker.url and w.healthy for w in await api.listed()):
+            if self.clock() >= deadline:
+                raise TimeoutError(f"{api.name} did not list {self.backend.name} as healthy within "
+                                   f"{format_duration(BACK_IN)} of putting it back")
+            await asyncio.sleep(IDLE_POLL)

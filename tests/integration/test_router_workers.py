@@ -1,0 +1,109 @@
+"""A running router's backends changed through its worker API, against each real router and pdtui's stand-in
+(which must agree with them): a decode taken out while the other serves, and put back, with no router restart."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import threading
+
+import pytest
+
+from pdtui.engine.events import Notice, StateChanged
+from pdtui.engine.http import HttpProber
+from pdtui.engine.intent import Intent, Verb
+from pdtui.engine.router_workers import RouterApiError, RouterWorkers
+from pdtui.hosts.local import LocalHost
+from pdtui.sim.commands import SIM_ROUTER
+from pdtui.sim.knobs import DEFAULT_MODEL
+from pdtui.sim.load import Load, Tally
+from pdtui.sim.ports import free_port
+from tests.engine_helpers import bring_up, real_router_params, router_argv, sim_deployment, worker_argv
+
+GENERATE = {"text": "The quick brown fox", "sampling_params": {"max_new_tokens": 4}}
+
+
+def one_prefill_two_decodes(sandbox, package: str, *router_flags: str):
+    p, d, d2, r, boot = (free_port() for _ in range(5))
+    services = {
+        "prefill": (worker_argv("prefill", p, bootstrap=boot), {"role": "prefill", "port": p, "timeout": "20s"}),
+        "decode": (worker_argv("decode", d, bootstrap=boot), {"role": "decode", "port": d, "timeout": "20s"}),
+        "decode2": (worker_argv("decode", d2, bootstrap=boot), {"role": "decode", "port": d2, "timeout": "20s"}),
+        "router": ([*router_argv(r, [(p, boot)], [d, d2], package=package), *router_flags],
+                   {"role": "router", "port": r, "timeout": "30s"}),
+    }
+    return sim_deployment(sandbox, services), (p, d, d2, r)
+
+
+async def until_listed_healthy(api: RouterWorkers, url: str, timeout: float = 20.0) -> None:
+    async with asyncio.timeout(timeout):
+        while not any(w.url == url and w.healthy for w in await api.listed()):
+            await asyncio.sleep(0.2)
+
+
+@pytest.fixture(params=[*real_router_params(), SIM_ROUTER])
+def router(request) -> str:
+    return request.param
+
+
+async def test_a_decode_taken_out_and_put_back_while_the_router_serves(sandbox, router):
+    deployment, (p, d, d2, r) = one_prefill_two_decodes(sandbox, router)
+    done, _, _ = await bring_up(deployment)
+    assert done.ok, done
+    prober = HttpProber(LocalHost())
+    api = RouterWorkers("router", prober, r, "127.0.0.1")
+    workers = await api.listed()
+    assert sorted((w.role, w.url) for w in workers) == sorted(
+        [("prefill", f"http://127.0.0.1:{p}"), ("decode", f"http://127.0.0.1:{d}"), ("decode", f"http://127.0.0.1:{d2}")])
+    prefill = next(w for w in workers if w.role == "prefill")
+    assert prefill.bootstrap_port is not None and prefill.body()["bootstrap_port"] == prefill.bootstrap_port
+    decode = next(w for w in workers if w.url.endswith(f":{d}"))
+
+    await api.remove(decode)
+    assert await api.until_gone(decode.url, timeout=30)
+    assert [w.url for w in await api.listed() if w.role == "decode"] == [f"http://127.0.0.1:{d2}"]
+    for _ in range(4):      # the other decode serves every request meanwhile
+        answer = await prober.request("POST", r, "/generate", body=GENERATE)
+        assert answer.status == 200, answer.describe()
+
+    await api.add(decode)
+    await until_listed_healthy(api, decode.url)
+    assert len(await api.listed()) == 3
+    answer = await prober.request("POST", r, "/generate", body=GENERATE)
+    assert answer.status == 200, answer.describe()
+
+
+async def test_a_router_with_an_api_key_refuses_in_one_line(sandbox, router):
+    deployment, (_, _, _, r) = one_prefill_two_decodes(sandbox, router, "--api-key", "s3cret")
+    done, _, _ = await bring_up(deployment)     # fails the router (its /workers wants the key): it keeps running
+    assert not done.ok
+    api = RouterWorkers("router", HttpProber(LocalHost()), r, "127.0.0.1")
+    with pytest.raises(RouterApiError) as refused:
+        await api.listed()
+    assert str(refused.value) == "router: GET /workers answered 401: the router requires an API key; pdtui has none to send"
+
+
+async def test_a_decode_restarted_under_load_is_drained_first_and_no_request_fails(sandbox, router):
+    deployment, (_, _, _, r) = one_prefill_two_decodes(sandbox, router)
+    done, _, _ = await bring_up(deployment)
+    assert done.ok, done
+    stop, out = threading.Event(), io.StringIO()
+    tally = Tally(out)
+    load = threading.Thread(target=Load(f"http://127.0.0.1:{r}", DEFAULT_MODEL, 6.0, 3, stop, tally).run, daemon=True)
+    load.start()
+    try:
+        await asyncio.sleep(2.0)
+        done, rec, _ = await bring_up(deployment, intent=Intent(Verb.RESTART, ("decode",)))
+        await asyncio.sleep(2.0)
+    finally:
+        stop.set()
+        load.join(timeout=10)
+        tally.close()
+    assert done.ok, done
+    said = [n.text for n in rec.of(Notice) if n.service == "decode"]
+    assert said[0] == "decode: taking it out of router (drain, at most 2m)"
+    assert said[1].startswith("decode: out of router"), said
+    assert said[-1] == "decode: back in router"
+    assert "pending" not in [e.new.value for e in rec.of(StateChanged) if e.service == "router"]
+    assert tally.failed == 0, out.getvalue()
+    assert tally.answered >= 2, out.getvalue()       # answers before, during and after the restart
