@@ -16,10 +16,13 @@ import signal
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 from pdtui import __version__
 from pdtui.support.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+
+if TYPE_CHECKING:
+    from pdtui.config import Deployment
 
 
 def _parser(*, demo_options: bool = True) -> argparse.ArgumentParser:
@@ -67,6 +70,9 @@ def _parser(*, demo_options: bool = True) -> argparse.ArgumentParser:
     restart.add_argument("--no-drain", action="store_true",
                          help="restart a backend under serving routers as it is (by default it is taken out of them "
                               "first, drained, and put back once proven: the routers keep serving)")
+    restart.add_argument("--rolling", action="store_true",
+                         help="one at a time: each drained, restarted, proven and back before the next; SERVICE may "
+                              "be a role: prefills, decodes")
     restart.add_argument("--drain-timeout", default="2m",
                          help="how long a drained backend may take to finish its requests (default 2m)")
     restart.add_argument("--accept-new", action="store_true", help="trust unknown SSH host keys and remember them")
@@ -334,6 +340,7 @@ def _restart(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     if not targets:
         return _error(f"restart: name the services to restart (of {', '.join(deployment.services)})")
+    targets = [name for target in targets for name in _services_named(deployment, target)]
     unknown = [t for t in targets if t not in deployment.services]
     if unknown:
         return _error(f"restart: no service {unknown[0]!r} in {path}; services: {', '.join(deployment.services)}")
@@ -341,9 +348,22 @@ def _restart(args: argparse.Namespace) -> int:
         drain_timeout = parse_duration(args.drain_timeout)
     except ValueError as exc:
         return _error(f"--drain-timeout: {exc}")
+    if args.rolling and args.with_dependents:
+        return _error("restart: --rolling restarts one service at a time; --with-dependents restarts a prefill's "
+                      "decodes with it at once: use one or the other")
     intent = Intent(Verb.RESTART, tuple(dict.fromkeys(targets)), with_dependents=args.with_dependents,
-                    drain=not args.no_drain, drain_timeout=drain_timeout)
+                    drain=not args.no_drain, drain_timeout=drain_timeout, rolling=args.rolling)
     return _bring_up(deployment, _factory(args), args, intent=intent)
+
+
+ROLE_WORDS = {"prefills": "prefill", "decodes": "decode"}
+
+
+def _services_named(deployment: Deployment, target: str) -> list[str]:
+    """A service's name, or a role's word (``decodes``: every decode, in the config's order)."""
+    if target in deployment.services or target not in ROLE_WORDS:
+        return [target]
+    return [name for name, cfg in deployment.services.items() if cfg.role == ROLE_WORDS[target]]
 
 
 def _down(args: argparse.Namespace) -> int:

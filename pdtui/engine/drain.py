@@ -37,6 +37,7 @@ class Drain:
     timeout: float
     clock: Callable[[], float]
     removed: list[tuple[RouterWorkers, RouterWorker]] = field(default_factory=list)
+    out_at: float | None = None      # when no router listed it any more
 
     def _api(self, router: ServiceRun) -> RouterWorkers:
         assert router.cfg.port is not None
@@ -64,18 +65,21 @@ class Drain:
         if late:
             raise TimeoutError(f"{', '.join(late)} still list{'s' if len(late) == 1 else ''} {backend.name} "
                                f"{format_duration(self.timeout)} after it was taken out")
+        self.out_at = self.clock()
 
     async def until_idle(self) -> int | None:
         """Wait until it has no request running or queued, at most the drain's timeout: 0 when idle, the number
-        still there at the timeout, None when it cannot tell (no /metrics and no batch line)."""
+        still there at the timeout (None: not known then)."""
         deadline = self.clock() + self.timeout
         while True:
             left = await self._requests_left()
-            if left == 0 or left is None or self.clock() >= deadline:
+            if left == 0 or self.clock() >= deadline:
                 return left
             await asyncio.sleep(IDLE_POLL)
 
     async def _requests_left(self) -> int | None:
+        """Its requests running and queued: from its ``/metrics``, else from its latest batch line since it was
+        taken out (none for :data:`QUIET_BATCHES`: none left; none yet: not known)."""
         run = self.backend
         attempt = run.attempt
         if run.cfg.port and not attempt.without_metrics:
@@ -88,12 +92,14 @@ class Drain:
                     figures = None
                 if figures is not None and figures.running is not None:
                     return figures.running + (figures.queued or 0)
-        if attempt.batch_at is None:
-            return None
-        if self.clock() - attempt.batch_at >= QUIET_BATCHES:
-            return 0
+        since = self.out_at if self.out_at is not None else self.clock()
+        latest = attempt.batch_at if attempt.batch_at is not None and attempt.batch_at >= since else None
+        if self.clock() - (latest if latest is not None else since) >= QUIET_BATCHES:
+            return 0        # a server with requests logs a batch line every few hundred milliseconds
         batch = attempt.batch
-        return (batch.running or 0) + (batch.queued or 0) if batch is not None else None
+        if latest is None or batch is None:
+            return None
+        return (batch.running or 0) + (batch.queued or 0)
 
     async def put_back(self) -> None:
         """Register it again with every router it was taken out of, and wait until each lists it healthy."""

@@ -35,6 +35,7 @@ class Intent:
     disable: bool = False            # down --disable: also disable the units
     drain: bool = True               # restart: a backend under serving routers is taken out of them first
     drain_timeout: float = 120.0     # seconds a drained backend may take to finish its requests
+    rolling: bool = False            # restart: one at a time, each back (proven, in its routers) before the next
 
     @property
     def watching(self) -> bool:
@@ -45,7 +46,7 @@ class Intent:
     def title(self) -> str:
         """What the screen's title says this run does."""
         if self.verb is Verb.RESTART:
-            return f"restarting {', '.join(self.services)}"
+            return f"{'rolling restart of' if self.rolling else 'restarting'} {', '.join(self.services)}"
         return {Verb.UP: "bringing up", Verb.STATUS: "watching", Verb.DOWN: "taking down"}[self.verb]
 
 

@@ -110,6 +110,10 @@ class Lifecycle:
         A backend under serving routers is drained instead (unless ``--no-drain`` or ``--with-dependents``): taken
         out of them, restarted, proven and put back, the routers serving throughout."""
         self._warn_lone_prefill(runs, with_dependents)
+        if self.intent.rolling:
+            self.draining.update(run.name for run in runs)
+            self._ask(self._roll(runs), f"rolling restart of {', '.join(r.name for r in runs)}")
+            return
         drained = [] if with_dependents or not self.intent.drain else [r for r in runs if self._serving_routers(r)]
         for run in drained:
             self.draining.add(run.name)
@@ -144,6 +148,27 @@ class Lifecycle:
         return [self.runs[name] for name in self.deployment.dependents(run.name)
                 if self.runs[name].cfg.is_router and self.runs[name].state in SERVING_STATES and self.runs[name].cfg.port]
 
+    async def _roll(self, runs: list[ServiceRun]) -> None:
+        """One at a time: each drained, restarted, proven and back in before the next begins; a service that is
+        not back stops the roll there (the rest are left as they run)."""
+        try:
+            for n, run in enumerate(runs):
+                self._notice(run, "info", f"{run.name}: rolling restart, {n + 1} of {len(runs)}")
+                if self._serving_routers(run):
+                    await self._drained_restart(run)
+                else:
+                    self.launcher.launch(run, Action.RESTART, reason="rolling restart")
+                    await self._until_settled(run)
+                if run.state not in SERVING_STATES:
+                    rest = [r.name for r in runs[n + 1:]]
+                    if rest:
+                        self._notice(run, "error", f"rolling restart stopped at {run.name} ({run.state.value}): "
+                                                   f"{', '.join(rest)} left as {'they run' if len(rest) > 1 else 'it runs'}")
+                    return
+        finally:
+            self.draining.difference_update(run.name for run in runs)
+            self.launcher.changed()
+
     async def _drained_restart(self, run: ServiceRun) -> None:
         """Take ``run`` out of its routers, let it finish its requests, restart it, prove it, put it back."""
         try:
@@ -161,7 +186,7 @@ class Lifecycle:
                 return
             self._notice(run, "info", self._drained_words(run, where, await drain.until_idle()))
             self.launcher.launch(run, Action.RESTART, reason="restart (drained)")
-            await self.launcher.until(lambda: run.state in SERVING_STATES or run.state in BAD_OUTCOMES)
+            await self._until_settled(run)
             if run.state in BAD_OUTCOMES:
                 self._notice(run, "error", f"{run.name}: {run.state.value} after its restart: left out of {where}")
                 return
@@ -173,8 +198,13 @@ class Lifecycle:
         except (RouterApiError, TimeoutError) as exc:
             self._notice(run, "error", f"{run.name}: not put back: {exc}")
         finally:
-            self.draining.discard(run.name)
-            self.launcher.changed()
+            if not self.intent.rolling:
+                self.draining.discard(run.name)     # a rolling restart holds its services until the roll ends
+                self.launcher.changed()
+
+    async def _until_settled(self, run: ServiceRun) -> None:
+        """Until a run just launched serves again, or has failed."""
+        await self.launcher.until(lambda: run.state in SERVING_STATES or run.state in BAD_OUTCOMES)
 
     async def _proven(self, run: ServiceRun, routers: list[ServiceRun]) -> bool:
         """Its pair with each peer proven directly before it goes back (the routers' pair probes); a failed pair
@@ -203,7 +233,7 @@ class Lifecycle:
         if left == 0:
             return f"{run.name}: out of {where}, no request left: restarting it"
         if left is None:
-            return f"{run.name}: out of {where}; whether requests were left it cannot tell (no /metrics, no batch line)"
+            return f"{run.name}: out of {where}; whether requests were left it could not tell at the drain's end"
         return f"{run.name}: out of {where}; {left} request{'s' if left != 1 else ''} still running at the drain's end: cut"
 
     def _notice(self, run: ServiceRun, level: str, text: str) -> None:

@@ -383,16 +383,16 @@ class ServiceRun:
 
         ``asyncio.timeout``, not ``wait_for``: Python 3.11's ``wait_for`` loses a
         cancellation that comes as its timeout fires, and the run then never ends.
-        A wait shorter than :data:`LEAST_WAIT` lasts that long: the loop runs a
-        timer up to its clock's resolution early, and a moment due a hair later
-        would be waited for again and again (for ever, on a loop whose time
-        moves only when it waits).
+        A wait shorter than :data:`LEAST_WAIT` lasts that long, a wait of zero
+        or less too: the loop runs a timer up to its clock's resolution early,
+        and a moment due now by one sum may not be due yet by the difference it
+        is compared with (``failure_at + settle - now`` is 0.0 while
+        ``now - failure_at`` is a hair under ``settle``); it would be waited for
+        again and again (for ever, on a loop whose time moves only when it waits).
         """
         self.wake.clear()
-        if 0.0 < seconds < LEAST_WAIT:
-            seconds = LEAST_WAIT
         with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(max(0.0, seconds)):
+            async with asyncio.timeout(max(LEAST_WAIT, seconds)):
                 await self.wake.wait()
 
     # -- checks ---------------------------------------------------------------------

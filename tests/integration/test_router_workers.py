@@ -83,27 +83,55 @@ async def test_a_router_with_an_api_key_refuses_in_one_line(sandbox, router):
     assert str(refused.value) == "router: GET /workers answered 401: the router requires an API key; pdtui has none to send"
 
 
+class Traffic:
+    """The sim's load generator sending through the router from a thread: answered and failed counted."""
+
+    def __init__(self, port: int) -> None:
+        self.stop, self.out = threading.Event(), io.StringIO()
+        self.tally = Tally(self.out)
+        self.thread = threading.Thread(target=Load(f"http://127.0.0.1:{port}", DEFAULT_MODEL, 6.0, 3, self.stop,
+                                                   self.tally).run, daemon=True)
+
+    def __enter__(self) -> Traffic:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join(timeout=10)
+        self.tally.close()
+
+
 async def test_a_decode_restarted_under_load_is_drained_first_and_no_request_fails(sandbox, router):
     deployment, (_, _, _, r) = one_prefill_two_decodes(sandbox, router)
     done, _, _ = await bring_up(deployment)
     assert done.ok, done
-    stop, out = threading.Event(), io.StringIO()
-    tally = Tally(out)
-    load = threading.Thread(target=Load(f"http://127.0.0.1:{r}", DEFAULT_MODEL, 6.0, 3, stop, tally).run, daemon=True)
-    load.start()
-    try:
+    with Traffic(r) as traffic:
         await asyncio.sleep(2.0)
         done, rec, _ = await bring_up(deployment, intent=Intent(Verb.RESTART, ("decode",)))
         await asyncio.sleep(2.0)
-    finally:
-        stop.set()
-        load.join(timeout=10)
-        tally.close()
     assert done.ok, done
     said = [n.text for n in rec.of(Notice) if n.service == "decode"]
     assert said[0] == "decode: taking it out of router (drain, at most 2m)"
     assert said[1].startswith("decode: out of router"), said
     assert said[-1] == "decode: back in router"
     assert "pending" not in [e.new.value for e in rec.of(StateChanged) if e.service == "router"]
-    assert tally.failed == 0, out.getvalue()
-    assert tally.answered >= 2, out.getvalue()       # answers before, during and after the restart
+    assert traffic.tally.failed == 0, traffic.out.getvalue() + "\n".join(n.text for n in rec.of(Notice))
+    assert traffic.tally.answered >= 2, traffic.out.getvalue()       # answers before, during and after the restart
+
+
+async def test_a_rolling_restart_of_both_decodes_under_load_loses_no_request(sandbox, router):
+    deployment, (_, d, d2, r) = one_prefill_two_decodes(sandbox, router)
+    done, _, _ = await bring_up(deployment)
+    assert done.ok, done
+    with Traffic(r) as traffic:
+        await asyncio.sleep(2.0)
+        done, rec, _ = await bring_up(deployment, intent=Intent(Verb.RESTART, ("decode", "decode2"), rolling=True))
+        await asyncio.sleep(2.0)
+    assert done.ok, done
+    said = [n.text for n in rec.of(Notice) if n.service in ("decode", "decode2")]
+    assert said.index("decode: back in router") < said.index("decode2: taking it out of router (drain, at most 2m)")
+    assert said[-1] == "decode2: back in router"
+    assert [e.new.value for e in rec.of(StateChanged) if e.service == "router"] == ["waiting", "ready"]
+    assert traffic.tally.failed == 0, traffic.out.getvalue() + "\n".join(n.text for n in rec.of(Notice))
+    assert traffic.tally.answered >= 2, traffic.out.getvalue()

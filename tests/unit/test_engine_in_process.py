@@ -153,7 +153,7 @@ async def test_a_restarted_decode_is_drained_through_the_routers_api_while_the_o
     assert run.fleet.services["router"].invocation == router_invocation
     assert texts(run, "decode") == [
         "decode: taking it out of router (drain, at most 2m)",
-        "decode: out of router; whether requests were left it cannot tell (no /metrics, no batch line)",
+        "decode: out of router, no request left: restarting it",
         "decode: back in router"]
     assert run.fleet.services["router"].removed == set()
     assert not any("only decode" in text for text in texts(run, "router"))
@@ -290,3 +290,44 @@ def test_a_host_whose_looks_are_slow_is_looked_at_on_a_later_beat():
     assert run.beat(0.1) == 2.0
     session.looker.last_took = 1.0          # a loaded host: the next look no sooner than 4 s after this one
     assert run.beat(0.1) == 6.0
+
+
+
+async def rolling_restart(up: Bringing, *services: str) -> tuple[Done, Recorder]:
+    """``pdtui restart --rolling SERVICES`` on the deployment ``up`` brought up: a second orchestrator, as the
+    command line's."""
+    restart = Orchestrator(up.deployment, up.fleet.host, clock=asyncio.get_running_loop().time,
+                           intent=Intent(Verb.RESTART, services, rolling=True))
+    rec = Recorder()
+    restart.subscribe(rec)
+    try:
+        return await restart.run(), rec
+    finally:
+        await restart.close()
+
+
+async def test_a_rolling_restart_takes_one_decode_out_at_a_time_and_the_router_serves_throughout():
+    async with Bringing(decodes=2) as up:
+        assert (await up.orchestrator.run()).ok
+        before = {name: s.invocation for name, s in up.fleet.services.items()}
+        done, rec = await rolling_restart(up, "decode", "decode-1")
+    assert done.ok, done
+    after = {name: s.invocation for name, s in up.fleet.services.items()}
+    assert [name for name in after if after[name] != before[name]] == ["decode", "decode-1"]
+    said = [n.text for n in rec.of(Notice) if n.service in ("decode", "decode-1")]
+    assert said.index("decode: back in router") < said.index("decode-1: taking it out of router (drain, at most 2m)")
+    assert [t for t in said if "rolling" in t] == ["decode: rolling restart, 1 of 2", "decode-1: rolling restart, 2 of 2"]
+    assert rec.states("router") == ["waiting", "ready"], "judged once, then serving throughout"
+
+
+async def test_a_rolling_restart_stops_at_a_decode_that_does_not_come_back_and_leaves_the_next_as_it_runs():
+    async with Bringing(decodes=2) as up:
+        assert (await up.orchestrator.run()).ok
+        before = up.fleet.services["decode-1"].invocation
+        up.fleet.failures["decode"] = "oom"
+        done, rec = await rolling_restart(up, "decode", "decode-1")
+    assert not done.ok and done.failures == {"decode": "CUDA out of memory"}
+    assert up.fleet.services["decode-1"].invocation == before
+    said = [n.text for n in rec.of(Notice) if n.level == "error"]
+    assert said == ["decode: failed after its restart: left out of router",
+                    "rolling restart stopped at decode (failed): decode-1 left as it runs"]
