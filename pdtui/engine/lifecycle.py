@@ -183,6 +183,7 @@ class Lifecycle:
             except (RouterApiError, TimeoutError) as exc:
                 self._notice(run, "warning", f"{run.name}: not drained ({exc}): restarted as it is; {where} proven again")
                 self._restart_now([run], with_dependents=False)
+                await self._until_settled(run)      # a rolling restart goes on only once it is back
                 return
             self._notice(run, "info", self._drained_words(run, where, await drain.until_idle()))
             self.launcher.launch(run, Action.RESTART, reason="restart (drained)")
@@ -233,7 +234,7 @@ class Lifecycle:
         if left == 0:
             return f"{run.name}: out of {where}, no request left: restarting it"
         if left is None:
-            return f"{run.name}: out of {where}; whether requests were left it could not tell at the drain's end"
+            return f"{run.name}: out of {where}; at the drain's end it was not known whether requests were left"
         return f"{run.name}: out of {where}; {left} request{'s' if left != 1 else ''} still running at the drain's end: cut"
 
     def _notice(self, run: ServiceRun, level: str, text: str) -> None:
