@@ -140,8 +140,9 @@ def bootstrap_server() -> Iterator[int]:
         server.stop()
 
 
-def worker_argv(role: str, port: int, *extra: str, startup: float = 0.5) -> list[str]:
-    """A sim worker; a port of its own for a prefill's bootstrap server unless ``extra`` names one."""
+def worker_process_argv(role: str, port: int, *extra: str, startup: float = 0.5) -> list[str]:
+    """A sim worker the test runs itself, as a process (engine_helpers.worker_argv is a unit's command line); a
+    port of its own for a prefill's bootstrap server unless ``extra`` names one."""
     bootstrap = [] if "--bootstrap-port" in extra else ["--bootstrap-port", str(free_port())]
     return [sys.executable, "-m", "pdtui.sim.worker", "--role", role, "--port", str(port),
             "--startup", str(startup), *bootstrap, *extra]
@@ -175,7 +176,7 @@ def _kill_group(proc: subprocess.Popen[str]) -> None:
 
 
 __all__ = ["Procs", "bootstrap_server", "free_port", "gone", "procs", "fetch", "read_until", "status", "wait_until",
-           "worker_argv"]
+           "worker_process_argv"]
 
 
 def pdtui_until(args: list[str], marker: str, sig: int = signal.SIGINT, wait: float = 60.0) -> tuple[int, str, str]:

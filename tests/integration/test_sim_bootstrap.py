@@ -8,7 +8,7 @@ import json
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.conftest_sim import Procs, fetch, free_port, read_until, status, wait_until, worker_argv
+from tests.conftest_sim import Procs, fetch, free_port, read_until, status, wait_until, worker_process_argv
 
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
 
@@ -20,7 +20,7 @@ def routed(bootstrap_port: int, room: int, host: str = "127.0.0.1") -> dict[str,
 
 def ready(procs: Procs, role: str, *extra: str) -> tuple[object, str]:
     port = free_port()
-    worker = procs.start(worker_argv(role, port, *extra, startup=0.2))
+    worker = procs.start(worker_process_argv(role, port, *extra, startup=0.2))
     read_until(worker, "fired up and ready")
     return worker, f"http://127.0.0.1:{port}"
 
@@ -103,7 +103,7 @@ def test_unreachable_bootstrap_refuses_only_the_ports_it_names(procs: Procs):
 
 
 def test_a_bad_unreachable_bootstrap_is_a_usage_error(procs: Procs):
-    worker = procs.start(worker_argv("decode", free_port(), "--unreachable-bootstrap", "8998,x"))
+    worker = procs.start(worker_process_argv("decode", free_port(), "--unreachable-bootstrap", "8998,x"))
     assert worker.wait(10) == 2
     assert "expected PORT[,PORT...], got '8998,x'" in worker.stderr.read()
 

@@ -10,7 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from pdtui.sim.commands import router_argv
 from pdtui.sim.knobs import DEFAULT_MODEL
-from tests.conftest_sim import Procs, fetch, free_port, read_until, wait_until, worker_argv  # noqa: F401
+from tests.conftest_sim import Procs, fetch, free_port, read_until, wait_until, worker_process_argv  # noqa: F401
 
 
 def load_argv(port: int) -> list[str]:
@@ -33,7 +33,7 @@ def test_the_load_waits_out_a_router_that_is_down_sends_once_it_is_up_and_stops_
     read_until(load, "trying again")          # nothing listens yet
     assert load.poll() is None
     for role, port in (("prefill", prefill), ("decode", decode)):
-        procs.start(worker_argv(role, port, "--bootstrap-port", str(boot), "--enable-metrics", startup=1.0))
+        procs.start(worker_process_argv(role, port, "--bootstrap-port", str(boot), "--enable-metrics", startup=1.0))
     procs.start(router_argv(router, [(prefill, boot)], [decode], package="sim"))
     read_until(load, "answers: sending")
     wait_until(lambda: requests_served(decode) > 0 and requests_served(prefill) > 0)

@@ -9,7 +9,7 @@ import pytest
 
 from pdtui.sim.commands import router_argv
 from pdtui.sim.knobs import DEFAULT_MODEL
-from tests.conftest_sim import Procs, fetch, free_port, read_until, status, wait_until, worker_argv  # noqa: F401
+from tests.conftest_sim import Procs, fetch, free_port, read_until, status, wait_until, worker_process_argv  # noqa: F401
 from tests.engine_helpers import real_router_params
 
 # The workers' own model: smg routes by it (another name is 503 "No prefill workers available");
@@ -30,8 +30,8 @@ def start_router(procs: Procs, package: str, prefill: int, bootstrap: int, decod
 def deployment(request, procs: Procs):
     """Two ready-to-be workers and a router in front of them; yields (router url, workers)."""
     p1, p2, p3, boot = free_port(), free_port(), free_port(), free_port()
-    workers = [procs.start(worker_argv("prefill", p1, "--bootstrap-port", str(boot), startup=0.3)),
-               procs.start(worker_argv("decode", p2, startup=0.3))]
+    workers = [procs.start(worker_process_argv("prefill", p1, "--bootstrap-port", str(boot), startup=0.3)),
+               procs.start(worker_process_argv("decode", p2, startup=0.3))]
     router = start_router(procs, request.param, p1, boot, p2, p3)
     yield f"http://127.0.0.1:{p3}", workers, router, (p1, p2, boot)
 
@@ -58,8 +58,8 @@ def test_router_becomes_ready_lists_both_workers_and_answers(deployment):
 @pytest.mark.parametrize("package", ROUTERS)
 def test_router_is_not_ready_while_a_worker_is_unhealthy(procs: Procs, package):
     p1, p2, p3, boot = free_port(), free_port(), free_port(), free_port()
-    decode = procs.start(worker_argv("decode", p2, startup=0.2))
-    prefill = procs.start(worker_argv("prefill", p1, "--fail", "hang", startup=0.2))   # never healthy
+    decode = procs.start(worker_process_argv("decode", p2, startup=0.2))
+    prefill = procs.start(worker_process_argv("prefill", p1, "--fail", "hang", startup=0.2))   # never healthy
     start_router(procs, package, p1, boot, p2, p3)
     url = f"http://127.0.0.1:{p3}"
     read_until(decode, "fired up")
@@ -75,8 +75,8 @@ def test_router_is_not_ready_while_a_worker_is_unhealthy(procs: Procs, package):
 @pytest.mark.parametrize("package", ROUTERS)
 def test_an_api_key_guards_workers_and_generation_but_not_readiness(procs: Procs, package):
     p1, p2, p3, boot = free_port(), free_port(), free_port(), free_port()
-    procs.start(worker_argv("prefill", p1, "--bootstrap-port", str(boot), startup=0.2))
-    procs.start(worker_argv("decode", p2, startup=0.2))
+    procs.start(worker_process_argv("prefill", p1, "--bootstrap-port", str(boot), startup=0.2))
+    procs.start(worker_process_argv("decode", p2, startup=0.2))
     procs.start([*router_argv(p3, [(p1, boot)], [p2], package=package), *ROUTER_FLAGS, "--api-key", "s3cret"])
     url = f"http://127.0.0.1:{p3}"
     wait_until(lambda: status(url + "/readiness") == 200, timeout=60, interval=0.1)

@@ -8,7 +8,7 @@ import signal
 
 import pytest
 
-from tests.conftest_sim import Procs, fetch, free_port, read_until, status, worker_argv  # noqa: F401
+from tests.conftest_sim import Procs, fetch, free_port, read_until, status, worker_process_argv  # noqa: F401
 
 SERVING = ["max_total_num_tokens=", "Started server process", "Waiting for application startup",
            "Application startup complete", "Uvicorn running on http://127.0.0.1:", '"GET /get_model_info HTTP/1.1" 200']
@@ -40,7 +40,7 @@ STAMP = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d( TP0)?\] ")
 
 @pytest.mark.parametrize("generation", STARTUP_ORDER)
 def test_startup_prints_each_generations_sequence_in_order_with_timestamps(procs: Procs, generation):
-    worker = procs.start(worker_argv("decode", free_port(), "--generation", generation, startup=0.3))
+    worker = procs.start(worker_process_argv("decode", free_port(), "--generation", generation, startup=0.3))
     lines = read_until(worker, "fired up and ready")
     positions = [next(i for i, line in enumerate(lines) if step in line) for step in STARTUP_ORDER[generation]]
     assert positions == sorted(positions)
@@ -52,7 +52,7 @@ def test_startup_prints_each_generations_sequence_in_order_with_timestamps(procs
 
 def test_oldest_health_answers_200_before_the_warm_up(procs: Procs):
     port = free_port()
-    worker = procs.start(worker_argv("decode", port, "--generation", "older", startup=2.5))
+    worker = procs.start(worker_process_argv("decode", port, "--generation", "older", startup=2.5))
     read_until(worker, "Uvicorn running")
     assert status(f"http://127.0.0.1:{port}/health") == 200
     assert "fired up" not in "".join(read_until(worker, "GET /health HTTP/1.1"))
@@ -60,7 +60,7 @@ def test_oldest_health_answers_200_before_the_warm_up(procs: Procs):
 
 def test_health_is_503_while_warming_up_and_200_once_ready(procs: Procs):
     port = free_port()
-    worker = procs.start(worker_argv("prefill", port, startup=2.5))
+    worker = procs.start(worker_process_argv("prefill", port, startup=2.5))
     read_until(worker, "Uvicorn running")
     assert status(f"http://127.0.0.1:{port}/get_model_info") == 200   # uvicorn is up before ready
     assert status(f"http://127.0.0.1:{port}/health") == 503
@@ -74,7 +74,7 @@ def test_health_is_503_while_warming_up_and_200_once_ready(procs: Procs):
 
 def ready_worker(procs: Procs, role: str, *extra: str) -> tuple[object, str]:
     port = free_port()
-    worker = procs.start(worker_argv(role, port, *extra, startup=0.2))
+    worker = procs.start(worker_process_argv(role, port, *extra, startup=0.2))
     read_until(worker, "fired up and ready")
     return worker, f"http://127.0.0.1:{port}"
 
@@ -128,7 +128,7 @@ def test_steady_state_batch_lines_come_after_ready(procs: Procs):
 
 
 def finished(procs: Procs, role: str, mode: str) -> tuple[int, str, str]:
-    worker = procs.start(worker_argv(role, free_port(), "--fail", mode, startup=0.2))
+    worker = procs.start(worker_process_argv(role, free_port(), "--fail", mode, startup=0.2))
     out, err = worker.communicate(timeout=30)
     return worker.returncode, out, err
 
@@ -162,7 +162,7 @@ def test_a_port_really_taken_fails_the_same_way(procs: Procs):
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         sock.listen()
-        worker = procs.start(worker_argv("decode", sock.getsockname()[1], startup=0.2))
+        worker = procs.start(worker_process_argv("decode", sock.getsockname()[1], startup=0.2))
         _, err = worker.communicate(timeout=30)
     assert worker.returncode == 1 and "[Errno 98] error while attempting to bind on address" in err
 
@@ -176,7 +176,7 @@ def test_crash_after_ready(procs: Procs):
 @pytest.mark.parametrize("generation", WARMUP_FAILED)
 def test_a_failed_warm_up_prints_the_ready_line_and_health_answers_200(procs: Procs, generation):
     port = free_port()
-    worker = procs.start(worker_argv("prefill", port, "--fail", "warmup-failed", "--generation", generation,
+    worker = procs.start(worker_process_argv("prefill", port, "--fail", "warmup-failed", "--generation", generation,
                                      startup=0.2))
     lines = read_until(worker, "fired up and ready")
     assert WARMUP_FAILED[generation] in lines[-2]
@@ -187,7 +187,7 @@ def test_a_failed_warm_up_prints_the_ready_line_and_health_answers_200(procs: Pr
 
 def test_hang_stops_logging_after_cuda_graph_capture_and_exits_on_sigterm(procs: Procs):
     port = free_port()
-    worker = procs.start(worker_argv("decode", port, "--fail", "hang", startup=0.2))
+    worker = procs.start(worker_process_argv("decode", port, "--fail", "hang", startup=0.2))
     read_until(worker, "Capture decode CUDA graph begin")
     assert status(f"http://127.0.0.1:{port}/health") == 0   # never got as far as binding
     assert procs.stop(worker, signal.SIGTERM) == 0
@@ -227,7 +227,7 @@ def test_prefill_runs_its_bootstrap_server_and_says_so(procs: Procs):
 
 def test_a_taken_bootstrap_port_logs_server_error_and_the_server_goes_on(procs: Procs):
     boot, port = free_port(), free_port()
-    worker = procs.start(worker_argv("prefill", port, "--bootstrap-port", str(boot), "--fail",
+    worker = procs.start(worker_process_argv("prefill", port, "--bootstrap-port", str(boot), "--fail",
                                      "bootstrap-port-in-use", startup=0.2))
     read_until(worker, "fired up and ready")
     assert status(f"http://127.0.0.1:{port}/health") == 200
@@ -239,7 +239,7 @@ def test_a_taken_bootstrap_port_logs_server_error_and_the_server_goes_on(procs: 
 
 def test_a_request_traceback_after_ready_leaves_the_server_serving(procs: Procs):
     port = free_port()
-    worker = procs.start(worker_argv("decode", port, "--fail", "request-traceback", startup=0.2))
+    worker = procs.start(worker_process_argv("decode", port, "--fail", "request-traceback", startup=0.2))
     read_until(worker, "fired up and ready")
     read_until(worker, "Decode batch")   # the first comes 2 s after ready, the traceback 1 s after
     assert worker.poll() is None and status(f"http://127.0.0.1:{port}/health") == 200

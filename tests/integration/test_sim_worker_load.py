@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.conftest_sim import Procs, fetch, free_port, read_until, wait_until, worker_argv  # noqa: F401
+from tests.conftest_sim import Procs, fetch, free_port, read_until, wait_until, worker_process_argv  # noqa: F401
 
 MODEL = "m/x"
 GAUGES = ("num_running_reqs", "num_queue_reqs", "num_used_tokens", "token_usage", "gen_throughput", "cache_hit_rate",
@@ -26,7 +26,7 @@ ROUTED = {"bootstrap_host": "127.0.0.1", "bootstrap_port": 8998}
 
 def ready_worker(procs: Procs, role: str, *extra: str) -> tuple[object, str]:
     port = free_port()
-    worker = procs.start(worker_argv(role, port, "--model", MODEL, *extra, startup=0.2))
+    worker = procs.start(worker_process_argv(role, port, "--model", MODEL, *extra, startup=0.2))
     read_until(worker, "fired up and ready")
     return worker, f"http://127.0.0.1:{port}"
 
