@@ -78,9 +78,15 @@ def _parser(*, demo_options: bool = True) -> argparse.ArgumentParser:
     restart.add_argument("--accept-new", action="store_true", help="trust unknown SSH host keys and remember them")
     face(restart)
 
-    down = sub.add_parser("down", help="stop the deployment: the router first, then the backends and their GPUs")
-    down.add_argument("config", metavar="CONFIG", nargs="?", help="default: the config bare pdtui finds")
+    down = sub.add_parser("down", help="stop the deployment: the router first, then the backends and their GPUs; or "
+                                       "only the SERVICEs named, each backend drained out of its routers first")
+    down.add_argument("targets", metavar="[CONFIG] [SERVICE]", nargs="*",
+                      help="default: the config bare pdtui finds, every service")
     down.add_argument("--disable", action="store_true", help="also disable the units (systemctl disable --now)")
+    down.add_argument("--no-drain", action="store_true",
+                      help="stop a named backend as it is (by default it is taken out of its routers first)")
+    down.add_argument("--drain-timeout", default="2m",
+                      help="how long a drained backend may take to finish its requests (default 2m)")
     down.add_argument("--timeout", default="2m", help="per service: its stop and its GPUs' release (default 2m)")
     down.add_argument("--accept-new", action="store_true", help="trust unknown SSH host keys and remember them")
     face(down)
@@ -332,18 +338,12 @@ def _status(args: argparse.Namespace) -> int:
 def _restart(args: argparse.Namespace) -> int:
     from pdtui.config import parse_duration
     from pdtui.engine.intent import Intent, Verb
-    targets = list(args.targets)
-    given = targets.pop(0) if targets[0].endswith((".yaml", ".yml")) or os.path.isfile(targets[0]) else None
-    path = _found_config(given)
-    deployment = _load(path) if path else None
-    if deployment is None:
-        return EXIT_USAGE
+    found = _config_and_services("restart", args.targets)
+    if isinstance(found, int):
+        return found
+    deployment, targets = found
     if not targets:
         return _error(f"restart: name the services to restart (of {', '.join(deployment.services)})")
-    targets = [name for target in targets for name in _services_named(deployment, target)]
-    unknown = [t for t in targets if t not in deployment.services]
-    if unknown:
-        return _error(f"restart: no service {unknown[0]!r} in {path}; services: {', '.join(deployment.services)}")
     try:
         drain_timeout = parse_duration(args.drain_timeout)
     except ValueError as exc:
@@ -357,6 +357,22 @@ def _restart(args: argparse.Namespace) -> int:
 
 
 ROLE_WORDS = {"prefills": "prefill", "decodes": "decode"}
+
+
+def _config_and_services(verb: str, given: list[str]) -> tuple[Deployment, list[str]] | int:
+    """``[CONFIG] SERVICE...`` read: the deployment and the services named (a role word stands for its services),
+    or the exit status after one line saying what is wrong."""
+    targets = list(given)
+    config = targets.pop(0) if targets and (targets[0].endswith((".yaml", ".yml")) or os.path.isfile(targets[0])) else None
+    path = _found_config(config)
+    deployment = _load(path) if path else None
+    if deployment is None:
+        return EXIT_USAGE
+    targets = [name for target in targets for name in _services_named(deployment, target)]
+    unknown = [t for t in targets if t not in deployment.services]
+    if unknown:
+        return _error(f"{verb}: no service {unknown[0]!r} in {path}; services: {', '.join(deployment.services)}")
+    return deployment, list(dict.fromkeys(targets))
 
 
 def _services_named(deployment: Deployment, target: str) -> list[str]:
@@ -374,12 +390,17 @@ def _down(args: argparse.Namespace) -> int:
         stop_timeout = parse_duration(args.timeout)
     except ValueError as exc:
         return _error(f"--timeout: {exc}")
-    path = _found_config(args.config)
-    deployment = _load(path) if path else None
-    if deployment is None:
-        return EXIT_USAGE
+    try:
+        drain_timeout = parse_duration(args.drain_timeout)
+    except ValueError as exc:
+        return _error(f"--drain-timeout: {exc}")
+    found = _config_and_services("down", args.targets)
+    if isinstance(found, int):
+        return found
+    deployment, services = found
     timing = dataclasses.replace(DEFAULT_TIMING, stop_timeout=stop_timeout)
-    return _bring_up(deployment, _factory(args), args, intent=Intent(Verb.DOWN, disable=args.disable), timing=timing)
+    intent = Intent(Verb.DOWN, tuple(services), disable=args.disable, drain=not args.no_drain, drain_timeout=drain_timeout)
+    return _bring_up(deployment, _factory(args), args, intent=intent, timing=timing)
 
 
 class ProbeOptions(TypedDict):

@@ -29,7 +29,7 @@ class Action(str, Enum):
 @dataclass(frozen=True, slots=True)
 class Intent:
     verb: Verb = Verb.UP
-    services: tuple[str, ...] = ()   # restart: the services asked for
+    services: tuple[str, ...] = ()   # restart, down: the services asked for (down: none is all of them)
     with_dependents: bool = False    # restart: also restart what comes after them
     fresh: bool = False              # up --restart: restart units that are running already
     disable: bool = False            # down --disable: also disable the units
@@ -47,6 +47,8 @@ class Intent:
         """What the screen's title says this run does."""
         if self.verb is Verb.RESTART:
             return f"{'rolling restart of' if self.rolling else 'restarting'} {', '.join(self.services)}"
+        if self.verb is Verb.DOWN and self.services:
+            return f"stopping {', '.join(self.services)}"
         return {Verb.UP: "bringing up", Verb.STATUS: "watching", Verb.DOWN: "taking down"}[self.verb]
 
 

@@ -141,6 +141,42 @@ class Lifecycle:
         for run in runs:
             run.task = asyncio.create_task(stop(run), name=f"stop {run.name}")
 
+    def take_out_and_stop(self, runs: list[ServiceRun]) -> None:
+        """``down SERVICE...``: stop ``runs`` alone, each backend under serving routers drained first (taken out of
+        them, its requests finished); the rest of the deployment goes on as it runs."""
+        for run in runs:
+            self.draining.add(run.name)
+            self._ask(self._drained_stop(run), f"drain and stop {run.name}")
+
+    async def _drained_stop(self, run: ServiceRun) -> None:
+        try:
+            routers = self._serving_routers(run) if self.intent.drain else []
+            if routers:
+                await self._drain_before_stop(run, routers)
+            else:
+                for name in self.deployment.dependents(run.name):
+                    if self.runs[name].state in SERVING_STATES:
+                        self._notice(self.runs[name], "warning", f"{name} degraded: {run.name} is being stopped")
+            if run.task and not run.task.done():
+                run.task.cancel()       # its watch: the stop is no failure
+            await run.stop(disable=self.intent.disable)
+        finally:
+            self.draining.discard(run.name)
+            self.launcher.changed()
+
+    async def _drain_before_stop(self, run: ServiceRun, routers: list[ServiceRun]) -> None:
+        self._tell_lone(run, routers, back=False)
+        drain = Drain(run, routers, self.intent.drain_timeout, self.launcher.clock)
+        where = ", ".join(r.name for r in routers)
+        self._notice(run, "info", f"{run.name}: taking it out of {where} (drain, at most "
+                                  f"{format_duration(self.intent.drain_timeout)})")
+        try:
+            await drain.take_out()
+        except (RouterApiError, TimeoutError) as exc:
+            self._notice(run, "warning", f"{run.name}: not drained ({exc}): stopped as it is")
+            return
+        self._notice(run, "info", self._drained_words(run, where, await drain.until_idle(), "stopping"))
+
     def _serving_routers(self, run: ServiceRun) -> list[ServiceRun]:
         """The routers in front of a backend that serve now (a drain takes it out of these)."""
         if run.cfg.role not in BACKEND_ROLES:
@@ -185,7 +221,7 @@ class Lifecycle:
                 self._restart_now([run], with_dependents=False)
                 await self._until_settled(run)      # a rolling restart goes on only once it is back
                 return
-            self._notice(run, "info", self._drained_words(run, where, await drain.until_idle()))
+            self._notice(run, "info", self._drained_words(run, where, await drain.until_idle(), "restarting"))
             self.launcher.launch(run, Action.RESTART, reason="restart (drained)")
             await self._until_settled(run)
             if run.state in BAD_OUTCOMES:
@@ -220,19 +256,20 @@ class Lifecycle:
                 return False
         return True
 
-    def _tell_lone(self, run: ServiceRun, routers: list[ServiceRun]) -> None:
+    def _tell_lone(self, run: ServiceRun, routers: list[ServiceRun], *, back: bool = True) -> None:
         """A router with no other backend of this role serves nothing while it is out: said before it starts."""
         for router in routers:
             others = [n for n in router.cfg.after if n != run.name and self.runs[n].cfg.role == run.cfg.role
                       and self.runs[n].state in SERVING_STATES]
             if not others:
+                until = "and serves again once it is back" if back else "until another is added"
                 self._notice(router, "warning", f"{router.name}: {run.name} is its only {run.cfg.role}: it answers 503 "
-                                                f"while {run.name} is out, and serves again once it is back")
+                                                f"while {run.name} is out, {until}")
 
     @staticmethod
-    def _drained_words(run: ServiceRun, where: str, left: int | None) -> str:
+    def _drained_words(run: ServiceRun, where: str, left: int | None, doing: str) -> str:
         if left == 0:
-            return f"{run.name}: out of {where}, no request left: restarting it"
+            return f"{run.name}: out of {where}, no request left: {doing} it"
         if left is None:
             return f"{run.name}: out of {where}; at the drain's end it was not known whether requests were left"
         return f"{run.name}: out of {where}; {left} request{'s' if left != 1 else ''} still running at the drain's end: cut"

@@ -95,7 +95,10 @@ class Orchestrator:
         self._begin()
         self._follow_journals()
         await self._preflight_hosts(sample_gpus=True)
-        if verb is Verb.DOWN:
+        if verb is Verb.DOWN and self.intent.services:
+            await self._judge_all()     # the rest go on as they run: each is judged, the routers' backends known
+            self._lifecycle.take_out_and_stop([self._runs[name] for name in self.intent.services])
+        elif verb is Verb.DOWN:
             self._lifecycle.take_down(self._pending())
         elif verb is Verb.STATUS:
             await self._judge_all()
@@ -300,6 +303,9 @@ class Orchestrator:
         verb = self.intent.verb
         if self._lifecycle.draining:
             return False        # a backend is out of its routers until it is proven and put back
+        if verb is Verb.DOWN and self.intent.services:
+            return all(r.state in (S.STOPPED, S.FAILED) if r.name in self.intent.services
+                       else r.state in FINAL_STATES or r.judged for r in runs)
         if verb is Verb.DOWN:
             return all(r.state in (S.STOPPED, S.FAILED) and (r.task is None or r.task.done()) for r in runs)
         if verb is Verb.STATUS:
@@ -320,12 +326,19 @@ class Orchestrator:
 
     def _make_done(self) -> Done:
         runs = list(self._runs.values())
-        goal = S.STOPPED if self.intent.verb is Verb.DOWN else S.READY
-        ok = all(r.state is goal for r in runs)
+        goal = {r.name: self._goal(r) for r in runs}
+        ok = all(r.state is goal[r.name] for r in runs)
         ttr = {r.name: r.time_to_ready for r in runs if r.state is S.READY and r.time_to_ready is not None}
-        failures = {r.name: r.reason or r.state.value for r in runs if r.state is not goal and r.state not in UNDECIDED}
-        waiting = tuple(r.name for r in runs if r.state is not goal and r.state in UNDECIDED)
+        failures = {r.name: r.reason or r.state.value for r in runs
+                    if r.state is not goal[r.name] and r.state not in UNDECIDED}
+        waiting = tuple(r.name for r in runs if r.state is not goal[r.name] and r.state in UNDECIDED)
         return Done(ok, EXIT_OK if ok else EXIT_FAILED, ttr, failures, self.left_running(), self.elapsed(), waiting)
+
+    def _goal(self, run: ServiceRun) -> ServiceState:
+        """What the outcome wants of a service: stopped when taken down (all, or it is named), else ready."""
+        if self.intent.verb is Verb.DOWN and (not self.intent.services or run.name in self.intent.services):
+            return S.STOPPED
+        return S.READY
 
     def left_running(self) -> tuple[str, ...]:
         """Units this bring-up started that were running when last looked at."""

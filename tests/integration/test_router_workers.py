@@ -135,3 +135,20 @@ async def test_a_rolling_restart_of_both_decodes_under_load_loses_no_request(san
     assert [e.new.value for e in rec.of(StateChanged) if e.service == "router"] == ["waiting", "ready"]
     assert traffic.tally.failed == 0, traffic.out.getvalue() + "\n".join(n.text for n in rec.of(Notice))
     assert traffic.tally.answered >= 2, traffic.out.getvalue()
+
+
+async def test_down_of_one_decode_under_load_drains_it_first_and_no_request_fails(sandbox, router):
+    deployment, (_, _, d2, r) = one_prefill_two_decodes(sandbox, router)
+    done, _, _ = await bring_up(deployment)
+    assert done.ok, done
+    with Traffic(r) as traffic:
+        await asyncio.sleep(2.0)
+        done, rec, _ = await bring_up(deployment, intent=Intent(Verb.DOWN, ("decode2",)))
+        await asyncio.sleep(2.0)
+        listed = [w.url for w in await RouterWorkers("router", HttpProber(LocalHost()), r, "127.0.0.1").listed()]
+    assert done.ok, done
+    assert [e.new.value for e in rec.of(StateChanged) if e.service == "decode2"][-2:] == ["stopping", "stopped"]
+    assert f"http://127.0.0.1:{d2}" not in listed and len(listed) == 2
+    assert [e.new.value for e in rec.of(StateChanged) if e.service == "router"] == ["waiting", "ready"]
+    assert traffic.tally.failed == 0, traffic.out.getvalue() + "\n".join(n.text for n in rec.of(Notice))
+    assert traffic.tally.answered >= 2, traffic.out.getvalue()

@@ -293,24 +293,22 @@ def test_a_host_whose_looks_are_slow_is_looked_at_on_a_later_beat():
 
 
 
-async def rolling_restart(up: Bringing, *services: str) -> tuple[Done, Recorder]:
-    """``pdtui restart --rolling SERVICES`` on the deployment ``up`` brought up: a second orchestrator, as the
-    command line's."""
-    restart = Orchestrator(up.deployment, up.fleet.host, clock=asyncio.get_running_loop().time,
-                           intent=Intent(Verb.RESTART, services, rolling=True))
+async def again(up: Bringing, intent: Intent) -> tuple[Done, Recorder]:
+    """A second command on the deployment ``up`` brought up: a second orchestrator, as the command line's."""
+    orchestrator = Orchestrator(up.deployment, up.fleet.host, clock=asyncio.get_running_loop().time, intent=intent)
     rec = Recorder()
-    restart.subscribe(rec)
+    orchestrator.subscribe(rec)
     try:
-        return await restart.run(), rec
+        return await orchestrator.run(), rec
     finally:
-        await restart.close()
+        await orchestrator.close()
 
 
 async def test_a_rolling_restart_takes_one_decode_out_at_a_time_and_the_router_serves_throughout():
     async with Bringing(decodes=2) as up:
         assert (await up.orchestrator.run()).ok
         before = {name: s.invocation for name, s in up.fleet.services.items()}
-        done, rec = await rolling_restart(up, "decode", "decode-1")
+        done, rec = await again(up, Intent(Verb.RESTART, ("decode", "decode-1"), rolling=True))
     assert done.ok, done
     after = {name: s.invocation for name, s in up.fleet.services.items()}
     assert [name for name in after if after[name] != before[name]] == ["decode", "decode-1"]
@@ -325,9 +323,35 @@ async def test_a_rolling_restart_stops_at_a_decode_that_does_not_come_back_and_l
         assert (await up.orchestrator.run()).ok
         before = up.fleet.services["decode-1"].invocation
         up.fleet.failures["decode"] = "oom"
-        done, rec = await rolling_restart(up, "decode", "decode-1")
+        done, rec = await again(up, Intent(Verb.RESTART, ("decode", "decode-1"), rolling=True))
     assert not done.ok and done.failures == {"decode": "CUDA out of memory"}
     assert up.fleet.services["decode-1"].invocation == before
     said = [n.text for n in rec.of(Notice) if n.level == "error"]
     assert said == ["decode: failed after its restart: left out of router",
                     "rolling restart stopped at decode (failed): decode-1 left as it runs"]
+
+
+async def test_down_of_one_decode_drains_it_out_of_the_router_and_stops_it_alone():
+    async with Bringing(decodes=2) as up:
+        assert (await up.orchestrator.run()).ok
+        done, rec = await again(up, Intent(Verb.DOWN, ("decode-1",)))
+        running = {name: s.active for name, s in up.fleet.services.items()}
+    assert done.ok, done
+    assert running == {"prefill": "active", "decode": "active", "decode-1": "inactive", "router": "active"}
+    assert rec.states("decode-1")[-2:] == ["stopping", "stopped"]
+    assert rec.states("router") == ["waiting", "ready"], "judged, then serving throughout"
+    said = [n.text for n in rec.of(Notice) if n.service == "decode-1"]
+    assert said[-2:] == ["decode-1: taking it out of router (drain, at most 2m)",
+                         "decode-1: out of router, no request left: stopping it"]
+    assert up.fleet.services["router"].removed == {"http://127.0.0.1:30004"}
+
+
+async def test_down_of_one_decode_without_drain_says_the_router_runs_without_it():
+    async with Bringing(decodes=2) as up:
+        assert (await up.orchestrator.run()).ok
+        done, rec = await again(up, Intent(Verb.DOWN, ("decode-1",), drain=False))
+        running = {name: s.active for name, s in up.fleet.services.items()}
+    assert done.ok, done
+    assert running == {"prefill": "active", "decode": "active", "decode-1": "inactive", "router": "active"}
+    assert up.fleet.services["router"].removed == set()
+    assert [n.text for n in rec.of(Notice) if n.service == "router"] == ["router degraded: decode-1 is being stopped"]
