@@ -429,6 +429,14 @@ class Deployment(_Model):
         """Every service that waits, directly or through others, for ``service`` (see :func:`graph.dependents`)."""
         return graph.dependents(self._after(), service)
 
+    def backend_url(self, router: ServiceConfig, backend: ServiceConfig) -> str:
+        """The URL a router reaches a backend unit at: loopback on its own host, the backend host's address
+        elsewhere (a job's is its node's, known once Slurm placed it)."""
+        assert not backend.is_job, f"{backend.name}: a job's URL is its node's"
+        host = self.hosts[backend.host]
+        name = "127.0.0.1" if backend.host == router.host or host.local else (host.address or backend.host)
+        return f"http://{name}:{backend.port}"
+
 
 def _named(section: str, what: str, key: str, entry: Any) -> Any:
     """``entry`` with ``name`` set to ``key``; the name comes from the key only."""

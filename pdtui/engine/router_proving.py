@@ -20,8 +20,10 @@ from pdtui.engine.checks.kv_transfer import KvReading
 from pdtui.engine.checks.pairs import NAME as PAIRS
 from pdtui.engine.checks.pairs import PairProbe
 from pdtui.engine.checks.router import RouterProbe
-from pdtui.engine.checks.workers import Backend
+from pdtui.engine.checks.workers import Backend, worker_matches
 from pdtui.engine.events import PairMatrix, PairResult
+from pdtui.engine.router_workers import RouterApiError, RouterWorker, RouterWorkers
+from pdtui.engine.states import SERVING_STATES
 from pdtui.engine.tracebacks import transfer_exception
 from pdtui.hosts.base import Host
 
@@ -29,6 +31,7 @@ if TYPE_CHECKING:
     from pdtui.engine.service_run import ServiceRun
 
 BACKEND_ROLES = ("prefill", "decode")
+ADD_AFTER = 10.0    # seconds a serving backend goes unlisted by a router it started with before pdtui adds it
 
 
 class RouterProving:
@@ -41,9 +44,13 @@ class RouterProving:
                                  transfer_error=self.transfer_error_since, kv_meter=self._kv_reading,
                                  pairs=self._pair_probe(backends), settle=w.timing.settle, clock=w.clock,
                                  address=run.address)
+        self._may_lack = True           # a look at its workers for configured backends it lacks is due
+        self._missing_since: dict[str, float] = {}     # backends that serve, not listed by it since then
 
     async def verdict(self, host: Host) -> bool | Check | None:
         """The probe's steps, each told: True when all hold, the failure when it is final, else None."""
+        if self._may_lack:
+            await self.add_missing()
         failed, looked = None, False
         async for check in self.probe.steps(host):
             self.run.probe_result(check)
@@ -52,9 +59,41 @@ class RouterProving:
             looked = True
             if not check.ok and (failed is None or check.final):
                 failed = check           # the first failure, unless a later one is final (the pairs name the cause)
+            if check.name == "workers":
+                self._may_lack = not check.ok
         if failed is None:
             return looked or None
         return failed if failed.final else None
+
+    async def add_missing(self) -> None:
+        """Its configured backends that serve but that it does not list, added through its worker API: its unit
+        lacks them (added to the config since it started), or a ``down`` of them took them out. A router found
+        running is made whole at once; one starting registers its unit's backends itself, in the background, so
+        a backend is added only once it has been missing for :data:`ADD_AFTER`. Looked at once per start, and
+        again after a look that found one missing."""
+        run = self.run
+        assert run.cfg.port is not None
+        self._may_lack = False
+        api = RouterWorkers(run.name, run.session.prober, run.cfg.port, run.address, clock=run.w.clock)
+        now = run.w.clock()
+        try:
+            listed = await api.listed()
+            for backend in self.probe.backends:
+                peer = run.w.peers[backend.service]
+                url = peer.url_for(run.cfg) if peer.state in SERVING_STATES else None
+                if url is None or any(worker_matches(worker.url, backend) for worker in listed):
+                    self._missing_since.pop(backend.service, None)
+                    continue
+                since = self._missing_since.setdefault(backend.service, now)
+                if not run.attempt.attached and now - since < ADD_AFTER:
+                    self._may_lack = True       # the router may still be registering it: look again
+                    continue
+                bootstrap = peer.learned.bootstrap_port or peer.cfg.bootstrap_port
+                await api.add(RouterWorker(url, url, backend.role, bootstrap, healthy=False, draining=False))
+                run.notice("info", f"{run.name}: {backend.service} is not among its workers (its unit does not name "
+                                   f"it): added through its worker API")
+        except RouterApiError as exc:
+            run.notice("warning", f"{run.name}: its missing backends could not be added: {exc}")
 
     async def canary(self) -> Check:
         return await self.probe.canary()

@@ -84,8 +84,9 @@ class RouterWorkers:
         await self._request("DELETE", f"/workers/{quote(worker.id, safe='')}", ok=(200, 202, 204, 404))
 
     async def add(self, worker: RouterWorker) -> None:
-        """Register ``worker`` again; the router health-checks it before it routes to it."""
-        await self._request("POST", "/workers", body=worker.body(), ok=(200, 201, 202))
+        """Register ``worker`` (again); the router health-checks it before it routes to it. A router that has it
+        already (smg's 409) is where it should be."""
+        await self._request("POST", "/workers", body=worker.body(), ok=(200, 201, 202, 409))
 
     async def until_gone(self, url: str, timeout: float) -> bool:
         """Wait until the router lists no worker at ``url`` (its drain is over); False after ``timeout``."""

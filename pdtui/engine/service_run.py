@@ -218,6 +218,10 @@ class ServiceRun:
         """The service as the faces draw it, with the exact commands a restart or stop from the UI runs."""
         raise NotImplementedError
 
+    def url_for(self, router: ServiceConfig) -> str | None:
+        """The URL ``router`` reaches this backend at (None: not known yet, a job not placed)."""
+        raise NotImplementedError
+
     async def bring_up(self, action: Action = Action.START) -> bool:
         """Start a fresh attempt and see it through (:meth:`_wait_ready`, :meth:`_watch`); True if it was ready."""
         raise NotImplementedError

@@ -11,11 +11,12 @@ A new target (Kubernetes, say) is a package here that implements:
   (look at its services before anything starts, through a Reacher that tries again while the place
   cannot be reached; fail those that cannot be brought up) and, where one stream carries all its
   services' output, :meth:`~pdtui.engine.session.Session.follow` (each line read into a
-  :class:`pdtui.engine.log_entry.LogEntry` and handed to its run's ``on_entry``), and a ``looker`` whose
+  :class:`pdtui.engine.log_entry.LogEntry` and handed to its run's ``lines.take``), and a ``looker`` whose
   ``last_took`` says how long its last look took (a slow place is looked at less often);
 - a service's run: a :class:`pdtui.engine.service_run.ServiceRun` subclass that starts or attaches,
   looks at the service (``_check_unit``: its ``attempt.unit_problem`` once it is over), stops it,
-  says where it was placed (``placed``, ``names_for``), draws itself (``info``) and closes what it
+  says where it was placed (``placed``, ``names_for``, ``url_for``: the URL a router reaches it at),
+  draws itself (``info``) and closes what it
   follows of its own (``close``), as targets/slurm/job_run.py does;
 - its lines in registry.py: which services are its (``new_run``) and its sessions (``open_sessions``).
 

@@ -9,7 +9,7 @@ import pytest
 
 from pdtui.engine.checks import LOOPBACK
 from pdtui.engine.checks.workers import WORKERS_NEED_KEY, Backend, check_workers
-from pdtui.engine.events import ProbeResult
+from pdtui.engine.events import Notice, ProbeResult
 from pdtui.sim.ports import free_port
 from tests.engine_helpers import bring_up, real_router_params, router_argv, sim_deployment, worker_argv
 
@@ -100,10 +100,14 @@ async def test_an_http_200_without_tokens_fails_the_smoke_quoting_it(sandbox, re
     assert '"completion_tokens":0' in failed.reason
 
 
-async def test_a_router_unit_that_does_not_send_to_a_configured_backend_is_refused_before_start(sandbox, real_router):
-    done, rec, _ = await bring_up(pd(sandbox, real_router, extra_decode=True, router_timeout="10s"))
-    assert rec.states("router") == ["failed"]          # by the preflight's drift check: never started
-    assert done.failures["router"].startswith("its unit does not send to decode2 (its --decode URLs: http://127.0.0.1:")
+async def test_a_backend_the_routers_unit_does_not_name_is_added_through_its_api_once_ready(sandbox, real_router):
+    done, rec, _ = await bring_up(pd(sandbox, real_router, extra_decode=True, router_timeout="40s"))
+    assert done.ok, done
+    said = [n.text for n in rec.of(Notice) if n.service == "router"]
+    assert any(t.startswith("router: its unit does not send to decode2 (its --decode URLs: http://127.0.0.1:")
+               for t in said), said
+    assert "router: decode2 is not among its workers (its unit does not name it): added through its worker API" in said
+    assert probes(rec, "workers")[-1].detail == "3 of 3 backends healthy"
 
 
 def test_a_configured_backend_the_router_does_not_list_is_named_missing():

@@ -152,3 +152,15 @@ async def test_down_of_one_decode_under_load_drains_it_first_and_no_request_fail
     assert [e.new.value for e in rec.of(StateChanged) if e.service == "router"] == ["waiting", "ready"]
     assert traffic.tally.failed == 0, traffic.out.getvalue() + "\n".join(n.text for n in rec.of(Notice))
     assert traffic.tally.answered >= 2, traffic.out.getvalue()
+
+
+async def test_up_after_a_down_of_one_decode_starts_it_and_puts_it_back_in_the_running_router(sandbox, router):
+    deployment, (_, _, d2, r) = one_prefill_two_decodes(sandbox, router)
+    assert (await bring_up(deployment))[0].ok
+    assert (await bring_up(deployment, intent=Intent(Verb.DOWN, ("decode2",))))[0].ok
+    done, rec, _ = await bring_up(deployment)
+    assert done.ok, done
+    assert "router: decode2 is not among its workers (its unit does not name it): added through its worker API" in [
+        n.text for n in rec.of(Notice) if n.service == "router"]
+    listed = await RouterWorkers("router", HttpProber(LocalHost()), r, "127.0.0.1").listed()
+    assert any(w.url == f"http://127.0.0.1:{d2}" and w.healthy for w in listed)

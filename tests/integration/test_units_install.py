@@ -98,8 +98,6 @@ DRIFTS = {   # an edit of the installed unit, and what the preflight says of it
     "numa": ("d.service", "NUMAMask=1", "NUMAMask=0", "decode",
              "its unit binds NUMA node 0 (NUMAPolicy=bind NUMAMask=), the config says 1"),
     "port": ("p.service", "--port {p}", "--port 1", "prefill", "its unit listens on port 1 (--port), the config says {p}"),
-    "router-url": ("r.service", "--decode http://127.0.0.1:{d}", "--decode http://127.0.0.1:1", "router",
-                   "its unit does not send to decode (its --decode URLs: http://127.0.0.1:1;"),
 }
 
 

@@ -64,10 +64,12 @@ def test_a_port_that_differs_is_an_error():
     assert found.text == "decode: its unit listens on port 30003 (--port), the config says 30002"
 
 
-def test_a_router_not_sending_to_a_backend_is_an_error_naming_it():
+def test_a_router_not_sending_to_a_backend_is_a_note_naming_it_the_api_adds_it():
     [found] = drift("router", GENERATED["router"].replace("--decode http://127.0.0.1:30002", "--decode http://127.0.0.1:30012"))
-    assert found.level == "error"
+    assert found.level == "note"
     assert found.text.startswith("router: its unit does not send to decode (its --decode URLs: http://127.0.0.1:30012;")
+    assert found.text.endswith("the router gets it through its worker API once decode is ready; its unit lacks it "
+                               "until rewritten")
 
 
 def test_a_unit_that_does_not_say_is_a_note_not_an_error():

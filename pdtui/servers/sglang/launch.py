@@ -57,22 +57,12 @@ def _server_argv(deployment: Deployment, svc: ServiceConfig, launch: LaunchSpec)
     return argv + list(launch.args)
 
 
-def backend_url(deployment: Deployment, router: ServiceConfig, backend: ServiceConfig) -> str:
-    """The URL a router reaches a backend unit at: loopback on its own host, the backend host's address elsewhere.
-
-    A job's URL is its node's, known once Slurm placed it: see :func:`command_line`."""
-    assert not backend.is_job, f"{backend.name}: a job's URL is its node's"
-    host = deployment.hosts[backend.host]
-    name = "127.0.0.1" if backend.host == router.host or host.local else (host.address or backend.host)
-    return f"http://{name}:{backend.port}"
-
-
 def _router_argv(deployment: Deployment, svc: ServiceConfig, launch: LaunchSpec, prometheus_port: int | None,
                  backend_urls: Mapping[str, str]) -> list[str]:
     argv = [*_program(launch, f"{ROUTER_PYTHON_PACKAGES[launch.package]}.launch_router"), "--pd-disaggregation"]
 
     def url(backend: ServiceConfig) -> str:
-        return backend_urls.get(backend.name) or backend_url(deployment, svc, backend)
+        return backend_urls.get(backend.name) or deployment.backend_url(svc, backend)
 
     for name in svc.after:
         backend = deployment.services[name]

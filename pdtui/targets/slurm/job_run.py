@@ -78,6 +78,13 @@ class JobRun(ServiceRun):
         """A router knows a job by its node's address (the URL it was given) or the node's name."""
         return frozenset({self.address, self.node} - {""})
 
+    def url_for(self, router: ServiceConfig) -> str | None:
+        """Its node's address, Slurm's pick (None until it is placed)."""
+        if not self.node or not self.cfg.port:
+            return None
+        host = f"[{self.address}]" if ":" in self.address else self.address
+        return f"http://{host}:{self.cfg.port}"
+
     def info(self, deployment: Deployment) -> ServiceInfo:
         """The job as the faces draw it (its GPUs and node are Slurm's to give), and the commands that cancel it
         and submit it again."""
@@ -316,9 +323,9 @@ class JobRun(ServiceRun):
         urls = {}
         for name in self.cfg.after:
             peer = self.w.peers[name]
-            if peer.cfg.is_job and peer.cfg.port:
-                host = f"[{peer.address}]" if ":" in peer.address else peer.address
-                urls[name] = f"http://{host}:{peer.cfg.port}"
+            url = peer.url_for(self.cfg) if peer.cfg.is_job else None
+            if url is not None:
+                urls[name] = url
         return urls
 
     # -- its output ---------------------------------------------------------------------

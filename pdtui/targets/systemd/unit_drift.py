@@ -250,9 +250,10 @@ def _router_drift(deployment: Deployment, svc: ServiceConfig, unit: InstalledUni
             continue
         if not any(_same_backend(deployment, svc, backend, url) for url in listed[backend.role]):
             urls = ", ".join(listed[backend.role]) or "none"
-            found.append(Drift(svc.name, "error", f"{svc.name}: its unit does not send to {name} "
-                                                  f"(its --{backend.role} URLs: {urls}; {name} is on "
-                                                  f"{backend.host}:{backend.port})"))
+            found.append(Drift(svc.name, "note", f"{svc.name}: its unit does not send to {name} "
+                                                 f"(its --{backend.role} URLs: {urls}; {name} is on "
+                                                 f"{backend.host}:{backend.port}): the router gets it through its "
+                                                 f"worker API once {name} is ready; its unit lacks it until rewritten"))
     return found
 
 

@@ -69,6 +69,9 @@ class UnitRun(ServiceRun):
             names |= LOOPBACK
         return frozenset(names)
 
+    def url_for(self, router: ServiceConfig) -> str | None:
+        return self.w.deployment.backend_url(router, self.cfg)
+
     def info(self, deployment: Deployment) -> ServiceInfo:
         """The service as the faces draw it, with the exact commands a restart or stop from the UI runs."""
         cfg, commands = self.cfg, Commands.for_host(deployment.hosts[self.cfg.host])
