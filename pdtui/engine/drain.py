@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from pdtui.config.fields import format_duration
 from pdtui.engine.checks.workers import Backend, worker_matches
@@ -36,7 +36,7 @@ class Drain:
     routers: list[ServiceRun]
     timeout: float
     clock: Callable[[], float]
-    removed: list[tuple[RouterWorkers, RouterWorker]] = field(default_factory=list)
+    removed: list[tuple[ServiceRun, RouterWorkers, RouterWorker]] = field(default_factory=list)
     out_at: float | None = None      # when no router listed it any more
 
     def _api(self, router: ServiceRun) -> RouterWorkers:
@@ -54,14 +54,14 @@ class Drain:
                 for worker in await api.listed():
                     if worker_matches(worker.url, names):
                         await api.remove(worker)
-                        self.removed.append((api, worker))
+                        self.removed.append((router, api, worker))
             except Exception:
                 await self.put_back()
                 raise
         deadline = self.clock() + self.timeout
         gone = await asyncio.gather(*(api.until_gone(worker.url, max(0.0, deadline - self.clock()))
-                                      for api, worker in self.removed))
-        late = [api.name for (api, _), out in zip(self.removed, gone, strict=True) if not out]
+                                      for _, api, worker in self.removed))
+        late = [api.name for (_, api, _), out in zip(self.removed, gone, strict=True) if not out]
         if late:
             raise TimeoutError(f"{', '.join(late)} still list{'s' if len(late) == 1 else ''} {backend.name} "
                                f"{format_duration(self.timeout)} after it was taken out")
@@ -104,11 +104,13 @@ class Drain:
     async def put_back(self) -> None:
         """Register it again with every router it was taken out of, and wait until each lists it healthy."""
         removed, self.removed = self.removed, []
-        await asyncio.gather(*(self._back(api, worker) for api, worker in removed))
+        await asyncio.gather(*(self._back(router, api, worker) for router, api, worker in removed))
 
-    async def _back(self, api: RouterWorkers, worker: RouterWorker) -> None:
-        if not await api.until_gone(worker.url, self.timeout):     # smg refuses a URL it still drains
+    async def _back(self, router: ServiceRun, api: RouterWorkers, old: RouterWorker) -> None:
+        if not await api.until_gone(old.url, self.timeout):     # smg refuses a URL it still drains
             raise TimeoutError(f"{api.name} still drains {self.backend.name}: it cannot be put back")
+        url = self.backend.url_for(router.cfg) or old.url      # a job restarted on another node has a new one
+        worker = replace(old, id=url, url=url)
         await api.add(worker)
         deadline = self.clock() + BACK_IN
         while not any(w.url == worker.url and w.healthy for w in await api.listed()):
