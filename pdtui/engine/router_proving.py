@@ -20,7 +20,7 @@ from pdtui.engine.checks.kv_transfer import KvReading
 from pdtui.engine.checks.pairs import NAME as PAIRS
 from pdtui.engine.checks.pairs import PairProbe
 from pdtui.engine.checks.router import RouterProbe
-from pdtui.engine.checks.workers import Backend, worker_matches
+from pdtui.engine.checks.workers import Backend, unknown_workers, worker_matches
 from pdtui.engine.events import PairMatrix, PairResult
 from pdtui.engine.router_workers import RouterApiError, RouterWorker, RouterWorkers
 from pdtui.engine.states import SERVING_STATES
@@ -46,6 +46,7 @@ class RouterProving:
                                  address=run.address)
         self._may_lack = True           # a look at its workers for configured backends it lacks is due
         self._missing_since: dict[str, float] = {}     # backends that serve, not listed by it since then
+        self._told_unknown: set[str] = set()            # workers it routes to that the config does not name, told
 
     async def verdict(self, host: Host) -> bool | Check | None:
         """The probe's steps, each told: True when all hold, the failure when it is final, else None."""
@@ -61,9 +62,23 @@ class RouterProving:
                 failed = check           # the first failure, unless a later one is final (the pairs name the cause)
             if check.name == "workers":
                 self._may_lack = not check.ok
+                self._tell_unknown()
         if failed is None:
             return looked or None
         return failed if failed.final else None
+
+    def _tell_unknown(self) -> None:
+        """A worker the router routes to that the config does not name: told once, with the command that drops it."""
+        run = self.run
+        for worker in unknown_workers(self.probe.listed, self.probe.backends):
+            url, worker_id = str(worker.get("url", "")), str(worker.get("id", ""))
+            if url in self._told_unknown:
+                continue
+            self._told_unknown.add(url)
+            drop = (f"curl -X DELETE http://{run.address}:{run.cfg.port}/workers/{worker_id}" if worker_id
+                    else "its worker API's DELETE /workers/{id}")
+            run.notice("warning", f"{run.name}: it also routes to {url} ({worker.get('worker_type', 'a worker')}), "
+                                  f"which the config does not name; to drop it: {drop}")
 
     async def add_missing(self) -> None:
         """Its configured backends that serve but that it does not list, added through its worker API: its unit

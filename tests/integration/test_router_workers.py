@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import subprocess
 import threading
 
 import pytest
@@ -12,7 +13,7 @@ import pytest
 from pdtui.engine.events import Notice, StateChanged
 from pdtui.engine.http import HttpProber
 from pdtui.engine.intent import Intent, Verb
-from pdtui.engine.router_workers import RouterApiError, RouterWorkers
+from pdtui.engine.router_workers import RouterApiError, RouterWorker, RouterWorkers
 from pdtui.hosts.local import LocalHost
 from pdtui.sim.commands import SIM_ROUTER
 from pdtui.sim.knobs import DEFAULT_MODEL
@@ -164,3 +165,26 @@ async def test_up_after_a_down_of_one_decode_starts_it_and_puts_it_back_in_the_r
         n.text for n in rec.of(Notice) if n.service == "router"]
     listed = await RouterWorkers("router", HttpProber(LocalHost()), r, "127.0.0.1").listed()
     assert any(w.url == f"http://127.0.0.1:{d2}" and w.healthy for w in listed)
+
+
+async def test_status_names_a_worker_the_router_routes_to_that_the_config_does_not_name(sandbox, router):
+    deployment, (_, _, _, r) = one_prefill_two_decodes(sandbox, router)
+    assert (await bring_up(deployment))[0].ok
+    api = RouterWorkers("router", HttpProber(LocalHost()), r, "127.0.0.1")
+    boot = next(w.bootstrap_port for w in await api.listed() if w.role == "prefill")
+    assert boot is not None
+    extra = free_port()
+    unit = sandbox.add_unit("t-extra", worker_argv("decode", extra, bootstrap=boot))     # the prefill's, as a peer
+    subprocess.run([*sandbox.commands["systemctl"], "start", unit], check=True, timeout=30)
+    prober = HttpProber(LocalHost())
+    async with asyncio.timeout(30):        # registered only once healthy: smg tries a worker once when told of it
+        while not (await prober.get(extra, "/health")).ok:
+            await asyncio.sleep(0.2)
+    url = f"http://127.0.0.1:{extra}"
+    await api.add(RouterWorker(url, url, "decode", None, healthy=False, draining=False))
+    await until_listed_healthy(api, url, timeout=30)
+    worker_id = next(w.id for w in await api.listed() if w.url == url)
+    done, rec, _ = await bring_up(deployment, intent=Intent(Verb.STATUS))
+    assert done.ok, done
+    assert (f"router: it also routes to {url} (decode), which the config does not name; to drop it: "
+            f"curl -X DELETE http://127.0.0.1:{r}/workers/{worker_id}") in [n.text for n in rec.of(Notice)]

@@ -51,6 +51,12 @@ def _healthy(worker: dict) -> bool:
     return str(worker.get("status", "healthy")).lower() in ("healthy", "ready", "ok")
 
 
+def unknown_workers(payload: object, backends: Sequence[Backend]) -> list[dict]:
+    """The workers a router lists that are none of the configured backends (drift at run time)."""
+    return [w for w in listed_workers(payload)
+            if not any(worker_matches(str(w.get("url", "")), backend) for backend in backends)]
+
+
 def check_workers(payload: object, backends: Sequence[Backend]) -> Check:
     """Every configured backend listed by the router and healthy; name the ones that are not."""
     workers = listed_workers(payload)
