@@ -83,17 +83,12 @@ class Lifecycle:
         return True
 
     def stop_one(self, service: str) -> bool:
-        """Stop one service's unit now (what comes after it is told it runs without it)."""
+        """Stop one service's unit now: drained out of its serving routers first, as ``down SERVICE`` does (what
+        comes after it is told it runs without it when it is not)."""
         run = self.runs.get(service)
         if run is None or busy(run) or run.state is S.STOPPED or service in self.draining:
             return False
-        if run.task and not run.task.done():
-            run.task.cancel()
-        for name in self.deployment.dependents(service):
-            if self.runs[name].state in SERVING_STATES:
-                self.launcher.emit(Notice("warning", f"{name} degraded: {service} is being stopped", name,
-                                          self.launcher.elapsed()))
-        run.task = asyncio.create_task(run.stop(), name=f"stop {run.name}")
+        self.take_out_and_stop([run])
         self.launcher.tell_outcome_again()
         return True
 

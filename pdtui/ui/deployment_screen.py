@@ -514,8 +514,8 @@ class DeploymentScreen(Screen[None]):
             self.notify(f"focus a service panel to {verb} it", severity="warning")
             return
         info = panel.view.info
+        after = [p.service for p in self.panels.values() if info.name in p.view.info.after]
         if verb == "restart":
-            after = [p.service for p in self.panels.values() if info.name in p.view.info.after]
             keeps = "keeps" if len(after) == 1 else "keep"
             consequence = (f"{', '.join(after)} {keeps} serving: it is taken out first (drained), and put back once "
                            "it is ready and proven again." if after and info.role in ("prefill", "decode")
@@ -523,7 +523,8 @@ class DeploymentScreen(Screen[None]):
                            else "pdtui waits until it is ready again.")
             command = info.restart_command
         else:
-            consequence = "pdtui waits until it is inactive and its GPUs' memory is released."
+            drained = " It is taken out of its routers first (drained)." if after and info.role in ("prefill", "decode") else ""
+            consequence = f"pdtui waits until it is inactive and its GPUs' memory is released.{drained}"
             command = info.stop_command
         what = f"{verb.capitalize()} {info.name} ({info.unit})"
 

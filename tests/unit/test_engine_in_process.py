@@ -355,3 +355,18 @@ async def test_down_of_one_decode_without_drain_says_the_router_runs_without_it(
     assert running == {"prefill": "active", "decode": "active", "decode-1": "inactive", "router": "active"}
     assert up.fleet.services["router"].removed == set()
     assert [n.text for n in rec.of(Notice) if n.service == "router"] == ["router degraded: decode-1 is being stopped"]
+
+
+async def test_a_stop_from_the_screen_drains_the_decode_out_of_the_router_first():
+    async with Bringing(decodes=2) as run:
+        assert (await run.orchestrator.run()).ok
+        assert run.orchestrator.stop("decode-1")
+        assert not run.orchestrator.stop("decode-1"), "draining already: not again"
+        done = await run.next_done(2)
+        removed = set(run.fleet.services["router"].removed)
+    assert done.failures == {"decode-1": "stopped"}
+    assert run.rec.states("decode-1")[-2:] == ["stopping", "stopped"]
+    assert removed == {"http://127.0.0.1:30004"} and run.rec.states("router")[-1] == "ready"
+    said = [n.text for n in run.rec.of(Notice) if n.service == "decode-1"]
+    assert said[-2:] == ["decode-1: taking it out of router (drain, at most 2m)",
+                         "decode-1: out of router, no request left: stopping it"]
