@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -164,6 +165,7 @@ def real_runs(pool: SshdPool, count: int) -> tuple[list[dict[str, float]], dict]
         return runs, asyncio.run(floors(host, pool, count))
     finally:
         host.stop()
+        shutil.rmtree(folder, ignore_errors=True)     # its config and the container's empty root
 
 
 async def floors(host: systemd_host.SystemdHost, pool: SshdPool, count: int) -> dict:
