@@ -147,7 +147,7 @@ class Lifecycle:
         try:
             routers = self._serving_routers(run) if self.intent.drain else []
             if routers:
-                await self._drain_before_stop(run, routers)
+                await self._taken_out(run, routers, "stopping", back=False)
             else:
                 for name in self.deployment.dependents(run.name):
                     if self.runs[name].state in SERVING_STATES:
@@ -159,8 +159,10 @@ class Lifecycle:
             self.draining.discard(run.name)
             self.launcher.changed()
 
-    async def _drain_before_stop(self, run: ServiceRun, routers: list[ServiceRun]) -> None:
-        self._tell_lone(run, routers, back=False)
+    async def _taken_out(self, run: ServiceRun, routers: list[ServiceRun], doing: str, *, back: bool) -> Drain | None:
+        """``run`` taken out of ``routers`` and left to finish its requests, each step told: its Drain (to put it
+        back), or None when a router would not (told: ``doing`` it goes on as it is)."""
+        self._tell_lone(run, routers, back=back)
         drain = Drain(run, routers, self.intent.drain_timeout, self.launcher.clock)
         where = ", ".join(r.name for r in routers)
         self._notice(run, "info", f"{run.name}: taking it out of {where} (drain, at most "
@@ -168,9 +170,10 @@ class Lifecycle:
         try:
             await drain.take_out()
         except (RouterApiError, TimeoutError) as exc:
-            self._notice(run, "warning", f"{run.name}: not drained ({exc}): stopped as it is")
-            return
-        self._notice(run, "info", self._drained_words(run, where, await drain.until_idle(), "stopping"))
+            self._notice(run, "warning", f"{run.name}: not drained ({exc}): {doing} it as it is")
+            return None
+        self._notice(run, "info", self._drained_words(run, where, await drain.until_idle(), doing))
+        return drain
 
     def _serving_routers(self, run: ServiceRun) -> list[ServiceRun]:
         """The routers in front of a backend that serve now (a drain takes it out of these)."""
@@ -204,19 +207,12 @@ class Lifecycle:
         """Take ``run`` out of its routers, let it finish its requests, restart it, prove it, put it back."""
         try:
             routers = self._serving_routers(run)
-            self._tell_lone(run, routers)
-            drain = Drain(run, routers, self.intent.drain_timeout, self.launcher.clock)
             where = ", ".join(r.name for r in routers)
-            self._notice(run, "info", f"{run.name}: taking it out of {where} (drain, at most "
-                                      f"{format_duration(self.intent.drain_timeout)})")
-            try:
-                await drain.take_out()
-            except (RouterApiError, TimeoutError) as exc:
-                self._notice(run, "warning", f"{run.name}: not drained ({exc}): restarted as it is; {where} proven again")
+            drain = await self._taken_out(run, routers, "restarting", back=True)
+            if drain is None:       # restarted as before: the routers wait for it and are proven again
                 self._restart_now([run], with_dependents=False)
                 await self._until_settled(run)      # a rolling restart goes on only once it is back
                 return
-            self._notice(run, "info", self._drained_words(run, where, await drain.until_idle(), "restarting"))
             self.launcher.launch(run, Action.RESTART, reason="restart (drained)")
             await self._until_settled(run)
             if run.state in BAD_OUTCOMES:

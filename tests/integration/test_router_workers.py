@@ -103,56 +103,58 @@ class Traffic:
         self.tally.close()
 
 
+async def under_load(deployment, port: int, intent: Intent):
+    """``intent`` carried out on the running ``deployment`` while the sim's load goes through its router."""
+    with Traffic(port) as traffic:
+        await asyncio.sleep(2.0)
+        done, rec, _ = await bring_up(deployment, intent=intent)
+        await asyncio.sleep(2.0)
+    return done, rec, traffic
+
+
+def lost_nothing(traffic: Traffic, rec) -> None:
+    assert traffic.tally.failed == 0, traffic.out.getvalue() + "\n".join(n.text for n in rec.of(Notice))
+    assert traffic.tally.answered >= 2, traffic.out.getvalue()       # answers before, during and after
+
+
 async def test_a_decode_restarted_under_load_is_drained_first_and_no_request_fails(sandbox, router):
     deployment, (_, _, _, r) = one_prefill_two_decodes(sandbox, router)
     done, _, _ = await bring_up(deployment)
     assert done.ok, done
-    with Traffic(r) as traffic:
-        await asyncio.sleep(2.0)
-        done, rec, _ = await bring_up(deployment, intent=Intent(Verb.RESTART, ("decode",)))
-        await asyncio.sleep(2.0)
+    done, rec, traffic = await under_load(deployment, r, Intent(Verb.RESTART, ("decode",)))
     assert done.ok, done
     said = [n.text for n in rec.of(Notice) if n.service == "decode"]
     assert said[0] == "decode: taking it out of router (drain, at most 2m)"
     assert said[1].startswith("decode: out of router"), said
     assert said[-1] == "decode: back in router"
     assert "pending" not in [e.new.value for e in rec.of(StateChanged) if e.service == "router"]
-    assert traffic.tally.failed == 0, traffic.out.getvalue() + "\n".join(n.text for n in rec.of(Notice))
-    assert traffic.tally.answered >= 2, traffic.out.getvalue()       # answers before, during and after the restart
+    lost_nothing(traffic, rec)
 
 
 async def test_a_rolling_restart_of_both_decodes_under_load_loses_no_request(sandbox, router):
     deployment, (_, d, d2, r) = one_prefill_two_decodes(sandbox, router)
     done, _, _ = await bring_up(deployment)
     assert done.ok, done
-    with Traffic(r) as traffic:
-        await asyncio.sleep(2.0)
-        done, rec, _ = await bring_up(deployment, intent=Intent(Verb.RESTART, ("decode", "decode2"), rolling=True))
-        await asyncio.sleep(2.0)
+    done, rec, traffic = await under_load(deployment, r, Intent(Verb.RESTART, ("decode", "decode2"), rolling=True))
     assert done.ok, done
     said = [n.text for n in rec.of(Notice) if n.service in ("decode", "decode2")]
     assert said.index("decode: back in router") < said.index("decode2: taking it out of router (drain, at most 2m)")
     assert said[-1] == "decode2: back in router"
     assert [e.new.value for e in rec.of(StateChanged) if e.service == "router"] == ["waiting", "ready"]
-    assert traffic.tally.failed == 0, traffic.out.getvalue() + "\n".join(n.text for n in rec.of(Notice))
-    assert traffic.tally.answered >= 2, traffic.out.getvalue()
+    lost_nothing(traffic, rec)
 
 
 async def test_down_of_one_decode_under_load_drains_it_first_and_no_request_fails(sandbox, router):
     deployment, (_, _, d2, r) = one_prefill_two_decodes(sandbox, router)
     done, _, _ = await bring_up(deployment)
     assert done.ok, done
-    with Traffic(r) as traffic:
-        await asyncio.sleep(2.0)
-        done, rec, _ = await bring_up(deployment, intent=Intent(Verb.DOWN, ("decode2",)))
-        await asyncio.sleep(2.0)
-        listed = [w.url for w in await RouterWorkers("router", HttpProber(LocalHost()), r, "127.0.0.1").listed()]
+    done, rec, traffic = await under_load(deployment, r, Intent(Verb.DOWN, ("decode2",)))
+    listed = [w.url for w in await RouterWorkers("router", HttpProber(LocalHost()), r, "127.0.0.1").listed()]
     assert done.ok, done
     assert [e.new.value for e in rec.of(StateChanged) if e.service == "decode2"][-2:] == ["stopping", "stopped"]
     assert f"http://127.0.0.1:{d2}" not in listed and len(listed) == 2
     assert [e.new.value for e in rec.of(StateChanged) if e.service == "router"] == ["waiting", "ready"]
-    assert traffic.tally.failed == 0, traffic.out.getvalue() + "\n".join(n.text for n in rec.of(Notice))
-    assert traffic.tally.answered >= 2, traffic.out.getvalue()
+    lost_nothing(traffic, rec)
 
 
 async def test_up_after_a_down_of_one_decode_starts_it_and_puts_it_back_in_the_running_router(sandbox, router):
