@@ -47,6 +47,7 @@ class RouterProving:
         self._may_lack = True           # a look at its workers for configured backends it lacks is due
         self._missing_since: dict[str, float] = {}     # backends that serve, not listed by it since then
         self._told_unknown: set[str] = set()            # workers it routes to that the config does not name, told
+        self._told_refusal = False                      # its worker API refused an addition: told once
 
     async def verdict(self, host: Host) -> bool | Check | None:
         """The probe's steps, each told: True when all hold, the failure when it is final, else None."""
@@ -108,7 +109,11 @@ class RouterProving:
                 run.notice("info", f"{run.name}: {backend.service} is not among its workers (its unit does not name "
                                    f"it): added through its worker API")
         except RouterApiError as exc:
-            run.notice("warning", f"{run.name}: its missing backends could not be added: {exc}")
+            if exc.status is None or exc.status == 401:
+                self._may_lack = True    # not answering yet (its probe waits for it), or its probe names the key
+            elif not self._told_refusal:
+                self._told_refusal = True
+                run.notice("warning", f"{run.name}: its missing backends could not be added: {exc}")
 
     async def canary(self) -> Check:
         return await self.probe.canary()

@@ -33,7 +33,12 @@ GONE_POLL = 0.25      # seconds between looks while a router drains a worker it 
 
 
 class RouterApiError(Exception):
-    """The router's worker API refused or is absent: one line that says which and why."""
+    """The router's worker API refused or is absent: one line that says which and why (``status``: its HTTP
+    status; None when the router did not answer at all)."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +108,7 @@ class RouterWorkers:
                                             address=self._address)
         if result.status in ok:
             return result
-        raise RouterApiError(self._refusal(method, path, result))
+        raise RouterApiError(self._refusal(method, path, result), result.status)
 
     def _refusal(self, method: str, path: str, result: HttpResult) -> str:
         where = f"{self.name}: {method} {path}"
