@@ -1,6 +1,8 @@
 import json
 
-from pdtui.targets.systemd.commands import Commands, parse_show, sudo_needs_password
+from pdtui.hosts.base import Result
+from pdtui.sim.systemctl import job_failed
+from pdtui.targets.systemd.commands import Commands, parse_show, sudo_needs_password, why_it_failed
 from pdtui.targets.systemd.journal_json import OMITTED, decode_field, parse_entry
 
 
@@ -94,3 +96,10 @@ def test_a_units_processes_are_its_main_pid_and_everything_below_it():
     ps = "    1     0\n  100     1\n  101   100\n  102   101\n  200     1\n  garbage\n"
     assert process_tree(ps, 100) == {100, 101, 102}
     assert process_tree(ps, 300) == {300}
+
+
+def test_a_start_refused_by_its_start_limit_is_told_by_its_job_line_not_by_what_to_type_next():
+    refused = Result(("systemctl", "restart", "d.service"), 1, "", job_failed("d.service", "start-limit-hit") + "\n")
+    assert why_it_failed(refused) == "Job for d.service failed because start of the service was attempted too often."
+    missing = Result(("systemctl", "start", "x.service"), 5, "", "Failed to start x.service: Unit x.service not found.\n")
+    assert why_it_failed(missing) == "Failed to start x.service: Unit x.service not found."

@@ -11,7 +11,11 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+if TYPE_CHECKING:
+    from pdtui.hosts.base import Result
 
 SHOW_PROPERTIES = ("Id", "LoadState", "ActiveState", "SubState", "MainPID", "NRestarts", "InvocationID",
                    "ExecMainStatus", "ActiveEnterTimestamp")
@@ -224,6 +228,15 @@ def parse_list_unit_files(text: str) -> list[ListedUnit]:
 
 
 SUDO_PASSWORD_MARKERS = ("a password is required", "a terminal is required")
+
+
+def why_it_failed(result: Result) -> str:
+    """Why a ``systemctl`` command failed, in its own words: the ``Job for X failed because ...`` line where it
+    printed one (its last lines only say what to type next), else what it said last."""
+    for line in (result.stderr or "").splitlines():
+        if line.startswith("Job for ") and " failed" in line:
+            return line.strip()
+    return result.last_words
 
 
 def sudo_needs_password(stderr: str) -> bool:

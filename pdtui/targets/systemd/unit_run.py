@@ -25,7 +25,7 @@ from pdtui.engine.service_run import FRESH_LOOKS, ServiceRun, yield_every
 from pdtui.engine.states import JUDGED_STATES, ServiceState
 from pdtui.gpus.inventory import gpu_holders
 from pdtui.hosts.base import HostDisconnected, HostError, HostUnreachable
-from pdtui.targets.systemd.commands import Commands, parse_timestamp
+from pdtui.targets.systemd.commands import Commands, parse_timestamp, why_it_failed
 from pdtui.targets.systemd.host_session import HostSession
 from pdtui.targets.systemd.shared_commands import attached_history
 
@@ -205,7 +205,7 @@ class UnitRun(ServiceRun):
             result = await session.command(argv, deadline)
         if not result.ok:
             self.lines.release_held()
-            self.transition(S.FAILED, f"{verb} failed: {result.last_words}")
+            self.transition(S.FAILED, f"{verb} failed: {why_it_failed(result)}")
             return
         self.started_by_us = True
         if self.cfg.is_router and not restart:
@@ -249,7 +249,7 @@ class UnitRun(ServiceRun):
             self.transition(S.STOPPING, f"{verb} {self.cfg.unit}")
             result = await session.command(argv, deadline)
             if not result.ok:
-                self.transition(S.FAILED, f"{verb} failed: {result.last_words}")
+                self.transition(S.FAILED, f"{verb} failed: {why_it_failed(result)}")
                 return
             problem = await self._until_inactive(deadline) or await self._until_gpus_released(deadline)
             if problem:
