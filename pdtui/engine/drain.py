@@ -19,7 +19,6 @@ from dataclasses import dataclass, field, replace
 
 from pdtui.config.fields import format_duration
 from pdtui.engine.checks.workers import Backend, worker_matches
-from pdtui.engine.figures import FETCH_TIMEOUT
 from pdtui.engine.router_workers import RouterWorker, RouterWorkers
 from pdtui.engine.service_run import ServiceRun
 
@@ -82,16 +81,9 @@ class Drain:
         taken out (none for :data:`QUIET_BATCHES`: none left; none yet: not known)."""
         run = self.backend
         attempt = run.attempt
-        if run.cfg.port and not attempt.without_metrics:
-            result = await run.session.prober.get(run.cfg.port, "/metrics", timeout=FETCH_TIMEOUT, address=run.address)
-            if result.ok:
-                try:
-                    _, figures = run.serving.figures(result.body.decode(errors="replace"), self.clock(), None,
-                                                     run.cfg.role)
-                except (ValueError, KeyError, IndexError, TypeError):
-                    figures = None
-                if figures is not None and figures.running is not None:
-                    return figures.running + (figures.queued or 0)
+        figures = await run.metrics(lambda text: run.serving.figures(text, self.clock(), None, run.cfg.role)[1])
+        if figures is not None and figures.running is not None:
+            return figures.running + (figures.queued or 0)
         since = self.out_at if self.out_at is not None else self.clock()
         latest = attempt.batch_at if attempt.batch_at is not None and attempt.batch_at >= since else None
         if self.clock() - (latest if latest is not None else since) >= QUIET_BATCHES:

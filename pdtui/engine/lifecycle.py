@@ -16,7 +16,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Protocol
 
-from pdtui.config import Deployment
+from pdtui.config import BACKEND_ROLES, Deployment
 from pdtui.config.fields import format_duration
 from pdtui.engine.drain import Drain
 from pdtui.engine.events import Event, Notice
@@ -27,7 +27,6 @@ from pdtui.engine.states import SERVING_STATES, ServiceState
 
 S = ServiceState
 BAD_OUTCOMES = frozenset({S.FAILED, S.TIMED_OUT, S.BLOCKED})
-BACKEND_ROLES = ("prefill", "decode")
 BUSY_NOW = frozenset({S.STARTING, S.STOPPING})   # a restart or stop from the UI waits until these are over
 
 

@@ -15,6 +15,7 @@ import asyncio
 from collections.abc import Collection
 from typing import TYPE_CHECKING
 
+from pdtui.config import BACKEND_ROLES
 from pdtui.engine.checks import Check
 from pdtui.engine.checks.kv_transfer import KvReading
 from pdtui.engine.checks.pairs import NAME as PAIRS
@@ -30,7 +31,6 @@ from pdtui.hosts.base import Host
 if TYPE_CHECKING:
     from pdtui.engine.service_run import ServiceRun
 
-BACKEND_ROLES = ("prefill", "decode")
 ADD_AFTER = 10.0    # seconds a serving backend goes unlisted by a router it started with before pdtui adds it
 
 

@@ -20,9 +20,9 @@ import asyncio
 import contextlib
 import math
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from pdtui.config import Deployment, ServiceConfig
 from pdtui.engine.checks import Check, Learned, backend_checks
@@ -54,6 +54,7 @@ from pdtui.hosts.base import LOOPBACK_ADDRESS, Host
 from pdtui.servers import PhaseTracking, serving_for
 
 S = ServiceState
+T = TypeVar("T")
 
 # A host's unit looks take at most about 1/(1 + LOOK_REST) of its time (see ServiceRun.beat).
 LOOK_REST = 4.0
@@ -438,19 +439,24 @@ class ServiceRun:
         """A router: prove every pair behind it again, now; the pairs ``service`` is in (None: it proves no pairs)."""
         return await self._proving().prove_pairs_with(service)
 
-    async def kv_totals(self) -> tuple[str, KvTotals | None]:
-        """Its KV transfer series summed over its ranks, by its name (None without them)."""
+    async def metrics(self, read: Callable[[str], T]) -> T | None:
+        """Its ``/metrics`` text read by ``read`` (a serving engine's parser); None without them. A 404 (started
+        without --enable-metrics) or text that is not Prometheus's is not asked again in this start."""
         if not self.cfg.port or self.attempt.without_metrics:
-            return self.name, None
+            return None
         result = await self.prober.get(self.cfg.port, "/metrics", timeout=FETCH_TIMEOUT, address=self.address)
         if not result.ok:
-            self.attempt.without_metrics = result.status == 404     # started without --enable-metrics: asked once
-            return self.name, None
+            self.attempt.without_metrics = result.status == 404
+            return None
         try:
-            return self.name, self.serving.kv_totals(result.body.decode(errors="replace"))
+            return read(result.body.decode(errors="replace"))
         except (ValueError, KeyError, IndexError, TypeError):   # not Prometheus text
             self.attempt.without_metrics = True
-            return self.name, None
+            return None
+
+    async def kv_totals(self) -> tuple[str, KvTotals | None]:
+        """Its KV transfer series summed over its ranks, by its name (None without them)."""
+        return self.name, await self.metrics(self.serving.kv_totals)
 
     def _waiting_for(self) -> str:
         stall = self.attempt.startup.stall(self.w.clock(), self.attempt.started_at)

@@ -24,6 +24,7 @@ from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.widgets import Footer
 
+from pdtui.config import BACKEND_ROLES
 from pdtui.config.fields import format_elapsed
 from pdtui.engine.events import (
     CanaryResult,
@@ -518,12 +519,12 @@ class DeploymentScreen(Screen[None]):
         if verb == "restart":
             keeps = "keeps" if len(after) == 1 else "keep"
             consequence = (f"{', '.join(after)} {keeps} serving: it is taken out first (drained), and put back once "
-                           "it is ready and proven again." if after and info.role in ("prefill", "decode")
+                           "it is ready and proven again." if after and info.role in BACKEND_ROLES
                            else f"{', '.join(after)} will wait for it and be proven again." if after
                            else "pdtui waits until it is ready again.")
             command = info.restart_command
         else:
-            drained = " It is taken out of its routers first (drained)." if after and info.role in ("prefill", "decode") else ""
+            drained = " It is taken out of its routers first (drained)." if after and info.role in BACKEND_ROLES else ""
             consequence = f"pdtui waits until it is inactive and its GPUs' memory is released.{drained}"
             command = info.stop_command
         what = f"{verb.capitalize()} {info.name} ({info.unit})"
