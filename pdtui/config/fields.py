@@ -75,6 +75,16 @@ def check_ssh_word(value: Any, expected: str) -> str:
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def check_env_name(value: Any) -> str:
+    """The name of an environment variable of pdtui's (a secret's home: the secret never sits in the file)."""
+    if not isinstance(value, str) or not _ENV_NAME.fullmatch(value):
+        raise fail(f"expected the name of an environment variable (letters, digits, '_'), got {show(value)}")
+    return value
+
+
 def check_name(value: Any, what: str) -> str:
     if not isinstance(value, str) or not _NAME.fullmatch(value):
         raise fail(f"expected a {what} name (letters, digits, '_', '.', '-'), got {show(value)}")

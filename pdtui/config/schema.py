@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 from collections.abc import Mapping
@@ -36,6 +37,7 @@ from pdtui.config.fields import (
     UnitDir,
     UserName,
     check_duration,
+    check_env_name,
     check_interval_or_off,
     check_name,
     check_regex,
@@ -188,6 +190,7 @@ class ServiceConfig(_Model):
     # No line this long in a start-up phase known to hang: a warning, and a timeout names where it stopped.
     stall_after: Annotated[float | None, BeforeValidator(check_duration)] = None   # default: timeout / 4, >= 1m
     canary: Annotated[float | None, BeforeValidator(check_interval_or_off)] = None   # a router's (default 30s)
+    api_key_env: Annotated[str | None, BeforeValidator(check_env_name)] = None   # a router's API key: where it is
     ready: ReadySpec
     fail: Annotated[tuple[str, ...], BeforeValidator(list_of(check_regex, "a list of regular expressions"))] = ()
     after: Annotated[
@@ -275,6 +278,8 @@ class ServiceConfig(_Model):
         if "canary" in self.model_fields_set and not self.is_router:
             raise fail(f"service '{self.name}' is a {self.role}: only a router has a canary (a generation through it "
                        "after ready)", "canary", on="key")
+        if self.api_key_env is not None:
+            self._check_api_key_env(self.api_key_env)
         if self.unit in self.replaces:
             raise fail(f"service '{self.name}' cannot replace its own unit {self.unit}", "replaces", self.replaces.index(self.unit))
         if self.launch is not None:
@@ -287,6 +292,20 @@ class ServiceConfig(_Model):
         elif self.unit is None:
             raise fail(f"service '{self.name}' is missing required key 'unit'", on="key")
         return self
+
+    def _check_api_key_env(self, name: str) -> None:
+        """A router's API key is read from pdtui's environment, under the name the config gives."""
+        if not self.is_router:
+            raise fail(f"service '{self.name}' is a {self.role}: only a router has an API key (api_key_env)",
+                       "api_key_env", on="key")
+        if not os.environ.get(name):
+            raise fail(f"router '{self.name}': api_key_env names {name}, which is not set in pdtui's environment "
+                       f"(export the router's API key as {name})", "api_key_env")
+
+    @property
+    def api_key(self) -> str | None:
+        """Its API key, sent as a bearer token to its worker API and its generation routes (a router's)."""
+        return os.environ.get(self.api_key_env) or None if self.api_key_env else None
 
     def _check_job(self, job: JobSpec) -> None:
         """A job: Slurm places it (no unit, GPUs or NUMA node of its own) and runs its launch block."""

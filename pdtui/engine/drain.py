@@ -40,7 +40,8 @@ class Drain:
 
     def _api(self, router: ServiceRun) -> RouterWorkers:
         assert router.cfg.port is not None
-        return RouterWorkers(router.name, router.session.prober, router.cfg.port, router.address, clock=self.clock)
+        return RouterWorkers(router.name, router.prober, router.cfg.port, router.address, clock=self.clock,
+                             key_env=router.cfg.api_key_env)
 
     async def take_out(self) -> None:
         """Every router in front of it stops sending it requests; back once none lists it (RouterApiError: one

@@ -18,6 +18,7 @@ request, and a fleet's readiness burst is 900 of them (bench/http_probe.py).
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import time
 from dataclasses import dataclass
@@ -171,11 +172,21 @@ class HttpProber:
         self._host = host
         self._kept: dict[tuple[str, int], list[_Connection]] = {}
         self._turns = asyncio.Semaphore(MAX_REQUESTS)
+        self._auth: list[tuple[str, str]] = []
+
+    def with_key(self, key: str | None) -> HttpProber:
+        """This prober sending ``key`` as a bearer token with every request (a router's API key), on the same
+        connections and turns; itself without a key."""
+        if not key:
+            return self
+        keyed = copy.copy(self)
+        keyed._auth = [("Authorization", f"Bearer {key}")]
+        return keyed
 
     async def request(self, method: str, port: int, path: str, *, body: Any = None,
                       timeout: float = DEFAULT_TIMEOUT, address: str = LOOPBACK_ADDRESS) -> HttpResult:
         origin = f"[{address}]:{port}" if ":" in address else f"{address}:{port}"    # an IPv6 address in brackets
-        headers = [("Host", origin)]
+        headers = [("Host", origin), *self._auth]
         content = b""
         if body is not None:
             content = json.dumps(body).encode()

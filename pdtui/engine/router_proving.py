@@ -40,10 +40,10 @@ class RouterProving:
         w = run.w
         assert run.cfg.port is not None      # the config requires a router's port
         backends = self._backends()
-        self.probe = RouterProbe(run.session.prober, run.cfg.port, backends, smoke=w.smoke,
+        self.probe = RouterProbe(run.prober, run.cfg.port, backends, smoke=w.smoke,
                                  transfer_error=self.transfer_error_since, kv_meter=self._kv_reading,
                                  pairs=self._pair_probe(backends), settle=w.timing.settle, clock=w.clock,
-                                 address=run.address)
+                                 address=run.address, key_env=run.cfg.api_key_env)
         self._may_lack = True           # a look at its workers for configured backends it lacks is due
         self._missing_since: dict[str, float] = {}     # backends that serve, not listed by it since then
         self._told_unknown: set[str] = set()            # workers it routes to that the config does not name, told
@@ -90,7 +90,8 @@ class RouterProving:
         run = self.run
         assert run.cfg.port is not None
         self._may_lack = False
-        api = RouterWorkers(run.name, run.session.prober, run.cfg.port, run.address, clock=run.w.clock)
+        api = RouterWorkers(run.name, run.prober, run.cfg.port, run.address, clock=run.w.clock,
+                            key_env=run.cfg.api_key_env)
         now = run.w.clock()
         try:
             listed = await api.listed()

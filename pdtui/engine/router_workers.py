@@ -13,7 +13,8 @@ router registers it in the background, health checks first) and
   409 ``WORKER_ALREADY_EXISTS``.
 
 So a backend is out once no router lists it, and is put back only then. A
-router with an API key answers 401; one older than the JSON API (sglang-router
+router with an API key answers 401 without it (the key pdtui sends comes from
+the environment variable the router's ``api_key_env`` names); one older than the JSON API (sglang-router
 before 0.2) answers 404 or 405: each is one clear :class:`RouterApiError`.
 """
 
@@ -25,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import quote
 
-from pdtui.engine.checks.workers import listed_workers
+from pdtui.engine.checks.workers import key_refused, listed_workers
 from pdtui.engine.http import HttpProber, HttpResult
 
 API_TIMEOUT = 10.0    # seconds for one request of the worker API
@@ -73,8 +74,9 @@ class RouterWorkers:
     """One router's worker API, through the prober of the host it runs on."""
 
     def __init__(self, name: str, prober: HttpProber, port: int, address: str,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, key_env: str | None = None) -> None:
         self.name = name
+        self.key_env = key_env
         self._prober = prober
         self._port = port
         self._address = address
@@ -113,7 +115,7 @@ class RouterWorkers:
     def _refusal(self, method: str, path: str, result: HttpResult) -> str:
         where = f"{self.name}: {method} {path}"
         if result.status == 401:
-            return f"{where} answered 401: the router requires an API key; pdtui has none to send"
+            return f"{where} answered 401: {key_refused(self.key_env)}"
         if result.status in (404, 405) and path == "/workers":
             return (f"{where} answered {result.status}: this router has no worker API (sglang-router 0.2 or later, or "
                     "smg, changes its backends while it runs)")

@@ -419,7 +419,8 @@ class ServiceRun:
 
     @property
     def prober(self) -> HttpProber:
-        return self.session.prober
+        """Its HTTP requests, with its API key where the config names one (a router's)."""
+        return self.session.prober.with_key(self.cfg.api_key)
 
     @property
     def learned(self) -> Learned:
@@ -518,7 +519,7 @@ class ServiceRun:
         """One health check of a ready service; a failure once it has failed long enough in a row."""
         assert self.cfg.port is not None and self.cfg.ready.http is not None
         attempt = self.attempt
-        check = await http_check(self.session.prober, self.cfg.port, self.cfg.ready.http, self.address)
+        check = await http_check(self.prober, self.cfg.port, self.cfg.ready.http, self.address)
         self.probe_result(check)
         now = self.w.clock()
         if check.ok:

@@ -8,14 +8,14 @@ import re
 import pytest
 
 from pdtui.engine.checks import LOOPBACK
-from pdtui.engine.checks.workers import WORKERS_NEED_KEY, Backend, check_workers
+from pdtui.engine.checks.workers import Backend, check_workers, key_refused
 from pdtui.engine.events import Notice, ProbeResult
 from pdtui.sim.ports import free_port
 from tests.engine_helpers import bring_up, real_router_params, router_argv, sim_deployment, worker_argv
 
 
 def pd(sandbox, package, *, decode_fail=None, extra_decode=False, router_decodes=None, router_timeout="20s",
-       router_flags=(), router_after=None, generation=None, metrics=False):
+       router_flags=(), router_after=None, generation=None, metrics=False, router_key_env=None):
     """prefill + decode (+ a second decode) and the router; the router is told about ``router_decodes``."""
     p, d, d2, r, boot = (free_port() for _ in range(5))
     extra = ("--enable-metrics",) if metrics else ()
@@ -30,7 +30,8 @@ def pd(sandbox, package, *, decode_fail=None, extra_decode=False, router_decodes
     told = router_decodes(d, d2) if router_decodes else [d]
     services["router"] = ([*router_argv(r, [(p, boot)], told, package=package), *router_flags],
                           {"role": "router", "port": r, "timeout": router_timeout,
-                           **({"after": router_after} if router_after else {})})
+                           **({"after": router_after} if router_after else {}),
+                           **({"api_key_env": router_key_env} if router_key_env else {})})
     return sim_deployment(sandbox, services)
 
 
@@ -149,6 +150,23 @@ async def test_workers_behind_an_api_key_fail_the_router_at_once_naming_the_key(
     done, rec, _ = await bring_up(pd(sandbox, package, router_flags=("--api-key", "s3cret"), router_timeout="30s"))
     assert rec.states("router")[-1] == "failed"
     workers = probes(rec, "workers")
-    assert len(workers) == 1 and not workers[0].ok and workers[0].detail == WORKERS_NEED_KEY
-    assert done.failures["router"] == f"workers: {WORKERS_NEED_KEY}"
+    assert len(workers) == 1 and not workers[0].ok and workers[0].detail == f"HTTP 401 from /workers: {key_refused(None)}"
+    assert "api_key_env" in done.failures["router"]
     assert done.elapsed < 20, "a 401 is final: the router must not wait for its timeout"
+
+
+@pytest.mark.parametrize("package", [*real_router_params(), "sim"])
+async def test_a_router_with_an_api_key_is_proven_with_the_key_the_config_names(sandbox, package, monkeypatch):
+    monkeypatch.setenv("PDTUI_TEST_ROUTER_KEY", "s3cret")
+    done, rec, _ = await bring_up(pd(sandbox, package, router_flags=("--api-key", "s3cret"),
+                                     router_key_env="PDTUI_TEST_ROUTER_KEY"))
+    assert done.ok, done
+    assert probes(rec, "workers")[-1].ok and probes(rec, "smoke")[-1].ok
+
+
+@pytest.mark.parametrize("package", [*real_router_params(), "sim"])
+async def test_a_key_the_router_refuses_is_named_by_where_it_came_from(sandbox, package, monkeypatch):
+    monkeypatch.setenv("PDTUI_TEST_ROUTER_KEY", "not-the-key")
+    done, _, _ = await bring_up(pd(sandbox, package, router_flags=("--api-key", "s3cret"),
+                                   router_key_env="PDTUI_TEST_ROUTER_KEY"))
+    assert done.failures["router"] == "workers: HTTP 401 from /workers: the router refused the API key in PDTUI_TEST_ROUTER_KEY"

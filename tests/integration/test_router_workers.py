@@ -10,6 +10,7 @@ import threading
 
 import pytest
 
+from pdtui.engine.checks.workers import key_refused
 from pdtui.engine.events import Notice, StateChanged
 from pdtui.engine.http import HttpProber
 from pdtui.engine.intent import Intent, Verb
@@ -81,7 +82,9 @@ async def test_a_router_with_an_api_key_refuses_in_one_line(sandbox, router):
     api = RouterWorkers("router", HttpProber(LocalHost()), r, "127.0.0.1")
     with pytest.raises(RouterApiError) as refused:
         await api.listed()
-    assert str(refused.value) == "router: GET /workers answered 401: the router requires an API key; pdtui has none to send"
+    assert str(refused.value) == f"router: GET /workers answered 401: {key_refused(None)}"
+    keyed = RouterWorkers("router", HttpProber(LocalHost()).with_key("s3cret"), r, "127.0.0.1", key_env="KEY")
+    assert len(await keyed.listed()) == 3
 
 
 class Traffic:

@@ -450,3 +450,24 @@ def test_a_router_sends_a_canary_every_30s_by_default_and_none_when_off() -> Non
     for off in ("false", "off", "OFF"):
         assert parse_config(BASE + f"    canary: {off}\n").services["router"].canary is None
     assert parse_config(BASE).services["decode"].canary is None
+
+
+def test_a_routers_api_key_is_read_from_the_environment_variable_the_config_names(monkeypatch) -> None:
+    monkeypatch.setenv("PD_ROUTER_KEY", "s3cret")
+    router = parse_config(BASE + "    api_key_env: PD_ROUTER_KEY\n").services["router"]
+    assert router.api_key_env == "PD_ROUTER_KEY" and router.api_key == "s3cret"
+    assert parse_config(BASE).services["router"].api_key is None
+
+
+def test_an_api_key_env_not_set_is_one_line_where_it_is_named(monkeypatch) -> None:
+    monkeypatch.delenv("PD_ROUTER_KEY", raising=False)
+    error = config_error(BASE + "    api_key_env: PD_ROUTER_KEY\n")
+    assert str(error) == ("t.yaml:23:18: router 'router': api_key_env names PD_ROUTER_KEY, which is not set in "
+                          "pdtui's environment (export the router's API key as PD_ROUTER_KEY)")
+
+
+def test_an_api_key_env_must_name_a_variable_and_belong_to_a_router(monkeypatch) -> None:
+    monkeypatch.setenv("PD_ROUTER_KEY", "s3cret")
+    assert "expected the name of an environment variable" in str(config_error(BASE + "    api_key_env: s3cret key\n"))
+    decode_keyed = BASE.replace("    port: 30002\n", "    port: 30002\n    api_key_env: PD_ROUTER_KEY\n")
+    assert "only a router has an API key" in str(config_error(decode_keyed))

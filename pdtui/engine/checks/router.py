@@ -6,7 +6,8 @@ Port accepting, ``/readiness`` (``/health`` on routers that have no
 decode path (smg routes by the model; another name is 503), proven by its
 tokens (checks/generation.py) and, where the servers export SGLang's KV
 transfer series, by those moving (checks/kv_transfer.py). A router whose
-``/workers`` wants an API key fails the probe for good: pdtui has no key to send.
+``/workers`` answers 401 fails the probe for good: it wants an API key pdtui was
+not given (the router's ``api_key_env``), or refused the one sent.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pdtui.engine.checks.kv_transfer import KvMeter, KvReading, kv_seen
 from pdtui.engine.checks.pairs import NAME as PAIRS
 from pdtui.engine.checks.pairs import PairProbe, TransferError, pairs_check
 from pdtui.engine.checks.tcp import tcp_check
-from pdtui.engine.checks.workers import WORKERS_NEED_KEY, Backend, check_workers, listed_workers
+from pdtui.engine.checks.workers import Backend, check_workers, key_refused, listed_workers
 from pdtui.engine.http import HttpProber, HttpResult
 from pdtui.hosts.base import LOOPBACK_ADDRESS, Host
 
@@ -44,8 +45,9 @@ class RouterProbe:
     def __init__(self, prober: HttpProber, port: int, backends: Sequence[Backend], *, smoke: bool = True,
                  transfer_error: TransferError | None = None, kv_meter: KvMeter | None = None,
                  pairs: PairProbe | None = None, settle: float = 1.0, clock: Callable[[], float] = time.monotonic,
-                 address: str = LOOPBACK_ADDRESS) -> None:
+                 address: str = LOOPBACK_ADDRESS, key_env: str | None = None) -> None:
         self.prober = prober
+        self.key_env = key_env      # the environment variable whose key the prober sends, if any
         self.port = port
         self.address = address      # where the router listens, as its host sees it (a job: its node's address)
         self.backends = list(backends)
@@ -112,7 +114,8 @@ class RouterProbe:
         result = await self._get("/workers")
         if result.status == 401:
             # An API key (--api-key, or control-plane keys) guards /workers; waiting will not change that.
-            return Check("workers", False, WORKERS_NEED_KEY, result.latency, final=True)
+            return Check("workers", False, f"HTTP 401 from /workers: {key_refused(self.key_env)}", result.latency,
+                         final=True)
         if not result.ok:
             return Check("workers", False, result.describe(), result.latency)
         self.listed = listed_workers(result.json())

@@ -13,8 +13,13 @@ from urllib.parse import urlsplit
 
 from pdtui.engine.checks.base import Check
 
-WORKERS_NEED_KEY = ("HTTP 401 from /workers: the router requires an API key (its --api-key or "
-                    "--control-plane-api-keys); pdtui cannot list its workers")
+
+def key_refused(key_env: str | None) -> str:
+    """What a router's 401 means: it wants a key pdtui was not given, or refused the one it sent."""
+    if key_env:
+        return f"the router refused the API key in {key_env}"
+    return ("the router requires an API key (its --api-key or --control-plane-api-keys): name the environment "
+            "variable that holds it as the router's api_key_env")
 
 
 @dataclass(frozen=True, slots=True)
