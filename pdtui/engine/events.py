@@ -167,6 +167,28 @@ class PairMatrix:
 
 
 @dataclass(frozen=True, slots=True)
+class RoutedWorker:
+    """One worker a router lists: the configured backend it is (None: one the config does not name)."""
+
+    url: str
+    role: str
+    healthy: bool
+    service: str | None
+    drop: str = ""            # for a worker the config does not name: the command that takes it out of the router
+
+
+@dataclass(frozen=True, slots=True)
+class RouterBackends:
+    """A router's workers as its ``/workers`` last listed them, against the config (drift while it runs): the
+    configured backends it lacks and the workers it has that the config does not name. Told when it changes."""
+
+    service: str               # the router
+    workers: tuple[RoutedWorker, ...]
+    lacking: tuple[str, ...]   # configured backends it does not list
+    elapsed: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
 class CanaryResult:
     """A ready router's canary: one tiny generation through it, every ``canary`` interval."""
 
@@ -285,8 +307,8 @@ class Done:
     waiting: tuple[str, ...] = ()       # services not yet decided when the outcome was told (no failure of theirs)
 
 
-Event = (PlanReady | StepChanged | StateChanged | LogLines | PhaseStarted | ProbeResult | PairMatrix | CanaryResult
-         | ServingFigures | UnitStatus | JobStatus | HostStatus | GpuSample | Notice | Done)
+Event = (PlanReady | StepChanged | StateChanged | LogLines | PhaseStarted | ProbeResult | PairMatrix | RouterBackends
+         | CanaryResult | ServingFigures | UnitStatus | JobStatus | HostStatus | GpuSample | Notice | Done)
 
 
 class EventSource(Protocol):

@@ -21,8 +21,8 @@ from pdtui.engine.checks.kv_transfer import KvReading
 from pdtui.engine.checks.pairs import NAME as PAIRS
 from pdtui.engine.checks.pairs import PairProbe
 from pdtui.engine.checks.router import RouterProbe
-from pdtui.engine.checks.workers import Backend, unknown_workers, worker_matches
-from pdtui.engine.events import PairMatrix, PairResult
+from pdtui.engine.checks.workers import Backend, healthy, worker_matches
+from pdtui.engine.events import PairMatrix, PairResult, RoutedWorker, RouterBackends
 from pdtui.engine.router_workers import RouterApiError, RouterWorker, RouterWorkers
 from pdtui.engine.states import SERVING_STATES
 from pdtui.engine.tracebacks import transfer_exception
@@ -47,6 +47,7 @@ class RouterProving:
         self._may_lack = True           # a look at its workers for configured backends it lacks is due
         self._missing_since: dict[str, float] = {}     # backends that serve, not listed by it since then
         self._told_unknown: set[str] = set()            # workers it routes to that the config does not name, told
+        self._told_backends: tuple = ((), ())           # its workers and what it lacked, as last told
         self._told_refusal = False                      # its worker API refused an addition: told once
 
     async def verdict(self, host: Host) -> bool | Check | None:
@@ -63,23 +64,38 @@ class RouterProving:
                 failed = check           # the first failure, unless a later one is final (the pairs name the cause)
             if check.name == "workers":
                 self._may_lack = not check.ok
-                self._tell_unknown()
+                self._tell_backends()
         if failed is None:
             return looked or None
         return failed if failed.final else None
 
-    def _tell_unknown(self) -> None:
-        """A worker the router routes to that the config does not name: told once, with the command that drops it."""
+    def _tell_backends(self) -> None:
+        """What it routes to against the config, told when that changes; a worker the config does not name is
+        also warned about once, with the command that drops it."""
         run = self.run
-        for worker in unknown_workers(self.probe.listed, self.probe.backends):
-            url, worker_id = str(worker.get("url", "")), str(worker.get("id", ""))
-            if url in self._told_unknown:
-                continue
-            self._told_unknown.add(url)
-            drop = (f"curl -X DELETE http://{run.address}:{run.cfg.port}/workers/{worker_id}" if worker_id
+        workers = tuple(self._routed(worker) for worker in self.probe.listed)
+        named = {worker.service for worker in workers}
+        lacking = tuple(backend.service for backend in self.probe.backends if backend.service not in named)
+        if (workers, lacking) == self._told_backends:
+            return
+        self._told_backends = (workers, lacking)
+        run.w.emit(RouterBackends(run.name, workers, lacking, run.w.elapsed()))
+        for worker in workers:
+            if worker.service is None and worker.url not in self._told_unknown:
+                self._told_unknown.add(worker.url)
+                run.notice("warning", f"{run.name}: it also routes to {worker.url} ({worker.role or 'a worker'}), "
+                                      f"which the config does not name; to drop it: {worker.drop}")
+
+    def _routed(self, worker: dict) -> RoutedWorker:
+        """A listed worker, named by the configured backend it is; one the config does not name with its drop."""
+        url, role = str(worker.get("url", "")), str(worker.get("worker_type", ""))
+        service = next((b.service for b in self.probe.backends if worker_matches(url, b)), None)
+        drop = ""
+        if service is None:
+            worker_id = str(worker.get("id", ""))
+            drop = (f"curl -X DELETE http://{self.run.address}:{self.run.cfg.port}/workers/{worker_id}" if worker_id
                     else "its worker API's DELETE /workers/{id}")
-            run.notice("warning", f"{run.name}: it also routes to {url} ({worker.get('worker_type', 'a worker')}), "
-                                  f"which the config does not name; to drop it: {drop}")
+        return RoutedWorker(url, role, healthy(worker), service, drop)
 
     async def add_missing(self) -> None:
         """Its configured backends that serve but that it does not list, added through its worker API: its unit

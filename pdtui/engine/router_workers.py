@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import quote
 
-from pdtui.engine.checks.workers import key_refused, listed_workers
+from pdtui.engine.checks.workers import healthy, key_refused, listed_workers
 from pdtui.engine.http import HttpProber, HttpResult
 
 API_TIMEOUT = 10.0    # seconds for one request of the worker API
@@ -55,12 +55,10 @@ class RouterWorker:
 
     @classmethod
     def read(cls, worker: dict) -> RouterWorker:
-        status = str(worker.get("status", "")).lower()
         port = worker.get("bootstrap_port")
-        healthy = worker.get("is_healthy", worker.get("healthy", status in ("", "ready", "healthy")))
         return cls(str(worker.get("id", worker.get("url", ""))), str(worker.get("url", "")),
                    str(worker.get("worker_type", "")), port if isinstance(port, int) else None,
-                   bool(healthy), status == "draining")
+                   healthy(worker), str(worker.get("status", "")).lower() == "draining")
 
     def body(self) -> dict:
         """What ``POST /workers`` takes to register this backend again."""

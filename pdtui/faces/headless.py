@@ -27,6 +27,7 @@ from pdtui.engine.events import (
     PhaseStarted,
     PlanReady,
     ProbeResult,
+    RouterBackends,
     ServingFigures,
     StateChanged,
     StepChanged,
@@ -39,7 +40,8 @@ from pdtui.servers.sglang.phases import slow
 from pdtui.support.text import inert
 
 KINDS = {PlanReady: "plan", StepChanged: "step", StateChanged: "state", LogLines: "log", PhaseStarted: "phase",
-         ProbeResult: "probe", PairMatrix: "pairs", CanaryResult: "canary", ServingFigures: "figures", UnitStatus: "unit",
+         ProbeResult: "probe", PairMatrix: "pairs", RouterBackends: "workers", CanaryResult: "canary",
+         ServingFigures: "figures", UnitStatus: "unit",
          JobStatus: "job", HostStatus: "host", GpuSample: "gpus", Notice: "notice", Done: "done"}
 LOUD_STATES = (ServiceState.READY, ServiceState.DEGRADED, ServiceState.FAILED, ServiceState.TIMED_OUT,
                ServiceState.STOPPED)

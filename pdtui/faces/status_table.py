@@ -22,6 +22,7 @@ from pdtui.engine.events import (
     PairResult,
     PlanReady,
     ProbeResult,
+    RouterBackends,
     ServiceInfo,
     StateChanged,
     UnitStatus,
@@ -43,6 +44,7 @@ class ServiceStatus:
     checks: dict[str, tuple[bool, str]] = field(default_factory=dict)
     gpus: dict[int, GpuInfo] = field(default_factory=dict)
     pairs: tuple[PairResult, ...] = ()           # a router's pairs, as last proven
+    routed: RouterBackends | None = None         # a router's workers as it last listed them
 
 
 class StatusBoard:
@@ -68,6 +70,8 @@ class StatusBoard:
             self.services[event.service].checks[event.check] = (event.ok, event.detail)
         elif isinstance(event, PairMatrix) and event.service in self.services:
             self.services[event.service].pairs = event.pairs
+        elif isinstance(event, RouterBackends) and event.service in self.services:
+            self.services[event.service].routed = event
         elif isinstance(event, GpuSample):
             for status in self.services.values():
                 if status.info.host == event.host:
@@ -96,6 +100,8 @@ class StatusBoard:
         lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False)) + "  " + row[-1]
                  for row in rows]
         for s in self.services.values():
+            if s.routed is not None:
+                lines += ["", *routed_lines(s.info.name, s.routed)]
             if s.pairs:
                 lines += [""] + [f"{s.info.name} {line}" if n == 0 else " " * (len(s.info.name) + 1) + line
                                  for n, line in enumerate(matrix_lines(s.pairs))]
@@ -103,6 +109,17 @@ class StatusBoard:
             ready = sum(s.state is ServiceState.READY for s in self.services.values())
             lines.append(f"{self.deployment}: {ready} of {len(self.services)} ready")
         return "\n".join(line.rstrip() for line in lines)
+
+
+def routed_lines(router: str, routed: RouterBackends) -> list[str]:
+    """What a router routes to, by service, then what it lacks of the config and what the config does not name."""
+    known = [f"{w.service}{'' if w.healthy else ' (unhealthy)'}" for w in routed.workers if w.service is not None]
+    lines = [f"{router} routes to: {', '.join(known) if known else 'no configured backend'}"]
+    if routed.lacking:
+        lines.append(f"{router} lacks: {', '.join(routed.lacking)} (in the config, not among its workers)")
+    lines += [f"{router} also routes to {inert(w.url, 200)} ({inert(w.role or 'a worker', 20)}), which the config "
+              f"does not name; to drop it: {inert(w.drop, 300)}" for w in routed.workers if w.service is None]
+    return lines
 
 
 def _service_json(s: ServiceStatus) -> dict:
@@ -119,6 +136,9 @@ def _service_json(s: ServiceStatus) -> dict:
                 "exit_code": job.exit_code or None} if job else None,
         "checks": {name: {"ok": ok, "detail": detail} for name, (ok, detail) in s.checks.items()},
         "pairs": [{"prefill": p.prefill, "decode": p.decode, "ok": p.ok, "detail": p.detail} for p in s.pairs],
+        "workers": [{"url": w.url, "role": w.role, "healthy": w.healthy, "service": w.service}
+                    | ({"drop": w.drop} if w.service is None else {}) for w in s.routed.workers] if s.routed else None,
+        "lacking": list(s.routed.lacking) if s.routed else None,
         "gpu_memory": [{"index": g.index, "used_mib": g.memory_used_mib, "total_mib": g.memory_total_mib,
                         "utilization": g.utilization} for g in sorted(s.gpus.values(), key=lambda g: g.index)],
     }

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import json
 import subprocess
 import threading
 
@@ -15,6 +16,7 @@ from pdtui.engine.events import Notice, StateChanged
 from pdtui.engine.http import HttpProber
 from pdtui.engine.intent import Intent, Verb
 from pdtui.engine.router_workers import RouterApiError, RouterWorker, RouterWorkers
+from pdtui.faces.status_table import StatusBoard
 from pdtui.hosts.local import LocalHost
 from pdtui.sim.commands import SIM_ROUTER
 from pdtui.sim.knobs import DEFAULT_MODEL
@@ -35,6 +37,14 @@ def one_prefill_two_decodes(sandbox, package: str, *router_flags: str):
                    {"role": "router", "port": r, "timeout": "30s"}),
     }
     return sim_deployment(sandbox, services), (p, d, d2, r)
+
+
+def board_of(rec) -> StatusBoard:
+    """``status --once``'s board, fed what a run told."""
+    board = StatusBoard()
+    for event in rec.events:
+        board(event)
+    return board
 
 
 async def until_listed_healthy(api: RouterWorkers, url: str, timeout: float = 20.0) -> None:
@@ -164,6 +174,12 @@ async def test_up_after_a_down_of_one_decode_starts_it_and_puts_it_back_in_the_r
     deployment, (_, _, d2, r) = one_prefill_two_decodes(sandbox, router)
     assert (await bring_up(deployment))[0].ok
     assert (await bring_up(deployment, intent=Intent(Verb.DOWN, ("decode2",))))[0].ok
+    _, watched, _ = await bring_up(deployment, intent=Intent(Verb.STATUS))
+    board = board_of(watched)
+    assert "router routes to: prefill, decode" in board.table().splitlines()
+    assert "router lacks: decode2 (in the config, not among its workers)" in board.table().splitlines()
+    router = next(s for s in json.loads(board.as_json())["services"] if s["name"] == "router")
+    assert router["lacking"] == ["decode2"] and [w["service"] for w in router["workers"]] == ["prefill", "decode"]
     done, rec, _ = await bring_up(deployment)
     assert done.ok, done
     assert "router: decode2 is not among its workers (its unit does not name it): added through its worker API" in [
@@ -191,5 +207,12 @@ async def test_status_names_a_worker_the_router_routes_to_that_the_config_does_n
     worker_id = next(w.id for w in await api.listed() if w.url == url)
     done, rec, _ = await bring_up(deployment, intent=Intent(Verb.STATUS))
     assert done.ok, done
+    drop = f"curl -X DELETE http://127.0.0.1:{r}/workers/{worker_id}"
     assert (f"router: it also routes to {url} (decode), which the config does not name; to drop it: "
-            f"curl -X DELETE http://127.0.0.1:{r}/workers/{worker_id}") in [n.text for n in rec.of(Notice)]
+            f"{drop}") in [n.text for n in rec.of(Notice)]
+    board = board_of(rec)
+    assert (f"router also routes to {url} (decode), which the config does not name; to drop it: {drop}"
+            in board.table().splitlines())
+    router = next(s for s in json.loads(board.as_json())["services"] if s["name"] == "router")
+    assert {"url": url, "role": "decode", "healthy": True, "service": None, "drop": drop} in router["workers"]
+    assert router["lacking"] == []

@@ -49,17 +49,12 @@ def listed_workers(payload: object) -> list[dict]:
     return [w for w in payload if isinstance(w, dict)] if isinstance(payload, list) else []
 
 
-def _healthy(worker: dict) -> bool:
+def healthy(worker: dict) -> bool:
+    """Whether the router calls this worker healthy (``is_healthy``, ``healthy`` or a ``status`` word)."""
     for key in ("is_healthy", "healthy"):
         if key in worker:
             return bool(worker[key])
     return str(worker.get("status", "healthy")).lower() in ("healthy", "ready", "ok")
-
-
-def unknown_workers(payload: object, backends: Sequence[Backend]) -> list[dict]:
-    """The workers a router lists that are none of the configured backends (drift at run time)."""
-    return [w for w in listed_workers(payload)
-            if not any(worker_matches(str(w.get("url", "")), backend) for backend in backends)]
 
 
 def check_workers(payload: object, backends: Sequence[Backend]) -> Check:
@@ -70,7 +65,7 @@ def check_workers(payload: object, backends: Sequence[Backend]) -> Check:
         found = [w for w in workers if worker_matches(str(w.get("url", "")), backend)]
         if not found:
             missing.append(backend.service)
-        elif not any(_healthy(w) for w in found):
+        elif not any(healthy(w) for w in found):
             unhealthy.append(backend.service)
     problems = ([f"missing: {', '.join(missing)}"] if missing else []) + (
         [f"unhealthy: {', '.join(unhealthy)}"] if unhealthy else [])
