@@ -66,7 +66,8 @@ def _parser(*, demo_options: bool = True) -> argparse.ArgumentParser:
     restart = sub.add_parser("restart", help="restart SERVICEs and prove what comes after them (the router) again")
     restart.add_argument("targets", metavar="[CONFIG] SERVICE", nargs="+")
     restart.add_argument("--with-dependents", action="store_true",
-                         help="also restart what comes after them (for a prefill: the decodes beside it, too)")
+                         help="also restart what comes after them (for a prefill: the decodes beside it, too; with "
+                              "--rolling, a prefill's decodes restart in turn after it, before it goes back in)")
     restart.add_argument("--no-drain", action="store_true",
                          help="restart a backend under serving routers as it is (by default it is taken out of them "
                               "first, drained, and put back once proven: the routers keep serving)")
@@ -348,9 +349,6 @@ def _restart(args: argparse.Namespace) -> int:
         drain_timeout = parse_duration(args.drain_timeout)
     except ValueError as exc:
         return _error(f"--drain-timeout: {exc}")
-    if args.rolling and args.with_dependents:
-        return _error("restart: --rolling restarts one service at a time; --with-dependents restarts a prefill's "
-                      "decodes with it at once: use one or the other")
     intent = Intent(Verb.RESTART, tuple(dict.fromkeys(targets)), with_dependents=args.with_dependents,
                     drain=not args.no_drain, drain_timeout=drain_timeout, rolling=args.rolling)
     return _bring_up(deployment, _factory(args), args, intent=intent)

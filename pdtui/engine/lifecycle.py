@@ -13,7 +13,7 @@ again (the :class:`Launcher` it implements).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Protocol
 
 from pdtui.config import BACKEND_ROLES, Deployment
@@ -183,15 +183,18 @@ class Lifecycle:
 
     async def _roll(self, runs: list[ServiceRun]) -> None:
         """One at a time: each drained, restarted, proven and back in before the next begins; a service that is
-        not back stops the roll there (the rest are left as they run)."""
+        not back stops the roll there (the rest are left as they run). With ``--with-dependents`` a prefill's
+        decodes are restarted in turn after it, before it goes back in (they keep its old transfer endpoints)."""
+        restarted: set[str] = set()
         try:
             for n, run in enumerate(runs):
+                if run.name in restarted:
+                    continue
                 self._notice(run, "info", f"{run.name}: rolling restart, {n + 1} of {len(runs)}")
-                if self._serving_routers(run):
-                    await self._drained_restart(run)
-                else:
-                    self.launcher.launch(run, Action.RESTART, reason="rolling restart")
-                    await self._until_settled(run)
+                after = self._decodes_after(run) if self.intent.with_dependents else []
+                self.draining.update(d.name for d in after)
+                restarted.update(d.name for d in after)
+                await self._restart_in_turn(run, after)
                 if run.state not in SERVING_STATES:
                     rest = [r.name for r in runs[n + 1:]]
                     if rest:
@@ -199,11 +202,22 @@ class Lifecycle:
                                                    f"{', '.join(rest)} left as {'they run' if len(rest) > 1 else 'it runs'}")
                     return
         finally:
-            self.draining.difference_update(run.name for run in runs)
+            self.draining.difference_update(restarted | {run.name for run in runs})
             self.launcher.changed()
 
-    async def _drained_restart(self, run: ServiceRun) -> None:
-        """Take ``run`` out of its routers, let it finish its requests, restart it, prove it, put it back."""
+    async def _restart_in_turn(self, run: ServiceRun, after: Sequence[ServiceRun] = ()) -> None:
+        """One service of a roll: drained when routers serve in front of it, else restarted and waited for."""
+        if self._serving_routers(run):
+            await self._drained_restart(run, after)
+            return
+        self.launcher.launch(run, Action.RESTART, reason="rolling restart")
+        await self._until_settled(run)
+        for decode in after:
+            await self._restart_in_turn(decode)
+
+    async def _drained_restart(self, run: ServiceRun, after: Sequence[ServiceRun] = ()) -> None:
+        """Take ``run`` out of its routers, let it finish its requests, restart it, prove it, put it back; the
+        decodes ``after`` it are restarted in turn once it is ready, before it is proven."""
         try:
             routers = self._serving_routers(run)
             where = ", ".join(r.name for r in routers)
@@ -216,6 +230,15 @@ class Lifecycle:
             await self._until_settled(run)
             if run.state in BAD_OUTCOMES:
                 self._notice(run, "error", f"{run.name}: {run.state.value} after its restart: left out of {where}")
+                return
+            for decode in after:
+                self._notice(decode, "info", f"{decode.name}: restarted after {run.name} (--with-dependents), before "
+                                             f"{run.name} goes back in")
+                await self._restart_in_turn(decode)
+            down = [decode.name for decode in after if decode.state not in SERVING_STATES]
+            if down:
+                self._notice(run, "error", f"{run.name}: left out of {where}: {', '.join(down)} did not come back "
+                                           f"after {'their restarts' if len(down) > 1 else 'its restart'}")
                 return
             if await self._proven(run, routers):
                 await drain.put_back()
@@ -283,6 +306,12 @@ class Lifecycle:
                 names |= dict.fromkeys(self._paired_decodes(run))
         return list(names)
 
+    def _decodes_after(self, run: ServiceRun) -> list[ServiceRun]:
+        """A prefill's decodes that serve: restarted after it in a rolling restart with ``--with-dependents``."""
+        if run.cfg.role != "prefill":
+            return []
+        return [self.runs[name] for name in self._paired_decodes(run) if self.runs[name].state in SERVING_STATES]
+
     def _paired_decodes(self, prefill: ServiceRun) -> list[str]:
         """The decodes that share a router with ``prefill``: the ones that talk to it."""
         routers = self.deployment.routers_of(prefill.name)
@@ -290,7 +319,11 @@ class Lifecycle:
                 and any(router in routers for router in self.deployment.routers_of(r.name))]
 
     def _warn_lone_prefill(self, runs: list[ServiceRun], with_dependents: bool) -> None:
-        """A prefill restarted under a decode that keeps running: the decode still holds the old one's endpoints."""
+        """A prefill restarted under a decode that keeps running: the decode still holds the old one's endpoints
+        (said before a rolling restart of prefills begins, with what it will do about it)."""
+        if self.intent.rolling:
+            self._tell_prefill_roll(runs, with_dependents)
+            return
         if with_dependents:
             return
         for run in runs:
@@ -301,6 +334,22 @@ class Lifecycle:
                     "the transfer endpoints of the prefill it first reached for its whole life; restart "
                     f"{', '.join(staying)} too, or use --with-dependents", run.name, self.launcher.elapsed()))
 
+
+    def _tell_prefill_roll(self, runs: list[ServiceRun], with_dependents: bool) -> None:
+        for run in runs:
+            decodes = self._paired_decodes(run) if run.cfg.role == "prefill" else []
+            if not decodes:
+                continue
+            names = ", ".join(decodes)
+            if with_dependents:
+                text = (f"{run.name}: rolling restart of a prefill: SGLang's decode keeps the transfer endpoints of the "
+                        f"prefill it first reached, so {names} restart in turn after it, before it goes back in")
+            else:
+                text = (f"{run.name}: rolling restart of a prefill: SGLang's decode keeps the transfer endpoints of the "
+                        f"prefill it first reached; every pair with {run.name} is proven again before it goes back, "
+                        f"a pair that fails is named and keeps it out until that decode is restarted "
+                        f"(--with-dependents restarts {names} in turn)")
+            self.launcher.emit(Notice("warning", text, run.name, self.launcher.elapsed()))
 
 def busy(run: ServiceRun) -> bool:
     """Starting, stopping, or about to (a restart asked for already, waiting for its turn)."""

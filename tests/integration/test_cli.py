@@ -208,12 +208,6 @@ def test_restart_of_a_service_the_config_does_not_have_is_one_line(tmp_path):
     assert result.stderr.strip().count("\n") == 0 and "no service 'decoder'" in result.stderr
 
 
-def test_a_rolling_restart_with_dependents_is_refused_in_one_line():
-    result = pdtui("restart", "--rolling", "--with-dependents", "sample_configs/reference.yaml", "prefills")
-    assert result.returncode == 2 and result.stderr.strip().count("\n") == 0, result.stderr
-    assert "--rolling restarts one service at a time" in result.stderr and "Traceback" not in result.stderr
-
-
 def test_a_bad_drain_timeout_is_one_line():
     result = pdtui("restart", "sample_configs/reference.yaml", "decode", "--drain-timeout", "soon")
     assert result.returncode == 2 and result.stderr.startswith("pdtui: --drain-timeout: "), result.stderr

@@ -157,6 +157,25 @@ async def test_a_rolling_restart_of_both_decodes_under_load_loses_no_request(san
     lost_nothing(traffic, rec)
 
 
+async def test_a_rolling_restart_of_the_prefill_with_dependents_restarts_both_decodes_before_it_goes_back(sandbox,
+                                                                                                         router):
+    deployment, (p, _, _, r) = one_prefill_two_decodes(sandbox, router)
+    assert (await bring_up(deployment))[0].ok
+    done, rec, _ = await bring_up(deployment, intent=Intent(Verb.RESTART, ("prefill",), rolling=True,
+                                                            with_dependents=True))
+    assert done.ok, done
+    said = [n.text for n in rec.of(Notice)]
+    assert "router: prefill is its only prefill: it answers 503 while prefill is out, and serves again once it is back" \
+        in said
+    assert said.index("decode2: back in router") < said.index("prefill: back in router")
+    assert not {"stopping", "starting"} & set(rec.states("router")), "the router is never restarted"
+    listed = await RouterWorkers("router", HttpProber(LocalHost()), r, "127.0.0.1").listed()
+    prefill = next(w for w in listed if w.url == f"http://127.0.0.1:{p}")
+    assert prefill.bootstrap_port is not None and len(listed) == 3
+    answer = await HttpProber(LocalHost()).request("POST", r, "/generate", body=GENERATE)
+    assert answer.status == 200, answer.describe()
+
+
 async def test_down_of_one_decode_under_load_drains_it_first_and_no_request_fails(sandbox, router):
     deployment, (_, _, d2, r) = one_prefill_two_decodes(sandbox, router)
     done, _, _ = await bring_up(deployment)

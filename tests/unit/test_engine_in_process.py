@@ -331,6 +331,38 @@ async def test_a_rolling_restart_stops_at_a_decode_that_does_not_come_back_and_l
                     "rolling restart stopped at decode (failed): decode-1 left as it runs"]
 
 
+async def test_a_rolling_restart_of_a_prefill_says_its_decodes_keep_its_endpoints_before_it_begins():
+    async with Bringing(decodes=2) as up:
+        assert (await up.orchestrator.run()).ok
+        done, rec = await again(up, Intent(Verb.RESTART, ("prefill",), rolling=True))
+    assert done.ok, done
+    said = [n.text for n in rec.of(Notice) if n.service == "prefill" and "GPUs" not in n.text]
+    assert said[0].startswith("prefill: rolling restart of a prefill: SGLang's decode keeps the transfer endpoints")
+    assert "(--with-dependents restarts decode, decode-1 in turn)" in said[0]
+    assert said[1:3] == ["prefill: rolling restart, 1 of 1", "prefill: taking it out of router (drain, at most 2m)"]
+
+
+async def test_a_rolling_restart_of_a_prefill_with_dependents_restarts_its_decodes_before_it_goes_back():
+    async with Bringing(decodes=2) as up:
+        assert (await up.orchestrator.run()).ok
+        before = {name: s.invocation for name, s in up.fleet.services.items()}
+        done, rec = await again(up, Intent(Verb.RESTART, ("prefill",), rolling=True, with_dependents=True))
+    assert done.ok, done
+    after = {name: s.invocation for name, s in up.fleet.services.items()}
+    assert [name for name in after if after[name] != before[name]] == ["prefill", "decode", "decode-1"]
+    said = [n.text for n in rec.of(Notice) if "GPUs" not in n.text]
+    assert said[0].endswith("so decode, decode-1 restart in turn after it, before it goes back in")
+    order = [said.index(text) for text in (
+        "prefill: taking it out of router (drain, at most 2m)",
+        "decode: restarted after prefill (--with-dependents), before prefill goes back in",
+        "decode: back in router",
+        "decode-1: restarted after prefill (--with-dependents), before prefill goes back in",
+        "decode-1: back in router",
+        "prefill: back in router")]
+    assert order == sorted(order), said
+    assert rec.states("router")[0] == "waiting" and "stopping" not in rec.states("router"), "never restarted"
+
+
 async def test_down_of_one_decode_drains_it_out_of_the_router_and_stops_it_alone():
     async with Bringing(decodes=2) as up:
         assert (await up.orchestrator.run()).ok
