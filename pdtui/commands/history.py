@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import TextIO
 
+from pdtui.engine.events import Drained
 from pdtui.faces.run_history import HistoryError, RunRecord, ServiceRecord, connect, load_runs
 from pdtui.faces.timeline import took
 from pdtui.support.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
@@ -31,11 +32,22 @@ def outcome(run: RunRecord) -> str:
     return "ready" if run.ok else "failed"
 
 
+def drain_words(d: Drained) -> str:
+    """A drain in a few words: how it ended, how long it was out, how long its requests took to finish."""
+    ended = {"back": f"drained, back after {took(d.out_for)}" if d.out_for is not None else "drained, back",
+             "stopped": "drained and stopped"}.get(d.outcome, f"drained, {d.outcome}")
+    if d.idle_after is None:
+        return ended
+    cut = {0: "none cut", None: "cut unknown"}.get(d.cut, f"{d.cut} cut")
+    return f"{ended} (idle after {took(d.idle_after)}, {cut})"
+
+
 def history_line(run: RunRecord) -> str:
     """One run: when, deployment, outcome, each service's time to ready (or how it ended)."""
     parts = []
     for s in run.services.values():
         parts.append(f"{s.name} {took(s.time_to_ready)}" if s.time_to_ready is not None else f"{s.name} {s.outcome}")
+    parts += [f"{d.service} {drain_words(d)}" for d in run.drains]
     title = "" if run.title == "bringing up" else f" ({run.title})"
     return inert(f"#{run.id}  {when(run.started)}  {run.deployment}{title}  {outcome(run)}  {' · '.join(parts)}", 2000)
 
@@ -46,9 +58,11 @@ def run_json(run: RunRecord) -> str:
                          "outcome": s.outcome, "reason": s.reason, "started": s.started,
                          "time_to_ready": s.time_to_ready, "phases": s.durations()}
                 for s in run.services.values()}
+    drains = [{"service": d.service, "routers": list(d.routers), "outcome": d.outcome, "idle_after": d.idle_after,
+               "cut": d.cut, "out_for": d.out_for, "elapsed": d.elapsed} for d in run.drains]
     return json.dumps({"kind": "run", "id": run.id, "deployment": run.deployment, "title": run.title,
                        "started": run.started, "ok": run.ok, "exit_code": run.exit_code, "elapsed": run.elapsed,
-                       "services": services}, ensure_ascii=True)
+                       "services": services, "drains": drains}, ensure_ascii=True)
 
 
 def critical_path(run: RunRecord) -> list[ServiceRecord]:
@@ -99,6 +113,10 @@ def report_text(run: RunRecord) -> str:
         lines += ["", "steps:"]
         lines += [f"    @{took(elapsed):>7}  {step} {status}" + (f": {detail}" if detail else "")
                   for step, status, detail, elapsed in run.steps]
+    if run.drains:
+        lines += ["", "drains:"]
+        lines += [f"    @{took(d.elapsed):>7}  {d.service} out of {', '.join(d.routers)}: {drain_words(d)}"
+                  for d in run.drains]
     lines += ["", *_chain_lines(run)]
     return "\n".join(inert(line, 2000) for line in lines)
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 
 from pdtui.config.fields import format_duration
 from pdtui.engine.checks.workers import Backend, worker_matches
+from pdtui.engine.events import Drained
 from pdtui.engine.router_workers import RouterWorker, RouterWorkers
 from pdtui.engine.service_run import ServiceRun
 
@@ -36,7 +37,11 @@ class Drain:
     timeout: float
     clock: Callable[[], float]
     removed: list[tuple[ServiceRun, RouterWorkers, RouterWorker]] = field(default_factory=list)
+    began: float | None = None       # when it was taken out
     out_at: float | None = None      # when no router listed it any more
+    idle_at: float | None = None     # when it had no request left, or the drain's timeout ended the wait
+    left: int | None = None          # requests still running then (0: none, None: not known)
+    back_at: float | None = None     # when every router listed it healthy again
 
     def _api(self, router: ServiceRun) -> RouterWorkers:
         assert router.cfg.port is not None
@@ -47,6 +52,7 @@ class Drain:
         """Every router in front of it stops sending it requests; back once none lists it (RouterApiError: one
         refused, and what was taken out so far is put back)."""
         backend = self.backend
+        self.began = self.clock()
         for router in self.routers:
             api = self._api(router)
             names = Backend(backend.name, backend.cfg.role, backend.cfg.port or 0, backend.names_for(router.cfg))
@@ -74,8 +80,16 @@ class Drain:
         while True:
             left = await self._requests_left()
             if left == 0 or self.clock() >= deadline:
+                self.idle_at, self.left = self.clock(), left
                 return left
             await asyncio.sleep(IDLE_POLL)
+
+    def told(self, outcome: str, elapsed: float) -> Drained:
+        """The drain as the faces and the history keep it, once it is over (``outcome``: how it ended)."""
+        began = self.began if self.began is not None else self.clock()
+        return Drained(self.backend.name, tuple(r.name for r in self.routers), outcome,
+                       None if self.idle_at is None else self.idle_at - began, self.left,
+                       None if self.back_at is None else self.back_at - began, elapsed)
 
     async def _requests_left(self) -> int | None:
         """Its requests running and queued: from its ``/metrics``, else from its latest batch line since it was
@@ -98,6 +112,7 @@ class Drain:
         """Register it again with every router it was taken out of, and wait until each lists it healthy."""
         removed, self.removed = self.removed, []
         await asyncio.gather(*(self._back(router, api, worker) for router, api, worker in removed))
+        self.back_at = self.clock()
 
     async def _back(self, router: ServiceRun, api: RouterWorkers, old: RouterWorker) -> None:
         if not await api.until_gone(old.url, self.timeout):     # smg refuses a URL it still drains

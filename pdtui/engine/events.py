@@ -189,6 +189,21 @@ class RouterBackends:
 
 
 @dataclass(frozen=True, slots=True)
+class Drained:
+    """A backend's drain once it is over: taken out of its routers, its requests finished (or cut at the drain's
+    timeout), then ``back`` in them, ``stopped``, or ``left out`` (it failed after its restart, or a pair with it
+    did)."""
+
+    service: str
+    routers: tuple[str, ...]
+    outcome: str                 # back | stopped | left out
+    idle_after: float | None     # seconds from the take-out until no request was left (or the timeout)
+    cut: int | None              # requests still running then and cut (None: not known)
+    out_for: float | None        # seconds it was out of its routers, take-out to back in (None: not back)
+    elapsed: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
 class CanaryResult:
     """A ready router's canary: one tiny generation through it, every ``canary`` interval."""
 
@@ -308,7 +323,7 @@ class Done:
 
 
 Event = (PlanReady | StepChanged | StateChanged | LogLines | PhaseStarted | ProbeResult | PairMatrix | RouterBackends
-         | CanaryResult | ServingFigures | UnitStatus | JobStatus | HostStatus | GpuSample | Notice | Done)
+         | Drained | CanaryResult | ServingFigures | UnitStatus | JobStatus | HostStatus | GpuSample | Notice | Done)
 
 
 class EventSource(Protocol):

@@ -143,10 +143,11 @@ class Lifecycle:
             self._ask(self._drained_stop(run), f"drain and stop {run.name}")
 
     async def _drained_stop(self, run: ServiceRun) -> None:
+        drain = None
         try:
             routers = self._serving_routers(run) if self.intent.drain else []
             if routers:
-                await self._taken_out(run, routers, "stopping", back=False)
+                drain = await self._taken_out(run, routers, "stopping", back=False)
             else:
                 for name in self.deployment.dependents(run.name):
                     if self.runs[name].state in SERVING_STATES:
@@ -155,6 +156,8 @@ class Lifecycle:
                 run.task.cancel()       # its watch: the stop is no failure
             await run.stop(disable=self.intent.disable)
         finally:
+            if drain is not None:
+                self.launcher.emit(drain.told("stopped", self.launcher.elapsed()))
             self.draining.discard(run.name)
             self.launcher.changed()
 
@@ -218,6 +221,7 @@ class Lifecycle:
     async def _drained_restart(self, run: ServiceRun, after: Sequence[ServiceRun] = ()) -> None:
         """Take ``run`` out of its routers, let it finish its requests, restart it, prove it, put it back; the
         decodes ``after`` it are restarted in turn once it is ready, before it is proven."""
+        drain, outcome = None, "left out"
         try:
             routers = self._serving_routers(run)
             where = ", ".join(r.name for r in routers)
@@ -242,12 +246,15 @@ class Lifecycle:
                 return
             if await self._proven(run, routers):
                 await drain.put_back()
+                outcome = "back"
                 self._notice(run, "info", f"{run.name}: back in {where}")
                 for router in routers:
                     await router.canary_now()     # a generation through it again (its only pair, when it has one)
         except (RouterApiError, TimeoutError) as exc:
             self._notice(run, "error", f"{run.name}: not put back: {exc}")
         finally:
+            if drain is not None:
+                self.launcher.emit(drain.told(outcome, self.launcher.elapsed()))
             if not self.intent.rolling:
                 self.draining.discard(run.name)     # a rolling restart holds its services until the roll ends
                 self.launcher.changed()

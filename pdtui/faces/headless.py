@@ -17,6 +17,7 @@ from typing import TextIO
 from pdtui.engine.events import (
     CanaryResult,
     Done,
+    Drained,
     Event,
     GpuSample,
     HostStatus,
@@ -40,9 +41,9 @@ from pdtui.servers.sglang.phases import slow
 from pdtui.support.text import inert
 
 KINDS = {PlanReady: "plan", StepChanged: "step", StateChanged: "state", LogLines: "log", PhaseStarted: "phase",
-         ProbeResult: "probe", PairMatrix: "pairs", RouterBackends: "workers", CanaryResult: "canary",
-         ServingFigures: "figures", UnitStatus: "unit",
-         JobStatus: "job", HostStatus: "host", GpuSample: "gpus", Notice: "notice", Done: "done"}
+         ProbeResult: "probe", PairMatrix: "pairs", RouterBackends: "workers", Drained: "drain", CanaryResult: "canary",
+         ServingFigures: "figures", UnitStatus: "unit", JobStatus: "job", HostStatus: "host", GpuSample: "gpus",
+         Notice: "notice", Done: "done"}
 LOUD_STATES = (ServiceState.READY, ServiceState.DEGRADED, ServiceState.FAILED, ServiceState.TIMED_OUT,
                ServiceState.STOPPED)
 

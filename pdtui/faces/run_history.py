@@ -19,6 +19,7 @@ from pathlib import Path
 
 from pdtui.engine.events import (
     Done,
+    Drained,
     Event,
     JobStatus,
     PhaseStarted,
@@ -46,6 +47,9 @@ CREATE TABLE IF NOT EXISTS services (
 CREATE TABLE IF NOT EXISTS phases (
     run INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE, service TEXT NOT NULL, position INTEGER NOT NULL,
     phase TEXT NOT NULL, at REAL, duration REAL);
+CREATE TABLE IF NOT EXISTS drains (
+    run INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE, position INTEGER NOT NULL, service TEXT NOT NULL,
+    routers TEXT NOT NULL, outcome TEXT NOT NULL, idle_after REAL, cut INTEGER, out_for REAL, elapsed REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS steps (
     run INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE, position INTEGER NOT NULL, step TEXT NOT NULL,
     status TEXT NOT NULL, detail TEXT NOT NULL, elapsed REAL NOT NULL);
@@ -94,6 +98,7 @@ class RunRecord:
     started: float
     services: dict[str, ServiceRecord] = field(default_factory=dict)
     steps: list[tuple[str, str, str, float]] = field(default_factory=list)   # (step, status, detail, elapsed)
+    drains: list[Drained] = field(default_factory=list)     # backends taken out of their routers, in order
     id: int | None = None
     elapsed: float | None = None
     ok: bool | None = None
@@ -125,7 +130,7 @@ def save(db: sqlite3.Connection, run: RunRecord) -> int:
             run.id = cursor.lastrowid
         db.execute("UPDATE runs SET elapsed = ?, ok = ?, exit_code = ? WHERE id = ?",
                    (run.elapsed, None if run.ok is None else int(run.ok), run.exit_code, run.id))
-        for table in ("services", "phases", "steps"):
+        for table in ("services", "phases", "steps", "drains"):
             db.execute(f"DELETE FROM {table} WHERE run = ?", (run.id,))
         for position, s in enumerate(run.services.values()):
             db.execute("INSERT INTO services VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -136,6 +141,9 @@ def save(db: sqlite3.Connection, run: RunRecord) -> int:
                            [(run.id, s.name, i, name, at, lengths.get(name)) for i, (name, at) in enumerate(s.phases)])
         db.executemany("INSERT INTO steps VALUES (?, ?, ?, ?, ?, ?)",
                        [(run.id, i, *step) for i, step in enumerate(run.steps)])
+        db.executemany("INSERT INTO drains VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                       [(run.id, i, d.service, ",".join(d.routers), d.outcome, d.idle_after, d.cut, d.out_for,
+                         d.elapsed) for i, d in enumerate(run.drains)])
     return run.id
 
 
@@ -174,6 +182,10 @@ def _load_run(db: sqlite3.Connection, row: tuple) -> RunRecord:
             run.services[service].phases.append((phase, at))
     run.steps = [tuple(r) for r in db.execute("SELECT step, status, detail, elapsed FROM steps WHERE run = ? "
                                               "ORDER BY position", (run_id,))]
+    run.drains = [Drained(service, tuple(r for r in routers.split(",") if r), outcome, idle_after, cut, out_for, at)
+                  for service, routers, outcome, idle_after, cut, out_for, at in db.execute(
+                      "SELECT service, routers, outcome, idle_after, cut, out_for, elapsed FROM drains WHERE run = ? "
+                      "ORDER BY position", (run_id,))]
     return run
 
 
@@ -226,6 +238,8 @@ class HistoryRecorder:
             run.services[event.service].invocation = event.invocation
         elif isinstance(event, JobStatus) and event.service in run.services:
             run.services[event.service].invocation = event.job_id       # a job's id is its invocation
+        elif isinstance(event, Drained):
+            run.drains.append(event)
         elif isinstance(event, StepChanged) and event.status is not StepStatus.PENDING:
             run.steps.append((event.step.value, event.status.value, event.detail, event.elapsed))
         elif isinstance(event, Done):

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from pdtui.config import parse_config
-from pdtui.engine.events import Done, Notice
+from pdtui.engine.events import Done, Drained, Notice
 from pdtui.engine.intent import Intent, Verb
 from pdtui.engine.orchestrator import Orchestrator
 from pdtui.engine.readiness import LineJudge
@@ -316,6 +316,10 @@ async def test_a_rolling_restart_takes_one_decode_out_at_a_time_and_the_router_s
     assert said.index("decode: back in router") < said.index("decode-1: taking it out of router (drain, at most 2m)")
     assert [t for t in said if "rolling" in t] == ["decode: rolling restart, 1 of 2", "decode-1: rolling restart, 2 of 2"]
     assert rec.states("router") == ["waiting", "ready"], "judged once, then serving throughout"
+    drains = rec.of(Drained)
+    assert [(d.service, d.routers, d.outcome, d.cut) for d in drains] == [("decode", ("router",), "back", 0),
+                                                                          ("decode-1", ("router",), "back", 0)]
+    assert all(d.out_for is not None and d.idle_after is not None and d.out_for > d.idle_after for d in drains)
 
 
 async def test_a_rolling_restart_stops_at_a_decode_that_does_not_come_back_and_leaves_the_next_as_it_runs():
@@ -370,6 +374,7 @@ async def test_down_of_one_decode_drains_it_out_of_the_router_and_stops_it_alone
         running = {name: s.active for name, s in up.fleet.services.items()}
     assert done.ok, done
     assert running == {"prefill": "active", "decode": "active", "decode-1": "inactive", "router": "active"}
+    assert [(d.service, d.outcome, d.out_for) for d in rec.of(Drained)] == [("decode-1", "stopped", None)]
     assert rec.states("decode-1")[-2:] == ["stopping", "stopped"]
     assert rec.states("router") == ["waiting", "ready"], "judged, then serving throughout"
     said = [n.text for n in rec.of(Notice) if n.service == "decode-1"]
@@ -385,6 +390,7 @@ async def test_down_of_one_decode_without_drain_says_the_router_runs_without_it(
         running = {name: s.active for name, s in up.fleet.services.items()}
     assert done.ok, done
     assert running == {"prefill": "active", "decode": "active", "decode-1": "inactive", "router": "active"}
+    assert not rec.of(Drained)
     assert up.fleet.services["router"].removed == set()
     assert [n.text for n in rec.of(Notice) if n.service == "router"] == ["router degraded: decode-1 is being stopped"]
 

@@ -9,6 +9,7 @@ from pdtui.cli import main
 from pdtui.commands.history import critical_path, history_line, report_text
 from pdtui.engine.events import (
     Done,
+    Drained,
     PhaseStarted,
     PlanReady,
     ServiceInfo,
@@ -200,3 +201,34 @@ def test_history_says_a_run_was_interrupted(tmp_path):
     record(path, a_bring_up()[:5]).interrupted(130)
     [run] = load_runs(connect(path, create=False))
     assert "  interrupted  " in history_line(run)
+
+
+def a_drained_restart() -> list:
+    return [PlanReady("dsv4", PLAN.services, (), title="rolling restart of decode, prefill"),
+            Drained("decode", ("router",), "back", idle_after=1.25, cut=0, out_for=74.0, elapsed=75.0),
+            Drained("prefill", ("router",), "left out", idle_after=120.0, cut=3, out_for=None, elapsed=200.0),
+            Done(False, 1, failures={"prefill": "pair prefill → decode failed"}, elapsed=201.0)]
+
+
+def test_drains_are_kept_with_how_long_each_took_and_what_was_cut(tmp_path):
+    path = tmp_path / "h.sqlite3"
+    record(path, a_drained_restart())
+    [run] = load_runs(connect(path, create=False))
+    assert run.drains == a_drained_restart()[1:3]
+    line = history_line(run)
+    assert "decode drained, back after 1m14s (idle after 1.2s, none cut)" in line
+    assert "prefill drained, left out (idle after 2m00s, 3 cut)" in line
+    report = report_text(run).splitlines()
+    drains = report.index("drains:")
+    assert report[drains + 1:drains + 3] == [
+        "    @  1m15s  decode out of router: drained, back after 1m14s (idle after 1.2s, none cut)",
+        "    @  3m20s  prefill out of router: drained, left out (idle after 2m00s, 3 cut)"]
+
+
+def test_a_runs_json_holds_its_drains(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    record(history_path({"XDG_STATE_HOME": str(tmp_path)}), a_drained_restart())
+    code, out, _ = run_cli(monkeypatch, capsys, "report", "--json")
+    assert code == 0
+    assert json.loads(out)["drains"][0] == {"service": "decode", "routers": ["router"], "outcome": "back",
+                                            "idle_after": 1.25, "cut": 0, "out_for": 74.0, "elapsed": 75.0}
