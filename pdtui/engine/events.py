@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Protocol
 
+from pdtui.engine.intent import RestartHow
 from pdtui.engine.states import ServiceState
 
 
@@ -345,8 +346,9 @@ class EventSource(Protocol):
         """
         ...
 
-    def restart(self, service: str) -> bool:
-        """Restart a service's unit; what comes after it is proven again once it is back.
+    def restart(self, service: str, how: RestartHow = RestartHow.DRAIN) -> bool:
+        """Restart a service's unit; what comes after it is proven again once it is back (a backend under
+        serving routers drained first, or its whole role rolled, as ``how`` says).
 
         Returns False when it cannot be restarted now (it is starting or stopping).
         """

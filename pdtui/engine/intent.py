@@ -18,6 +18,14 @@ class Verb(str, Enum):
     DOWN = "down"          # stop everything, what comes after first
 
 
+class RestartHow(str, Enum):
+    """How a face's restart of one backend under serving routers goes (the TUI's ``R`` offers each)."""
+
+    DRAIN = "drain"        # taken out of its routers, restarted, proven, put back: the routers serve throughout
+    ROLLING = "rolling"    # every service of its role in turn, this one first, each drained
+    NOW = "now"            # restarted at once: what comes after it waits for it and is proven again
+
+
 class Action(str, Enum):
     """What a service's run does with its unit when its turn comes."""
 

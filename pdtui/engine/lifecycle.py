@@ -20,7 +20,7 @@ from pdtui.config import BACKEND_ROLES, Deployment
 from pdtui.config.fields import format_duration
 from pdtui.engine.drain import Drain
 from pdtui.engine.events import Event, Notice
-from pdtui.engine.intent import Action, Intent
+from pdtui.engine.intent import Action, Intent, RestartHow
 from pdtui.engine.router_workers import RouterApiError
 from pdtui.engine.service_run import ServiceRun
 from pdtui.engine.states import SERVING_STATES, ServiceState
@@ -59,6 +59,7 @@ class Lifecycle:
         self.launcher = launcher
         self.asked: set[asyncio.Task] = set()       # what a face asked for (pairs proven again) while it runs
         self.draining: set[str] = set()             # backends out of their routers until proven and put back
+        self.rolling = False                        # a rolling restart under way (one at a time)
 
     def retry(self, service: str) -> bool:
         """Start a failed or timed-out service again (a fresh attempt), and what it blocked."""
@@ -72,12 +73,20 @@ class Lifecycle:
         self.launcher.tell_outcome_again()
         return True
 
-    def restart_one(self, service: str) -> bool:
-        """Restart one service now; what comes after it goes back to waiting and is proven again."""
+    def restart_one(self, service: str, how: RestartHow = RestartHow.DRAIN) -> bool:
+        """Restart one service now: a backend under serving routers drained (or its role rolled, this one first),
+        or at once, what comes after it going back to waiting and proven again."""
         run = self.runs.get(service)
-        if run is None or busy(run) or service in self.draining:
+        if run is None or busy(run) or service in self.draining or (how is RestartHow.ROLLING and self.rolling):
             return False
-        self.restart([run], with_dependents=False)
+        if how is RestartHow.NOW or (how is RestartHow.DRAIN and not self.intent.drain) or not self._serving_routers(run):
+            self._restart_now([run], with_dependents=False)
+        elif how is RestartHow.ROLLING:
+            role = [r for r in self.runs.values() if r.cfg.role == run.cfg.role and r is not run and not busy(r)]
+            self._start_roll([run, *role])
+        else:
+            self.draining.add(run.name)
+            self._ask(self._drained_restart(run), f"drain and restart {run.name}")
         self.launcher.tell_outcome_again()
         return True
 
@@ -103,16 +112,22 @@ class Lifecycle:
 
         A backend under serving routers is drained instead (unless ``--no-drain`` or ``--with-dependents``): taken
         out of them, restarted, proven and put back, the routers serving throughout."""
-        self._warn_lone_prefill(runs, with_dependents)
         if self.intent.rolling:
-            self.draining.update(run.name for run in runs)
-            self._ask(self._roll(runs), f"rolling restart of {', '.join(r.name for r in runs)}")
+            self._start_roll(runs)
             return
+        self._warn_lone_prefill(runs, with_dependents)
         drained = [] if with_dependents or not self.intent.drain else [r for r in runs if self._serving_routers(r)]
         for run in drained:
             self.draining.add(run.name)
             self._ask(self._drained_restart(run), f"drain and restart {run.name}")
         self._restart_now([r for r in runs if r not in drained], with_dependents=with_dependents)
+
+    def _start_roll(self, runs: list[ServiceRun]) -> None:
+        """A rolling restart of ``runs``, said before it begins when a prefill is among them."""
+        self._tell_prefill_roll(runs, self.intent.with_dependents)
+        self.rolling = True
+        self.draining.update(run.name for run in runs)
+        self._ask(self._roll(runs), f"rolling restart of {', '.join(r.name for r in runs)}")
 
     def _restart_now(self, runs: list[ServiceRun], *, with_dependents: bool) -> None:
         """Restart ``runs`` at once; what comes after them goes back to waiting (or restarts, when asked)."""
@@ -205,6 +220,7 @@ class Lifecycle:
                                                    f"{', '.join(rest)} left as {'they run' if len(rest) > 1 else 'it runs'}")
                     return
         finally:
+            self.rolling = False
             self.draining.difference_update(restarted | {run.name for run in runs})
             self.launcher.changed()
 
@@ -255,7 +271,7 @@ class Lifecycle:
         finally:
             if drain is not None:
                 self.launcher.emit(drain.told(outcome, self.launcher.elapsed()))
-            if not self.intent.rolling:
+            if not self.rolling:
                 self.draining.discard(run.name)     # a rolling restart holds its services until the roll ends
                 self.launcher.changed()
 
@@ -326,11 +342,7 @@ class Lifecycle:
                 and any(router in routers for router in self.deployment.routers_of(r.name))]
 
     def _warn_lone_prefill(self, runs: list[ServiceRun], with_dependents: bool) -> None:
-        """A prefill restarted under a decode that keeps running: the decode still holds the old one's endpoints
-        (said before a rolling restart of prefills begins, with what it will do about it)."""
-        if self.intent.rolling:
-            self._tell_prefill_roll(runs, with_dependents)
-            return
+        """A prefill restarted under a decode that keeps running: the decode still holds the old one's endpoints."""
         if with_dependents:
             return
         for run in runs:
@@ -343,6 +355,7 @@ class Lifecycle:
 
 
     def _tell_prefill_roll(self, runs: list[ServiceRun], with_dependents: bool) -> None:
+        """Before a rolling restart of prefills: their decodes keep the old endpoints, and what is done about it."""
         for run in runs:
             decodes = self._paired_decodes(run) if run.cfg.role == "prefill" else []
             if not decodes:

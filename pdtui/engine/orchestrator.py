@@ -26,7 +26,7 @@ from pdtui.config import Deployment
 from pdtui.config.fields import format_duration
 from pdtui.engine.events import Done, Event, HostStatus, Notice, PlanReady, Step, StepChanged, StepStatus
 from pdtui.engine.figures import FiguresWatch
-from pdtui.engine.intent import UP, Action, Intent, Verb
+from pdtui.engine.intent import UP, Action, Intent, RestartHow, Verb
 from pdtui.engine.lifecycle import BAD_OUTCOMES, Lifecycle
 from pdtui.engine.preflight import Preflight
 from pdtui.engine.service_run import ServiceRun
@@ -133,8 +133,8 @@ class Orchestrator:
     def retry(self, service: str) -> bool:
         return self._lifecycle.retry(service)
 
-    def restart(self, service: str) -> bool:
-        return self._lifecycle.restart_one(service)
+    def restart(self, service: str, how: RestartHow = RestartHow.DRAIN) -> bool:
+        return self._lifecycle.restart_one(service, how)
 
     def stop(self, service: str) -> bool:
         return self._lifecycle.stop_one(service)

@@ -47,6 +47,7 @@ from pdtui.engine.events import (
     StepChanged,
     UnitStatus,
 )
+from pdtui.engine.intent import RestartHow
 from pdtui.engine.states import SERVING_STATES, ServiceState
 from pdtui.faces.timeline import slower
 from pdtui.support.exits import EXIT_FAILED, EXIT_INTERRUPTED
@@ -57,7 +58,7 @@ from pdtui.ui.merged import MergedPane
 from pdtui.ui.model import ElapsedClock
 from pdtui.ui.notify import desktop_notification
 from pdtui.ui.panel import ServicePanel
-from pdtui.ui.screens import ConfirmScreen, HelpScreen, QuitScreen
+from pdtui.ui.screens import ConfirmScreen, HelpScreen, QuitScreen, RestartScreen
 
 if TYPE_CHECKING:
     from pdtui.ui.app import PdtuiApp
@@ -516,11 +517,11 @@ class DeploymentScreen(Screen[None]):
             return
         info = panel.view.info
         after = [p.service for p in self.panels.values() if info.name in p.view.info.after]
+        if verb == "restart" and after and info.role in BACKEND_ROLES:
+            self._choose_restart(panel, after)
+            return
         if verb == "restart":
-            keeps = "keeps" if len(after) == 1 else "keep"
-            consequence = (f"{', '.join(after)} {keeps} serving: it is taken out first (drained), and put back once "
-                           "it is ready and proven again." if after and info.role in BACKEND_ROLES
-                           else f"{', '.join(after)} will wait for it and be proven again." if after
+            consequence = (f"{', '.join(after)} will wait for it and be proven again." if after
                            else "pdtui waits until it is ready again.")
             command = info.restart_command
         else:
@@ -541,6 +542,31 @@ class DeploymentScreen(Screen[None]):
                             severity="warning", markup=False)
 
         self.app.push_screen(ConfirmScreen(what, command, info.host, consequence), callback=answered)
+
+    def _choose_restart(self, panel: ServicePanel, routers: list[str]) -> None:
+        """A backend a router sends requests to: drained (the routers serve on), its role rolled, or at once."""
+        info = panel.view.info
+        where, keeps = ", ".join(routers), "keeps" if len(routers) == 1 else "keep"
+        role = [p.service for p in self.panels.values() if p.view.info.role == info.role]
+        choices = {RestartHow.DRAIN: f"out of {where}, its requests finished, restarted, proven, back in; {where} "
+                                     f"{keeps} serving",
+                   RestartHow.NOW: f"restarted at once; {where} {keeps} sending it requests until its health "
+                                   f"checks notice"}
+        if len(role) > 1:
+            choices[RestartHow.ROLLING] = (f"each {info.role} in turn ({', '.join(role)}), {info.name} first, each "
+                                           f"drained and back before the next")
+
+        def chosen(how: RestartHow | None) -> None:
+            if how is None:
+                return
+            if self.source.restart(info.name, how):
+                self.notify(f"restart {info.name} ({how.value}): {info.restart_command}", markup=False)
+            else:
+                self.notify(f"{info.name} is {panel.view.state.value}: it cannot be restarted now",
+                            severity="warning", markup=False)
+
+        self.app.push_screen(RestartScreen(f"Restart {info.name} ({info.unit})", info.restart_command, info.host,
+                                           choices), callback=chosen)
 
     # -- quitting -------------------------------------------------------------------------
 

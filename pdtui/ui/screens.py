@@ -1,4 +1,5 @@
-"""Modal screens: the key help, the quit confirmation and the confirmation of a restart or stop."""
+"""Modal screens: the key help, the quit confirmation, the confirmation of a restart or stop, and the choice of
+how a backend under a serving router is restarted."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
+from pdtui.engine.intent import RestartHow
 from pdtui.ui.format import BADGE_LABELS
 
 HELP_KEYS: tuple[tuple[str, str], ...] = (
@@ -20,7 +22,7 @@ HELP_KEYS: tuple[tuple[str, str], ...] = (
     ("a", "all services' logs merged by time, and back"),
     ("s", "save the focused log to a file"),
     ("r", "retry the focused service when it failed or timed out"),
-    ("R", "restart the focused service (asks first; shows the command)"),
+    ("R", "restart the focused service (asks: drain, roll or now)"),
     ("x", "stop the focused service (asks first; shows the command)"),
     ("p", "prove every prefill × decode pair again, bypassing the router"),
     ("↑ ↓ pgup pgdn home end", "scroll the focused log"),
@@ -118,3 +120,41 @@ class ConfirmScreen(ModalScreen[bool]):
 
     def action_answer(self, yes: bool) -> None:
         self.dismiss(yes)
+
+
+class RestartScreen(ModalScreen[RestartHow | None]):
+    """How to restart a backend that a serving router sends requests to: drained (the default), its whole role
+    rolled one at a time, or at once; each choice says what the router does meanwhile."""
+
+    BINDINGS = [
+        Binding("y,enter", "choose('drain')", "drain"),
+        Binding("o", "choose('rolling')", "rolling"),
+        Binding("exclamation_mark", "choose('now')", "now"),
+        Binding("n,escape", "choose('')", "no"),
+    ]
+
+    def __init__(self, what: str, command: str, host: str, choices: dict[RestartHow, str]) -> None:
+        super().__init__()
+        self.what, self.command, self.host, self.choices = what, command, host, choices
+
+    def compose(self) -> ComposeResult:
+        message = Text.assemble((f"{self.what}?\n", "bold"), "runs on ", (self.host, "bold"), ":\n  ",
+                                (self.command, "bold"), "\n")
+        for how, key in ((RestartHow.DRAIN, "y"), (RestartHow.ROLLING, "o"), (RestartHow.NOW, "!")):
+            if how in self.choices:
+                message.append_text(Text.assemble("\n", (f"{key}  {how.value}: ", "bold"), self.choices[how]))
+        with Vertical(id="restart-box"):
+            yield Static(message)
+            with Horizontal(id="confirm-buttons"):
+                yield Button("Drain (y)", id="restart-drain", variant="primary")
+                if RestartHow.ROLLING in self.choices:
+                    yield Button("Rolling (o)", id="restart-rolling")
+                yield Button("Now (!)", id="restart-now", variant="error")
+                yield Button("No (n)", id="restart-no")
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.action_choose((event.button.id or "").removeprefix("restart-").replace("no", ""))
+
+    def action_choose(self, how: str) -> None:
+        chosen = RestartHow(how) if how else None
+        self.dismiss(chosen if chosen is None or chosen in self.choices else None)

@@ -44,10 +44,11 @@ from pdtui.engine.events import (
     StepStatus,
     UnitStatus,
 )
+from pdtui.engine.intent import RestartHow
 from pdtui.engine.states import ServiceState as S
 from pdtui.ui.app import PdtuiApp, terminal_driver
 from pdtui.ui.logview import FLOOD_PAINT_INTERVAL, PAINT_INTERVAL, LogView
-from pdtui.ui.screens import ConfirmScreen, HelpScreen, QuitScreen
+from pdtui.ui.screens import ConfirmScreen, HelpScreen, QuitScreen, RestartScreen
 
 
 class RecordingApp(PdtuiApp):
@@ -615,16 +616,23 @@ async def test_restart_key_shows_the_exact_command_and_host_and_restarts_only_on
         await settle(pilot)
         await pilot.press("tab", "R")     # focus decode
         await settle(pilot)
-        assert isinstance(app.screen, ConfirmScreen)
+        assert isinstance(app.screen, RestartScreen)
         text = screen_text(app)
         assert "systemctl restart sglang-dsv4-decode" in text and "gpu0" in text
-        assert "router keeps serving: it is taken out first (drained)" in text
+        assert "y  drain: out of router, its requests finished, restarted, proven, back in; router keeps serving" in text
+        assert "rolling:" not in text, "a lone decode has no role to roll"
         await pilot.press("n")
         await settle(pilot)
-        assert source.actions == [] and not isinstance(app.screen, ConfirmScreen)
+        assert source.actions == [] and not isinstance(app.screen, RestartScreen)
         await pilot.press("R", "y")
         await settle(pilot)
-        assert source.actions == [("restart", "decode")]
+        assert source.actions == [("restart", "decode")] and source.restarts_how == [RestartHow.DRAIN]
+        await pilot.press("R", "exclamation_mark")
+        await settle(pilot)
+        assert source.restarts_how == [RestartHow.DRAIN, RestartHow.NOW]
+        await pilot.press("R", "o")     # not offered: nothing happens but the screen closing
+        await settle(pilot)
+        assert source.restarts_how == [RestartHow.DRAIN, RestartHow.NOW] and not isinstance(app.screen, RestartScreen)
         source.emit(StateChanged("router", S.READY, S.PENDING, "waiting for decode", elapsed=30.0))
         await settle(pilot)
         assert "… waiting for decode" in screen_text(app)

@@ -7,7 +7,7 @@ import pytest
 from ui_fakes import FakeSource, decode_failed_script, ready_script, settle
 
 from pdtui.ui.app import PdtuiApp
-from pdtui.ui.screens import ConfirmScreen
+from pdtui.ui.screens import ConfirmScreen, RestartScreen
 from pdtui.web.options import REFUSED, WATCH, refusal
 
 
@@ -71,7 +71,7 @@ async def test_a_session_with_the_token_asks_as_the_terminal_does() -> None:
         await settle(pilot)
         await pilot.press("R")
         await settle(pilot)
-        assert isinstance(app.screen, ConfirmScreen)
+        assert isinstance(app.screen, RestartScreen)
         await pilot.press("y")
         await settle(pilot)
     assert source.actions == [("restart", "prefill")]

@@ -27,6 +27,7 @@ from pdtui.engine.events import (
     StepChanged,
     StepStatus,
 )
+from pdtui.engine.intent import RestartHow
 from pdtui.engine.states import ServiceState as S
 from pdtui.ui.logview import PAINT_INTERVAL, LogView
 
@@ -41,6 +42,7 @@ class FakeSource:
         self.callbacks: list[Callable[[Event], None]] = []
         self.retries: list[str] = []
         self.actions: list[tuple[str, str]] = []     # (verb, service) of each restart and stop asked for
+        self.restarts_how: list[RestartHow] = []     # how each restart was asked for
         self.retry_result = retry_result
         self.played = False
         self.closed = False
@@ -66,8 +68,9 @@ class FakeSource:
         self.retries.append(service)
         return self.retry_result
 
-    def restart(self, service: str) -> bool:
+    def restart(self, service: str, how: RestartHow = RestartHow.DRAIN) -> bool:
         self.actions.append(("restart", service))
+        self.restarts_how.append(how)
         return True
 
     def stop(self, service: str) -> bool:

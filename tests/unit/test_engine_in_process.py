@@ -14,7 +14,7 @@ import yaml
 
 from pdtui.config import parse_config
 from pdtui.engine.events import Done, Drained, Notice
-from pdtui.engine.intent import Intent, Verb
+from pdtui.engine.intent import Intent, RestartHow, Verb
 from pdtui.engine.orchestrator import Orchestrator
 from pdtui.engine.readiness import LineJudge
 from pdtui.engine.timing import Timing
@@ -181,6 +181,32 @@ async def test_without_drain_a_restarted_decode_sends_the_router_back_to_be_prov
     assert run.rec.states("decode")[-4:] == ["pending", "starting", "waiting", "ready"]
     assert run.rec.states("router")[-3:] == ["pending", "waiting", "ready"]
     assert run.fleet.services["router"].invocation == router_invocation
+
+
+async def test_a_restart_asked_for_at_once_is_not_drained_and_the_router_is_proven_again():
+    async with Bringing(decodes=2) as run:
+        assert (await run.orchestrator.run()).ok
+        first = len(run.rec.states("router"))
+        assert run.orchestrator.restart("decode", RestartHow.NOW)
+        done = await run.next_done(2)
+    assert done.ok, done
+    assert not run.rec.of(Drained) and not texts(run, "decode")
+    assert run.rec.states("router")[first:] == ["pending", "waiting", "ready"]
+
+
+async def test_a_rolling_restart_asked_for_on_one_decode_rolls_its_role_from_it_and_refuses_a_second_roll():
+    async with Bringing(decodes=2) as run:
+        assert (await run.orchestrator.run()).ok
+        before = {name: s.invocation for name, s in run.fleet.services.items()}
+        assert run.orchestrator.restart("decode-1", RestartHow.ROLLING)
+        assert not run.orchestrator.restart("prefill", RestartHow.ROLLING), "one roll at a time"
+        done = await run.next_done(2)
+    assert done.ok, done
+    after = {name: s.invocation for name, s in run.fleet.services.items()}
+    assert [name for name in after if after[name] != before[name]] == ["decode", "decode-1"]
+    assert [d.service for d in run.rec.of(Drained)] == ["decode-1", "decode"]
+    assert [t for t in texts(run, "decode-1") + texts(run, "decode") if "rolling" in t] == [
+        "decode-1: rolling restart, 1 of 2", "decode: rolling restart, 2 of 2"]
 
 
 async def test_a_drained_decode_whose_pair_fails_after_its_restart_is_left_out_naming_the_pair():
