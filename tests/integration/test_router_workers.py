@@ -10,11 +10,13 @@ import subprocess
 import threading
 
 import pytest
+from textual.widgets import Static
 
 from pdtui.engine.checks.workers import key_refused
-from pdtui.engine.events import Notice, StateChanged
+from pdtui.engine.events import Drained, Notice, StateChanged
 from pdtui.engine.http import HttpProber
 from pdtui.engine.intent import Intent, Verb
+from pdtui.engine.orchestrator import Orchestrator
 from pdtui.engine.router_workers import RouterApiError, RouterWorker, RouterWorkers
 from pdtui.faces.status_table import StatusBoard
 from pdtui.hosts.local import LocalHost
@@ -22,7 +24,18 @@ from pdtui.sim.commands import SIM_ROUTER
 from pdtui.sim.knobs import DEFAULT_MODEL
 from pdtui.sim.load import Load, Tally
 from pdtui.sim.ports import free_port
-from tests.engine_helpers import bring_up, real_router_params, router_argv, sim_deployment, worker_argv
+from pdtui.ui.app import PdtuiApp
+from tests.engine_helpers import (
+    FAST,
+    Recorder,
+    bring_up,
+    make_host,
+    real_router_params,
+    reference,
+    router_argv,
+    sim_deployment,
+    worker_argv,
+)
 
 GENERATE = {"text": "The quick brown fox", "sampling_params": {"max_new_tokens": 4}}
 
@@ -235,3 +248,31 @@ async def test_status_names_a_worker_the_router_routes_to_that_the_config_does_n
     router = next(s for s in json.loads(board.as_json())["services"] if s["name"] == "router")
     assert {"url": url, "role": "decode", "healthy": True, "service": None, "drop": drop} in router["workers"]
     assert router["lacking"] == []
+
+
+@pytest.mark.parametrize("package", real_router_params())
+async def test_r_on_a_decode_of_the_two_decode_demo_drains_it_and_puts_it_back_while_the_load_goes_on(sandbox,
+                                                                                                     package):
+    deployment = reference(sandbox, shape="1p2d", router=package)
+    assert (await bring_up(deployment))[0].ok
+    orchestrator = Orchestrator(deployment, make_host, timing=FAST)
+    rec = Recorder()
+    orchestrator.subscribe(rec)
+    app = PdtuiApp(orchestrator)
+    router_port = deployment.services["router"].port
+    with Traffic(router_port) as traffic:
+        async with app.run_test(size=(160, 50)) as pilot:
+            async with asyncio.timeout(60):
+                while app.deployment.done is None:
+                    await pilot.pause(0.1)
+                await pilot.press("tab", "R")
+                await pilot.pause(0.2)
+                assert "drain: out of router" in str(app.screen.query_one(Static).render())
+                await pilot.press("y")
+                while not rec.of(Drained):
+                    await pilot.pause(0.1)
+            await orchestrator.close()
+    [drained] = rec.of(Drained)
+    assert (drained.service, drained.outcome) == ("decode-0", "back")
+    assert not {"stopping", "starting", "pending"} & set(rec.states("router")), "the router served throughout"
+    lost_nothing(traffic, rec)
