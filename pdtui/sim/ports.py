@@ -6,7 +6,8 @@ the kernel hands the same ephemeral port to the next process that asks before an
 on it (another test worker, a child process), and every outgoing connection on the machine takes
 its local port from that same ephemeral range. So ports are taken below the ephemeral range,
 where the kernel never picks one by itself, in turn from one counter that every process of this
-user shares (a locked file): a port comes round again only after the whole range has been given.
+user shares (a locked file in /tmp, whatever the process's TMPDIR): a port comes round again only
+after the whole range has been given.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from __future__ import annotations
 import fcntl
 import os
 import socket
-import tempfile
 from pathlib import Path
 
 _SPAN = 16384
@@ -41,8 +41,13 @@ def _bindable(port: int) -> bool:
     return True
 
 
+COUNTER_DIR = Path("/tmp")
+"""Where the shared counter lives: one place for every process of the user, whatever its TMPDIR (a process
+given a folder of its own as TMPDIR, as Slurm's daemons are, still takes its turn)."""
+
+
 def _counter() -> Path:
-    return Path(tempfile.gettempdir()) / f"pdtui-ports-{os.getuid()}"
+    return COUNTER_DIR / f"pdtui-ports-{os.getuid()}"
 
 
 def free_port() -> int:

@@ -5,6 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from pdtui.sim import ports
 from pdtui.sim.ports import free_port
 
 ASK = "from pdtui.sim.ports import free_port; print(*(free_port() for _ in range(200)))"
@@ -24,21 +25,19 @@ def test_ports_are_below_the_range_the_kernel_picks_from_for_outgoing_connection
 
 
 def test_processes_asking_at_once_are_never_given_the_same_port(tmp_path):
-    env = {"TMPDIR": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    env = {"TMPDIR": str(tmp_path), "PATH": "/usr/bin:/bin"}     # a folder of their own: the counter is shared still
     children = [subprocess.Popen([sys.executable, "-c", ASK], stdout=subprocess.PIPE, env=env, text=True)
                 for _ in range(4)]
-    given = [int(p) for child in children for p in child.communicate(timeout=60)[0].split()]
-    assert len(given) == 800
+    mine = [free_port() for _ in range(200)]
+    given = [int(p) for child in children for p in child.communicate(timeout=60)[0].split()] + mine
+    assert len(given) == 1000
     assert len(set(given)) == len(given)
 
 
 def test_a_port_somebody_listens_on_is_passed_over(tmp_path, monkeypatch):
-    monkeypatch.setenv("TMPDIR", str(tmp_path))
-    import tempfile
-    monkeypatch.setattr(tempfile, "tempdir", None)
+    monkeypatch.setattr(ports, "COUNTER_DIR", tmp_path)
     first = free_port()
-    (tmp_path / next(p.name for p in tmp_path.iterdir())).write_text(str(first))
     with socket.socket() as taken:
-        taken.bind(("127.0.0.1", first))
+        taken.bind(("127.0.0.1", first + 1))
         taken.listen()
-        assert free_port() == first + 1
+        assert free_port() == first + 2
