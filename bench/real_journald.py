@@ -198,17 +198,31 @@ async def _handover(conn: asyncssh.SSHClientConnection, host: systemd_host.Syste
     """Seconds from each line's journal stamp to its arrival through ``journalctl -f`` over the connection."""
     ticker = "bench-ticker.service"
     delays: list[float] = []
-    async with conn.create_process(f"journalctl -f -o json --no-pager --lines=0 -u {ticker}") as tail:
-        await asyncio.sleep(0.5)    # the follower is in place
-        # more lines than measured: ``--lines=0`` before a unit's first line misses its first one or two
-        host.run("systemd-run", f"--unit={ticker}", "sh", "-c", f"for i in $(seq {count + 5}); do echo tick $i; "
+    async with conn.create_process("journalctl -f -o json --no-pager --lines=0") as tail:
+        await _until_following(tail, host)
+        host.run("systemd-run", f"--unit={ticker}", "sh", "-c", f"for i in $(seq {count}); do echo tick $i; "
                  "sleep 0.13; done")
         while len(delays) < count:
-            line = await asyncio.wait_for(tail.stdout.readline(), 10)
-            entry = json.loads(line)
-            if str(entry.get("MESSAGE", "")).startswith("tick"):
+            entry = json.loads(await asyncio.wait_for(tail.stdout.readline(), 10))
+            if entry.get("_SYSTEMD_UNIT") == ticker and str(entry.get("MESSAGE", "")).startswith("tick"):
                 delays.append(time.time() - int(entry["__REALTIME_TIMESTAMP"]) / 1e6)
     return delays
+
+
+async def _until_following(tail: asyncssh.SSHClientProcess, host: systemd_host.SystemdHost) -> None:
+    """Until the follower is in place: a marker logged again every half second until it comes through (a
+    follower that starts late, on a loaded machine, would miss the ticker's lines)."""
+    marker = f"bench-marker-{time.time_ns()}"
+    async with asyncio.timeout(60):
+        while True:
+            host.run("logger", marker)
+            try:
+                while True:
+                    line = await asyncio.wait_for(tail.stdout.readline(), 0.5)
+                    if marker in line:
+                        return
+            except TimeoutError:
+                continue
 
 
 def sandbox_runs(pool: SshdPool, real_journal: bool, count: int) -> list[dict[str, float]]:
