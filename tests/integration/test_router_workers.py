@@ -24,6 +24,7 @@ from pdtui.sim.commands import SIM_ROUTER
 from pdtui.sim.knobs import DEFAULT_MODEL
 from pdtui.sim.load import Load, Tally
 from pdtui.sim.ports import free_port
+from pdtui.sim.units import UnitStore
 from pdtui.ui.app import PdtuiApp
 from tests.engine_helpers import (
     FAST,
@@ -276,3 +277,44 @@ async def test_r_on_a_decode_of_the_two_decode_demo_drains_it_and_puts_it_back_w
     assert (drained.service, drained.outcome) == ("decode-0", "back")
     assert not {"stopping", "starting", "pending"} & set(rec.states("router")), "the router served throughout"
     lost_nothing(traffic, rec)
+
+
+def sandbox_invocation(sandbox, service: str) -> str:
+    """The invocation of a test unit (``t-SERVICE``) as the stand-in systemd keeps it."""
+    return UnitStore(sandbox.root).read_state(f"t-{service}.service").invocation
+
+
+def generated_tokens(prober_answer) -> float:
+    """A sim worker's ``sglang:generation_tokens_total`` from its /metrics answer."""
+    for line in prober_answer.body.decode().splitlines():
+        if line.startswith("sglang:generation_tokens_total{"):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+async def test_a_third_decode_added_to_a_running_1p2d_joins_the_running_router_and_requests_reach_it(sandbox,
+                                                                                                   router):
+    p, d, d2, d3, r, boot = (free_port() for _ in range(6))
+    services = {
+        "prefill": (worker_argv("prefill", p, bootstrap=boot), {"role": "prefill", "port": p, "timeout": "20s"}),
+        "decode": (worker_argv("decode", d, bootstrap=boot), {"role": "decode", "port": d, "timeout": "20s"}),
+        "decode2": (worker_argv("decode", d2, bootstrap=boot), {"role": "decode", "port": d2, "timeout": "20s"}),
+        "router": ([*router_argv(r, [(p, boot)], [d, d2], package=router), "--policy", "round_robin"],
+                   {"role": "router", "port": r, "timeout": "30s"}),
+    }
+    done, _, _ = await bring_up(sim_deployment(sandbox, services))
+    assert done.ok, done
+    router_invocation = sandbox_invocation(sandbox, "router")
+    services["decode3"] = (worker_argv("decode", d3, bootstrap=boot, extra=("--enable-metrics",)),
+                           {"role": "decode", "port": d3, "timeout": "20s"})
+    done, rec, _ = await bring_up(sim_deployment(sandbox, services))      # the config grown by one: up again
+    assert done.ok, done
+    assert "router: decode3 is not among its workers (its unit does not name it): added through its worker API" in [
+        n.text for n in rec.of(Notice)]
+    assert sandbox_invocation(sandbox, "router") == router_invocation, "the router is never restarted"
+    prober = HttpProber(LocalHost())
+    before = generated_tokens(await prober.get(d3, "/metrics"))
+    for n in range(12):
+        answer = await prober.request("POST", r, "/generate", body={**GENERATE, "text": f"request {n}"})
+        assert answer.status == 200, answer.describe()
+    assert generated_tokens(await prober.get(d3, "/metrics")) > before, "no request reached decode3"
