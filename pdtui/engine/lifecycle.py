@@ -82,7 +82,8 @@ class Lifecycle:
         if how is RestartHow.NOW or (how is RestartHow.DRAIN and not self.intent.drain) or not self._serving_routers(run):
             self._restart_now([run], with_dependents=False)
         elif how is RestartHow.ROLLING:
-            role = [r for r in self.runs.values() if r.cfg.role == run.cfg.role and r is not run and not busy(r)]
+            role = [r for r in self.runs.values() if r.cfg.role == run.cfg.role and r is not run
+                    and r.state in SERVING_STATES and not busy(r)]
             self._start_roll([run, *role])
         else:
             self.draining.add(run.name)

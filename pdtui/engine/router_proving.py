@@ -93,8 +93,10 @@ class RouterProving:
         drop = ""
         if service is None:
             worker_id = str(worker.get("id", ""))
-            drop = (f"curl -X DELETE http://{self.run.address}:{self.run.cfg.port}/workers/{worker_id}" if worker_id
-                    else "its worker API's DELETE /workers/{id}")
+            key = self.run.cfg.api_key_env
+            auth = f'-H "Authorization: Bearer ${key}" ' if key else ""      # the key by its name, never itself
+            drop = (f"curl -X DELETE {auth}http://{self.run.address}:{self.run.cfg.port}/workers/{worker_id}"
+                    if worker_id else "its worker API's DELETE /workers/{id}")
         return RoutedWorker(url, role, healthy(worker), service, drop)
 
     async def add_missing(self) -> None:
