@@ -190,6 +190,22 @@ class RouterBackends:
 
 
 @dataclass(frozen=True, slots=True)
+class PreflightFinding:
+    """One of the preflight's findings about the servers as they will run: the two sides of a pair that disagree,
+    or servers of one host in each other's way. ``values`` and ``sources``: each side's, the one it fails first."""
+
+    level: str                   # error (refused unless --force) | warning (refused with strict: true)
+    check: str                   # pair | host
+    service: str
+    host: str
+    setting: str
+    values: tuple[str, ...]
+    sources: tuple[str, ...]
+    text: str
+    elapsed: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
 class Drained:
     """A backend's drain once it is over: taken out of its routers, its requests finished (or cut at the drain's
     timeout), then ``back`` in them, ``stopped``, or ``left out`` (it failed after its restart, or a pair with it
@@ -324,7 +340,8 @@ class Done:
 
 
 Event = (PlanReady | StepChanged | StateChanged | LogLines | PhaseStarted | ProbeResult | PairMatrix | RouterBackends
-         | Drained | CanaryResult | ServingFigures | UnitStatus | JobStatus | HostStatus | GpuSample | Notice | Done)
+         | PreflightFinding | Drained | CanaryResult | ServingFigures | UnitStatus | JobStatus | HostStatus | GpuSample
+         | Notice | Done)
 
 
 class EventSource(Protocol):

@@ -44,6 +44,7 @@ class Intent:
     drain: bool = True               # restart: a backend under serving routers is taken out of them first
     drain_timeout: float = 120.0     # seconds a drained backend may take to finish its requests
     rolling: bool = False            # restart: one at a time, each back (proven, in its routers) before the next
+    force: bool = False              # up, restart: start despite the preflight's refusals of servers as they will run
 
     @property
     def watching(self) -> bool:

@@ -226,7 +226,7 @@ class Orchestrator:
         self._preflight = StepStatus.RUNNING
         self._update_steps()
         self._checks = Preflight(self.deployment, self._sessions, self._on_host, verb=self.intent.verb,
-                                 clock=self.clock, emit=self.emit, elapsed=self.elapsed)
+                                 clock=self.clock, emit=self.emit, elapsed=self.elapsed, force=self.intent.force)
         ok = await self._checks.run(sample_gpus=sample_gpus)
         self._preflight = StepStatus.DONE if ok else StepStatus.FAILED
         self._update_steps()

@@ -14,8 +14,8 @@ import math
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TypeVar
 
-from pdtui.config import Deployment
-from pdtui.engine.events import Event, Notice
+from pdtui.config import BACKEND_ROLES, Deployment
+from pdtui.engine.events import Event, Notice, PreflightFinding
 from pdtui.engine.intent import Verb
 from pdtui.engine.service_run import ServiceRun
 from pdtui.engine.session import Session
@@ -24,6 +24,7 @@ from pdtui.gpus.inventory import Inventory, host_inventories, preflight_findings
 from pdtui.gpus.nvidia_smi import sampler_argv
 from pdtui.gpus.sampler import GpuSampler
 from pdtui.hosts.base import HostError, HostUnreachable
+from pdtui.servers import Mismatch, ServerCommand
 from pdtui.support.backoff import Backoff
 
 S = ServiceState
@@ -61,8 +62,9 @@ class Preflight:
 
     def __init__(self, deployment: Deployment, sessions: Mapping[str, Session],
                  on_place: Mapping[str, Sequence[ServiceRun]], *, verb: Verb, clock: Callable[[], float],
-                 emit: Callable[[Event], None], elapsed: Callable[[], float]) -> None:
+                 emit: Callable[[Event], None], elapsed: Callable[[], float], force: bool = False) -> None:
         self.deployment = deployment
+        self.force = force
         self.sessions = sessions
         self.on_place = on_place
         self.verb = verb
@@ -95,7 +97,52 @@ class Preflight:
         if retried:
             inventories |= await host_inventories(self.deployment, retried)
         gpus_ok = await self._judge_gpus(inventories, sample=sample_gpus)
-        return all(results) and gpus_ok
+        commands_ok = self._judge_commands() if self.verb in (Verb.UP, Verb.RESTART) else True
+        return all(results) and gpus_ok and commands_ok
+
+    def _judge_commands(self) -> bool:
+        """Each prefill against each decode it is paired with, and the servers of each host against each other, as
+        their command lines say they will run (their installed units, else their launch blocks): a refusal fails
+        the services it names before anything starts, unless forced; with ``strict: true`` a warning refuses too."""
+        runs = {r.name: r for runs in self.on_place.values() for r in runs}
+        commands = {name: command for name, run in runs.items() if run.cfg.role in BACKEND_ROLES
+                    and (command := run.planned or run.serving.planned_command(self.deployment, run.cfg))}
+        mismatches = [*self._pair_mismatches(runs, commands), *self._host_mismatches(runs, commands)]
+        ok = True
+        for found in mismatches:
+            refused = found.level == "error" or (self.deployment.strict and found.level == "warning")
+            service = runs[found.services[0]]
+            self.emit(PreflightFinding(found.level, found.kind, service.name, service.cfg.host, found.setting,
+                                       found.values, found.sources, found.text, self.elapsed()))
+            if not refused:
+                continue
+            if self.force:
+                self.emit(Notice("warning", f"--force: starting despite this: {found.text}", service.name,
+                                 self.elapsed()))
+                continue
+            for name in found.services:
+                if runs[name].state is S.PENDING:
+                    runs[name].transition(S.FAILED, found.text)
+            ok = False
+        return ok
+
+    def _pair_mismatches(self, runs: Mapping[str, ServiceRun], commands: Mapping[str, ServerCommand]) -> list[Mismatch]:
+        """Every prefill × decode that share a router, compared once."""
+        pairs: dict[tuple[str, str], None] = {}
+        for router in (r for r in runs.values() if r.cfg.is_router):
+            behind = [n for n in router.cfg.after if n in commands]
+            pairs |= dict.fromkeys((p, d) for p in behind for d in behind
+                                   if runs[p].cfg.role == "prefill" and runs[d].cfg.role == "decode")
+        return [m for p, d in pairs for m in runs[p].serving.pair_mismatches((p, commands[p]), (d, commands[d]))]
+
+    def _host_mismatches(self, runs: Mapping[str, ServiceRun], commands: Mapping[str, ServerCommand]) -> list[Mismatch]:
+        """The servers of each host (Slurm places a job's: its ports and GPUs are the node's, not compared here)."""
+        by_host: dict[str, list[ServiceRun]] = {}
+        for name in commands:
+            if not runs[name].cfg.is_job:
+                by_host.setdefault(runs[name].cfg.host, []).append(runs[name])
+        return [m for servers in by_host.values()
+                for m in servers[0].serving.host_mismatches([(r.cfg, commands[r.name]) for r in servers])]
 
     async def _check_place(self, place: str, reacher: Reacher) -> bool:
         try:

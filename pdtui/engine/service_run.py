@@ -51,7 +51,7 @@ from pdtui.engine.states import ALLOWED, SERVING_STATES, ServiceState, check_tra
 from pdtui.engine.timing import Timing
 from pdtui.engine.tracebacks import HEADER, TracebackWatch, ranks_of
 from pdtui.hosts.base import LOOPBACK_ADDRESS, Host
-from pdtui.servers import PhaseTracking, serving_for
+from pdtui.servers import PhaseTracking, ServerCommand, serving_for
 
 S = ServiceState
 T = TypeVar("T")
@@ -161,6 +161,7 @@ class ServiceRun:
         self.task: asyncio.Task | None = None
         self._session: Session | None = None
         self.address = LOOPBACK_ADDRESS             # where its ports are reached from its session's host
+        self.planned: ServerCommand | None = None   # what it will run, as its target read it in the preflight
         self._checks = backend_checks(cfg, self.serving.backend_checks())
 
     @property

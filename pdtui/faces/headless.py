@@ -27,6 +27,7 @@ from pdtui.engine.events import (
     PairMatrix,
     PhaseStarted,
     PlanReady,
+    PreflightFinding,
     ProbeResult,
     RouterBackends,
     ServingFigures,
@@ -42,8 +43,8 @@ from pdtui.support.text import inert
 
 KINDS = {PlanReady: "plan", StepChanged: "step", StateChanged: "state", LogLines: "log", PhaseStarted: "phase",
          ProbeResult: "probe", PairMatrix: "pairs", RouterBackends: "workers", Drained: "drain", CanaryResult: "canary",
-         ServingFigures: "figures", UnitStatus: "unit", JobStatus: "job", HostStatus: "host", GpuSample: "gpus",
-         Notice: "notice", Done: "done"}
+         PreflightFinding: "preflight", ServingFigures: "figures", UnitStatus: "unit", JobStatus: "job", HostStatus: "host",
+         GpuSample: "gpus", Notice: "notice", Done: "done"}
 LOUD_STATES = (ServiceState.READY, ServiceState.DEGRADED, ServiceState.FAILED, ServiceState.TIMED_OUT,
                ServiceState.STOPPED)
 
@@ -140,6 +141,8 @@ class LinePrinter:
         if isinstance(event, HostStatus):
             return self._line(event.elapsed, f"host {event.host}: {event.status}"
                                              + (f": {inert(event.detail, 200)}" if event.detail else ""))
+        if isinstance(event, PreflightFinding):
+            return self._line(event.elapsed, f"{event.level}: {inert(event.text, 400)}")
         if isinstance(event, Notice):
             who = f"{event.service}: " if event.service and not event.text.startswith(f"{event.service}") else ""
             return self._line(event.elapsed, f"{event.level}: {who}{inert(event.text, 300)}")

@@ -14,6 +14,7 @@ its tokens, the KV transfer series, the pairs) are in engine/checks/.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -22,6 +23,30 @@ if TYPE_CHECKING:
     from pdtui.engine.checks.kv_transfer import KvTotals
     from pdtui.engine.events import Figures
     from pdtui.engine.signatures import Signature
+
+
+@dataclass(frozen=True, slots=True)
+class ServerCommand:
+    """What a server will run, read before it starts: its command line's words, its environment, and where that
+    was read (its installed unit, or its ``launch:`` block), as a finding names it."""
+
+    words: tuple[str, ...]
+    env: Mapping[str, str]
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
+class Mismatch:
+    """Two servers (or one server and its host) that cannot work together as they will run: a refusal
+    (``error``) or a ``warning``, naming the setting, both values and where each was read."""
+
+    level: str                      # error | warning
+    kind: str                       # pair (a prefill against a decode) | host (servers sharing one host)
+    services: tuple[str, ...]       # the one it fails first
+    setting: str
+    values: tuple[str, ...]
+    sources: tuple[str, ...]
+    text: str
 
 
 class PhaseTracking(Protocol):
@@ -72,6 +97,15 @@ class ServingEngine(Protocol):
 
     def kv_totals(self, text: str) -> KvTotals:
         """A server's KV transfer series in its ``/metrics`` text, summed over its ranks (ValueError: not metrics)."""
+
+    def planned_command(self, deployment: Deployment, cfg: ServiceConfig) -> ServerCommand | None:
+        """What a server's ``launch:`` block runs (None: it has none)."""
+
+    def pair_mismatches(self, prefill: tuple[str, ServerCommand], decode: tuple[str, ServerCommand]) -> list[Mismatch]:
+        """What keeps a prefill and a decode, as each will run, from moving KV between them."""
+
+    def host_mismatches(self, servers: Sequence[tuple[ServiceConfig, ServerCommand]]) -> list[Mismatch]:
+        """What the servers of one host, as each will run, get in each other's way (ports) or their own (GPUs)."""
 
     def pair_request(self, prompt: str, *, bootstrap_host: str, bootstrap_port: int,
                      max_new_tokens: int) -> tuple[str, dict[str, Any]]:

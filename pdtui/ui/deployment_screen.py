@@ -41,6 +41,7 @@ from pdtui.engine.events import (
     PairMatrix,
     PhaseStarted,
     PlanReady,
+    PreflightFinding,
     ProbeResult,
     ServingFigures,
     StateChanged,
@@ -346,6 +347,10 @@ class DeploymentScreen(Screen[None]):
         self.notify(event.text, severity=severity, markup=False)
         kind = LineKind.WARN if event.level in ("warning", "error") else LineKind.SYSTEM
         self._system_line(event.service, f"· {event.text}", kind)
+
+    @apply.register
+    def _on_finding(self, event: PreflightFinding) -> None:
+        self._on_notice(Notice(event.level, event.text, event.service, event.elapsed))
 
     @apply.register
     def _on_done(self, done: Done) -> None:

@@ -8,16 +8,18 @@ servers takes no wall time, and the orchestrator's clock is that loop's time.
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 import yaml
 
 from pdtui.config import parse_config
-from pdtui.engine.events import Done, Drained, Notice
+from pdtui.engine.events import Done, Drained, Notice, PreflightFinding
 from pdtui.engine.intent import Intent, RestartHow, Verb
 from pdtui.engine.orchestrator import Orchestrator
 from pdtui.engine.readiness import LineJudge
 from pdtui.engine.timing import Timing
+from pdtui.faces.headless import to_json
 from pdtui.sim.memhost import MemoryFleet
 from pdtui.targets.systemd.host_session import HostSession
 from pdtui.targets.systemd.unit_run import UnitRun
@@ -44,11 +46,14 @@ class Bringing:
     """An orchestrator over a memory fleet, its events recorded, closed at the end."""
 
     def __init__(self, *, failures: dict[str, str] | None = None, timeout: str = "10m", verb: Verb = Verb.UP,
-                 baseline: dict | None = None, decodes: int = 1, drain: bool = True) -> None:
+                 baseline: dict | None = None, decodes: int = 1, drain: bool = True, force: bool = False,
+                 unit_files: dict[str, str] | None = None) -> None:
         self.deployment = deployment(timeout, decodes)
         self.fleet = MemoryFleet(self.deployment, startup=STARTUP, router_startup=2.0, failures=failures)
+        for unit, text in (unit_files or {}).items():
+            self.fleet.unit_files[("gpu0", unit)] = text
         self.orchestrator = Orchestrator(self.deployment, self.fleet.host, clock=asyncio.get_running_loop().time,
-                                         intent=Intent(verb, drain=drain), baseline=baseline)
+                                         intent=Intent(verb, drain=drain, force=force), baseline=baseline)
         self.rec = Recorder()
         self.orchestrator.subscribe(self.rec)
 
@@ -434,3 +439,54 @@ async def test_a_stop_from_the_screen_drains_the_decode_out_of_the_router_first(
     said = [n.text for n in run.rec.of(Notice) if n.service == "decode-1"]
     assert said[-2:] == ["decode-1: taking it out of router (drain, at most 2m)",
                          "decode-1: out of router, no request left: stopping it"]
+
+
+def server_unit(role: str, port: int, gpus: str, *flags: str) -> str:
+    return ("[Service]\n" f"Environment=CUDA_VISIBLE_DEVICES={gpus}\n"
+            f"ExecStart=/usr/bin/python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V4-Flash --tp 4 "
+            f"--port {port} --disaggregation-mode {role} {' '.join(flags)}\n")
+
+
+PAGE_SIZES = {"sglang-prefill.service": server_unit("prefill", 30000, "0,1,2,3", "--page-size", "64"),
+              "sglang-decode.service": server_unit("decode", 30002, "4,5,6,7", "--page-size", "128")}
+
+
+async def test_a_prefill_and_a_decode_with_two_page_sizes_are_refused_before_anything_starts():
+    async with Bringing(unit_files=PAGE_SIZES) as run:
+        done = await run.orchestrator.run()
+        started = {name: s.active for name, s in run.fleet.services.items()}
+    assert not done.ok
+    assert set(started.values()) == {"inactive"}, "nothing started"
+    [finding] = run.rec.of(PreflightFinding)
+    assert (finding.level, finding.check, finding.service, finding.host, finding.values) == (
+        "error", "pair", "decode", "gpu0", ("64", "128"))
+    assert finding.sources == ("its unit sglang-prefill.service on gpu0", "its unit sglang-decode.service on gpu0")
+    assert done.failures["decode"] == done.failures["prefill"] == finding.text
+    assert {k: v for k, v in json.loads(to_json(finding)).items() if k in ("kind", "check", "values")} == {
+        "kind": "preflight", "check": "pair", "values": ["64", "128"]}
+
+
+async def test_force_starts_despite_a_refusal_and_says_what_it_overrode():
+    async with Bringing(unit_files=PAGE_SIZES, force=True) as run:
+        done = await run.orchestrator.run()
+    assert done.ok, done
+    said = [n.text for n in run.rec.of(Notice) if n.text.startswith("--force")]
+    assert said == ["--force: starting despite this: prefill and decode disagree on --page-size: prefill runs 64 "
+                    "(its unit sglang-prefill.service on gpu0), decode runs 128 (its unit sglang-decode.service on gpu0)"]
+
+
+async def test_strict_refuses_a_warning_too():
+    units = {"sglang-prefill.service": server_unit("prefill", 30000, "0,1,2,3", "--page-size", "64"),
+             "sglang-decode.service": server_unit("decode", 30002, "4,5,6,7")}
+    async with Bringing(unit_files=units) as run:
+        assert (await run.orchestrator.run()).ok, "a warning alone starts"
+        [finding] = run.rec.of(PreflightFinding)
+        assert finding.level == "warning"
+    async with Bringing(unit_files=units) as run:
+        run.deployment = run.deployment.model_copy(update={"strict": True})
+        strict = Orchestrator(run.deployment, run.fleet.host, clock=asyncio.get_running_loop().time)
+        try:
+            done = await strict.run()
+        finally:
+            await strict.close()
+    assert not done.ok and "only prefill gives it" in done.failures["decode"]

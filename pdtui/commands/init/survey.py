@@ -23,8 +23,9 @@ from dataclasses import dataclass
 
 from pdtui.gpus.inventory import Inventory, inventory
 from pdtui.hosts.base import Host, HostError, Result
+from pdtui.support.argv import flag_value
 from pdtui.targets.systemd.commands import Commands, ListedUnit, parse_cat, parse_list_unit_files, parse_list_units
-from pdtui.targets.systemd.unit_drift import InstalledUnit, flag_value, parse_installed, runs_sglang
+from pdtui.targets.systemd.unit_drift import InstalledUnit, parse_installed, runs_sglang
 
 COMMAND_TIMEOUT = 30.0
 ROUTER_MODULES = frozenset({"sglang_router.launch_router", "smg.launch_router"})

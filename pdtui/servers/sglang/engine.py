@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pdtui.config import Deployment
+from pdtui.config import Deployment, ServiceConfig
 from pdtui.engine.checks.base import ReadinessCheck
 from pdtui.engine.checks.kv_transfer import KvTotals
 from pdtui.engine.events import Figures
 from pdtui.engine.signatures import Signature
-from pdtui.servers.sglang import launch, metrics, pd_request, phases, signatures
+from pdtui.servers import Mismatch, ServerCommand
+from pdtui.servers.sglang import launch, metrics, pairing, pd_request, phases, signatures
 from pdtui.servers.sglang.bootstrap_check import BootstrapAccepts
 
 
@@ -48,6 +49,18 @@ class SGLang:
 
     def kv_totals(self, text: str) -> KvTotals:
         return metrics.kv_totals(text)
+
+    def planned_command(self, deployment: Deployment, cfg: ServiceConfig) -> ServerCommand | None:
+        if cfg.launch is None:
+            return None
+        return ServerCommand(tuple(launch.command_line(deployment, cfg)), dict(cfg.launch.env),
+                             f"its launch: block in {deployment.source}")
+
+    def pair_mismatches(self, prefill: tuple[str, ServerCommand], decode: tuple[str, ServerCommand]) -> list[Mismatch]:
+        return pairing.pair_mismatches(prefill, decode)
+
+    def host_mismatches(self, servers: Sequence[tuple[ServiceConfig, ServerCommand]]) -> list[Mismatch]:
+        return pairing.host_mismatches(servers)
 
     def pair_request(self, prompt: str, *, bootstrap_host: str, bootstrap_port: int,
                      max_new_tokens: int) -> tuple[str, dict[str, Any]]:

@@ -19,6 +19,7 @@ from pdtui.engine.log_entry import LogEntry
 from pdtui.engine.session import Session
 from pdtui.engine.states import ServiceState
 from pdtui.hosts.base import Host, HostError, Result
+from pdtui.servers import ServerCommand
 from pdtui.targets.systemd.commands import Commands, parse_cat, sudo_needs_password
 from pdtui.targets.systemd.journal_tail import JournalTail
 from pdtui.targets.systemd.shared_commands import InvocationHistory, UnitLooker, UnitStarter
@@ -100,7 +101,11 @@ class HostSession(Session):
         for run in runs:
             if run.cfg.unit not in installed:
                 continue    # a systemctl without cat, or a unit of another kind: nothing to compare
-            for found in service_drift(run.w.deployment, run.cfg, parse_installed(installed[run.cfg.unit])):
+            unit = parse_installed(installed[run.cfg.unit])
+            if unit.exec_start:
+                run.planned = ServerCommand(tuple(unit.exec_start), dict(unit.environment),
+                                            f"its unit {run.cfg.unit} on {self.name}")
+            for found in service_drift(run.w.deployment, run.cfg, unit):
                 level = "error" if found.level == "error" else "info"
                 run.notice(level, found.text)
                 if level == "error" and run.state is ServiceState.PENDING:

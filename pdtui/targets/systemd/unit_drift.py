@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 
 from pdtui.config import DEFAULT_BOOTSTRAP_PORT, Deployment, ServiceConfig
 from pdtui.gpus.nvidia_smi import gpu_ranges
+from pdtui.support.argv import flag_value
 
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1", "0.0.0.0"})
 
@@ -126,17 +127,6 @@ def _words(exec_start: str) -> list[str]:
     for word in _split(exec_start):
         words.extend(_split(word) if " " in word else [word])
     return words
-
-
-def flag_value(words: Sequence[str], name: str) -> str | None:
-    """The value of ``--name VALUE`` or ``--name=VALUE``, the last one given."""
-    value = None
-    for index, word in enumerate(words):
-        if word == name and index + 1 < len(words):
-            value = words[index + 1]
-        elif word.startswith(name + "="):
-            value = word.partition("=")[2]
-    return value
 
 
 def _gpus_of(unit: InstalledUnit) -> tuple[list[int] | None, str]:

@@ -1,0 +1,256 @@
+"""A prefill against a decode, and the servers of one host against each other, as their command lines say they
+will run: what would keep them from moving KV, found before minutes of weight loading.
+
+SGLang itself compares little, and late (read from the 0.5.23 wheel; 0.4.x compared nothing):
+the decode asks the prefill's bootstrap server for its layout on its *first* request, and
+raises ``Page size mismatch`` or ``KV cache dtype mismatch`` then (a plain string
+comparison of the two ``--kv-cache-dtype`` values: ``bf16`` against ``bfloat16`` fails),
+which its scheduler reports as ``Scheduler hit an exception``. The model, its revision
+and the transfer backend are never compared: a pair that disagrees on them loads for
+minutes and fails, or moves KV of the wrong shape. Attention TP sizes may differ (an MLA
+model's decode reads one prefill rank; another model's is sliced by heads, "Performance is
+NOT guaranteed"); a decode's pipeline must have the prefill's stages or one, and a decode
+never runs context parallelism. ``--disaggregation-ib-device`` is each side's own choice
+(each validates its names against /sys/class/infiniband; unset, Mooncake finds its own).
+
+So: a setting both sides give and give differently is refused, as is one whose default
+on the other side surely differs; one that only one side gives, whose default the other
+resolves at start (page size from its attention backend, ``auto`` KV dtype from its
+checkpoint), is a warning. docs/preflight.md says why each is what it is.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pdtui.config import DEFAULT_BOOTSTRAP_PORT, ServiceConfig
+from pdtui.servers import Mismatch, ServerCommand
+from pdtui.support.argv import flag_value, has_flag
+
+DEFAULT_BACKEND = "mooncake"
+DEFAULT_KV_DTYPE = "auto"
+DP_ATTENTION_PORTS = (*range(1, 7), 13)    # with attention DP: the rendezvous port + these (tokenizer ... handshake)
+
+
+@dataclass(frozen=True, slots=True)
+class Side:
+    """One server as its command line says it will run."""
+
+    name: str
+    command: ServerCommand
+
+    def flag(self, *names: str) -> str | None:
+        for name in names:
+            if (value := flag_value(self.command.words, name)) is not None:
+                return value
+        return None
+
+    def number(self, *names: str, default: int = 1) -> int:
+        value = self.flag(*names)
+        return int(value) if value is not None and value.isdigit() else default
+
+    @property
+    def attn_dp(self) -> int:
+        """Its attention DP size: ``--attn-dp-size``, or (before 0.5.23's spelling) ``--dp-size`` with
+        ``--enable-dp-attention``."""
+        if (value := self.flag("--attn-dp-size")) is not None and value.isdigit():
+            return int(value)
+        return self.number("--dp-size", "--dp") if has_flag(self.command.words, "--enable-dp-attention") else 1
+
+    @property
+    def attn_tp(self) -> int:
+        """Its attention TP size, what a prefill and a decode are paired by: TP over attention DP and CP."""
+        return max(1, self.number("--tp-size", "--tp") // max(1, self.attn_dp) // max(1, self.attn_cp))
+
+    @property
+    def attn_cp(self) -> int:
+        return self.number("--attn-cp-size")
+
+
+def pair_mismatches(prefill: tuple[str, ServerCommand], decode: tuple[str, ServerCommand]) -> list[Mismatch]:
+    """What keeps this prefill and this decode, as each will run, from moving KV between them."""
+    p, d = Side(*prefill), Side(*decode)
+    return [
+        *_same(p, d, "model", ("--model-path", "--model"), None, "error"),
+        *_same(p, d, "revision", ("--revision",), "the default branch", "error"),
+        *_backend(p, d),
+        *_same(p, d, "page size", ("--page-size",), None, "error",
+               one_side="the other resolves its own at start (from its attention backend); the decode's first "
+                        "request fails with 'Page size mismatch' if they differ"),
+        *_kv_dtype(p, d),
+        *_ib_device(p, d),
+        *_layout(p, d),
+    ]
+
+
+def _values(p: Side, d: Side, names: tuple[str, ...]) -> tuple[str | None, str | None]:
+    return p.flag(*names), d.flag(*names)
+
+
+def _mismatch(level: str, p: Side, d: Side, setting: str, values: tuple[str, str], text: str) -> Mismatch:
+    return Mismatch(level, "pair", (d.name, p.name), setting, values, (p.command.source, d.command.source),
+                    f"{p.name} and {d.name} {text}")
+
+
+def _both(p: Side, d: Side, flag: str, pv: str, dv: str) -> str:
+    return (f"disagree on {flag}: {p.name} runs {pv} ({p.command.source}), {d.name} runs {dv} "
+            f"({d.command.source})")
+
+
+def _same(p: Side, d: Side, setting: str, names: tuple[str, ...], default: str | None, level: str,
+          one_side: str | None = None) -> list[Mismatch]:
+    """A setting both must run alike: refused when both give it differently (or one gives it and the other's
+    default is known to differ); with ``one_side``, one that only one gives is a warning saying why."""
+    pv, dv = _values(p, d, names)
+    if pv == dv:
+        return []
+    flag = names[0]
+    if pv is not None and dv is not None:
+        return [_mismatch(level, p, d, setting, (pv, dv), _both(p, d, flag, pv, dv))]
+    if one_side is not None:
+        given, side = (pv, p) if pv is not None else (dv, d)
+        other = d if side is p else p
+        return [_mismatch("warning", p, d, setting, (pv or "unset", dv or "unset"),
+                          f"may disagree on {flag}: only {side.name} gives it ({given}, {side.command.source}); "
+                          f"{other.name} does not, and {one_side}")]
+    return [_mismatch(level, p, d, setting, (pv or default or "unset", dv or default or "unset"),
+                      _both(p, d, flag, pv or default or "unset", dv or default or "unset"))]
+
+
+def _backend(p: Side, d: Side) -> list[Mismatch]:
+    """The transfer backend: never compared by SGLang; ``mooncake_tcp`` is Mooncake forced onto TCP."""
+    names = ("--disaggregation-transfer-backend",)
+    pv, dv = (v or DEFAULT_BACKEND for v in _values(p, d, names))
+    if pv == dv:
+        return []
+    if {pv, dv} == {"mooncake", "mooncake_tcp"}:
+        return [_mismatch("warning", p, d, "transfer backend", (pv, dv),
+                          f"may disagree on {names[0]}: {p.name} runs {pv}, {d.name} {dv} (Mooncake over TCP on one "
+                          f"side only: both sides must reach each other the same way)")]
+    return [_mismatch("error", p, d, "transfer backend", (pv, dv), _both(p, d, names[0], pv, dv)
+                      + ": SGLang never compares them, the first transfer fails")]
+
+
+def _kv_dtype(p: Side, d: Side) -> list[Mismatch]:
+    """SGLang compares the two strings as given: ``bf16`` against ``bfloat16`` is a mismatch too. ``auto`` may
+    resolve to ``fp8_e4m3`` (an FP8 checkpoint): against an explicit value, a warning."""
+    pv, dv = (v or DEFAULT_KV_DTYPE for v in _values(p, d, ("--kv-cache-dtype",)))
+    if pv == dv:
+        return []
+    if DEFAULT_KV_DTYPE in (pv, dv):
+        return [_mismatch("warning", p, d, "KV cache dtype", (pv, dv),
+                          f"may disagree on --kv-cache-dtype: {p.name} runs {pv}, {d.name} {dv} ('auto' is the "
+                          f"checkpoint's own; SGLang compares the two strings on the first request and fails it with "
+                          f"'KV cache dtype mismatch' unless they are equal)")]
+    return [_mismatch("error", p, d, "KV cache dtype", (pv, dv), _both(p, d, "--kv-cache-dtype", pv, dv)
+                      + " (SGLang compares the strings: the decode's first request fails with 'KV cache dtype "
+                        "mismatch')")]
+
+
+def _ib_device(p: Side, d: Side) -> list[Mismatch]:
+    pv, dv = _values(p, d, ("--disaggregation-ib-device",))
+    if (pv is None) == (dv is None):
+        return []
+    side, value = (p, pv) if pv is not None else (d, dv)
+    other = d if side is p else p
+    return [_mismatch("warning", p, d, "IB device", (pv or "unset", dv or "unset"),
+                      f"name their RDMA devices on one side only: {side.name} uses {value}, {other.name} lets "
+                      f"Mooncake pick its own (it works when the devices it picks reach {side.name}'s)")]
+
+
+def _layout(p: Side, d: Side) -> list[Mismatch]:
+    """What SGLang's rank mapping cannot pair: a decode with context parallelism, a decode pipeline that is neither
+    the prefill's nor one stage; attention TP sizes that differ are paired (slower for a model without MLA)."""
+    found = []
+    if d.attn_cp > 1:
+        found.append(_mismatch("error", p, d, "attention CP", (str(p.attn_cp), str(d.attn_cp)),
+                               f"cannot pair: {d.name} runs --attn-cp-size {d.attn_cp} ({d.command.source}); SGLang's "
+                               f"decode requires context parallelism 1"))
+    pp, dp = p.number("--pp-size", "--pp"), d.number("--pp-size", "--pp")
+    if dp not in (pp, 1):
+        found.append(_mismatch("error", p, d, "pipeline", (str(pp), str(dp)),
+                               f"cannot pair: {d.name} runs --pp-size {dp}, {p.name} {pp}; SGLang requires the decode's "
+                               f"pipeline size to be the prefill's or 1"))
+    if p.attn_tp != d.attn_tp:
+        found.append(_mismatch("warning", p, d, "attention TP", (str(p.attn_tp), str(d.attn_tp)),
+                               f"run different attention TP sizes ({p.name} {p.attn_tp}, {d.name} {d.attn_tp}): "
+                               f"SGLang pairs them (a model with MLA reads one prefill rank; one without is sliced by "
+                               f"heads, performance not guaranteed, and a non-MLA hybrid model is refused)"))
+    return found
+
+
+# --------------------------------------------------------------------------- one host's servers
+
+_ADDRESS = re.compile(r"^(?:\[(?P<v6>[^\]]+)\]|(?P<host>[^:]+)):(?P<port>\d+)$")
+
+
+def host_mismatches(servers: Sequence[tuple[ServiceConfig, ServerCommand]]) -> list[Mismatch]:
+    """The servers of one host: rendezvous ports (``--dist-init-addr``, and the ports attention DP takes above it)
+    colliding with each other or with a server's own ports; ``--tp`` against the GPUs its unit gets."""
+    found: list[Mismatch] = []
+    taken: dict[int, tuple[str, str, str]] = {}      # port -> (service, what takes it, source)
+    for cfg, command in servers:
+        for port, what in _ports(cfg, Side(cfg.name, command)):
+            if port in taken and taken[port][0] != cfg.name:
+                other, other_what, other_source = taken[port]
+                found.append(Mismatch("error", "host", (cfg.name, other), "port", (str(port), str(port)),
+                                      (command.source, other_source),
+                                      f"{cfg.name} and {other} both take port {port} on {cfg.host}: {cfg.name}'s "
+                                      f"{what} ({command.source}) and {other}'s {other_what} ({other_source})"))
+            taken.setdefault(port, (cfg.name, what, command.source))
+        found += _gpu_count(cfg, Side(cfg.name, command))
+    return found
+
+
+def _ports(cfg: ServiceConfig, side: Side) -> list[tuple[int, str]]:
+    """The ports a server binds on its host, and what each is for."""
+    ports = []
+    if (port := side.flag("--port")) is not None and port.isdigit():
+        ports.append((int(port), "--port"))
+    if cfg.role == "prefill":
+        boot = side.flag("--disaggregation-bootstrap-port") or str(DEFAULT_BOOTSTRAP_PORT)
+        if boot.isdigit():
+            ports.append((int(boot), "bootstrap server (--disaggregation-bootstrap-port)"))
+    address = side.flag("--dist-init-addr", "--nccl-init-addr")
+    match = _ADDRESS.match(address or "")
+    if match and _rank0_here(side):
+        base = int(match["port"])
+        ports.append((base, f"--dist-init-addr {address}"))
+        if side.attn_dp > 1:
+            ports += [(base + n, f"--dist-init-addr {address} + {n} (attention DP)") for n in DP_ATTENTION_PORTS]
+    return ports
+
+
+def _rank0_here(side: Side) -> bool:
+    """Whether this server is its group's first node (the one that binds the rendezvous port)."""
+    return side.number("--node-rank", default=0) == 0
+
+
+def _gpu_count(cfg: ServiceConfig, side: Side) -> list[Mismatch]:
+    """``--tp`` (times plain DP, over the nodes) against the GPUs ``CUDA_VISIBLE_DEVICES`` gives its unit."""
+    visible = _visible(side.command)
+    if visible is None:
+        return []
+    plain_dp = 1 if side.attn_dp > 1 else side.number("--dp-size", "--dp")
+    tp = side.number("--tp-size", "--tp")
+    needed = max(1, tp * plain_dp // max(1, side.number("--nnodes")))
+    if needed <= visible:
+        return []
+    return [Mismatch("error", "host", (cfg.name,), "GPUs", (str(needed), str(visible)), (side.command.source,),
+                     f"{cfg.name} needs {needed} GPUs on {cfg.host} (--tp {tp}"
+                     + (f", --dp-size {plain_dp}" if plain_dp > 1 else "") + f") but CUDA_VISIBLE_DEVICES gives it "
+                     f"{visible} ({side.command.source})")]
+
+
+def _visible(command: ServerCommand) -> int | None:
+    """How many GPUs ``CUDA_VISIBLE_DEVICES`` gives (its environment, or an ``env VAR=...`` word), None unset."""
+    value: str | None = command.env.get("CUDA_VISIBLE_DEVICES")
+    for word in command.words:
+        if word.startswith("CUDA_VISIBLE_DEVICES="):
+            value = word.partition("=")[2]
+    if value is None:
+        return None
+    return len([part for part in value.split(",") if part.strip()])
+
