@@ -34,6 +34,11 @@ def _parser(*, demo_options: bool = True) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"pdtui {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
+    def force(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--force", action="store_true",
+                       help="start despite the preflight's refusals of the servers as they will run (a prefill and a "
+                            "decode that disagree, ports that collide), saying what it overrode")
+
     def face(p: argparse.ArgumentParser, *, watching: bool = False) -> None:
         p.add_argument("--headless", action="store_true", help="print one line per step and state change")
         p.add_argument("--json", action="store_true", help="print one JSON object per event (implies --headless)")
@@ -54,6 +59,7 @@ def _parser(*, demo_options: bool = True) -> argparse.ArgumentParser:
     up.add_argument("--restart", action="store_true", help="restart units that are running already (default: attach)")
     up.add_argument("--accept-new", action="store_true", help="trust unknown SSH host keys and remember them")
     face(up)
+    force(up)
 
     status = sub.add_parser("status", help="watch the deployment: judge every service as it runs; commands nothing")
     status.add_argument("config", metavar="CONFIG", nargs="?", help="default: the config bare pdtui finds")
@@ -78,6 +84,7 @@ def _parser(*, demo_options: bool = True) -> argparse.ArgumentParser:
                          help="how long a drained backend may take to finish its requests (default 2m)")
     restart.add_argument("--accept-new", action="store_true", help="trust unknown SSH host keys and remember them")
     face(restart)
+    force(restart)
 
     down = sub.add_parser("down", help="stop the deployment: the router first, then the backends and their GPUs; or "
                                        "only the SERVICEs named, each backend drained out of its routers first")
@@ -96,6 +103,7 @@ def _parser(*, demo_options: bool = True) -> argparse.ArgumentParser:
     if demo_options:
         _demo_options(demo)
     face(demo)
+    force(demo)
     web(demo)
 
     units = sub.add_parser("units", help="print the systemd units generated from CONFIG's launch: blocks")
@@ -294,7 +302,7 @@ def _up(args: argparse.Namespace) -> int:
     deployment = _load(args.config)
     if deployment is None:
         return EXIT_USAGE
-    return _bring_up(deployment, _factory(args), args, intent=Intent(fresh=args.restart))
+    return _bring_up(deployment, _factory(args), args, intent=Intent(fresh=args.restart, force=args.force))
 
 
 def _found_config(given: str | None) -> str | None:
@@ -350,7 +358,7 @@ def _restart(args: argparse.Namespace) -> int:
     except ValueError as exc:
         return _error(f"--drain-timeout: {exc}")
     intent = Intent(Verb.RESTART, tuple(dict.fromkeys(targets)), with_dependents=args.with_dependents,
-                    drain=not args.no_drain, drain_timeout=drain_timeout, rolling=args.rolling)
+                    drain=not args.no_drain, drain_timeout=drain_timeout, rolling=args.rolling, force=args.force)
     return _bring_up(deployment, _factory(args), args, intent=intent)
 
 
@@ -538,11 +546,11 @@ def _signals_ignored() -> Iterator[None]:
 
 def _bring_up(deployment, host_factory, args: argparse.Namespace, follow_up: str = "", intent=None,
               timing=None) -> int:
-    from pdtui.engine.intent import UP, Verb
+    from pdtui.engine.intent import Intent, Verb
     from pdtui.engine.orchestrator import Orchestrator
     from pdtui.engine.timing import DEFAULT_TIMING
     from pdtui.faces.run_history import HistoryRecorder, history_path, last_ready
-    intent = intent or UP
+    intent = intent or Intent(force=args.force)
     # what this bring-up's phases are compared with: read before it records itself
     baseline = last_ready(history_path(), deployment.name) if intent.verb in (Verb.UP, Verb.RESTART) else {}
     orchestrator = Orchestrator(deployment, host_factory, **probing(args), intent=intent,

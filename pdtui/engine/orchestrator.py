@@ -128,6 +128,15 @@ class Orchestrator:
         if run.state is not S.PENDING:
             run.transition(S.PENDING, reason)
         run.task = asyncio.create_task(self._bring_up(run, action, wait=wait), name=f"{action.value} {run.name}")
+        run.task.add_done_callback(lambda task: self._ended(run, task))
+
+    def _ended(self, run: ServiceRun, task: asyncio.Task) -> None:
+        """A run's task that ended on an exception nobody expected (a bug, in pdtui or a target) fails its service,
+        saying so: without this the bring-up would wait for it for ever."""
+        if task.cancelled() or (exc := task.exception()) is None:
+            return
+        if run.state not in (S.FAILED, S.TIMED_OUT, S.BLOCKED, S.STOPPED):
+            run.transition(S.FAILED, f"pdtui internal error: {type(exc).__name__}: {exc}")
 
     # -- what a face asks (events.EventSource), done by the lifecycle ------------------
     def retry(self, service: str) -> bool:

@@ -124,6 +124,10 @@ class Preflight:
                 if runs[name].state is S.PENDING:
                     runs[name].transition(S.FAILED, found.text)
             ok = False
+        if not ok:      # a refusal refuses the bring-up: nothing starts, not even what it did not name
+            for run in runs.values():
+                if run.state is S.PENDING:
+                    run.transition(S.BLOCKED, "the preflight refused the servers as they would run")
         return ok
 
     def _pair_mismatches(self, runs: Mapping[str, ServiceRun], commands: Mapping[str, ServerCommand]) -> list[Mismatch]:

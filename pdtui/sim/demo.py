@@ -105,7 +105,9 @@ def parse_failure(text: str, slurm: bool = False, shape: str = REFERENCE_SHAPE) 
                          f"{', '.join(modes)}, got {text!r}")
     if mode in DEMO_FAIL_MODES and backends[service].role != "decode":
         decodes = [name for name, backend in backends.items() if backend.role == "decode"]
-        raise ValueError(f"--fail {text}: {mode} is a decode's (it cannot reach a prefill's bootstrap server); the "
+        why = {"broken-pair": "it cannot reach a prefill's bootstrap server",
+               "page-size": "it runs another page size than the prefills"}[mode]
+        raise ValueError(f"--fail {text}: {mode} is a decode's ({why}); the "
                          f"{shape} demo's decodes: {', '.join(decodes)}")
     return service, mode
 
@@ -230,11 +232,13 @@ def _backend(options: DemoOptions, backend: Backend, ports: dict[str, int]) -> d
 
 
 def _failure_args(options: DemoOptions, service: str, ports: dict[str, int]) -> list[str]:
-    """The worker flags that play the failure asked for ``service``: a worker's own mode, or a broken pair (the
-    first prefill's bootstrap port unreachable from this decode)."""
+    """The worker flags that play the failure asked for ``service``: a worker's own mode, a broken pair (the
+    first prefill's bootstrap port unreachable from this decode), or a page size the prefills do not run."""
     mode = options.failures.get(service)
     if mode in FAIL_MODES:
         return ["--fail", mode]
+    if "page-size" in options.failures.values():     # every prefill says its page size; that decode another
+        return ["--page-size", "128" if mode == "page-size" else "64"]
     if mode == "broken-pair":
         first = next(backend.name for backend in options.backends if backend.role == "prefill")
         return ["--unreachable-bootstrap", str(ports[f"{first}/bootstrap"])]

@@ -34,6 +34,8 @@ FAIL_MODES: dict[str, str] = {
 DEMO_FAIL_MODES: dict[str, str] = {
     "broken-pair": "a decode cannot reach the first prefill's bootstrap server (a firewall between the two): "
                    "every request routed through that pair fails, the others succeed",
+    "page-size": "a decode started with --page-size 128 while the prefills run 64: the preflight refuses the "
+                 "pair before anything starts (--force starts it anyway)",
 }
 SHAPES = ("1p1d", "1p2d", "2p2d")   # the demo's prefills and decodes: one and one, one and two, two and two
 

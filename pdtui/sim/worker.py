@@ -429,7 +429,7 @@ def server_args_repr(args: argparse.Namespace, gpus: list[int]) -> str:
         "kv_cache_dtype": "auto", "mem_fraction_static": 0.82, "max_running_requests": args.max_running_requests,
         "max_queued_requests": None, "max_total_tokens": None, "chunked_prefill_size": 8192,
         "max_prefill_tokens": 16384, "schedule_policy": "fcfs", "schedule_conservativeness": 1.0,
-        "page_size": 64, "hybrid_kvcache_ratio": None, "swa_full_tokens_ratio": 0.8,
+        "page_size": args.page_size, "hybrid_kvcache_ratio": None, "swa_full_tokens_ratio": 0.8,
         "disable_hybrid_swa_memory": False, "device": "cuda", "tp_size": len(gpus), "pp_size": 1,
         "max_micro_batch_size": None, "stream_interval": 1, "stream_output": False, "random_seed": 1013566221,
         "constrained_json_whitespace_pattern": None, "watchdog_timeout": 300, "dist_timeout": None,
@@ -519,6 +519,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--tp", "--tp-size", dest="tp", type=int, default=None)
     parser.add_argument("--disaggregation-transfer-backend", dest="transfer_backend", default="mooncake")
     parser.add_argument("--disaggregation-ib-device", dest="ib_device", default=None)
+    parser.add_argument("--page-size", type=int, default=64, help="the KV cache's page size (DeepSeek's MLA: 64)")
     args, _sglang_only = parser.parse_known_args(argv)
     if args.log_rate <= 0:
         parser.error("--log-rate must be positive")

@@ -40,7 +40,7 @@ def serve_status(deployment, config: str, args: argparse.Namespace, options: Web
 def serve_demo(deployment, config: Path, args: argparse.Namespace, options: WebOptions) -> int:
     """``pdtui demo --web``: bring the simulated deployment up once, here; every session attaches to it."""
     from pdtui.cli import probing
-    from pdtui.engine.intent import UP
+    from pdtui.engine.intent import Intent
     from pdtui.engine.orchestrator import Orchestrator
     from pdtui.faces.headless import LinePrinter
     from pdtui.hosts import make_host
@@ -48,7 +48,7 @@ def serve_demo(deployment, config: Path, args: argparse.Namespace, options: WebO
     async def bring_up(preface: Preface) -> object:
         print("pdtui demo: bringing up the simulated deployment; the TUI opens here once it is decided\n",
               file=preface, flush=True)
-        orchestrator = Orchestrator(deployment, make_host, **probing(args), intent=UP)
+        orchestrator = Orchestrator(deployment, make_host, **probing(args), intent=Intent(force=args.force))
         orchestrator.subscribe(LinePrinter(out=preface))
         try:
             return await orchestrator.run()

@@ -4,6 +4,7 @@ by pdtui's pairs check in front of each real router."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -75,6 +76,23 @@ async def test_a_broken_pair_fails_only_the_requests_routed_through_it(sandbox):
     router = f"http://127.0.0.1:{services['router'].port}/v1/chat/completions"
     codes = [fetch(router, "POST", CHAT)[0] for _ in range(4)]
     assert sorted(codes) == [200, 200, 200, 500], "the router meets each of the four pairs once: one is broken"
+
+
+def test_a_decode_on_another_page_size_is_refused_before_anything_starts_naming_both(tmp_path):
+    sandbox = tmp_path / "sb"
+    result = demo(sandbox, "--fail", "decode-1:page-size", "--shape", "1p2d", "--no-load", "--json")
+    assert result.returncode == 1, result.stdout + result.stderr
+    events = [json.loads(line) for line in result.stdout.splitlines()]
+    [finding] = [e for e in events if e["kind"] == "preflight"]
+    assert (finding["level"], finding["check"], finding["service"], finding["setting"], finding["values"]) == (
+        "error", "pair", "decode-1", "page size", ["64", "128"])
+    assert finding["sources"] == ["its unit sglang-dsv4-prefill.service on gpu0",
+                                  "its unit sglang-dsv4-decode-1.service on gpu0"]
+    assert not [e for e in events if e["kind"] == "state" and e["state"] == "starting"], "nothing started"
+    failures = [e for e in events if e["kind"] == "done"][0]["failures"]
+    assert failures["decode-0"] == "the preflight refused the servers as they would run"
+    assert set(failures) == {"prefill", "decode-0", "decode-1", "router"}
+    assert_nothing_left(sandbox)
 
 
 def test_slurm_runs_the_reference_shape_only_said_in_one_line(capsys):

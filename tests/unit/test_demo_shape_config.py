@@ -97,6 +97,13 @@ def test_a_worker_mode_goes_to_its_service_alone() -> None:
     assert "--fail" not in worker_args(made, "decode-1")
 
 
+def test_a_page_size_decode_runs_128_and_every_other_backend_says_64() -> None:
+    made = deployment(demo.DemoOptions({"decode-1": "page-size"}, shape="2p2d", reference_ports=False))
+    assert worker_args(made, "decode-1")[-2:] == ("--page-size", "128")
+    for other in ("prefill-0", "prefill-1", "decode-0"):
+        assert worker_args(made, other)[-2:] == ("--page-size", "64")
+
+
 @pytest.mark.parametrize("text, shape, service, mode", [
     ("decode:oom", "1p1d", "decode", "oom"),
     ("decode-1:broken-pair", "2p2d", "decode-1", "broken-pair"),
@@ -114,6 +121,8 @@ def test_fail_names_a_backend_of_the_shape_and_a_mode(text: str, shape: str, ser
                            "prefill, decode"),
     ("prefill-0:broken-pair", "2p2d", "--fail prefill-0:broken-pair: broken-pair is a decode's (it cannot reach a "
                                       "prefill's bootstrap server); the 2p2d demo's decodes: decode-0, decode-1"),
+    ("prefill:page-size", "1p1d", "--fail prefill:page-size: page-size is a decode's (it runs another page size "
+                                  "than the prefills); the 1p1d demo's decodes: decode"),
 ])
 def test_a_fail_the_shape_cannot_play_is_one_line_naming_its_services(text: str, shape: str, message: str) -> None:
     with pytest.raises(ValueError) as raised:
@@ -123,5 +132,5 @@ def test_a_fail_the_shape_cannot_play_is_one_line_naming_its_services(text: str,
 
 def test_an_unknown_mode_lists_the_modes_with_the_demos_own() -> None:
     with pytest.raises(ValueError, match=r"^--fail expects SERVICE:MODE with SERVICE one of prefill, decode-0, "
-                                         r"decode-1 and MODE one of oom, .*, broken-pair, got 'decode-0:meltdown'$"):
+                                         r"decode-1 and MODE one of oom, .*, broken-pair, page-size, got 'decode-0:meltdown'$"):
         demo.parse_failure("decode-0:meltdown", shape="1p2d")

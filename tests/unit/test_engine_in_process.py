@@ -490,3 +490,15 @@ async def test_strict_refuses_a_warning_too():
         finally:
             await strict.close()
     assert not done.ok and "only prefill gives it" in done.failures["decode"]
+
+
+async def test_a_run_that_ends_on_an_unexpected_exception_fails_its_service_instead_of_waiting_for_ever():
+    async def boom(action) -> bool:
+        raise RuntimeError("boom")
+
+    async with Bringing() as run:
+        run.orchestrator._runs["decode"].bring_up = boom      # a bug in a target's run, as it would surface
+        done = await run.orchestrator.run()
+    assert not done.ok
+    assert done.failures["decode"] == "pdtui internal error: RuntimeError: boom"
+    assert run.rec.states("router")[-1] == "blocked"

@@ -43,7 +43,7 @@ def test_a_page_size_given_on_one_side_only_is_a_warning():
 
 def test_another_model_or_revision_is_refused():
     other = ServerCommand(("python3", "-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3-8B"), {}, "launch")
-    assert settings(pair(server(), other)) == [("error", "model"), ("warning", "attention TP")]
+    assert settings(pair(server(), other)) == [("error", "model")]
     assert settings(pair(server("--revision", "abc"), server())) == [("error", "revision")]
     assert "the default branch" in pair(server("--revision", "abc"), server())[0].text
 
@@ -69,15 +69,12 @@ def test_an_ib_device_named_on_one_side_only_is_a_warning():
                          server("--disaggregation-ib-device", "mlx5_4"))) == []
 
 
-def test_layouts_sglang_cannot_pair_are_refused_and_different_attention_tp_is_a_warning():
-    assert settings(pair(server(), server("--attn-cp-size", "2"))) == [("error", "attention CP"),
-                                                                       ("warning", "attention TP")]
+def test_layouts_sglang_cannot_pair_are_refused_and_different_attention_tp_sizes_pair():
+    assert settings(pair(server(), server("--attn-cp-size", "2"))) == [("error", "attention CP")]
     assert settings(pair(server("--pp-size", "2"), server("--pp-size", "4"))) == [("error", "pipeline")]
     assert settings(pair(server("--pp-size", "2"), server())) == []
-    assert settings(pair(server(), server("--tp", "8"))) == [("warning", "attention TP")]
-    # 8 GPUs of tensor parallelism over 2 attention DP ranks: attention TP 4, as the prefill's
+    assert settings(pair(server(), server("--tp", "8"))) == []
     assert settings(pair(server(), server("--tp", "8", "--dp-size", "2", "--enable-dp-attention"))) == []
-    assert settings(pair(server(), server("--tp", "8", "--attn-dp-size", "2"))) == []
 
 
 HOST = """\

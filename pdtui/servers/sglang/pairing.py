@@ -60,11 +60,6 @@ class Side:
         return self.number("--dp-size", "--dp") if has_flag(self.command.words, "--enable-dp-attention") else 1
 
     @property
-    def attn_tp(self) -> int:
-        """Its attention TP size, what a prefill and a decode are paired by: TP over attention DP and CP."""
-        return max(1, self.number("--tp-size", "--tp") // max(1, self.attn_dp) // max(1, self.attn_cp))
-
-    @property
     def attn_cp(self) -> int:
         return self.number("--attn-cp-size")
 
@@ -162,7 +157,8 @@ def _ib_device(p: Side, d: Side) -> list[Mismatch]:
 
 def _layout(p: Side, d: Side) -> list[Mismatch]:
     """What SGLang's rank mapping cannot pair: a decode with context parallelism, a decode pipeline that is neither
-    the prefill's nor one stage; attention TP sizes that differ are paired (slower for a model without MLA)."""
+    the prefill's nor one stage. Attention TP sizes that differ are paired, and not told: a model with MLA (the
+    common PD case) reads one prefill rank; SGLang warns itself when one without MLA is sliced by heads."""
     found = []
     if d.attn_cp > 1:
         found.append(_mismatch("error", p, d, "attention CP", (str(p.attn_cp), str(d.attn_cp)),
@@ -173,11 +169,6 @@ def _layout(p: Side, d: Side) -> list[Mismatch]:
         found.append(_mismatch("error", p, d, "pipeline", (str(pp), str(dp)),
                                f"cannot pair: {d.name} runs --pp-size {dp}, {p.name} {pp}; SGLang requires the decode's "
                                f"pipeline size to be the prefill's or 1"))
-    if p.attn_tp != d.attn_tp:
-        found.append(_mismatch("warning", p, d, "attention TP", (str(p.attn_tp), str(d.attn_tp)),
-                               f"run different attention TP sizes ({p.name} {p.attn_tp}, {d.name} {d.attn_tp}): "
-                               f"SGLang pairs them (a model with MLA reads one prefill rank; one without is sliced by "
-                               f"heads, performance not guaranteed, and a non-MLA hybrid model is refused)"))
     return found
 
 
