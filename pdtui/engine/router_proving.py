@@ -73,7 +73,9 @@ class RouterProving:
         """What it routes to against the config, told when that changes; a worker the config does not name is
         also warned about once, with the command that drops it."""
         run = self.run
-        workers = tuple(self._routed(worker) for worker in self.probe.listed)
+        order = {backend.service: n for n, backend in enumerate(self.probe.backends)}
+        workers = tuple(sorted((self._routed(worker) for worker in self.probe.listed),     # the config's order
+                               key=lambda w: (order.get(w.service or "", len(order)), w.url)))
         named = {worker.service for worker in workers}
         lacking = tuple(backend.service for backend in self.probe.backends if backend.service not in named)
         if (workers, lacking) == self._told_backends:
