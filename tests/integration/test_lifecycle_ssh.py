@@ -168,3 +168,43 @@ def test_down_stops_the_router_first_and_releases_the_gpus_then_status_exits_1(s
     status = pdtui("status", str(config), "--once")
     assert status.returncode == 1, status.stdout + status.stderr
     assert status.stdout.count("STOPPED") == 3 and "life: 0 of 3 ready" in status.stdout
+
+
+def rewrite(sandbox, config: Path, service: str, *flags: str) -> None:
+    """The installed unit of ``service`` given more flags (its port, bootstrap and GPUs as they were)."""
+    doc = yaml.safe_load(config.read_text())["services"]
+    fields = doc[service]
+    boot = doc["prefill"]["bootstrap_port"]
+    gpus = ",".join(map(str, fields["gpus"]))
+    sandbox.add_unit(fields["unit"].removesuffix(".service"), [*worker_argv(service, fields["port"], bootstrap=boot),
+                                                               *flags], env={"CUDA_VISIBLE_DEVICES": gpus})
+
+
+@pytest.mark.parametrize(("prefill", "decode", "said"), [
+    (("--page-size", "64"), ("--page-size", "128"),
+     "error: prefill and decode disagree on --page-size: prefill runs 64 (its unit t-prefill.service on gpu0), "
+     "decode runs 128 (its unit t-decode.service on gpu0)"),
+    (("--dist-init-addr", "127.0.0.1:41000"), ("--dist-init-addr", "127.0.0.1:41000"),
+     "error: decode and prefill both take port 41000 on gpu0: decode's --dist-init-addr 127.0.0.1:41000 (its unit "
+     "t-decode.service on gpu0) and prefill's --dist-init-addr 127.0.0.1:41000 (its unit t-prefill.service on gpu0)"),
+])
+def test_servers_that_cannot_work_together_are_refused_over_ssh_before_anything_starts(sandbox, config, prefill,
+                                                                                        decode, said):
+    rewrite(sandbox, config, "prefill", *prefill)
+    rewrite(sandbox, config, "decode", *decode)
+    probe = pdtui("check", str(config), "--probe")
+    assert probe.returncode == 1 and said in probe.stdout and "preflight failed" in probe.stdout, probe.stdout
+    refused = pdtui("up", str(config), "--headless")
+    assert refused.returncode == 1 and said in refused.stdout, refused.stdout
+    assert not any(invocations(sandbox, config).values()), "nothing started"
+    forced = pdtui("up", str(config), "--headless", "--force")
+    assert forced.returncode == 0, forced.stdout + forced.stderr
+    assert f"--force: starting despite this: {said.removeprefix('error: ')}" in forced.stdout
+
+
+def test_servers_that_run_alike_pass_the_probe_over_ssh_with_nothing_to_say(sandbox, config):
+    rewrite(sandbox, config, "prefill", "--page-size", "64", "--dist-init-addr", "127.0.0.1:41000")
+    rewrite(sandbox, config, "decode", "--page-size", "64", "--dist-init-addr", "127.0.0.1:41010")
+    probe = pdtui("check", str(config), "--probe")
+    assert probe.returncode == 0 and "preflight passed" in probe.stdout, probe.stdout
+    assert "error:" not in probe.stdout and "warning:" not in probe.stdout
