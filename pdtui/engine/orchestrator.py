@@ -22,9 +22,19 @@ import math
 import time
 from collections.abc import Callable, Collection, Mapping
 
-from pdtui.config import Deployment
+from pdtui.config import BACKEND_ROLES, Deployment
 from pdtui.config.fields import format_duration
-from pdtui.engine.events import Done, Event, HostStatus, Notice, PlanReady, Step, StepChanged, StepStatus
+from pdtui.engine.events import (
+    Done,
+    Event,
+    HostStatus,
+    Notice,
+    PlanReady,
+    PreflightFinding,
+    Step,
+    StepChanged,
+    StepStatus,
+)
 from pdtui.engine.figures import FiguresWatch
 from pdtui.engine.intent import UP, Action, Intent, RestartHow, Verb
 from pdtui.engine.lifecycle import BAD_OUTCOMES, Lifecycle
@@ -269,8 +279,34 @@ class Orchestrator:
         if bad:
             run.transition(S.BLOCKED, f"{bad[0].name} {bad[0].state.value.replace('_', ' ')}")
             return
+        if run.cfg.is_router and self.intent.verb in (Verb.UP, Verb.RESTART):
+            refused = await self._pairs_as_they_run(run)
+            if refused:
+                run.transition(S.BLOCKED, refused)
+                return
         if await run.bring_up(action):
             self.tell_outcome_again()     # it failed after ready: the outcome changed
+
+    async def _pairs_as_they_run(self, router: ServiceRun) -> str | None:
+        """Before a router starts: its prefills against its decodes as each ready server says it runs (its
+        ``/server_info``); the first refusal's words (None: none, or forced)."""
+        backends = [self._runs[n] for n in router.cfg.after if self._runs[n].cfg.role in BACKEND_ROLES]
+        infos = await asyncio.gather(*(b.serving.server_info(b.prober, b.cfg.port, b.address) for b in backends
+                                       if b.cfg.port))
+        told = {b.name: info for b, info in zip([b for b in backends if b.cfg.port], infos, strict=True) if info}
+        refused = None
+        for p in (b for b in backends if b.cfg.role == "prefill" and b.name in told):
+            for d in (b for b in backends if b.cfg.role == "decode" and b.name in told):
+                for found in p.serving.running_mismatches((p.name, told[p.name]), (d.name, told[d.name])):
+                    self.emit(PreflightFinding(found.level, found.kind, d.name, d.cfg.host, found.setting,
+                                               found.values, found.sources, found.text, self.elapsed()))
+                    if found.level == "error" or (self.deployment.strict and found.level == "warning"):
+                        if self.intent.force:
+                            self.emit(Notice("warning", f"--force: starting despite this: {found.text}", router.name,
+                                             self.elapsed()))
+                        else:
+                            refused = refused or found.text
+        return refused
 
     def changed(self) -> None:
         """A run changed state: wake the waiters; the steps are updated once the loop's turn is over.

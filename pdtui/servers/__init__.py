@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from pdtui.engine.checks.base import ReadinessCheck
     from pdtui.engine.checks.kv_transfer import KvTotals
     from pdtui.engine.events import Figures
+    from pdtui.engine.http import HttpProber
     from pdtui.engine.signatures import Signature
 
 
@@ -41,7 +42,8 @@ class Mismatch:
     (``error``) or a ``warning``, naming the setting, both values and where each was read."""
 
     level: str                      # error | warning
-    kind: str                       # pair (a prefill against a decode) | host (servers sharing one host)
+    kind: str                       # pair (a prefill against a decode, as they will run) | running (the same, as
+                                    # they run) | host (servers sharing one host)
     services: tuple[str, ...]       # the one it fails first
     setting: str
     values: tuple[str, ...]
@@ -106,6 +108,13 @@ class ServingEngine(Protocol):
 
     def host_mismatches(self, servers: Sequence[tuple[ServiceConfig, ServerCommand]]) -> list[Mismatch]:
         """What the servers of one host, as each will run, get in each other's way (ports) or their own (GPUs)."""
+
+    async def server_info(self, prober: HttpProber, port: int, address: str) -> Mapping[str, Any] | None:
+        """A running server's own account of how it runs (None: it gives none)."""
+
+    def running_mismatches(self, prefill: tuple[str, Mapping[str, Any]],
+                           decode: tuple[str, Mapping[str, Any]]) -> list[Mismatch]:
+        """A ready prefill and decode, as each says it runs: what keeps them from moving KV between them."""
 
     def pair_request(self, prompt: str, *, bootstrap_host: str, bootstrap_port: int,
                      max_new_tokens: int) -> tuple[str, dict[str, Any]]:

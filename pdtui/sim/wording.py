@@ -26,6 +26,7 @@ _RESP = ("[{'text': '', 'meta_info': {'id': 'warmup', 'finish_reason': {'type': 
 @dataclass(frozen=True)
 class Wording:
     generation: str
+    version: str                    # what /server_info's "version" says
     health_before_warmup: int       # what /health answers between "Uvicorn running" and the end of the warm-up
     torch_distributed: bool         # prints "Init torch distributed begin./ends."
     graph_begin: str
@@ -45,7 +46,7 @@ class Wording:
 
 WORDINGS: dict[str, Wording] = {
     "older": Wording(
-        "older", 200, True,
+        "older", "0.4.10", 200, True,
         "Capture cuda graph begin. This can take up to several minutes. avail mem=13.95 GB",
         "Capture cuda graph end. Time elapsed: 5.37 s. mem usage=1.44 GB. avail mem=12.51 GB.",
         "Start of prefill warmup ...",
@@ -58,7 +59,7 @@ WORDINGS: dict[str, Wording] = {
         content_beside_reasoning=None,     # 0.4.x: "content": null
     ),
     "2025": Wording(
-        "2025", 503, True,
+        "2025", "0.5.5", 503, True,
         "Capture cuda graph begin. This can take up to several minutes. avail mem=13.95 GB",
         "Capture cuda graph end. Time elapsed: 5.37 s. mem usage=1.44 GB. avail mem=12.51 GB.",
         "Start of pd disaggregation warmup ...",
@@ -68,7 +69,7 @@ WORDINGS: dict[str, Wording] = {
         None,
     ),
     "current": Wording(
-        "current", 503, False,
+        "current", "0.5.23", 503, False,
         "Capture decode CUDA graph begin. backend=full, avail mem=13.95 GB",
         "Capture decode CUDA graph end. elapsed=5.37 s, mem usage=1.44 GB, avail mem=12.51 GB.",
         "Start of pd disaggregation warmup ...",

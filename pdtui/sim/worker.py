@@ -95,6 +95,11 @@ class Worker:
                                  transfer_errors=args.fail == "transfer-errors", error_log=self.log.tp_error,
                                  fail_later=self._window("generate-fails-later"),
                                  transfer_later=self._window("transfer-errors-later"),
+                                 server_args={"page_size": args.page_size, "kv_cache_dtype": args.kv_cache_dtype,
+                                              "revision": args.revision,
+                                              "disaggregation_transfer_backend": args.transfer_backend,
+                                              "disaggregation_ib_device": args.ib_device,
+                                              "version": WORDINGS[args.generation].version},
                                  prefills=PrefillInfo(args.unreachable_bootstrap),
                                  answer=ANSWERS.get(args.fail or "", "content"),
                                  content_beside_reasoning=self.words.content_beside_reasoning)
@@ -424,9 +429,9 @@ def server_args_repr(args: argparse.Namespace, gpus: list[int]) -> str:
         "model_path": args.model, "tokenizer_path": args.model, "tokenizer_mode": "auto",
         "skip_tokenizer_init": False, "load_format": "auto", "model_loader_extra_config": "{}",
         "trust_remote_code": True, "context_length": None, "is_embedding": False, "enable_multimodal": None,
-        "revision": None, "model_impl": "auto", "host": args.host, "port": args.port, "skip_server_warmup": False,
+        "revision": args.revision, "model_impl": "auto", "host": args.host, "port": args.port, "skip_server_warmup": False,
         "warmups": None, "nccl_port": None, "dtype": "auto", "quantization": "fp8", "quantization_param_path": None,
-        "kv_cache_dtype": "auto", "mem_fraction_static": 0.82, "max_running_requests": args.max_running_requests,
+        "kv_cache_dtype": args.kv_cache_dtype, "mem_fraction_static": 0.82, "max_running_requests": args.max_running_requests,
         "max_queued_requests": None, "max_total_tokens": None, "chunked_prefill_size": 8192,
         "max_prefill_tokens": 16384, "schedule_policy": "fcfs", "schedule_conservativeness": 1.0,
         "page_size": args.page_size, "hybrid_kvcache_ratio": None, "swa_full_tokens_ratio": 0.8,
@@ -520,6 +525,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--disaggregation-transfer-backend", dest="transfer_backend", default="mooncake")
     parser.add_argument("--disaggregation-ib-device", dest="ib_device", default=None)
     parser.add_argument("--page-size", type=int, default=64, help="the KV cache's page size (DeepSeek's MLA: 64)")
+    parser.add_argument("--kv-cache-dtype", default="auto")
+    parser.add_argument("--revision", default=None)
     args, _sglang_only = parser.parse_known_args(argv)
     if args.log_rate <= 0:
         parser.error("--log-rate must be positive")

@@ -75,6 +75,7 @@ class WorkerState:
     count_transfer_failure: Callable[[], None] = lambda: None   # /metrics' failed-transfer counter
     error_log: Callable[[str], None] = print
     healthy: threading.Event = field(default_factory=threading.Event)
+    server_args: dict[str, Any] = field(default_factory=dict)    # what /server_info adds: the args as resolved
 
     def generation_fails(self) -> bool:
         """Whether this generation answers 500: always (generate-500), or inside the window that the first
@@ -147,8 +148,8 @@ class WorkerState:
         return {"model_path": self.model, "tokenizer_path": self.model, "host": self.host, "port": self.port,
                 "tp_size": self.tp_size, "dp_size": 1, "pp_size": 1, "disaggregation_mode": self.role,
                 "disaggregation_bootstrap_port": self.bootstrap_port,
-                "disaggregation_transfer_backend": "mooncake", "max_total_num_tokens": MAX_TOTAL_TOKENS,
-                "chunked_prefill_size": 8192, "context_length": 32768, "version": "0.5.5-sim",
+                "max_total_num_tokens": MAX_TOTAL_TOKENS, "chunked_prefill_size": 8192, "context_length": 32768,
+                **self.server_args,
                 "internal_states": [{"last_gen_throughput": round(self.serving.snapshot().gen_throughput, 2),
                                      "avg_spec_accept_length": None}]}
 

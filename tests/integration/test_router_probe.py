@@ -9,7 +9,7 @@ import pytest
 
 from pdtui.engine.checks import LOOPBACK
 from pdtui.engine.checks.workers import Backend, check_workers, key_refused
-from pdtui.engine.events import Notice, ProbeResult
+from pdtui.engine.events import Notice, PreflightFinding, ProbeResult
 from pdtui.sim.ports import free_port
 from tests.engine_helpers import bring_up, real_router_params, router_argv, sim_deployment, worker_argv
 
@@ -170,3 +170,19 @@ async def test_a_key_the_router_refuses_is_named_by_where_it_came_from(sandbox, 
     done, _, _ = await bring_up(pd(sandbox, package, router_flags=("--api-key", "s3cret"),
                                    router_key_env="PDTUI_TEST_ROUTER_KEY"))
     assert done.failures["router"] == "workers: HTTP 401 from /workers: the router refused the API key in PDTUI_TEST_ROUTER_KEY"
+
+
+async def test_a_prefill_and_a_decode_of_two_minor_releases_block_the_router_before_it_starts(sandbox):
+    p, d, r, boot = (free_port() for _ in range(4))
+    services = {
+        "prefill": (worker_argv("prefill", p, bootstrap=boot, generation="older"), {"role": "prefill", "port": p}),
+        "decode": (worker_argv("decode", d, bootstrap=boot, generation="current"), {"role": "decode", "port": d}),
+        "router": (router_argv(r, [(p, boot)], [d], package="sim"), {"role": "router", "port": r}),
+    }
+    done, rec, _ = await bring_up(sim_deployment(sandbox, services))
+    assert not done.ok
+    said = "prefill and decode run different SGLang minor releases: prefill 0.4.10, decode 0.5.23"
+    assert done.failures == {"router": said}
+    assert rec.states("router") == ["blocked"], "never started"
+    assert [(f.level, f.check, f.setting) for f in rec.of(PreflightFinding)] == [("error", "running", "SGLang version")]
+    assert rec.states("prefill")[-1] == rec.states("decode")[-1] == "ready", "each server serves on its own"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pdtui.config import parse_config
 from pdtui.servers import ServerCommand
-from pdtui.servers.sglang.pairing import host_mismatches, pair_mismatches
+from pdtui.servers.sglang.pairing import host_mismatches, pair_mismatches, running_mismatches
 
 BASE = ["python3", "-m", "sglang.launch_server", "--model-path", "deepseek-ai/DeepSeek-V4-Flash", "--tp", "4"]
 
@@ -123,3 +123,35 @@ def test_tp_beyond_the_gpus_its_unit_is_given_is_refused():
                           "t.service on gpu0)")
     two_nodes = server("--tp", "8", "--nnodes", "2", env={"CUDA_VISIBLE_DEVICES": "0,1,2,3"})
     assert servers(two_nodes, server(env={"CUDA_VISIBLE_DEVICES": "4,5,6,7"})) == []
+
+
+INFO = {"model_path": "deepseek-ai/DeepSeek-V4-Flash", "revision": None, "page_size": 64, "kv_cache_dtype": "auto",
+        "disaggregation_transfer_backend": "mooncake", "version": "0.5.23"}
+
+
+def running(prefill: dict, decode: dict):
+    return running_mismatches(("prefill", {**INFO, **prefill}), ("decode", {**INFO, **decode}))
+
+
+def test_servers_that_run_alike_once_up_have_nothing_to_say():
+    assert running({}, {}) == []
+
+
+def test_a_value_the_servers_resolved_differently_is_refused_naming_the_field():
+    [found] = running({"page_size": 64}, {"page_size": 1})
+    assert (found.level, found.kind, found.setting, found.values) == ("error", "running", "page size", ("64", "1"))
+    assert found.sources == ("prefill's /server_info", "decode's /server_info")
+    assert found.text == "prefill and decode run different page sizes: prefill 64, decode 1 (their /server_info)"
+
+
+def test_another_minor_release_refuses_and_another_patch_warns():
+    [minor] = running({"version": "0.4.10"}, {})
+    assert (minor.level, minor.text) == ("error", "prefill and decode run different SGLang minor releases: prefill "
+                                                  "0.4.10, decode 0.5.23")
+    [patch] = running({"version": "0.5.22"}, {})
+    assert patch.level == "warning" and "patch releases" in patch.text
+
+
+def test_a_key_an_older_release_does_not_report_is_not_compared():
+    older = {k: v for k, v in INFO.items() if k not in ("page_size", "kv_cache_dtype")}
+    assert running_mismatches(("prefill", older), ("decode", {**INFO, "page_size": 1})) == []

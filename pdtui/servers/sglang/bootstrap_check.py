@@ -13,18 +13,15 @@ from pdtui.engine.checks.base import Check, Probed, reported_port
 from pdtui.engine.checks.tcp import tcp_check
 from pdtui.engine.http import HttpProber
 from pdtui.hosts.base import LOOPBACK_ADDRESS
+from pdtui.servers.sglang.server_info import read_server_info
 from pdtui.servers.sglang.signatures import BOOTSTRAP
 
 
 async def bootstrap_port(prober: HttpProber, port: int, address: str = LOOPBACK_ADDRESS) -> int:
     """The bootstrap port a PD prefill says it serves (``/server_info``, ``/get_server_info`` on older
     builds), or SGLang's default when it does not say."""
-    for path in ("/server_info", "/get_server_info"):
-        result = await prober.get(port, path, address=address)
-        info = result.json() if result.ok else None
-        if isinstance(info, dict):
-            return reported_port(info.get("disaggregation_bootstrap_port")) or DEFAULT_BOOTSTRAP_PORT
-    return DEFAULT_BOOTSTRAP_PORT
+    info = await read_server_info(prober, port, address)
+    return (reported_port(info.get("disaggregation_bootstrap_port")) if info else None) or DEFAULT_BOOTSTRAP_PORT
 
 
 class BootstrapAccepts:

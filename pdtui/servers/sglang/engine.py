@@ -9,10 +9,12 @@ from pdtui.config import Deployment, ServiceConfig
 from pdtui.engine.checks.base import ReadinessCheck
 from pdtui.engine.checks.kv_transfer import KvTotals
 from pdtui.engine.events import Figures
+from pdtui.engine.http import HttpProber
 from pdtui.engine.signatures import Signature
 from pdtui.servers import Mismatch, ServerCommand
 from pdtui.servers.sglang import launch, metrics, pairing, pd_request, phases, signatures
 from pdtui.servers.sglang.bootstrap_check import BootstrapAccepts
+from pdtui.servers.sglang.server_info import read_server_info
 
 
 class SGLang:
@@ -61,6 +63,13 @@ class SGLang:
 
     def host_mismatches(self, servers: Sequence[tuple[ServiceConfig, ServerCommand]]) -> list[Mismatch]:
         return pairing.host_mismatches(servers)
+
+    async def server_info(self, prober: HttpProber, port: int, address: str) -> Mapping[str, Any] | None:
+        return await read_server_info(prober, port, address)
+
+    def running_mismatches(self, prefill: tuple[str, Mapping[str, Any]],
+                           decode: tuple[str, Mapping[str, Any]]) -> list[Mismatch]:
+        return pairing.running_mismatches(prefill, decode)
 
     def pair_request(self, prompt: str, *, bootstrap_host: str, bootstrap_port: int,
                      max_new_tokens: int) -> tuple[str, dict[str, Any]]:

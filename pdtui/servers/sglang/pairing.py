@@ -22,8 +22,9 @@ checkpoint), is a warning. docs/preflight.md says why each is what it is.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from pdtui.config import DEFAULT_BOOTSTRAP_PORT, ServiceConfig
 from pdtui.servers import Mismatch, ServerCommand
@@ -245,3 +246,36 @@ def _visible(command: ServerCommand) -> int | None:
         return None
     return len([part for part in value.split(",") if part.strip()])
 
+
+
+# --------------------------------------------------------------------------- once up: as they really run
+
+RUNNING = (("model_path", "model"), ("revision", "revision"), ("disaggregation_transfer_backend", "transfer backend"),
+           ("page_size", "page size"), ("kv_cache_dtype", "KV cache dtype"))
+_VERSION = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?")
+
+
+def running_mismatches(prefill: tuple[str, Mapping[str, Any]], decode: tuple[str, Mapping[str, Any]]) -> list[Mismatch]:
+    """A ready prefill and decode as their ``/server_info`` says they run (the values SGLang resolved at start),
+    and their SGLang releases: another minor release refuses the pair, another patch is a warning. A key one side
+    does not report (an older release) is not compared."""
+    (p, pinfo), (d, dinfo) = prefill, decode
+    sources = (f"{p}'s /server_info", f"{d}'s /server_info")
+    found = []
+    for key, setting in RUNNING:
+        if key not in pinfo or key not in dinfo or pinfo[key] == dinfo[key]:
+            continue
+        pv, dv = str(pinfo[key]), str(dinfo[key])
+        found.append(Mismatch("error", "running", (d, p), setting, (pv, dv), sources,
+                              f"{p} and {d} run different {setting}s: {p} {pv}, {d} {dv} (their /server_info)"))
+    return found + _versions(p, d, pinfo.get("version"), dinfo.get("version"), sources)
+
+
+def _versions(p: str, d: str, pv: Any, dv: Any, sources: tuple[str, str]) -> list[Mismatch]:
+    pm, dm = _VERSION.match(str(pv or "")), _VERSION.match(str(dv or ""))
+    if pm is None or dm is None or pm.groups() == dm.groups():
+        return []
+    level = "error" if pm.groups()[:2] != dm.groups()[:2] else "warning"
+    words = "minor releases" if level == "error" else "patch releases"
+    return [Mismatch(level, "running", (d, p), "SGLang version", (str(pv), str(dv)), sources,
+                     f"{p} and {d} run different SGLang {words}: {p} {pv}, {d} {dv}")]
