@@ -71,6 +71,8 @@ class HostSession(Session):
         when ``starting``, each installed unit is compared with the config (:meth:`_drift`)."""
         ok = True
         units = cast("Sequence[UnitRun]", runs)       # a host's services are its units
+        # the installed units are read while they are looked at: neither waits for the other
+        installed = asyncio.ensure_future(self._installed([run.unit for run in units])) if starting and units else None
         looks = await asyncio.gather(*(reacher.reach(run.show) for run in units), return_exceptions=True)
         for run, props in zip(units, looks, strict=True):
             if isinstance(props, HostError):
@@ -78,25 +80,31 @@ class HostSession(Session):
                 ok = False
                 continue
             if isinstance(props, BaseException):
+                if installed is not None:
+                    installed.cancel()
                 raise props
             run.note_unit(props)
             if props.get("LoadState") == "not-found":
                 run.transition(ServiceState.FAILED, f"unit {run.cfg.unit} not found on {self.name}")
                 ok = False
-        if not starting:
+        if installed is None:
             return ok     # nothing will be started: what the unit files say is not in question
-        return await self._drift([r for r in runs if r.state is ServiceState.PENDING]) and ok
+        files = await installed
+        if files is None:       # read while the host could not be reached yet: once more, now it is
+            files = await self._installed([run.unit for run in units])
+        return self._drift([r for r in runs if r.state is ServiceState.PENDING], files or {}) and ok
 
-    async def _drift(self, runs: list[ServiceRun]) -> bool:
-        """Each installed unit against the config (one ``systemctl cat`` for the host): a unit that runs
-        something else (other GPUs, NUMA node, port, mode, router backends) fails its service before start."""
-        if not runs:
-            return True
+    async def _installed(self, units: list[str]) -> dict[str, list[tuple[str, str]]] | None:
+        """The installed files of ``units`` (one ``systemctl cat`` for the host); None when the host did not answer."""
         try:
-            result = await self.command(self.commands.cat([r.unit for r in runs]))
+            result = await self.command(self.commands.cat(units))
         except HostError:
-            return True     # the unit looks just passed: a host lost now is the bring-up's to tell
-        installed = parse_cat(result.stdout)
+            return None
+        return parse_cat(result.stdout)
+
+    def _drift(self, runs: list[ServiceRun], installed: dict[str, list[tuple[str, str]]]) -> bool:
+        """Each installed unit against the config: a unit that runs something else (other GPUs, NUMA node, port,
+        mode, router backends) fails its service before start."""
         ok = True
         for run in runs:
             if run.cfg.unit not in installed:
