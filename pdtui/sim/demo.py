@@ -26,7 +26,6 @@ eight GPUs from Slurm, the router is submitted once both are ready.
 
 from __future__ import annotations
 
-import socket
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -38,7 +37,7 @@ from pdtui.commands.units import write_units
 from pdtui.config import Deployment, parse_config
 from pdtui.sim.commands import REAL_ROUTERS, SIM_ROUTER, default_router, sim_python
 from pdtui.sim.knobs import DEFAULT_GENERATION, DEFAULT_MODEL, DEMO_FAIL_MODES, FAIL_MODES
-from pdtui.sim.ports import free_port
+from pdtui.sim.ports import free_port, port_is_free
 from pdtui.sim.sandbox import Sandbox
 from pdtui.sim.slurm_cluster import PrivateCluster
 from pdtui.sim.systemctl import package_env
@@ -123,15 +122,6 @@ def reference_ports_wanted(environ: Mapping[str, str]) -> bool:
     if value not in ("reference", "any"):
         raise ValueError(f"{PORTS_ENV} expects reference or any, got {value!r}")
     return value == "reference"
-
-
-def port_is_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 def ports_for(options: DemoOptions) -> dict[str, int]:

@@ -32,7 +32,8 @@ def _range() -> tuple[int, int]:
     return max(_LOWEST, low - _SPAN), low
 
 
-def _bindable(port: int) -> bool:
+def port_is_free(port: int) -> bool:
+    """Whether nobody holds ``port`` on 127.0.0.1 right now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         try:
             sock.bind(("127.0.0.1", port))
@@ -60,7 +61,7 @@ def free_port() -> int:
         nxt = int(text) if text.isdigit() and first <= int(text) < end else first
         for _ in range(end - first):
             port, nxt = nxt, (first if nxt + 1 >= end else nxt + 1)
-            if _bindable(port):
+            if port_is_free(port):
                 os.lseek(fd, 0, os.SEEK_SET)
                 os.ftruncate(fd, 0)
                 os.write(fd, str(nxt).encode())
