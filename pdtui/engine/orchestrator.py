@@ -289,7 +289,7 @@ class Orchestrator:
 
     async def _pairs_as_they_run(self, router: ServiceRun) -> str | None:
         """Before a router starts: its prefills against its decodes as each ready server says it runs (its
-        ``/server_info``); the first refusal's words (None: none, or forced)."""
+        ``/server_info``); the first refusal's words (None: none, forced, or the router runs already)."""
         backends = [self._runs[n] for n in router.cfg.after if self._runs[n].cfg.role in BACKEND_ROLES]
         infos = await asyncio.gather(*(b.serving.server_info(b.prober, b.cfg.port, b.address) for b in backends
                                        if b.cfg.port))
@@ -301,6 +301,8 @@ class Orchestrator:
                     self.emit(PreflightFinding(found.level, found.kind, d.name, d.cfg.host, found.setting,
                                                found.values, found.sources, found.text, self.elapsed()))
                     if found.level == "error" or (self.deployment.strict and found.level == "warning"):
+                        if router.running:
+                            continue    # it serves already: told, not refused (blocking it would stop nothing)
                         if self.intent.force:
                             self.emit(Notice("warning", f"--force: starting despite this: {found.text}", router.name,
                                              self.elapsed()))
