@@ -7,7 +7,8 @@ from pdtui.config import parse_config
 from pdtui.servers import ServerCommand
 from pdtui.servers.sglang.pairing import host_mismatches, pair_mismatches, running_mismatches
 
-BASE = ["python3", "-m", "sglang.launch_server", "--model-path", "deepseek-ai/DeepSeek-V4-Flash", "--tp", "4"]
+BASE = ["python3", "-m", "sglang.launch_server", "--disaggregation-mode", "prefill", "--model-path",
+        "deepseek-ai/DeepSeek-V4-Flash", "--tp", "4"]
 
 
 def server(*flags: str, source: str = "its unit t.service on gpu0", env: dict | None = None) -> ServerCommand:
@@ -42,10 +43,14 @@ def test_a_page_size_given_on_one_side_only_is_a_warning():
 
 
 def test_another_model_or_revision_is_refused():
-    other = ServerCommand(("python3", "-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3-8B"), {}, "launch")
+    other = ServerCommand(("python3", "-m", "sglang.launch_server", "--disaggregation-mode", "decode", "--model-path",
+                           "Qwen/Qwen3-8B"), {}, "launch")
     assert settings(pair(server(), other)) == [("error", "model")]
-    assert settings(pair(server("--revision", "abc"), server())) == [("error", "revision")]
-    assert "the default branch" in pair(server("--revision", "abc"), server())[0].text
+    assert settings(pair(server("--revision", "abc"), server("--revision", "def"))) == [("error", "revision")]
+    assert settings(pair(server("--revision", "abc"), server())) == [("warning", "revision")]
+    assert "runs the model's default branch" in pair(server("--revision", "abc"), server())[0].text
+    wrapped = ServerCommand(("/opt/bin/start-decode.sh",), {}, "its unit d.service on gpu1")
+    assert pair(server("--disaggregation-transfer-backend", "nixl"), wrapped) == [], "a wrapper's flags are unknown"
 
 
 def test_transfer_backends_that_differ_are_refused_and_mooncake_over_tcp_is_a_warning():

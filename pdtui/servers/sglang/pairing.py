@@ -66,13 +66,17 @@ class Side:
 
 
 def pair_mismatches(prefill: tuple[str, ServerCommand], decode: tuple[str, ServerCommand]) -> list[Mismatch]:
-    """What keeps this prefill and this decode, as each will run, from moving KV between them."""
+    """What keeps this prefill and this decode, as each will run, from moving KV between them. A side whose
+    command line does not say its disaggregation mode is a wrapper (a script that sets the flags itself): its
+    defaults cannot be read, so nothing is compared."""
     p, d = Side(*prefill), Side(*decode)
+    if not (has_flag(p.command.words, "--disaggregation-mode") and has_flag(d.command.words, "--disaggregation-mode")):
+        return []
     return [
-        *_same(p, d, "model", ("--model-path", "--model"), None, "error"),
-        *_same(p, d, "revision", ("--revision",), "the default branch", "error"),
+        *_same(p, d, "model", ("--model-path", "--model")),
+        *_same(p, d, "revision", ("--revision",), one_side="runs the model's default branch"),
         *_backend(p, d),
-        *_same(p, d, "page size", ("--page-size",), None, "error",
+        *_same(p, d, "page size", ("--page-size",),
                one_side="the other resolves its own at start (from its attention backend); the decode's first "
                         "request fails with 'Page size mismatch' if they differ"),
         *_kv_dtype(p, d),
@@ -95,24 +99,23 @@ def _both(p: Side, d: Side, flag: str, pv: str, dv: str) -> str:
             f"({d.command.source})")
 
 
-def _same(p: Side, d: Side, setting: str, names: tuple[str, ...], default: str | None, level: str,
-          one_side: str | None = None) -> list[Mismatch]:
-    """A setting both must run alike: refused when both give it differently (or one gives it and the other's
-    default is known to differ); with ``one_side``, one that only one gives is a warning saying why."""
+def _same(p: Side, d: Side, setting: str, names: tuple[str, ...], one_side: str | None = None) -> list[Mismatch]:
+    """A setting both must run alike: refused when both give it differently; one that only one side gives is a
+    warning saying why (``one_side``), or not told when the other's value cannot be known from its command line
+    (a wrapper script may set it)."""
     pv, dv = _values(p, d, names)
     if pv == dv:
         return []
     flag = names[0]
     if pv is not None and dv is not None:
-        return [_mismatch(level, p, d, setting, (pv, dv), _both(p, d, flag, pv, dv))]
-    if one_side is not None:
-        given, side = (pv, p) if pv is not None else (dv, d)
-        other = d if side is p else p
-        return [_mismatch("warning", p, d, setting, (pv or "unset", dv or "unset"),
-                          f"may disagree on {flag}: only {side.name} gives it ({given}, {side.command.source}); "
-                          f"{other.name} does not, and {one_side}")]
-    return [_mismatch(level, p, d, setting, (pv or default or "unset", dv or default or "unset"),
-                      _both(p, d, flag, pv or default or "unset", dv or default or "unset"))]
+        return [_mismatch("error", p, d, setting, (pv, dv), _both(p, d, flag, pv, dv))]
+    if one_side is None:
+        return []
+    given, side = (pv, p) if pv is not None else (dv, d)
+    other = d if side is p else p
+    return [_mismatch("warning", p, d, setting, (pv or "unset", dv or "unset"),
+                      f"may disagree on {flag}: only {side.name} gives it ({given}, {side.command.source}); "
+                      f"{other.name} does not, and {one_side}")]
 
 
 def _backend(p: Side, d: Side) -> list[Mismatch]:
