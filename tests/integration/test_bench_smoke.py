@@ -33,6 +33,7 @@ EXPECTED = {
     "attach": {"history_lines", "attach_lines", "runs", "journals"},
     "http_probe": {"pdtui_us_per_request", "httpcore_us_per_request", "ratio"},
     "real_journald": {"runs", "real", "stand-in"},
+    "refusal": {"to_finding", "to_done", "command_wall"},
 }
 
 
