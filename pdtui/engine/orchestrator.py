@@ -21,6 +21,7 @@ import asyncio
 import math
 import time
 from collections.abc import Callable, Collection, Mapping
+from typing import Any
 
 from pdtui.config import BACKEND_ROLES, Deployment
 from pdtui.config.fields import format_duration
@@ -268,32 +269,46 @@ class Orchestrator:
         """Once what ``run`` comes after is ready (when ``wait``), its life; blocked when one of those failed."""
         deps = [self._runs[d] for d in run.cfg.after] if wait else []
         looking = asyncio.create_task(run.keep_looking()) if deps else None
+        checking = run.cfg.is_router and self.intent.verb in (Verb.UP, Verb.RESTART)
+        infos = {d.name: asyncio.create_task(self._server_info(d)) for d in deps
+                 if checking and d.cfg.role in BACKEND_ROLES and d.cfg.port}
         try:
             await self.until(lambda: all(d.state is S.READY for d in deps) or any(d.state in BAD_OUTCOMES
                                                                                  for d in deps))
-        finally:
-            if looking is not None:
-                looking.cancel()
-                await asyncio.gather(looking, return_exceptions=True)
-        bad = [d for d in deps if d.state in BAD_OUTCOMES] or [d for d in deps if d.state is not S.READY]
-        if bad:
-            run.transition(S.BLOCKED, f"{bad[0].name} {bad[0].state.value.replace('_', ' ')}")
-            return
-        if run.cfg.is_router and self.intent.verb in (Verb.UP, Verb.RESTART):
-            refused = await self._pairs_as_they_run(run)
+            bad = [d for d in deps if d.state in BAD_OUTCOMES] or [d for d in deps if d.state is not S.READY]
+            if bad:
+                run.transition(S.BLOCKED, f"{bad[0].name} {bad[0].state.value.replace('_', ' ')}")
+                return
+            refused = await self._pairs_as_they_run(run, infos) if checking else None
             if refused:
                 run.transition(S.BLOCKED, refused)
                 return
+        finally:
+            for task in (looking, *infos.values()):
+                if task is not None and not task.done():
+                    task.cancel()
+            await asyncio.gather(*(t for t in (looking, *infos.values()) if t is not None), return_exceptions=True)
         if await run.bring_up(action):
             self.tell_outcome_again()     # it failed after ready: the outcome changed
 
-    async def _pairs_as_they_run(self, router: ServiceRun) -> str | None:
+    async def _server_info(self, backend: ServiceRun) -> Mapping[str, Any] | None:
+        """A backend's own account of how it runs, read as soon as its HTTP server answers (its arguments are
+        fixed from then on, while it still warms up): off the router's critical path."""
+        while backend.state not in BAD_OUTCOMES:
+            if backend.state in (S.WAITING, S.READY):
+                assert backend.cfg.port is not None
+                info = await backend.serving.server_info(backend.prober, backend.cfg.port, backend.address)
+                if info is not None or backend.state is S.READY:
+                    return info
+            await asyncio.sleep(self.timing.poll)
+        return None
+
+    async def _pairs_as_they_run(self, router: ServiceRun, infos: Mapping[str, asyncio.Task]) -> str | None:
         """Before a router starts: its prefills against its decodes as each ready server says it runs (its
         ``/server_info``); the first refusal's words (None: none, forced, or the router runs already)."""
-        backends = [self._runs[n] for n in router.cfg.after if self._runs[n].cfg.role in BACKEND_ROLES]
-        infos = await asyncio.gather(*(b.serving.server_info(b.prober, b.cfg.port, b.address) for b in backends
-                                       if b.cfg.port))
-        told = {b.name: info for b, info in zip([b for b in backends if b.cfg.port], infos, strict=True) if info}
+        backends = [self._runs[n] for n in router.cfg.after if n in infos]
+        read = await asyncio.gather(*(infos[b.name] for b in backends))
+        told = {b.name: info for b, info in zip(backends, read, strict=True) if info}
         refused = None
         for p in (b for b in backends if b.cfg.role == "prefill" and b.name in told):
             for d in (b for b in backends if b.cfg.role == "decode" and b.name in told):
