@@ -18,6 +18,7 @@ nothing waits forever. All progress is told through events (see events.py).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import time
 from collections.abc import Callable, Collection, Mapping
@@ -294,13 +295,18 @@ class Orchestrator:
     async def _server_info(self, backend: ServiceRun) -> Mapping[str, Any] | None:
         """A backend's own account of how it runs, read as soon as its HTTP server answers (its arguments are
         fixed from then on, while it still warms up): off the router's critical path."""
+        def settled() -> bool:
+            return backend.state is S.READY or backend.state in BAD_OUTCOMES
+
         while backend.state not in BAD_OUTCOMES:
             if backend.state in (S.WAITING, S.READY):
                 assert backend.cfg.port is not None
                 info = await backend.serving.server_info(backend.prober, backend.cfg.port, backend.address)
                 if info is not None or backend.state is S.READY:
                     return info
-            await asyncio.sleep(self.timing.poll)
+            with contextlib.suppress(TimeoutError):      # again after a poll, or at once when it is ready
+                async with asyncio.timeout(self.timing.poll):
+                    await self.until(settled)
         return None
 
     async def _pairs_as_they_run(self, router: ServiceRun, infos: Mapping[str, asyncio.Task]) -> str | None:
