@@ -107,6 +107,7 @@ class Orchestrator:
         self._begin()
         self._follow_journals()
         await self._preflight_hosts(sample_gpus=True)
+        refused = {r.name for r in self._runs.values() if r.state in BAD_OUTCOMES}    # by the preflight
         if verb is Verb.DOWN and self.intent.services:
             await self._judge_all()     # the rest go on as they run: each is judged, the routers' backends known
             self._lifecycle.take_out_and_stop([self._runs[name] for name in self.intent.services])
@@ -116,7 +117,7 @@ class Orchestrator:
             await self._judge_all()
         elif verb is Verb.RESTART:
             await self._judge_all()     # each service as it runs now: what the restart changes is then told
-            self._lifecycle.restart([self._runs[name] for name in self.intent.services],
+            self._lifecycle.restart([self._runs[name] for name in self.intent.services if name not in refused],
                                     with_dependents=self.intent.with_dependents)
         else:
             for run in self._pending():
@@ -247,7 +248,8 @@ class Orchestrator:
         self._preflight = StepStatus.RUNNING
         self._update_steps()
         self._checks = Preflight(self.deployment, self._sessions, self._on_host, verb=self.intent.verb,
-                                 clock=self.clock, emit=self.emit, elapsed=self.elapsed, force=self.intent.force)
+                                 clock=self.clock, emit=self.emit, elapsed=self.elapsed, force=self.intent.force,
+                                 restarting=self.intent.services if self.intent.verb is Verb.RESTART else ())
         ok = await self._checks.run(sample_gpus=sample_gpus)
         self._preflight = StepStatus.DONE if ok else StepStatus.FAILED
         self._update_steps()

@@ -62,9 +62,11 @@ class Preflight:
 
     def __init__(self, deployment: Deployment, sessions: Mapping[str, Session],
                  on_place: Mapping[str, Sequence[ServiceRun]], *, verb: Verb, clock: Callable[[], float],
-                 emit: Callable[[Event], None], elapsed: Callable[[], float], force: bool = False) -> None:
+                 emit: Callable[[Event], None], elapsed: Callable[[], float], force: bool = False,
+                 restarting: Sequence[str] = ()) -> None:
         self.deployment = deployment
         self.force = force
+        self.restarting = restarting        # a restart's services: the only ones its refusals stop
         self.sessions = sessions
         self.on_place = on_place
         self.verb = verb
@@ -108,26 +110,27 @@ class Preflight:
         commands = {name: command for name, run in runs.items() if run.cfg.role in BACKEND_ROLES
                     and (command := run.planned or run.serving.planned_command(self.deployment, run.cfg))}
         mismatches = [*self._pair_mismatches(runs, commands), *self._host_mismatches(runs, commands)]
+        starting = set(self.restarting) if self.restarting else set(runs)     # what this command would start
         ok = True
         for found in mismatches:
             refused = found.level == "error" or (self.deployment.strict and found.level == "warning")
             service = runs[found.services[0]]
             self.emit(PreflightFinding(found.level, found.kind, service.name, service.cfg.host, found.setting,
                                        found.values, found.sources, found.text, self.elapsed()))
-            if not refused:
-                continue
+            if not refused or not starting.intersection(found.services):
+                continue    # a warning, or about servers this command leaves as they run: told only
             if self.force:
                 self.emit(Notice("warning", f"--force: starting despite this: {found.text}", service.name,
                                  self.elapsed()))
                 continue
-            for name in found.services:
+            for name in starting.intersection(found.services):
                 if runs[name].state is S.PENDING:
                     runs[name].transition(S.FAILED, found.text)
             ok = False
-        if not ok:      # a refusal refuses the bring-up: nothing starts, not even what it did not name
-            for run in runs.values():
-                if run.state is S.PENDING:
-                    run.transition(S.BLOCKED, "the preflight refused the servers as they would run")
+        if not ok:      # a refusal refuses the command: nothing starts, not even what it did not name
+            for name in starting:
+                if runs[name].state is S.PENDING:
+                    runs[name].transition(S.BLOCKED, "the preflight refused the servers as they would run")
         return ok
 
     def _pair_mismatches(self, runs: Mapping[str, ServiceRun], commands: Mapping[str, ServerCommand]) -> list[Mismatch]:

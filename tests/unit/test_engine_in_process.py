@@ -502,3 +502,14 @@ async def test_a_run_that_ends_on_an_unexpected_exception_fails_its_service_inst
     assert not done.ok
     assert done.failures["decode"] == "pdtui internal error: RuntimeError: boom"
     assert run.rec.states("router")[-1] == "blocked"
+
+
+async def test_a_restart_refused_by_the_preflight_leaves_what_it_does_not_restart_as_it_runs():
+    async with Bringing(unit_files=PAGE_SIZES, force=True) as up:
+        assert (await up.orchestrator.run()).ok
+        before = {name: s.invocation for name, s in up.fleet.services.items()}
+        done, rec = await again(up, Intent(Verb.RESTART, ("decode",)))
+        after = {name: s.invocation for name, s in up.fleet.services.items()}
+    assert after == before, "nothing restarted"
+    assert done.failures == {"decode": rec.of(PreflightFinding)[0].text}
+    assert rec.states("prefill")[-1] == rec.states("router")[-1] == "ready"
