@@ -32,7 +32,6 @@ from pdtui.engine.events import (
     HostStatus,
     Notice,
     PlanReady,
-    PreflightFinding,
     Step,
     StepChanged,
     StepStatus,
@@ -40,7 +39,7 @@ from pdtui.engine.events import (
 from pdtui.engine.figures import FiguresWatch
 from pdtui.engine.intent import UP, Action, Intent, RestartHow, Verb
 from pdtui.engine.lifecycle import BAD_OUTCOMES, Lifecycle
-from pdtui.engine.preflight import Preflight
+from pdtui.engine.preflight import Preflight, finding, overridden, refuses
 from pdtui.engine.service_run import ServiceRun
 from pdtui.engine.session import Session
 from pdtui.engine.states import FINAL_STATES, ServiceState
@@ -148,7 +147,7 @@ class Orchestrator:
         saying so: without this the bring-up would wait for it for ever."""
         if task.cancelled() or (exc := task.exception()) is None:
             return
-        if run.state not in (S.FAILED, S.TIMED_OUT, S.BLOCKED, S.STOPPED):
+        if run.state not in BAD_OUTCOMES and run.state is not S.STOPPED:
             run.transition(S.FAILED, f"pdtui internal error: {type(exc).__name__}: {exc}")
 
     # -- what a face asks (events.EventSource), done by the lifecycle ------------------
@@ -321,16 +320,13 @@ class Orchestrator:
         for p in (b for b in backends if b.cfg.role == "prefill" and b.name in told):
             for d in (b for b in backends if b.cfg.role == "decode" and b.name in told):
                 for found in p.serving.running_mismatches((p.name, told[p.name]), (d.name, told[d.name])):
-                    self.emit(PreflightFinding(found.level, found.kind, d.name, d.cfg.host, found.setting,
-                                               found.values, found.sources, found.text, self.elapsed()))
-                    if found.level == "error" or (self.deployment.strict and found.level == "warning"):
-                        if router.running:
-                            continue    # it serves already: told, not refused (blocking it would stop nothing)
-                        if self.intent.force:
-                            self.emit(Notice("warning", f"--force: starting despite this: {found.text}", router.name,
-                                             self.elapsed()))
-                        else:
-                            refused = refused or found.text
+                    self.emit(finding(found, d, self.elapsed()))
+                    if not refuses(found, self.deployment) or router.running:
+                        continue    # a warning, or a router that serves already (blocking it would stop nothing)
+                    if self.intent.force:
+                        self.emit(overridden(found, router.name, self.elapsed()))
+                    else:
+                        refused = refused or found.text
         return refused
 
     def changed(self) -> None:

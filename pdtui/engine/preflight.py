@@ -34,6 +34,22 @@ T = TypeVar("T")
 RETRY, RETRY_MAX = 0.5, 5.0
 
 
+def refuses(found: Mismatch, deployment: Deployment) -> bool:
+    """Whether a finding stops what it names: an error, or with ``strict: true`` a warning too."""
+    return found.level == "error" or (deployment.strict and found.level == "warning")
+
+
+def finding(found: Mismatch, service: ServiceRun, elapsed: float) -> PreflightFinding:
+    """A mismatch as the faces are told it, under the service it fails first."""
+    return PreflightFinding(found.level, found.kind, service.name, service.cfg.host, found.setting, found.values,
+                            found.sources, found.text, elapsed)
+
+
+def overridden(found: Mismatch, service: str, elapsed: float) -> Notice:
+    """What ``--force`` says of each refusal it starts despite."""
+    return Notice("warning", f"--force: starting despite this: {found.text}", service, elapsed)
+
+
 class Reacher:
     """A place's first looks, tried again while it cannot be reached, until a deadline."""
 
@@ -113,15 +129,12 @@ class Preflight:
         starting = set(self.restarting) if self.restarting else set(runs)     # what this command would start
         ok = True
         for found in mismatches:
-            refused = found.level == "error" or (self.deployment.strict and found.level == "warning")
             service = runs[found.services[0]]
-            self.emit(PreflightFinding(found.level, found.kind, service.name, service.cfg.host, found.setting,
-                                       found.values, found.sources, found.text, self.elapsed()))
-            if not refused or not starting.intersection(found.services):
+            self.emit(finding(found, service, self.elapsed()))
+            if not refuses(found, self.deployment) or not starting.intersection(found.services):
                 continue    # a warning, or about servers this command leaves as they run: told only
             if self.force:
-                self.emit(Notice("warning", f"--force: starting despite this: {found.text}", service.name,
-                                 self.elapsed()))
+                self.emit(overridden(found, service.name, self.elapsed()))
                 continue
             for name in starting.intersection(found.services):
                 if runs[name].state is S.PENDING:

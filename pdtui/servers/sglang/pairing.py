@@ -250,7 +250,6 @@ def _visible(command: ServerCommand) -> int | None:
     return len([part for part in value.split(",") if part.strip()])
 
 
-
 # --------------------------------------------------------------------------- once up: as they really run
 
 RUNNING = (("model_path", "model"), ("revision", "revision"), ("disaggregation_transfer_backend", "transfer backend"),
