@@ -139,11 +139,12 @@ def _parser(*, demo_options: bool = True) -> argparse.ArgumentParser:
 
 def _demo_options(demo: argparse.ArgumentParser) -> None:
     from pdtui.sim.commands import ROUTERS
-    from pdtui.sim.knobs import DEFAULT_GENERATION, DEMO_FAIL_MODES, FAIL_MODES, GENERATIONS, SHAPES
+    from pdtui.sim.knobs import DEFAULT_GENERATION, DEMO_FAIL_MODES, FABRIC_FAIL_MODES, FAIL_MODES, GENERATIONS, SHAPES
     demo.add_argument("--fail", action="append", default=[], metavar="SERVICE:MODE",
                       help=f"inject a failure, e.g. decode:oom (modes: {', '.join([*FAIL_MODES, *DEMO_FAIL_MODES])}; "
                            "broken-pair, a decode's: it cannot reach the first prefill's bootstrap server, so the "
-                           "requests through that pair fail; with --slurm also pending: its job waits in the queue)")
+                           "requests through that pair fail; with --slurm also pending: its job waits in the queue); "
+                           f"or fabric:MODE, the host's RDMA fabric broken ({', '.join(FABRIC_FAIL_MODES)})")
     demo.add_argument("--shape", choices=SHAPES, default=SHAPES[0],
                       help="how many prefills and decodes share the eight simulated GPUs: 1p1d (the reference "
                            "deployment: prefill, decode), 1p2d (prefill, decode-0, decode-1) or 2p2d (prefill-0, "

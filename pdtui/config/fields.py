@@ -206,7 +206,7 @@ def check_absolute_dir(value: Any) -> str:
     return text.rstrip("/") or "/"
 
 
-UnitDir = Annotated[str, BeforeValidator(check_absolute_dir)]
+AbsoluteDir = Annotated[str, BeforeValidator(check_absolute_dir)]
 HostName = Annotated[str, BeforeValidator(lambda v: check_text(v, "a host name"))]
 DeploymentName = Annotated[str, BeforeValidator(lambda v: check_text(v, "a deployment name (a string)"))]
 NumaNode = Annotated[int, BeforeValidator(lambda v: check_int(v, "a NUMA node number (an integer >= 0)", 0))]

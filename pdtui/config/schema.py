@@ -25,6 +25,7 @@ from pdtui.config.defaults import (
 )
 from pdtui.config.errors import did_you_mean, fail, show, unknown_key
 from pdtui.config.fields import (
+    AbsoluteDir,
     Address,
     Bool,
     DeploymentName,
@@ -34,7 +35,6 @@ from pdtui.config.fields import (
     NumaNode,
     Port,
     Unit,
-    UnitDir,
     UserName,
     check_duration,
     check_env_name,
@@ -97,7 +97,8 @@ class HostConfig(_Reached):
     """A machine the deployment's units run on, reached over SSH or (``local``) directly."""
 
     sudo: Bool = False
-    unit_dir: UnitDir = "/etc/systemd/system"    # where `pdtui units --install` writes units
+    unit_dir: AbsoluteDir = "/etc/systemd/system"    # where `pdtui units --install` writes units
+    sysfs: AbsoluteDir = "/sys"                      # where the preflight reads its RDMA devices and modules
     commands: dict[str, tuple[str, ...]] = Field(default_factory=lambda: _default_commands(COMMANDS))
 
     @field_validator("commands", mode="before")

@@ -20,10 +20,12 @@ from pdtui.engine.intent import Verb
 from pdtui.engine.service_run import ServiceRun
 from pdtui.engine.session import Session
 from pdtui.engine.states import ServiceState
+from pdtui.fabric.findings import Server, fabric_mismatches
+from pdtui.fabric.sysfs import Fabric, read_fabric
 from pdtui.gpus.inventory import Inventory, host_inventories, preflight_findings, process_tree
 from pdtui.gpus.nvidia_smi import sampler_argv
 from pdtui.gpus.sampler import GpuSampler
-from pdtui.hosts.base import HostError, HostUnreachable
+from pdtui.hosts.base import Host, HostError, HostUnreachable
 from pdtui.servers import Mismatch, ServerCommand
 from pdtui.support.backoff import Backoff
 
@@ -106,26 +108,38 @@ class Preflight:
         reachers = {p: Reacher(p, now + max(r.cfg.timeout for r in self.on_place[p]), self.clock)
                     for p in self.sessions}
         self._reachers = dict(reachers)
-        # The GPU inventory is taken while the services are looked at: neither waits for the other.
-        results, inventories = await asyncio.gather(
+        starting = self.verb in (Verb.UP, Verb.RESTART)
+        # The GPU inventory and the fabric are read while the services are looked at: none waits for another.
+        results, inventories, fabrics = await asyncio.gather(
             asyncio.gather(*(self._check_place(p, reachers[p]) for p in self.sessions)),
-            host_inventories(self.deployment, self._hosts()))
-        retried = {p: self.sessions[p].host for p, found in inventories.items()
-                   if found is None and reachers[p].retried}
-        if retried:
-            inventories |= await host_inventories(self.deployment, retried)
+            host_inventories(self.deployment, self._hosts()),
+            self._fabrics(self._hosts() if starting else {}))
+        retried = {p: self.sessions[p].host for p in self.sessions if reachers[p].retried}
+        if again := {p: host for p, host in retried.items() if p in inventories and inventories[p] is None}:
+            inventories |= await host_inventories(self.deployment, again)
+        if again := {p: host for p, host in retried.items() if p in fabrics and fabrics[p] is None}:
+            fabrics |= await self._fabrics(again)
         gpus_ok = await self._judge_gpus(inventories, sample=sample_gpus)
-        commands_ok = self._judge_commands() if self.verb in (Verb.UP, Verb.RESTART) else True
+        commands_ok = self._judge_commands(inventories, fabrics) if starting else True
         return all(results) and gpus_ok and commands_ok
 
-    def _judge_commands(self) -> bool:
+    async def _fabrics(self, hosts: Mapping[str, Host]) -> dict[str, Fabric | None]:
+        """Each host's fabric, where a backend runs (read-only: one command a host, all at once)."""
+        names = [name for name in self.deployment.hosts if name in hosts
+                 and any(r.cfg.role in BACKEND_ROLES for r in self.on_place.get(name, ()))]
+        found = await asyncio.gather(*(read_fabric(hosts[n], self.deployment.hosts[n].sysfs) for n in names))
+        return dict(zip(names, found, strict=True))
+
+    def _judge_commands(self, inventories: Mapping[str, Inventory | None],
+                        fabrics: Mapping[str, Fabric | None]) -> bool:
         """Each prefill against each decode it is paired with, and the servers of each host against each other, as
         their command lines say they will run (their installed units, else their launch blocks): a refusal fails
         the services it names before anything starts, unless forced; with ``strict: true`` a warning refuses too."""
         runs = {r.name: r for runs in self.on_place.values() for r in runs}
         commands = {name: command for name, run in runs.items() if run.cfg.role in BACKEND_ROLES
                     and (command := run.planned or run.serving.planned_command(self.deployment, run.cfg))}
-        mismatches = [*self._pair_mismatches(runs, commands), *self._host_mismatches(runs, commands)]
+        mismatches = [*self._pair_mismatches(runs, commands), *self._host_mismatches(runs, commands),
+                      *self._fabric_mismatches(runs, commands, inventories, fabrics)]
         starting = set(self.restarting) if self.restarting else set(runs)     # what this command would start
         ok = True
         for found in mismatches:
@@ -138,7 +152,7 @@ class Preflight:
                 continue
             for name in starting.intersection(found.services):
                 if runs[name].state is S.PENDING:
-                    runs[name].transition(S.FAILED, found.text)
+                    runs[name].transition(S.FAILED, found.text.removeprefix(f"{name}: "))
             ok = False
         if not ok:      # a refusal refuses the command: nothing starts, not even what it did not name
             for name in starting:
@@ -163,6 +177,29 @@ class Preflight:
                 by_host.setdefault(runs[name].cfg.host, []).append(runs[name])
         return [m for servers in by_host.values()
                 for m in servers[0].serving.host_mismatches([(r.cfg, commands[r.name]) for r in servers])]
+
+    def _fabric_mismatches(self, runs: Mapping[str, ServiceRun], commands: Mapping[str, ServerCommand],
+                           inventories: Mapping[str, Inventory | None],
+                           fabrics: Mapping[str, Fabric | None]) -> list[Mismatch]:
+        """Each server that moves KV over RDMA against its host's fabric; a host whose fabric could not be read is
+        said once and not judged."""
+        found: list[Mismatch] = []
+        unread: set[str] = set()
+        for name, command in commands.items():
+            run = runs[name]
+            if run.cfg.host not in fabrics or (path := run.serving.transfer_path(command)) is None or not path.rdma:
+                continue
+            fabric = fabrics[run.cfg.host]
+            if fabric is None:
+                unread.add(run.cfg.host)
+                continue
+            inventory = inventories.get(run.cfg.host)
+            numa = {gpu: inventory.numa.get(gpu) if inventory else None for gpu in run.cfg.gpus}
+            found += fabric_mismatches(Server(name, run.cfg.host, path, command.source, numa, run.memory_lock), fabric)
+        for host in sorted(unread):
+            self.emit(Notice("info", f"fabric not checked on {host}: its sysfs ({self.deployment.hosts[host].sysfs}) "
+                                     f"could not be read", None, self.elapsed()))
+        return found
 
     async def _check_place(self, place: str, reacher: Reacher) -> bool:
         try:

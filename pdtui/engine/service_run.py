@@ -50,6 +50,7 @@ from pdtui.engine.startup_watch import StartupWatch, stall_after
 from pdtui.engine.states import ALLOWED, SERVING_STATES, ServiceState, check_transition
 from pdtui.engine.timing import Timing
 from pdtui.engine.tracebacks import HEADER, TracebackWatch, ranks_of
+from pdtui.fabric.findings import MemoryLock
 from pdtui.hosts.base import LOOPBACK_ADDRESS, Host
 from pdtui.servers import PhaseTracking, ServerCommand, serving_for
 
@@ -162,6 +163,7 @@ class ServiceRun:
         self._session: Session | None = None
         self.address = LOOPBACK_ADDRESS             # where its ports are reached from its session's host
         self.planned: ServerCommand | None = None   # what it will run, as its target read it in the preflight
+        self.memory_lock: MemoryLock | None = None  # how much memory it may pin, where its target tells
         self._checks = backend_checks(cfg, self.serving.backend_checks())
 
     @property

@@ -43,12 +43,24 @@ class Mismatch:
 
     level: str                      # error | warning
     kind: str                       # pair (a prefill against a decode, as they will run) | running (the same, as
-                                    # they run) | host (servers sharing one host)
+                                    # they run) | host (servers sharing one host) | fabric (a server against the
+                                    # RDMA devices, modules and limits of its host)
     services: tuple[str, ...]       # the one it fails first
     setting: str
     values: tuple[str, ...]
     sources: tuple[str, ...]
     text: str
+
+
+@dataclass(frozen=True, slots=True)
+class TransferPath:
+    """How a server will move KV, read from its command line: its transfer backend, whether that registers memory
+    with RDMA devices (and so needs them up, GPU memory registrable and enough locked memory), the devices it names
+    (empty: the backend picks its own)."""
+
+    backend: str
+    rdma: bool
+    devices: tuple[str, ...] = ()
 
 
 class PhaseTracking(Protocol):
@@ -108,6 +120,9 @@ class ServingEngine(Protocol):
 
     def host_mismatches(self, servers: Sequence[tuple[ServiceConfig, ServerCommand]]) -> list[Mismatch]:
         """What the servers of one host, as each will run, get in each other's way (ports) or their own (GPUs)."""
+
+    def transfer_path(self, command: ServerCommand) -> TransferPath | None:
+        """How a server, as it will run, moves KV (None: its command line does not say, e.g. a wrapper script)."""
 
     async def server_info(self, prober: HttpProber, port: int, address: str) -> Mapping[str, Any] | None:
         """A running server's own account of how it runs (None: it gives none)."""

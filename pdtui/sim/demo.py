@@ -36,10 +36,11 @@ import yaml
 from pdtui.commands.units import write_units
 from pdtui.config import Deployment, parse_config
 from pdtui.sim.commands import REAL_ROUTERS, SIM_ROUTER, default_router, sim_python
-from pdtui.sim.knobs import DEFAULT_GENERATION, DEFAULT_MODEL, DEMO_FAIL_MODES, FAIL_MODES
+from pdtui.sim.knobs import DEFAULT_GENERATION, DEFAULT_MODEL, DEMO_FAIL_MODES, FABRIC_FAIL_MODES, FAIL_MODES
 from pdtui.sim.ports import free_port, port_is_free
 from pdtui.sim.sandbox import Sandbox
 from pdtui.sim.slurm_cluster import PrivateCluster
+from pdtui.sim.sysfs import FabricShape, write_tree
 from pdtui.sim.systemctl import package_env
 from pdtui.targets.systemd.unit_files import render_units
 
@@ -62,6 +63,7 @@ SHAPE_BACKENDS: dict[str, tuple[Backend, ...]] = {
     "2p2d": (Backend("prefill-0", "prefill", (0, 1), 0), Backend("prefill-1", "prefill", (2, 3), 0),
              Backend("decode-0", "decode", (4, 5), 1), Backend("decode-1", "decode", (6, 7), 1)),
 }
+FABRIC = "fabric"             # --fail fabric:MODE breaks the host's, not a service
 REFERENCE_SHAPE = "1p1d"      # the reference deployment's: the only shape that takes its ports
 # What --slurm adds to the worker's failure modes: a job Slurm cannot place yet.
 SLURM_FAIL_MODES = {"pending": "its job asks for more GPUs than the cluster has free: it waits in the queue "
@@ -76,7 +78,7 @@ REFERENCE_PORTS = {"prefill": 30000, "router": 30001, "decode": 30002, "prefill/
 
 @dataclass(frozen=True)
 class DemoOptions:
-    failures: dict[str, str]          # service -> failure mode
+    failures: dict[str, str]          # service -> failure mode ("fabric" -> what is broken in the host's sysfs)
     startup: float = 6.0              # seconds the decode worker takes to get ready (prefill a bit less)
     timeout: str = "2m"
     router: str = field(default_factory=default_router)   # a package of pdtui.sim.commands.ROUTERS
@@ -94,6 +96,8 @@ def parse_failure(text: str, slurm: bool = False, shape: str = REFERENCE_SHAPE) 
     """``SERVICE:MODE`` as given to ``--fail``, SERVICE a prefill or decode of ``shape`` (with ``--slurm``, a
     Slurm mode too); ValueError with a one-line message otherwise."""
     service, sep, mode = text.partition(":")
+    if service == FABRIC:
+        return _fabric_failure(text, mode, slurm)
     backends = {backend.name: backend for backend in SHAPE_BACKENDS[shape]}
     modes = {**FAIL_MODES, **DEMO_FAIL_MODES, **(SLURM_FAIL_MODES if slurm else {})}
     if sep and mode in modes and service not in backends:
@@ -109,6 +113,14 @@ def parse_failure(text: str, slurm: bool = False, shape: str = REFERENCE_SHAPE) 
         raise ValueError(f"--fail {text}: {mode} is a decode's ({why}); the "
                          f"{shape} demo's decodes: {', '.join(decodes)}")
     return service, mode
+
+
+def _fabric_failure(text: str, mode: str, slurm: bool) -> tuple[str, str]:
+    if slurm:
+        raise ValueError(f"--fail {text}: the Slurm demo's nodes are placed by Slurm; their fabric is not checked")
+    if mode not in FABRIC_FAIL_MODES:
+        raise ValueError(f"--fail fabric:MODE expects MODE one of {', '.join(FABRIC_FAIL_MODES)}, got {text!r}")
+    return FABRIC, mode
 
 
 PORTS_ENV = "PDTUI_DEMO_PORTS"   # "any": ports the OS picks instead of the reference deployment's
@@ -147,7 +159,8 @@ def ports_for(options: DemoOptions) -> dict[str, int]:
 def build(sandbox: Sandbox, options: DemoOptions) -> Deployment:
     """Write the demo's config with a ``launch:`` per service, install the units ``pdtui units`` makes of
     it in ``sandbox``, and return its deployment (loaded like any user's)."""
-    host = {"local": True, "commands": sandbox.commands, "unit_dir": str(sandbox.root / "units")}
+    sysfs = write_tree(sandbox.root / "sys", FabricShape.failing(options.failures.get(FABRIC)))
+    host = {"local": True, "commands": sandbox.commands, "unit_dir": str(sandbox.root / "units"), "sysfs": str(sysfs)}
     text = yaml.safe_dump(config(options, ports_for(options), host), sort_keys=False)
     path = sandbox.root / "demo.yaml"
     path.write_text(text)
@@ -215,7 +228,7 @@ def _backend(options: DemoOptions, backend: Backend, ports: dict[str, int]) -> d
             *_failure_args(options, backend.name, ports)]
     # With site-packages (no -S): its /metrics is prometheus_client's.
     launch = {"command": [sys.executable, "-m", "pdtui.sim.worker"], "model": DEFAULT_MODEL, "tp": len(backend.gpus),
-              "host": "127.0.0.1", "args": args}
+              "host": "127.0.0.1", "ib_device": f"mlx5_{backend.numa}", "args": args}   # the NIC beside its GPUs
     bootstrap = {"bootstrap_port": ports[f"{backend.name}/bootstrap"]} if prefill else {}
     return {"role": backend.role, "port": ports[backend.name], **bootstrap, "timeout": options.timeout,
             "launch": launch}

@@ -37,6 +37,13 @@ DEMO_FAIL_MODES: dict[str, str] = {
     "page-size": "a decode started with --page-size 128 while the prefills run 64: the preflight refuses the "
                  "pair before anything starts (--force starts it anyway)",
 }
+# What --fail fabric:MODE breaks in the demo host's sysfs (sim/sysfs.py), for the preflight's fabric check to find.
+FABRIC_FAIL_MODES: dict[str, str] = {
+    "port-down": "every RDMA port of the host is down: the preflight refuses the servers that name the devices",
+    "no-device": "the host has no RDMA device: the devices the servers name are not there, and they are refused",
+    "no-peermem": "nvidia_peermem is not loaded: the preflight warns that GPU memory cannot be registered",
+    "numa": "each NIC sits on the other NUMA node than the GPUs of the servers that name it: a warning",
+}
 SHAPES = ("1p1d", "1p2d", "2p2d")   # the demo's prefills and decodes: one and one, one and two, two and two
 
 GENERATIONS = ("older", "2025", "current")

@@ -39,6 +39,7 @@ import orjson
 from pdtui.config import Deployment, HostConfig, ServiceConfig
 from pdtui.hosts.base import HostError, Result, each_line
 from pdtui.sim.knobs import DEFAULT_MODEL
+from pdtui.sim.sysfs import FabricShape, listing
 from pdtui.sim.wording import WORDINGS
 from pdtui.sim.worker import oom_traceback, server_args_repr
 from pdtui.targets.systemd.commands import SHOW_PROPERTIES
@@ -47,6 +48,7 @@ WORDING = WORDINGS["current"]
 READY_LINE = "The server is fired up and ready to roll!"
 BOOT_ID = uuid.UUID(int=0xB007).hex
 GPU_NAME = "NVIDIA H200"
+FABRIC = listing(FabricShape())
 GPU_MIB = 143771
 _pids = itertools.count(4000)
 
@@ -456,7 +458,7 @@ class MemoryHost:
         words = list(argv[2:] if argv[:2] == ["sudo", "-n"] else argv)
         program = PurePosixPath(words[0]).name
         handler = {"systemctl": self._systemctl, "journalctl": self._journalctl, "nvidia-smi": self._nvidia_smi,
-                   "cat": self._cat}.get(program)
+                   "cat": self._cat, "sh": self._sh}.get(program)
         if handler is None:
             return Result(tuple(argv), 127, "", f"sh: 1: {program}: not found")
         with self.fleet.meter:
@@ -542,7 +544,8 @@ class MemoryHost:
                   "SubState": {"active": "running", "failed": "failed"}.get(active, "dead"),
                   "MainPID": str(service.pid if service else 0), "NRestarts": "0",
                   "InvocationID": service.invocation if service else "",
-                  "ExecMainStatus": str(service.exit_status if service else 0)}
+                  "ExecMainStatus": str(service.exit_status if service else 0),
+                  "LimitMEMLOCK": "infinity", "User": ""}     # as pdtui renders its units
         return "".join(f"{p}={values.get(p, '')}\n" for p in properties)
 
     def _start(self, service: MemoryService, *, again: bool) -> None:
@@ -646,6 +649,12 @@ class MemoryHost:
     def numa_of(self, index: int) -> int:
         """GPUs in the first half are on NUMA node 0, the rest on node 1 (an 8-GPU box)."""
         return 0 if index < self.gpu_count // 2 else 1
+
+    def _sh(self, args: list[str]) -> tuple[int, str, str]:
+        """The preflight's fabric read (the one shell script pdtui runs): a host with one active NIC per NUMA node."""
+        if args[:1] == ["-c"] and args[2:3] == ["pdtui-fabric"]:
+            return 0, FABRIC, ""
+        return 2, "", "memory host: no such script"
 
     def _cat(self, args: list[str]) -> tuple[int, str, str]:
         out: list[str] = []

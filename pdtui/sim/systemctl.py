@@ -19,13 +19,14 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from pdtui.sim.procs import ident, terminate, wait_gone
-from pdtui.sim.units import UnitFile, UnitState, UnitStore, take_start, unit_name
+from pdtui.sim.units import DEFAULT_MEMLOCK, UnitFile, UnitState, UnitStore, take_start, unit_name
 
 ROOT_ENV = "PDTUI_SIM_ROOT"
 START_TIMEOUT = 30.0
 RUNNING_STATES = ("active", "activating", "deactivating", "reloading")
 SHOW_ORDER = ("Id", "Description", "LoadState", "ActiveState", "SubState", "Result", "MainPID", "ExecMainPID",
-              "ExecMainStatus", "NRestarts", "InvocationID", "ActiveEnterTimestamp", "UnitFileState", "FragmentPath")
+              "ExecMainStatus", "NRestarts", "InvocationID", "ActiveEnterTimestamp", "UnitFileState", "FragmentPath",
+              "LimitMEMLOCK", "User")
 
 
 class Usage(Exception):
@@ -207,6 +208,8 @@ def show_properties(store: UnitStore, name: str) -> dict[str, str]:
         "ActiveEnterTimestamp": _timestamp(state.active_enter_us),
         "UnitFileState": ("enabled" if store.is_enabled(name) else "disabled") if unit else "",
         "FragmentPath": str(store.unit_path(name)) if unit else "",
+        "LimitMEMLOCK": unit.memlock if unit else DEFAULT_MEMLOCK,
+        "User": unit.user if unit else "",
     }
 
 

@@ -26,6 +26,7 @@ from pdtui.sim.procs import ProcId
 DEFAULT_STOP_TIMEOUT = 3.0
 # systemd's defaults: RestartSec=100ms; DefaultStartLimitBurst=5 per DefaultStartLimitIntervalSec=10s.
 DEFAULT_RESTART_SEC, DEFAULT_START_LIMIT_BURST, DEFAULT_START_LIMIT_INTERVAL = 0.1, 5, 10.0
+DEFAULT_MEMLOCK = "8388608"     # systemd 252's DefaultLimitMEMLOCK (8 MiB), as show reports a unit without its own
 
 
 def unit_name(name: str) -> str:
@@ -34,8 +35,9 @@ def unit_name(name: str) -> str:
 
 
 class UnitFile(namedtuple("UnitFile", "name description argv env workdir stop_timeout restart restart_sec "
-                                       "start_limit_burst start_limit_interval",
-                           defaults=("no", DEFAULT_RESTART_SEC, DEFAULT_START_LIMIT_BURST, DEFAULT_START_LIMIT_INTERVAL))):
+                                       "start_limit_burst start_limit_interval memlock user",
+                           defaults=("no", DEFAULT_RESTART_SEC, DEFAULT_START_LIMIT_BURST, DEFAULT_START_LIMIT_INTERVAL,
+                                     DEFAULT_MEMLOCK, ""))):
     """What the sim uses of a unit file (a named tuple: no dataclasses import for a short-lived systemctl)."""
 
     __slots__ = ()
@@ -49,6 +51,8 @@ class UnitFile(namedtuple("UnitFile", "name description argv env workdir stop_ti
     restart_sec: float
     start_limit_burst: int          # at most this many starts...
     start_limit_interval: float     # ...within this many seconds (0: no limit)
+    memlock: str                    # LimitMEMLOCK= as systemctl show reports it: bytes, or infinity
+    user: str                       # User= ('': root)
 
     @property
     def title(self) -> str:
@@ -81,6 +85,8 @@ def parse_unit(name: str, text: str) -> UnitFile:
         start_limit_burst=_count(keys.get(("Unit", "StartLimitBurst"), [""])[-1], DEFAULT_START_LIMIT_BURST),
         start_limit_interval=_seconds(keys.get(("Unit", "StartLimitIntervalSec"), [""])[-1],
                                       DEFAULT_START_LIMIT_INTERVAL),
+        memlock=_limit(keys.get(("Service", "LimitMEMLOCK"), [""])[-1], DEFAULT_MEMLOCK),
+        user=keys.get(("Service", "User"), [""])[-1],
     )
 
 
@@ -110,6 +116,16 @@ def _seconds(text: str, default: float) -> float:
 
 _SPAN = re.compile(r"(\d+(?:\.\d*)?)\s*(us|ms|s|sec|min|m|h|)")
 _SPAN_UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "sec": 1.0, "": 1.0, "min": 60.0, "m": 60.0, "h": 3600.0}
+
+
+def _limit(text: str, default: str) -> str:
+    """A resource limit (``infinity``, ``64M``, ``soft:hard``) as ``systemctl show`` reports it: the hard limit in
+    bytes (1024-based suffixes), or ``infinity``; ``default`` when empty or unread."""
+    hard = text.strip().rpartition(":")[2].strip()
+    if hard == "infinity":
+        return hard
+    match = re.fullmatch(r"(\d+)\s*([KMGTPE]?)", hard)
+    return str(int(match[1]) << (10 * " KMGTPE".index(match[2] or " "))) if match else default
 
 
 def _count(text: str, default: int) -> int:

@@ -350,6 +350,7 @@ class DeploymentScreen(Screen[None]):
 
     @apply.register
     def _on_finding(self, event: PreflightFinding) -> None:
+        self.plan.tell(event)
         self._on_notice(Notice(event.level, event.text, event.service, event.elapsed))
 
     @apply.register

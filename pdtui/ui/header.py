@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rich.style import Style
 from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
 from pdtui.config.fields import format_elapsed
-from pdtui.engine.events import Done, StateChanged, Step, StepChanged, StepStatus
+from pdtui.engine.events import Done, PreflightFinding, StateChanged, Step, StepChanged, StepStatus
 from pdtui.engine.states import FINAL_STATES, SERVING_STATES, ServiceState
 from pdtui.support.text import inert
+
+MAX_FINDINGS = 4      # lines of findings under the steps; more are counted ("and N more")
 
 STEP_ICONS: dict[StepStatus, str] = {
     StepStatus.PENDING: "○",
@@ -77,6 +81,8 @@ class PlanStrip(Widget):
     detail: reactive[str] = reactive("", layout=True)
     done: reactive[Done | None] = reactive(None, layout=True)
     """The verdict once the bring-up ended; None while it runs (again, on a retry)."""
+    findings: reactive[tuple[PreflightFinding, ...]] = reactive(tuple, layout=True)
+    """What the preflight found in the servers as they would run and their hosts' fabric, told under the steps."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -92,8 +98,13 @@ class PlanStrip(Widget):
             self.refresh(layout=True)
 
     def apply(self, event: StepChanged) -> None:
+        if event.step is Step.PREFLIGHT and event.status is StepStatus.RUNNING:
+            self.findings = ()        # a preflight again (a retry) tells its findings again
         self.progress = {**self.progress, event.step: event.status}
         self.detail = inert(event.detail) if event.detail else ""
+
+    def tell(self, finding: PreflightFinding) -> None:
+        self.findings = (*self.findings, finding)
 
     def finish(self, done: Done | None) -> None:
         """Show ``done``'s verdict (None: a retry is running, hide the old verdict)."""
@@ -105,6 +116,7 @@ class PlanStrip(Widget):
         second = self._verdict() if self.done is not None else self._detail()
         if second.plain:
             lines.append(second)
+        lines += self._findings()
         for line in lines:
             line.truncate(width, overflow="ellipsis")
         return Text("\n", no_wrap=True).join(lines)
@@ -138,6 +150,24 @@ class PlanStrip(Widget):
             line.append(f" {step.value}", self._style(status.value))
         return line
 
+    def _findings(self) -> list[Text]:
+        """The preflight's findings, a line each, refusals first: all of them while they matter (the bring-up runs
+        or failed), one line counting them once it is ready."""
+        found = sorted(self.findings, key=lambda f: f.level != "error")
+        if not found:
+            return []
+        if self.done is not None and self.done.ok:
+            # ready despite a refusal: --force started it
+            return [Text(f"preflight: {_count(found, forced=True)} (in the panels)", self._style("detail"),
+                         no_wrap=True)]
+        shown = found if len(found) <= MAX_FINDINGS else found[:MAX_FINDINGS - 1]
+        lines = [Text.assemble(("✗ " if f.level == "error" else "⚠ ", self._style("failed" if f.level == "error"
+                                                                                    else "running")),
+                               (inert(f.text), self._style("detail")), no_wrap=True) for f in shown]
+        if len(shown) < len(found):
+            lines.append(Text(f"  and {len(found) - len(shown)} more (in the panels)", self._style("detail")))
+        return lines
+
     def _detail(self) -> Text:
         return Text(self.detail, self._style("detail"), no_wrap=True)
 
@@ -170,6 +200,16 @@ class PlanStrip(Widget):
                                *(f"{name} {_undecided(self.since_done.get(name))}" for name in waiting),
                                *(f"{item} ready" for item in times)])
         return Text.assemble(head, f" — {tail}" if tail else "", no_wrap=True)
+
+
+def _count(found: Sequence[PreflightFinding], *, forced: bool = False) -> str:
+    """``1 refusal overridden, 2 warnings``: what the preflight found, by level."""
+    errors = sum(f.level == "error" for f in found)
+    warnings = len(found) - errors
+    parts = [f"{n} {word}{'s' if n != 1 else ''}" for n, word in ((errors, "refusal"), (warnings, "warning")) if n]
+    if errors and forced:
+        parts[0] += " overridden (--force)"
+    return ", ".join(parts)
 
 
 def _undecided(event: StateChanged | None) -> str:

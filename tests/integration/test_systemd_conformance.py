@@ -194,7 +194,8 @@ async def in_states(both: Both) -> None:
 
 
 UNIT_STATES = [*STATES, "not-found"]
-DETERMINISTIC = ("Id", "LoadState", "ActiveState", "SubState", "NRestarts", "ExecMainStatus", "Result")
+DETERMINISTIC = ("Id", "LoadState", "ActiveState", "SubState", "NRestarts", "ExecMainStatus", "Result", "LimitMEMLOCK",
+                 "User")
 
 
 def shape(props: Mapping[str, str]) -> dict[str, str]:
@@ -225,6 +226,23 @@ async def test_show_of_several_units_answers_for_each_alike(both):
     stand_in, real = await both.each(lambda side: side.show(units, (*SHOW_PROPERTIES, "Result")))
     assert list(real) == units
     assert {u: shape(p) for u, p in stand_in.items()} == {u: shape(p) for u, p in real.items()}
+
+
+LIMITS = {"unlimited": "LimitMEMLOCK=infinity", "pinned": "LimitMEMLOCK=64M\nUser=nobody",
+          "soft-hard": "LimitMEMLOCK=1M:2G", "default": ""}
+
+
+async def test_show_reports_a_units_locked_memory_limit_and_user_alike(both):
+    """What the fabric check reads of a unit: the memory it may pin (bytes, or infinity; the hard limit; systemd's
+    default without its own) and the user it runs as."""
+    async def install(side: Side) -> None:
+        await side.install({f"{name}.service": unit_file(SLEEP, service=line) for name, line in LIMITS.items()})
+    await both.scene("limits", install)
+    units = [f"{name}.service" for name in LIMITS]
+    stand_in, real = await both.each(lambda side: side.show(units, ("Id", "LimitMEMLOCK", "User")))
+    assert stand_in == real
+    assert real["unlimited.service"]["LimitMEMLOCK"] == "infinity"
+    assert real["pinned.service"] == {"Id": "pinned.service", "LimitMEMLOCK": str(64 << 20), "User": "nobody"}
 
 
 @pytest.mark.parametrize("state", UNIT_STATES)

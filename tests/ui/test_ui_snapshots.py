@@ -16,6 +16,7 @@ from ui_fakes import (
     FakeSource,
     broken_pair_script,
     decode_failed_script,
+    fabric_refused_script,
     hostile_script,
     ready_script,
     settle,
@@ -31,6 +32,7 @@ SCRIPTS: dict[str, Callable[[], list]] = {
     "decode_failed": decode_failed_script,
     "hostile_lines": hostile_script,
     "broken_pair": broken_pair_script,
+    "fabric_refused": fabric_refused_script,
 }
 
 

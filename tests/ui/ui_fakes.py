@@ -20,6 +20,7 @@ from pdtui.engine.events import (
     PairMatrix,
     PairResult,
     PlanReady,
+    PreflightFinding,
     ProbeResult,
     ServiceInfo,
     StateChanged,
@@ -258,6 +259,35 @@ def broken_pair_script() -> list[Event]:
             StepChanged(Step.DONE, StepStatus.FAILED, elapsed=44.0),
             Done(False, 1, {b.name: 39.0 for b in backends}, {"router": reason},
                  tuple(f"sglang-{b.name}" for b in (*backends, router)), 44.0)]
+
+
+def fabric_refused_script() -> list[Event]:
+    """The preflight refuses both servers on their host's fabric (a port down, a device missing) and warns of a
+    NUMA split: nothing starts."""
+    port = "prefill: mlx5_0 on gpu0 has no active port (port 1: DOWN): no KV moves over it"
+    missing = ("decode: --disaggregation-ib-device names mlx5_3, which gpu0 does not have (it has mlx5_0, mlx5_1): "
+               "Mooncake fails to register the KV cache with it, after the weights load")
+    numa = ("decode: nvidia_peermem is not loaded on gpu0: without it the RDMA devices cannot reach GPU memory and "
+            "Mooncake's registration fails (unless the kernel and driver give dma-buf); modprobe nvidia_peermem")
+    unit = "its unit sglang-dsv4-{} on gpu0"
+    where = "/sys/class/infiniband on gpu0"
+    return [
+        PLAN,
+        StepChanged(Step.PREFLIGHT, StepStatus.RUNNING, elapsed=0.0),
+        PreflightFinding("error", "fabric", "prefill", "gpu0", "IB port", ("mlx5_0", "port 1: DOWN"),
+                         (unit.format("prefill"), where), port, 0.4),
+        PreflightFinding("error", "fabric", "decode", "gpu0", "IB device", ("mlx5_3", "mlx5_0, mlx5_1"),
+                         (unit.format("decode"), where), missing, 0.4),
+        PreflightFinding("warning", "fabric", "decode", "gpu0", "nvidia_peermem", ("loaded", "not loaded"),
+                         (unit.format("decode"), "/sys/module on gpu0"), numa, 0.4),
+        StateChanged("prefill", S.PENDING, S.FAILED, port.removeprefix("prefill: "), None, 0.4),
+        StateChanged("decode", S.PENDING, S.FAILED, missing.removeprefix("decode: "), None, 0.4),
+        StateChanged("router", S.PENDING, S.BLOCKED, "the preflight refused the servers as they would run", None, 0.4),
+        StepChanged(Step.PREFLIGHT, StepStatus.FAILED, elapsed=0.4),
+        StepChanged(Step.DONE, StepStatus.FAILED, elapsed=0.4),
+        Done(False, 1, {}, {"prefill": port.removeprefix("prefill: "), "decode": missing.removeprefix("decode: ")},
+             (), 0.4),
+    ]
 
 
 def hostile_script() -> list[Event]:

@@ -11,7 +11,7 @@ from pdtui.engine.checks.kv_transfer import KvTotals
 from pdtui.engine.events import Figures
 from pdtui.engine.http import HttpProber
 from pdtui.engine.signatures import Signature
-from pdtui.servers import Mismatch, ServerCommand
+from pdtui.servers import Mismatch, ServerCommand, TransferPath
 from pdtui.servers.sglang import launch, metrics, pairing, pd_request, phases, signatures
 from pdtui.servers.sglang.bootstrap_check import BootstrapAccepts
 from pdtui.servers.sglang.server_info import read_server_info
@@ -63,6 +63,9 @@ class SGLang:
 
     def host_mismatches(self, servers: Sequence[tuple[ServiceConfig, ServerCommand]]) -> list[Mismatch]:
         return pairing.host_mismatches(servers)
+
+    def transfer_path(self, command: ServerCommand) -> TransferPath | None:
+        return pairing.transfer_path(command)
 
     async def server_info(self, prober: HttpProber, port: int, address: str) -> Mapping[str, Any] | None:
         return await read_server_info(prober, port, address)

@@ -27,11 +27,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from pdtui.config import DEFAULT_BOOTSTRAP_PORT, ServiceConfig
-from pdtui.servers import Mismatch, ServerCommand
+from pdtui.servers import Mismatch, ServerCommand, TransferPath
 from pdtui.support.argv import flag_value, has_flag
 
 DEFAULT_BACKEND = "mooncake"
 DEFAULT_KV_DTYPE = "auto"
+RDMA_BACKENDS = ("mooncake",)       # register the KV cache with RDMA devices (mooncake_tcp, nixl over TCP: not)
 DP_ATTENTION_PORTS = (*range(1, 7), 13)    # with attention DP: the rendezvous port + these (tokenizer ... handshake)
 
 
@@ -63,6 +64,17 @@ class Side:
     @property
     def attn_cp(self) -> int:
         return self.number("--attn-cp-size")
+
+
+def transfer_path(command: ServerCommand) -> TransferPath | None:
+    """How a server moves KV as its command line says; None when it is no PD server of SGLang's own command line
+    (a wrapper script sets its flags itself)."""
+    side = Side("", command)
+    if side.flag("--disaggregation-mode") is None:
+        return None
+    backend = side.flag("--disaggregation-transfer-backend") or DEFAULT_BACKEND
+    devices = tuple(d for d in (side.flag("--disaggregation-ib-device") or "").split(",") if d)
+    return TransferPath(backend, backend in RDMA_BACKENDS, devices)
 
 
 def pair_mismatches(prefill: tuple[str, ServerCommand], decode: tuple[str, ServerCommand]) -> list[Mismatch]:

@@ -8,17 +8,19 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
 from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from pdtui.fabric.findings import MemoryLock
+
 if TYPE_CHECKING:
     from pdtui.hosts.base import Result
 
 SHOW_PROPERTIES = ("Id", "LoadState", "ActiveState", "SubState", "MainPID", "NRestarts", "InvocationID",
-                   "ExecMainStatus", "ActiveEnterTimestamp")
+                   "ExecMainStatus", "ActiveEnterTimestamp", "LimitMEMLOCK", "User")
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +136,15 @@ def parse_show_units(text: str) -> dict[str, dict[str, str]]:
         if props.get("Id"):
             units[props["Id"]] = props
     return units
+
+
+def memory_lock(props: Mapping[str, str]) -> MemoryLock | None:
+    """How much memory the unit may pin, and as whom it runs (``LimitMEMLOCK=infinity`` or bytes, ``User=``);
+    None when ``show`` did not say."""
+    limit = props.get("LimitMEMLOCK", "")
+    if limit == "infinity":
+        return MemoryLock(None, props.get("User", ""))
+    return MemoryLock(int(limit), props.get("User", "")) if limit.isdigit() else None
 
 
 def parse_timestamp(text: str) -> float | None:

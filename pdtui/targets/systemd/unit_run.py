@@ -25,7 +25,7 @@ from pdtui.engine.service_run import FRESH_LOOKS, ServiceRun, yield_every
 from pdtui.engine.states import JUDGED_STATES, ServiceState
 from pdtui.gpus.inventory import gpu_holders
 from pdtui.hosts.base import HostDisconnected, HostError, HostUnreachable
-from pdtui.targets.systemd.commands import Commands, parse_timestamp, why_it_failed
+from pdtui.targets.systemd.commands import Commands, memory_lock, parse_timestamp, why_it_failed
 from pdtui.targets.systemd.host_session import HostSession
 from pdtui.targets.systemd.shared_commands import attached_history
 
@@ -334,6 +334,7 @@ class UnitRun(ServiceRun):
         self.active_state = props.get("ActiveState", "")
         pid = props.get("MainPID", "")
         self.main_pid = int(pid) if pid.isdigit() else 0
+        self.memory_lock = memory_lock(props) or self.memory_lock
         self._tell_unit(props)
         attempt.unit_problem = self._unit_problem(props) or attempt.unit_problem
 

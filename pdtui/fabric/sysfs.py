@@ -1,0 +1,113 @@
+"""One host's RDMA devices, their ports' states and NUMA nodes, and whether GPU memory can be registered with them,
+read from sysfs in one read-only remote command.
+
+The tree is read under a root the host's config names (``sysfs:``, ``/sys`` by
+default), so tests and the demo point it at a tree of their own. What is read:
+
+- ``class/infiniband/DEV/ports/N/state``: ``4: ACTIVE`` (``1: DOWN``, ``2: INIT``...)
+- ``class/infiniband/DEV/device/numa_node``: the NIC's NUMA node (``-1``: none)
+- ``module/nvidia_peermem/initstate`` (or MLNX's older ``nv_peer_mem``): ``live``
+  while the module that lets a NIC reach GPU memory is loaded.
+
+A tree that cannot be entered is no fabric at all (the check says so and is
+skipped); a tree without ``module/`` leaves the module unknown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from pdtui.hosts.base import Host, HostError
+
+COMMAND_TIMEOUT = 10.0
+ACTIVE_STATES = ("ACTIVE", "ACTIVE_DEFER")
+PEERMEM_MODULES = ("nvidia_peermem", "nv_peer_mem")
+
+# Marks the tree's parts that exist, then every file of interest as grep -H prints it: "path:content".
+_SCRIPT = """cd -- "$1" 2>/dev/null || exit 3
+echo @root
+[ -d module ] && echo @modules
+grep -H . class/infiniband/*/ports/*/state class/infiniband/*/device/numa_node \
+  module/nvidia_peermem/initstate module/nv_peer_mem/initstate 2>/dev/null
+exit 0"""
+
+
+@dataclass(frozen=True, slots=True)
+class RdmaDevice:
+    """One RDMA device (``mlx5_0``): each port's state word, and the NUMA node of its PCI function."""
+
+    name: str
+    ports: Mapping[int, str] = field(default_factory=dict)
+    numa: int | None = None
+
+    @property
+    def active(self) -> bool:
+        return any(state in ACTIVE_STATES for state in self.ports.values())
+
+    def port_states(self) -> str:
+        """``port 1: DOWN, port 2: ACTIVE``, or ``no port``."""
+        return ", ".join(f"port {n}: {s}" for n, s in sorted(self.ports.items())) or "no port"
+
+
+@dataclass(frozen=True, slots=True)
+class Fabric:
+    """What one host has for moving KV over RDMA; ``peermem`` None when its modules could not be read."""
+
+    host: str
+    root: str
+    devices: Mapping[str, RdmaDevice]
+    peermem: bool | None
+
+    @property
+    def active(self) -> list[str]:
+        return [name for name, device in self.devices.items() if device.active]
+
+    def names(self) -> str:
+        return ", ".join(self.devices) or "none"
+
+    def states(self) -> str:
+        """Every device's ports, as a finding quotes them: ``mlx5_0 port 1: DOWN; mlx5_1 port 1: DOWN``."""
+        return "; ".join(f"{name} {device.port_states()}" for name, device in self.devices.items())
+
+
+def fabric_argv(root: str) -> list[str]:
+    return ["sh", "-c", _SCRIPT, "pdtui-fabric", root]
+
+
+def parse_fabric(host: str, root: str, text: str) -> Fabric | None:
+    """What :func:`fabric_argv` printed; None when the tree could not be entered."""
+    lines = text.splitlines()
+    if "@root" not in lines:
+        return None
+    ports: dict[str, dict[int, str]] = {}
+    numa: dict[str, int | None] = {}
+    peermem = False if "@modules" in lines else None
+    for line in lines:
+        path, _, value = line.partition(":")
+        parts = path.split("/")
+        if parts[0] == "module" and len(parts) == 3 and parts[1] in PEERMEM_MODULES:
+            peermem = peermem or value.strip() == "live"
+        elif parts[:2] == ["class", "infiniband"] and len(parts) == 6 and parts[3] == "ports" and parts[4].isdigit():
+            ports.setdefault(parts[2], {})[int(parts[4])] = _state(value)
+        elif parts[:2] == ["class", "infiniband"] and len(parts) == 5 and parts[3:] == ["device", "numa_node"]:
+            node = value.strip()
+            numa[parts[2]] = int(node) if node.isdigit() else None
+    names = sorted({*ports, *numa})
+    devices = {name: RdmaDevice(name, ports.get(name, {}), numa.get(name)) for name in names}
+    return Fabric(host, root, devices, peermem)
+
+
+def _state(value: str) -> str:
+    """``4: ACTIVE`` as its word, ``ACTIVE``; anything else as it is, cut short and printable."""
+    word = value.partition(":")[2].strip() if ":" in value else value.strip()
+    return "".join(ch for ch in word if ch.isprintable())[:24] or "?"
+
+
+async def read_fabric(host: Host, root: str, *, timeout: float = COMMAND_TIMEOUT) -> Fabric | None:
+    """``host``'s fabric under ``root``; None when it cannot be read (no such tree, no shell, no connection)."""
+    try:
+        result = await host.run(fabric_argv(root), timeout=timeout)
+    except HostError:
+        return None
+    return parse_fabric(host.name, root, result.stdout) if result.ok else None
