@@ -93,7 +93,7 @@ def sim_deployment(sandbox, services: dict[str, tuple[list[str], dict]], name: s
 
     By default one local host "sim"; ``hosts`` replaces it (services name theirs in their fields).
     """
-    hosts = hosts or {"sim": {"local": True, "commands": sandbox.commands}}
+    hosts = hosts or {"sim": {"local": True, "commands": sandbox.commands, "sysfs": str(sandbox.sysfs)}}
     config = {"name": name, "hosts": hosts, "services": {}}
     for service, (argv, fields) in services.items():
         unit = sandbox.add_unit(f"t-{service}", argv)

@@ -20,6 +20,7 @@ import shutil
 import subprocess
 import tempfile
 import uuid
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
@@ -28,6 +29,7 @@ from pdtui.sim import nvidia_smi, realjournal
 from pdtui.sim.journal import Journal, pid1_boot_entry
 from pdtui.sim.procs import ProcId, running_with, terminate
 from pdtui.sim.python import sim_python
+from pdtui.sim.sysfs import FabricShape, write_tree
 from pdtui.sim.systemctl import ROOT_ENV, package_env
 from pdtui.sim.units import UnitStore, render_unit, unit_name
 
@@ -88,6 +90,13 @@ class Sandbox:
         return self.root / "bin"
 
     @property
+    def sysfs(self) -> Path:
+        """A sysfs tree of a GPU box whose fabric is healthy (one active NIC per NUMA node, nvidia_peermem loaded),
+        for a host config's ``sysfs:``; this machine's own /sys has no RDMA device."""
+        root = self.root / "sys"
+        return root if root.exists() else write_tree(root, FabricShape())
+
+    @property
     def commands(self) -> dict[str, list[str]]:
         """argv prefixes that run this sandbox's ``systemctl``, ``journalctl`` and ``nvidia-smi``.
 
@@ -125,11 +134,11 @@ class Sandbox:
             path.chmod(0o755)
 
     def add_unit(self, name: str, argv: list[str], description: str = "", env: dict[str, str] | None = None,
-                 workdir: str | None = None, stop_timeout: float | None = None) -> str:
-        """Write the unit file for ``argv``; returns the unit's full name (``name.service``)."""
+                 workdir: str | None = None, stop_timeout: float | None = None, service: Sequence[str] = ()) -> str:
+        """Write the unit file for ``argv`` (``service``: more [Service] lines); returns its full name."""
         full = unit_name(name)
         self.store.units_dir.mkdir(parents=True, exist_ok=True)
-        self.store.unit_path(full).write_text(render_unit(description, argv, env, workdir, stop_timeout))
+        self.store.unit_path(full).write_text(render_unit(description, argv, env, workdir, stop_timeout, service))
         return full
 
     def set_gpu_busy(self, index: int, used_mib: int, pids: list[tuple[int, str, int]] | None = None,

@@ -17,7 +17,7 @@ import re
 import shlex
 import time
 from collections import namedtuple
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -133,9 +133,11 @@ def _count(text: str, default: int) -> int:
 
 
 def render_unit(description: str, argv: list[str], env: dict[str, str] | None, workdir: str | None,
-                stop_timeout: float | None = None) -> str:
-    """The text of a unit file for ``argv`` (the inverse of :func:`parse_unit`)."""
-    lines = ["[Unit]", f"Description={description}", "", "[Service]", "Type=simple", f"ExecStart={shlex.join(argv)}"]
+                stop_timeout: float | None = None, service: Sequence[str] = ()) -> str:
+    """The text of a unit file for ``argv`` (the inverse of :func:`parse_unit`); ``service``: more lines of its
+    [Service] section (``User=nobody``)."""
+    lines = ["[Unit]", f"Description={description}", "", "[Service]", "Type=simple", f"ExecStart={shlex.join(argv)}",
+             *service]
     lines += [f"Environment={shlex.quote(f'{k}={v}')}" for k, v in (env or {}).items()]
     if workdir:
         lines.append(f"WorkingDirectory={workdir}")

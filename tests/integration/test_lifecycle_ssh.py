@@ -18,6 +18,7 @@ import yaml
 
 from pdtui.sim import commands
 from pdtui.sim.ports import free_port
+from pdtui.sim.sysfs import FabricShape, write_tree
 from pdtui.sim.units import UnitStore
 from pdtui.ui.app import PdtuiApp
 from tests.engine_helpers import worker_argv
@@ -39,7 +40,7 @@ def config(sandbox, sshd, ssh_home, tmp_path: Path) -> Path:
         # systemd waits 90 s for a stop by default; the sim 3 s, and smg takes about 5 s to drain and exit
         "router": sandbox.add_unit("t-router", commands.router_argv(r, [(p, boot)], [d]), stop_timeout=20),
     }
-    host = {"address": "127.0.0.1", "port": sshd.port,
+    host = {"address": "127.0.0.1", "port": sshd.port, "sysfs": str(sandbox.sysfs),
             "commands": {tool: sandbox.commands[tool] for tool in ("systemctl", "journalctl", "nvidia-smi")}}
     services = {
         "prefill": {"role": "prefill", "port": p, "gpus": [0, 1, 2, 3], "bootstrap_port": boot},
@@ -170,14 +171,24 @@ def test_down_stops_the_router_first_and_releases_the_gpus_then_status_exits_1(s
     assert status.stdout.count("STOPPED") == 3 and "life: 0 of 3 ready" in status.stdout
 
 
-def rewrite(sandbox, config: Path, service: str, *flags: str) -> None:
-    """The installed unit of ``service`` given more flags (its port, bootstrap and GPUs as they were)."""
+def rewrite(sandbox, config: Path, service: str, *flags: str, unit: tuple[str, ...] = ()) -> None:
+    """The installed unit of ``service`` given more flags (its port, bootstrap and GPUs as they were), and more
+    lines in its [Service] section (``unit``)."""
     doc = yaml.safe_load(config.read_text())["services"]
     fields = doc[service]
     boot = doc["prefill"]["bootstrap_port"]
     gpus = ",".join(map(str, fields["gpus"]))
     sandbox.add_unit(fields["unit"].removesuffix(".service"), [*worker_argv(service, fields["port"], bootstrap=boot),
-                                                               *flags], env={"CUDA_VISIBLE_DEVICES": gpus})
+                                                               *flags], env={"CUDA_VISIBLE_DEVICES": gpus},
+                     service=unit)
+
+
+def with_fabric(config: Path, shape: FabricShape | None, tmp_path: Path) -> None:
+    """The host's ``sysfs:`` pointed at a tree of ``shape`` (None: at a folder that is not there)."""
+    doc = yaml.safe_load(config.read_text())
+    root = tmp_path / "fabric"
+    doc["hosts"]["gpu0"]["sysfs"] = str(write_tree(root, shape) if shape is not None else root)
+    config.write_text(yaml.safe_dump(doc, sort_keys=False))
 
 
 @pytest.mark.parametrize(("prefill", "decode", "said"), [
@@ -200,6 +211,59 @@ def test_servers_that_cannot_work_together_are_refused_over_ssh_before_anything_
     forced = pdtui("up", str(config), "--headless", "--force")
     assert forced.returncode == 0, forced.stdout + forced.stderr
     assert f"--force: starting despite this: {said.removeprefix('error: ')}" in forced.stdout
+
+
+NAMED = {"prefill": ("--disaggregation-ib-device", "mlx5_0"), "decode": ("--disaggregation-ib-device", "mlx5_1")}
+
+
+@pytest.mark.parametrize(("shape", "decode", "unit", "said"), [
+    (FabricShape.failing("port-down"), NAMED["decode"], (),
+     "error: decode: mlx5_1 on gpu0 has no active port (port 1: DOWN): no KV moves over it"),
+    (FabricShape(), ("--disaggregation-ib-device", "mlx5_3"), (),
+     "error: decode: --disaggregation-ib-device names mlx5_3, which gpu0 does not have (it has mlx5_0, mlx5_1)"),
+    (FabricShape(), NAMED["decode"], ("User=nobody",),
+     "error: decode: its unit runs as nobody and may lock 8 MiB of memory: Mooncake pins what it registers for RDMA"),
+], ids=["port-down", "no-such-device", "memlock"])
+def test_a_fabric_that_cannot_move_kv_is_refused_over_ssh_before_anything_starts(sandbox, config, tmp_path, shape,
+                                                                                  decode, unit, said):
+    with_fabric(config, shape, tmp_path)
+    rewrite(sandbox, config, "prefill", *NAMED["prefill"])
+    rewrite(sandbox, config, "decode", *decode, unit=unit)
+    probe = pdtui("check", str(config), "--probe")
+    assert probe.returncode == 1 and said in probe.stdout and "preflight failed" in probe.stdout, probe.stdout
+    refused = pdtui("up", str(config), "--headless")
+    assert refused.returncode == 1 and said in refused.stdout, refused.stdout
+    assert "router   blocked   the preflight refused the servers as they would run" in refused.stdout
+    assert not any(invocations(sandbox, config).values()), "nothing started"
+    forced = pdtui("up", str(config), "--headless", "--force")
+    assert forced.returncode == 0, forced.stdout + forced.stderr
+    assert f"--force: starting despite this: {said.removeprefix('error: ')}" in forced.stdout
+
+
+def test_a_fabric_that_moves_kv_slowly_is_warned_of_over_ssh_and_the_bring_up_goes_on(sandbox, config, tmp_path):
+    """Each NIC beside the other node's GPUs, nvidia_peermem not loaded: warnings, told by the probe and by up."""
+    with_fabric(config, FabricShape(devices={"mlx5_0": 1, "mlx5_1": 0}, peermem=False), tmp_path)
+    for service, flags in NAMED.items():
+        rewrite(sandbox, config, service, *flags)
+    said = ["warning: prefill: mlx5_0 is on NUMA node 1, its GPUs on node 0",
+            "warning: decode: mlx5_1 is on NUMA node 0, its GPUs on node 1",
+            "warning: decode: nvidia_peermem is not loaded on gpu0"]
+    probe = pdtui("check", str(config), "--probe")
+    assert probe.returncode == 0 and "preflight passed" in probe.stdout, probe.stdout
+    assert all(line in probe.stdout for line in said), probe.stdout
+    result = pdtui("up", str(config), "--headless")
+    assert result.returncode == 0 and all(line in result.stdout for line in said), result.stdout
+
+
+@pytest.mark.parametrize(("shape", "said"), [
+    (FabricShape(devices={}), "warning: decode: gpu0 has no RDMA device (nothing under"),
+    (None, "info: fabric not checked on gpu0: its sysfs"),
+], ids=["no-rdma-device", "no-sysfs"])
+def test_servers_that_name_no_device_on_a_host_without_rdma_pass_the_probe_saying_so(sandbox, config, tmp_path, shape,
+                                                                                    said):
+    with_fabric(config, shape, tmp_path)
+    probe = pdtui("check", str(config), "--probe")
+    assert probe.returncode == 0 and "preflight passed" in probe.stdout and said in probe.stdout, probe.stdout
 
 
 def test_servers_that_run_alike_pass_the_probe_over_ssh_with_nothing_to_say(sandbox, config):
