@@ -120,8 +120,28 @@ class ServingEngine(Protocol):
                      max_new_tokens: int) -> tuple[str, dict[str, Any]]:
         """The path and body that pair one prefill with one decode when sent to both (a fresh transfer id)."""
 
+    # What the targets write and the faces tell: its own, so neither imports its package.
+
+    title: str                               # its servers' name in a unit's description and a job's comment
+
+    def command_line(self, deployment: Deployment, cfg: ServiceConfig, metrics_port: int | None = None,
+                     backend_urls: Mapping[str, str] | None = None) -> list[str]:
+        """What a service's ``launch:`` block runs: one command for a unit's ExecStart and a job's script alike.
+        ``backend_urls``: a router's backends known only at run time (jobs on the nodes Slurm picked), by name."""
+
+    def slow(self, seconds: float, last: float | None) -> bool:
+        """Whether a finished phase is told as slow, given its length in the last successful run (None: none)."""
+
+    def phase_durations(self, starts: Sequence[tuple[str, float]]) -> dict[str, float]:
+        """Each phase's length from (phase, start) pairs in order; the last has none: nothing ended it yet."""
+
 
 def serving_for(cfg: ServiceConfig) -> ServingEngine:
     """The serving engine a service runs: SGLang, the one pdtui knows (a config key will choose between two)."""
+    return default_serving()
+
+
+def default_serving() -> ServingEngine:
+    """The serving engine of what has no service at hand (a phase's words in the faces, the run history)."""
     from pdtui.servers.sglang.engine import SGLANG
     return SGLANG
