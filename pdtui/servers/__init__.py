@@ -135,6 +135,28 @@ class ServingEngine(Protocol):
     def phase_durations(self, starts: Sequence[tuple[str, float]]) -> dict[str, float]:
         """Each phase's length from (phase, start) pairs in order; the last has none: nothing ended it yet."""
 
+    command_flags: CommandFlags              # how a unit written by hand is read back against the config
+
+    def runs_server(self, words: Sequence[str]) -> bool:
+        """Whether a command line is its server itself: a wrapper script may set the flags where pdtui cannot read."""
+
+
+@dataclass(frozen=True, slots=True)
+class CommandFlags:
+    """The flags a serving engine's command lines say a server's (or router's) settings by, and what a server
+    that does not say them gets: what an installed unit's drift from the config is read with."""
+
+    port: str                       # where a server or router listens
+    default_port: int               # ... when a server's command line does not say
+    mode: str                       # a server's PD role (prefill, decode)
+    bootstrap_port: str             # a prefill's bootstrap server's port
+    default_bootstrap_port: int
+    base_gpu: str                   # its first GPU; the tensor parallel size counts up from it
+    tp: tuple[str, ...]             # the tensor parallel size, each spelling (the first is the one a finding names)
+    numa: str                       # the NUMA node it binds itself to
+    backends: Mapping[str, str]     # a router's backend URLs of each role
+    server: str                     # the server's program, as a note names it
+
 
 def serving_for(cfg: ServiceConfig) -> ServingEngine:
     """The serving engine a service runs: SGLang, the one pdtui knows (a config key will choose between two)."""

@@ -88,5 +88,10 @@ class SGLang:
     def phase_durations(self, starts: Sequence[tuple[str, float]]) -> dict[str, float]:
         return phases.durations(starts)
 
+    command_flags = launch.FLAGS
+
+    def runs_server(self, words: Sequence[str]) -> bool:
+        return launch.runs_server(words)
+
 
 SGLANG = SGLang()
