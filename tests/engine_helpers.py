@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
 
 import pytest
 import yaml
@@ -86,6 +87,29 @@ def worker_argv(role: str, port: int, **options) -> list[str]:
     """A sim worker that gets ready fast, as tests want it."""
     options.setdefault("startup", 0.4)
     return commands.worker_argv(role, port, **options)
+
+
+def pd_deployment(prefills: Mapping[str, Mapping[str, Any]], decodes: Mapping[str, Mapping[str, Any]], *,
+                  router: Mapping[str, Any] | None = None, name: str = "pd", hosts: Mapping[str, Any] | None = None,
+                  timeout: str | None = None, unit_prefix: str = "", **settings: Any):
+    """A PD deployment: the prefills and decodes by name with their own keys, one ``router`` in front of them all.
+
+    Each service's role is filled in; its host is the first of ``hosts`` (one host "gpu0" by default), its unit
+    ``unit_prefix`` and its name, its timeout ``timeout``, unless its keys say otherwise. The router listens on
+    8000 unless ``router`` says otherwise. ``settings``: the config's other top-level keys (``strict``...).
+    """
+    hosts = dict(hosts or {"gpu0": {"address": "gpu0.internal"}})
+    first = next(iter(hosts))
+
+    def service(name: str, role: str, keys: Mapping[str, Any]) -> dict[str, Any]:
+        return {"host": first, "unit": f"{unit_prefix}{name}", "role": role,
+                **({"timeout": timeout} if timeout is not None else {}), **keys}
+
+    services = {**{n: service(n, "prefill", keys) for n, keys in prefills.items()},
+                **{n: service(n, "decode", keys) for n, keys in decodes.items()},
+                "router": service("router", "router", {"port": 8000, **(router or {})})}
+    config = {"name": name, **settings, "hosts": hosts, "services": services}
+    return parse_config(yaml.safe_dump(config, sort_keys=False), f"{name}.yaml")
 
 
 def sim_deployment(sandbox, services: dict[str, tuple[list[str], dict]], name: str = "test", hosts=None):

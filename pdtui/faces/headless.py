@@ -38,7 +38,7 @@ from pdtui.engine.events import (
 )
 from pdtui.engine.states import ServiceState
 from pdtui.faces.timeline import finished, slower
-from pdtui.servers.sglang.phases import slow
+from pdtui.servers import default_serving
 from pdtui.support.text import inert
 
 KINDS = {PlanReady: "plan", StepChanged: "step", StateChanged: "state", LogLines: "log", PhaseStarted: "phase",
@@ -160,7 +160,7 @@ class LinePrinter:
         starts.append((event.phase, event.at))
         text = self._line(event.elapsed, f"{event.service:<{self.width}} phase {event.phase}")
         ended, last = finished(starts), self.baseline.get(event.service, {})
-        if ended is not None and slow(ended[1], last.get(ended[0])):
+        if ended is not None and default_serving().slow(ended[1], last.get(ended[0])):
             text = self._line(event.elapsed, f"warning: {event.service}: {slower(*ended, last[ended[0]])}") + "\n" + text
         return text
 

@@ -30,7 +30,7 @@ from pdtui.engine.events import (
     UnitStatus,
 )
 from pdtui.engine.states import ServiceState
-from pdtui.servers.sglang.phases import durations
+from pdtui.servers import default_serving
 
 FILE_NAME = "history.sqlite3"
 OUTCOMES = {ServiceState.READY: "ready", ServiceState.DEGRADED: "degraded", ServiceState.FAILED: "failed",
@@ -86,7 +86,7 @@ class ServiceRecord:
     phases: list[tuple[str, float | None]] = field(default_factory=list)   # (phase, journal time it began)
 
     def durations(self) -> dict[str, float]:
-        return durations([(name, at) for name, at in self.phases if at is not None])
+        return default_serving().phase_durations([(name, at) for name, at in self.phases if at is not None])
 
 
 @dataclass

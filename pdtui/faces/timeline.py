@@ -1,14 +1,14 @@
 """Start-up phases as text: the panel's phase bar and the report's timeline share these words.
 
-Pure functions of (phase, start time) pairs; the names and short labels are
-servers/sglang/phases.py's.
+Pure functions of (phase, start time) pairs; the names, short labels and what
+counts as slow are the serving engine's (:func:`pdtui.servers.default_serving`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from pdtui.servers.sglang.phases import LABELS, durations, slow
+from pdtui.servers import default_serving
 
 
 def took(seconds: float) -> str:
@@ -29,7 +29,8 @@ def took(seconds: float) -> str:
 
 def slower(phase: str, seconds: float, last: float) -> str:
     """The warning's words: ``weights took 41s, 3.2× the last successful run's 13s``."""
-    return f"{LABELS.get(phase, phase)} took {took(seconds)}, {seconds / last:.1f}× the last successful run's {took(last)}"
+    label = default_serving().phase_labels.get(phase, phase)
+    return f"{label} took {took(seconds)}, {seconds / last:.1f}× the last successful run's {took(last)}"
 
 
 def phase_bar(starts: list[tuple[str, float | None]], last: Mapping[str, float] | None = None,
@@ -44,12 +45,13 @@ def phase_bar(starts: list[tuple[str, float | None]], last: Mapping[str, float] 
     has run, three times as long or more.
     """
     dated: list[tuple[str, float]] = [(name, at) for name, at in starts if at is not None]
-    lengths = durations(dated)
+    serving = default_serving()
+    lengths = serving.phase_durations(dated)
     parts = []
     for index, (name, _) in enumerate(starts):
         if name == "ready":
             break
-        label = LABELS.get(name, name)
+        label = serving.phase_labels.get(name, name)
         if name in lengths:
             parts.append(f"{label} {took(lengths[name])}{_then(lengths[name], (last or {}).get(name))}")
         elif index == len(starts) - 1 and running is not None:
@@ -64,7 +66,7 @@ def phase_bar(starts: list[tuple[str, float | None]], last: Mapping[str, float] 
 def _then(seconds: float, last: float | None) -> str:
     if last is None:
         return ""
-    return f" (last {took(last)}, {seconds / last:.1f}×)" if slow(seconds, last) else f" (last {took(last)})"
+    return f" (last {took(last)}, {seconds / last:.1f}×)" if default_serving().slow(seconds, last) else f" (last {took(last)})"
 
 
 def finished(starts: list[tuple[str, float | None]]) -> tuple[str, float] | None:

@@ -135,8 +135,50 @@ class ServingEngine(Protocol):
                      max_new_tokens: int) -> tuple[str, dict[str, Any]]:
         """The path and body that pair one prefill with one decode when sent to both (a fresh transfer id)."""
 
+    # What the targets write and the faces tell: its own, so neither imports its package.
+
+    title: str                               # its servers' name in a unit's description and a job's comment
+
+    def command_line(self, deployment: Deployment, cfg: ServiceConfig, metrics_port: int | None = None,
+                     backend_urls: Mapping[str, str] | None = None) -> list[str]:
+        """What a service's ``launch:`` block runs: one command for a unit's ExecStart and a job's script alike.
+        ``backend_urls``: a router's backends known only at run time (jobs on the nodes Slurm picked), by name."""
+
+    def slow(self, seconds: float, last: float | None) -> bool:
+        """Whether a finished phase is told as slow, given its length in the last successful run (None: none)."""
+
+    def phase_durations(self, starts: Sequence[tuple[str, float]]) -> dict[str, float]:
+        """Each phase's length from (phase, start) pairs in order; the last has none: nothing ended it yet."""
+
+    command_flags: CommandFlags              # how a unit written by hand is read back against the config
+
+    def runs_server(self, words: Sequence[str]) -> bool:
+        """Whether a command line is its server itself: a wrapper script may set the flags where pdtui cannot read."""
+
+
+@dataclass(frozen=True, slots=True)
+class CommandFlags:
+    """The flags a serving engine's command lines say a server's (or router's) settings by, and what a server
+    that does not say them gets: what an installed unit's drift from the config is read with."""
+
+    port: str                       # where a server or router listens
+    default_port: int               # ... when a server's command line does not say
+    mode: str                       # a server's PD role (prefill, decode)
+    bootstrap_port: str             # a prefill's bootstrap server's port
+    default_bootstrap_port: int
+    base_gpu: str                   # its first GPU; the tensor parallel size counts up from it
+    tp: tuple[str, ...]             # the tensor parallel size, each spelling (the first is the one a finding names)
+    numa: str                       # the NUMA node it binds itself to
+    backends: Mapping[str, str]     # a router's backend URLs of each role
+    server: str                     # the server's program, as a note names it
+
 
 def serving_for(cfg: ServiceConfig) -> ServingEngine:
     """The serving engine a service runs: SGLang, the one pdtui knows (a config key will choose between two)."""
+    return default_serving()
+
+
+def default_serving() -> ServingEngine:
+    """The serving engine of what has no service at hand (a phase's words in the faces, the run history)."""
     from pdtui.servers.sglang.engine import SGLANG
     return SGLANG

@@ -13,22 +13,18 @@ from pdtui.gpus.nvidia_smi import Gpu
 from pdtui.hosts.base import Result
 from pdtui.hosts.local import LocalHost
 from pdtui.sim.nvidia_smi import SimGpu
+from tests.engine_helpers import pd_deployment
 
 
 def deployment(sandbox, prefill=(0, 1, 2, 3), decode=(4, 5, 6, 7), *, prefill_numa=0, decode_numa=1,
                strict=False, nvidia_smi=None):
     commands = {**sandbox.commands, **({"nvidia-smi": nvidia_smi} if nvidia_smi else {})}
-    services = {
-        "prefill": {"host": "gpu0", "unit": "p", "role": "prefill", "gpus": list(prefill), "port": 31000},
-        "decode": {"host": "gpu0", "unit": "d", "role": "decode", "gpus": list(decode), "port": 31002},
-        "router": {"host": "gpu0", "unit": "r", "role": "router", "port": 31001},
-    }
-    for name, numa in (("prefill", prefill_numa), ("decode", decode_numa)):
-        if numa is not None:
-            services[name]["numa"] = numa
-    config = {"name": "t", "strict": strict, "hosts": {"gpu0": {"local": True, "commands": commands}},
-              "services": services}
-    return parse_config(yaml.safe_dump(config), "t.yaml")
+    numa = {"prefill": {"numa": prefill_numa} if prefill_numa is not None else {},
+            "decode": {"numa": decode_numa} if decode_numa is not None else {}}
+    return pd_deployment({"prefill": {"unit": "p", "gpus": list(prefill), "port": 31000, **numa["prefill"]}},
+                         {"decode": {"unit": "d", "gpus": list(decode), "port": 31002, **numa["decode"]}},
+                         router={"unit": "r", "port": 31001}, name="t", strict=strict,
+                         hosts={"gpu0": {"local": True, "commands": commands}})
 
 
 async def findings(deployment):

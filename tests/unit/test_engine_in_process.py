@@ -11,9 +11,7 @@ import asyncio
 import json
 
 import pytest
-import yaml
 
-from pdtui.config import parse_config
 from pdtui.engine.events import Done, Drained, Notice, PreflightFinding
 from pdtui.engine.intent import Intent, RestartHow, Verb
 from pdtui.engine.orchestrator import Orchestrator
@@ -23,7 +21,7 @@ from pdtui.faces.headless import to_json
 from pdtui.sim.memhost import MemoryFleet
 from pdtui.targets.systemd.host_session import HostSession
 from pdtui.targets.systemd.unit_run import UnitRun
-from tests.engine_helpers import Recorder
+from tests.engine_helpers import Recorder, pd_deployment
 
 pytestmark = pytest.mark.looptime
 
@@ -31,15 +29,12 @@ STARTUP = 60.0     # a backend's start-up, in the loop's seconds (the memory ser
 
 
 def deployment(timeout: str = "10m", decodes: int = 1):
-    config = {"name": "memory", "hosts": {"gpu0": {"address": "gpu0.internal"}}, "services": {
-        "prefill": {"host": "gpu0", "unit": "sglang-prefill", "role": "prefill", "gpus": [0, 1, 2, 3], "numa": 0,
-                    "port": 30000, "bootstrap_port": 8998, "timeout": timeout},
-        "decode": {"host": "gpu0", "unit": "sglang-decode", "role": "decode", "gpus": [4, 5, 6, 7], "numa": 1,
-                   "port": 30002, "timeout": timeout},
-        **{f"decode-{n}": {"host": "gpu0", "unit": f"sglang-decode-{n}", "role": "decode", "port": 30002 + 2 * n,
-                           "timeout": timeout} for n in range(1, decodes)},
-        "router": {"host": "gpu0", "unit": "sglang-router", "role": "router", "port": 8000, "timeout": "2m"}}}
-    return parse_config(yaml.safe_dump(config, sort_keys=False), "memory.yaml")
+    """One host: a prefill on GPUs 0-3, a decode on 4-7 (and ``decodes - 1`` more, GPUs unsaid), a router."""
+    return pd_deployment(
+        {"prefill": {"gpus": [0, 1, 2, 3], "numa": 0, "port": 30000, "bootstrap_port": 8998}},
+        {"decode": {"gpus": [4, 5, 6, 7], "numa": 1, "port": 30002},
+         **{f"decode-{n}": {"port": 30002 + 2 * n} for n in range(1, decodes)}},
+        router={"timeout": "2m"}, name="memory", timeout=timeout, unit_prefix="sglang-")
 
 
 class Bringing:

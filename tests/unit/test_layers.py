@@ -66,13 +66,47 @@ def test_cli_imports_the_ui_only_lazily():
     assert not any(getattr(n, "module", "") and n.module.startswith("pdtui.ui") for n in top_level)
 
 
-def test_the_orchestrator_never_asks_which_kind_of_target_a_service_runs_on():
-    """It reaches targets only through the registry, and names no kind: a new target is a package, not a branch."""
-    path = PACKAGE / "engine" / "orchestrator.py"
-    targets = sorted(m for m in imported_modules(path) if m.startswith("pdtui.targets"))
+TARGET_WORDS = frozenset({"is_job", "cluster", "clusters", "hosts", "unit_dir", "job"})
+# The engine's modules that still name a target kind, each with why.
+NAMES_A_TARGET = {
+    "engine/preflight.py": "compares ports and GPUs on hosts alone (cfg.is_job) and reads a host's nvidia-smi command",
+}
+
+
+def test_the_engine_never_asks_which_kind_of_target_a_service_runs_on():
+    """The orchestrator reaches targets only through the registry, and no engine module imports a target or names
+    a kind: a new target is a package, not a branch."""
+    targets = sorted(m for m in imported_modules(PACKAGE / "engine" / "orchestrator.py") if m.startswith("pdtui.targets"))
     assert targets == ["pdtui.targets.registry"]
-    words = {node.attr for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.Attribute)}
-    assert not words & {"is_job", "cluster", "clusters", "unit_dir", "job"}
+    naming = {}
+    for path in (PACKAGE / "engine").rglob("*.py"):
+        rel = str(path.relative_to(PACKAGE))
+        imports = sorted(m for m in imported_modules(path) if m.startswith("pdtui.targets"))
+        words = {node.attr for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.Attribute)}
+        if rel != "engine/orchestrator.py" and imports or words & TARGET_WORDS:
+            naming[rel] = sorted(words & TARGET_WORDS) + imports
+    assert set(naming) == set(NAMES_A_TARGET), naming
+
+
+def _sglang_imports(node: ast.AST) -> list[ast.AST]:
+    return [each for each in ast.walk(node)
+            if isinstance(each, ast.Import) and any(a.name.startswith("pdtui.servers.sglang") for a in each.names)
+            or isinstance(each, ast.ImportFrom) and each.module and (
+                each.module.startswith("pdtui.servers.sglang")
+                or each.module == "pdtui.servers" and any(a.name == "sglang" for a in each.names))]
+
+
+def test_only_the_servers_interface_names_sglang():
+    """Everything but SGLang's own package reaches it through pdtui.servers (serving_for, default_serving), whose
+    functions import it lazily: a second serving engine is a package and an entry there, not edits across pdtui."""
+    own = PACKAGE / "servers" / "sglang"
+    offenders = {str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py")
+                 if own not in p.parents and p != PACKAGE / "servers" / "__init__.py" and _sglang_imports(ast.parse(p.read_text()))}
+    assert offenders == set()
+    tree = ast.parse((PACKAGE / "servers" / "__init__.py").read_text())
+    lazy = [f for f in tree.body if isinstance(f, ast.FunctionDef) and f.name in ("serving_for", "default_serving")]
+    allowed = {id(node) for f in lazy for node in _sglang_imports(f)}
+    assert allowed and [node.lineno for node in _sglang_imports(tree) if id(node) not in allowed] == []
 
 
 def test_each_target_builds_on_the_engine_and_never_on_another_target():

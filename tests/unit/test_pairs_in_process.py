@@ -5,32 +5,26 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-import yaml
 
-from pdtui.config import parse_config
 from pdtui.engine.events import PairMatrix, PairResult, ProbeResult
 from pdtui.engine.orchestrator import Orchestrator
 from pdtui.faces.pair_matrix import matrix_lines
 from pdtui.faces.status_table import StatusBoard
 from pdtui.sim.memhost import MemoryFleet
-from tests.engine_helpers import Recorder
+from tests.engine_helpers import Recorder, pd_deployment
 
 pytestmark = pytest.mark.looptime
 
 
 def deployment(prefills: int, decodes: int):
     """xPyD on two hosts: prefills on gpu0, decodes on gpu1, the router on gpu0 in front of all."""
-    services: dict = {}
-    for n in range(prefills):
-        services[f"prefill-{n}"] = {"host": "gpu0", "unit": f"p{n}", "role": "prefill", "gpus": [2 * n, 2 * n + 1],
-                                    "port": 30000 + n, "bootstrap_port": 8998 + n, "timeout": "5m"}
-    for n in range(decodes):
-        services[f"decode-{n}"] = {"host": "gpu1", "unit": f"d{n}", "role": "decode", "gpus": [2 * n, 2 * n + 1],
-                                   "port": 30100 + n, "timeout": "5m"}
-    services["router"] = {"host": "gpu0", "unit": "router", "role": "router", "port": 8000, "timeout": "2m"}
-    config = {"name": "pairs", "hosts": {"gpu0": {"address": "gpu0.internal"}, "gpu1": {"address": "gpu1.internal"}},
-              "services": services}
-    return parse_config(yaml.safe_dump(config, sort_keys=False), "pairs.yaml")
+    return pd_deployment(
+        {f"prefill-{n}": {"unit": f"p{n}", "gpus": [2 * n, 2 * n + 1], "port": 30000 + n, "bootstrap_port": 8998 + n}
+         for n in range(prefills)},
+        {f"decode-{n}": {"host": "gpu1", "unit": f"d{n}", "gpus": [2 * n, 2 * n + 1], "port": 30100 + n}
+         for n in range(decodes)},
+        router={"timeout": "2m"}, name="pairs", timeout="5m",
+        hosts={"gpu0": {"address": "gpu0.internal"}, "gpu1": {"address": "gpu1.internal"}})
 
 
 async def bring_up(prefills: int, decodes: int, *, broken=(), pairs: bool | None = None):

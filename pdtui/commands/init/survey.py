@@ -23,9 +23,10 @@ from dataclasses import dataclass
 
 from pdtui.gpus.inventory import Inventory, inventory
 from pdtui.hosts.base import Host, HostError, Result
+from pdtui.servers import default_serving
 from pdtui.support.argv import flag_value
 from pdtui.targets.systemd.commands import Commands, ListedUnit, parse_cat, parse_list_unit_files, parse_list_units
-from pdtui.targets.systemd.unit_drift import InstalledUnit, parse_installed, runs_sglang
+from pdtui.targets.systemd.unit_drift import InstalledUnit, parse_installed
 
 COMMAND_TIMEOUT = 30.0
 ROUTER_MODULES = frozenset({"sglang_router.launch_router", "smg.launch_router"})
@@ -110,12 +111,13 @@ async def _run(host: Host, argv: list[str]) -> Result | str:
 def classify(name: str, unit: InstalledUnit | None, active: str = "") -> FoundUnit | None:
     """``name`` as an SGLang unit, or None when neither its name nor its command line is SGLang's."""
     words = unit.exec_start if unit else []
-    server, router = runs_sglang(words), runs_router(words)
+    serving = default_serving()
+    server, router = serving.runs_server(words), runs_router(words)
     if "sglang" not in name.lower() and not server and not router:
         return None
     role, why = _role(name, words, router)
-    gpus = unit.gpus()[0] if unit else None
-    numa = unit.numa()[0] if unit else None
+    gpus = unit.gpus(serving.command_flags)[0] if unit else None
+    numa = unit.numa(serving.command_flags)[0] if unit else None
     return FoundUnit(name, role, why, active, server, _port(words, "--port"),
                      _port(words, "--disaggregation-bootstrap-port"),
                      tuple(gpus) if gpus is not None else None, int(numa) if numa and numa.isdigit() else None)
@@ -136,7 +138,7 @@ def _role(name: str, words: list[str], router: bool) -> tuple[str | None, str]:
     hint = next((hint for hint in NAME_HINTS if hint in name.lower()), None)
     if hint is not None:
         return hint, f"its name says {hint}"
-    if runs_sglang(words):
+    if default_serving().runs_server(words):
         return None, "runs SGLang without --disaggregation-mode (not PD)"
     return None, "its name says sglang, its command line no PD role"
 

@@ -79,5 +79,22 @@ class SGLang:
         return pd_request.pd_generate(prompt, bootstrap_host=bootstrap_host, bootstrap_port=bootstrap_port,
                                       max_new_tokens=max_new_tokens)
 
+    title = "SGLang"
+
+    def command_line(self, deployment: Deployment, cfg: ServiceConfig, metrics_port: int | None = None,
+                     backend_urls: Mapping[str, str] | None = None) -> list[str]:
+        return launch.command_line(deployment, cfg, metrics_port, backend_urls)
+
+    def slow(self, seconds: float, last: float | None) -> bool:
+        return phases.slow(seconds, last)
+
+    def phase_durations(self, starts: Sequence[tuple[str, float]]) -> dict[str, float]:
+        return phases.durations(starts)
+
+    command_flags = launch.FLAGS
+
+    def runs_server(self, words: Sequence[str]) -> bool:
+        return launch.runs_server(words)
+
 
 SGLANG = SGLang()

@@ -7,13 +7,27 @@ alone.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from pdtui.config import DEFAULT_BOOTSTRAP_PORT, Deployment, ServiceConfig
 from pdtui.config.launch import ROUTER_PYTHON_PACKAGES, LaunchSpec
+from pdtui.servers import CommandFlags
 
 DEFAULT_PROMETHEUS_PORT = 29000       # the routers' own default, taken by the first router on a host
 SERVER_MODULE = "sglang.launch_server"
+DEFAULT_PORT = 30000                  # the server's own, without --port
+
+FLAGS = CommandFlags(port="--port", default_port=DEFAULT_PORT, mode="--disaggregation-mode",
+                     bootstrap_port="--disaggregation-bootstrap-port", default_bootstrap_port=DEFAULT_BOOTSTRAP_PORT,
+                     base_gpu="--base-gpu-id", tp=("--tp", "--tp-size"), numa="--numa-node",
+                     backends={"prefill": "--prefill", "decode": "--decode"}, server=SERVER_MODULE)
+"""The flags of the command lines above, as a unit written by hand is read back."""
+
+
+def runs_server(words: Sequence[str]) -> bool:
+    """Whether the command is SGLang's server itself (not a wrapper script that may set its flags)."""
+    return any("launch_server" in word for word in words) or any(
+        word.rpartition("/")[2] == "sglang" and nxt == "serve" for word, nxt in zip(words, words[1:], strict=False))
 
 
 def command_line(deployment: Deployment, svc: ServiceConfig, prometheus_port: int | None = None,

@@ -14,6 +14,7 @@ lines, starts nothing.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 
@@ -112,7 +113,7 @@ def slow_from(last: float) -> float:
     return max(STILL_RUNNING_FLOOR, SLOW * last, SLOW_FLOOR)
 
 
-def durations(starts: list[tuple[str, float]]) -> dict[str, float]:
+def durations(starts: Sequence[tuple[str, float]]) -> dict[str, float]:
     """Each phase's duration from (phase, start time) pairs in order: until the next phase's start.
 
     The last phase (the ready line, or the one a failure cut short) has none.

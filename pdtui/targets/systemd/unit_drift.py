@@ -4,9 +4,10 @@ The hand-typed unit is where a deployment drifts from what its engineer
 believes (the config says decode on GPUs 4-7, the unit's CUDA_VISIBLE_DEVICES
 says 0-3). The installed files (``systemctl cat``: the unit file and its
 drop-ins) are read as systemd reads them, and GPUs, NUMA binding, port,
-disaggregation mode and a router's backend URLs compared with the config. A
-mismatch is an error for that service before anything starts; a unit that does
-not say is a note.
+disaggregation mode and a router's backend URLs compared with the config. The
+flags a command line says them by are its serving engine's
+(:class:`pdtui.servers.CommandFlags`). A mismatch is an error for that service
+before anything starts; a unit that does not say is a note.
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from pdtui.config import DEFAULT_BOOTSTRAP_PORT, Deployment, ServiceConfig
+from pdtui.config import Deployment, ServiceConfig
 from pdtui.gpus.nvidia_smi import gpu_ranges
+from pdtui.servers import CommandFlags, ServingEngine, serving_for
 from pdtui.support.argv import flag_value
 
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1", "0.0.0.0"})
@@ -36,18 +38,13 @@ class InstalledUnit:
         """The value of ``--name VALUE`` or ``--name=VALUE`` on its command line, the last one given."""
         return flag_value(self.exec_start, name)
 
-    @property
-    def runs_sglang(self) -> bool:
-        """Whether the command is SGLang's server itself (not a wrapper script that may set its flags)."""
-        return runs_sglang(self.exec_start)
+    def gpus(self, flags: CommandFlags) -> tuple[list[int] | None, str]:
+        """The GPUs it runs on, and how it says so (``flags``: its serving engine's)."""
+        return _gpus_of(self, flags)
 
-    def gpus(self) -> tuple[list[int] | None, str]:
-        """The GPUs it runs on, and how it says so."""
-        return _gpus_of(self)
-
-    def numa(self) -> tuple[str | None, str]:
-        """The NUMA node it is bound to, and how it says so."""
-        return _numa_of(self)
+    def numa(self, flags: CommandFlags) -> tuple[str | None, str]:
+        """The NUMA node it is bound to, and how it says so (``flags``: its serving engine's)."""
+        return _numa_of(self, flags)
 
 
 @dataclass(frozen=True)
@@ -129,7 +126,7 @@ def _words(exec_start: str) -> list[str]:
     return words
 
 
-def _gpus_of(unit: InstalledUnit) -> tuple[list[int] | None, str]:
+def _gpus_of(unit: InstalledUnit, flags: CommandFlags) -> tuple[list[int] | None, str]:
     """The GPUs a unit runs on, and how it says so."""
     words = unit.exec_start
     visible = unit.environment.get("CUDA_VISIBLE_DEVICES")
@@ -139,13 +136,14 @@ def _gpus_of(unit: InstalledUnit) -> tuple[list[int] | None, str]:
     if visible is not None:
         parts = [p.strip() for p in visible.split(",") if p.strip()]
         return ([int(p) for p in parts] if all(p.isdigit() for p in parts) else None), "CUDA_VISIBLE_DEVICES"
-    base, tp = flag_value(words, "--base-gpu-id"), flag_value(words, "--tp") or flag_value(words, "--tp-size")
+    base = flag_value(words, flags.base_gpu)
+    tp = next((value for name in flags.tp if (value := flag_value(words, name)) is not None), None)
     if base is not None and base.isdigit() and (tp is None or tp.isdigit()):
-        return list(range(int(base), int(base) + int(tp or 1))), "--base-gpu-id and --tp"
+        return list(range(int(base), int(base) + int(tp or 1))), f"{flags.base_gpu} and {flags.tp[0]}"
     return None, ""
 
 
-def _numa_of(unit: InstalledUnit) -> tuple[str | None, str]:
+def _numa_of(unit: InstalledUnit, flags: CommandFlags) -> tuple[str | None, str]:
     words = unit.exec_start
     if any(word.rpartition("/")[2] == "numactl" for word in words):
         for name in ("--cpunodebind", "-N", "--membind", "-m"):
@@ -153,8 +151,8 @@ def _numa_of(unit: InstalledUnit) -> tuple[str | None, str]:
                 return node, "numactl"
     if unit.numa_policy == "bind" and unit.numa_mask is not None:
         return unit.numa_mask, "NUMAPolicy=bind NUMAMask="
-    if (node := flag_value(words, "--numa-node")) is not None:
-        return node, "--numa-node"
+    if (node := flag_value(words, flags.numa)) is not None:
+        return node, flags.numa
     return None, ""
 
 
@@ -162,28 +160,30 @@ def service_drift(deployment: Deployment, svc: ServiceConfig, unit: InstalledUni
     """What the installed unit of ``svc`` runs that the config does not say, and what it does not say."""
     if not unit.exec_start:
         return [Drift(svc.name, "note", f"{svc.name}: its unit {svc.unit} has no ExecStart pdtui can read")]
+    serving = serving_for(svc)
     if svc.is_router:
-        return _router_drift(deployment, svc, unit)
+        return _router_drift(deployment, svc, unit, serving.command_flags)
     if svc.role not in ("prefill", "decode"):
         return []
-    return [*_gpu_drift(svc, unit), *_numa_drift(svc, unit), *_server_flags_drift(svc, unit)]
+    return [*_gpu_drift(svc, unit, serving.command_flags), *_numa_drift(svc, unit, serving.command_flags),
+            *_server_flags_drift(svc, unit, serving)]
 
 
-def _gpu_drift(svc: ServiceConfig, unit: InstalledUnit) -> list[Drift]:
-    gpus, how = _gpus_of(unit)
+def _gpu_drift(svc: ServiceConfig, unit: InstalledUnit, flags: CommandFlags) -> list[Drift]:
+    gpus, how = _gpus_of(unit, flags)
     if not svc.gpus:
         return []
     if gpus is None:
         return [Drift(svc.name, "note", f"{svc.name}: its unit does not say which GPUs it runs on "
-                                        f"(no CUDA_VISIBLE_DEVICES, no --base-gpu-id); the config says {gpu_ranges(svc.gpus)}")]
+                                        f"(no CUDA_VISIBLE_DEVICES, no {flags.base_gpu}); the config says {gpu_ranges(svc.gpus)}")]
     if sorted(gpus) != sorted(svc.gpus):
         return [Drift(svc.name, "error", f"{svc.name}: its unit runs on GPUs {','.join(map(str, gpus))} ({how}), "
                                          f"the config says {gpu_ranges(svc.gpus)}")]
     return []
 
 
-def _numa_drift(svc: ServiceConfig, unit: InstalledUnit) -> list[Drift]:
-    node, how = _numa_of(unit)
+def _numa_drift(svc: ServiceConfig, unit: InstalledUnit, flags: CommandFlags) -> list[Drift]:
+    node, how = _numa_of(unit, flags)
     if svc.numa is None:
         return []
     if node is None:
@@ -193,47 +193,43 @@ def _numa_drift(svc: ServiceConfig, unit: InstalledUnit) -> list[Drift]:
     return []
 
 
-def _server_flags_drift(svc: ServiceConfig, unit: InstalledUnit) -> list[Drift]:
+def _server_flags_drift(svc: ServiceConfig, unit: InstalledUnit, serving: ServingEngine) -> list[Drift]:
     found = []
-    words = unit.exec_start
-    port = flag_value(words, "--port")
+    words, flags = unit.exec_start, serving.command_flags
+    port = flag_value(words, flags.port)
     if svc.port is not None and port is None:
-        found.append(Drift(svc.name, "note", f"{svc.name}: its unit gives no --port (SGLang's default is 30000); "
-                                             f"the config says {svc.port}"))
+        found.append(Drift(svc.name, "note", f"{svc.name}: its unit gives no {flags.port} ({serving.title}'s default is "
+                                             f"{flags.default_port}); the config says {svc.port}"))
     elif svc.port is not None and port != str(svc.port):
-        found.append(Drift(svc.name, "error", f"{svc.name}: its unit listens on port {port} (--port), the config says {svc.port}"))
-    mode = flag_value(words, "--disaggregation-mode")
-    if mode is None and not runs_sglang(words):
+        found.append(Drift(svc.name, "error", f"{svc.name}: its unit listens on port {port} ({flags.port}), "
+                                              f"the config says {svc.port}"))
+    mode = flag_value(words, flags.mode)
+    if mode is None and not serving.runs_server(words):
         found.append(Drift(svc.name, "note", f"{svc.name}: its unit does not say its disaggregation mode (it runs "
-                                             f"{words[0]}, not sglang.launch_server); the config says {svc.role}"))
+                                             f"{words[0]}, not {flags.server}); the config says {svc.role}"))
     elif mode != svc.role:
-        said = f"runs as --disaggregation-mode {mode}" if mode else "runs without --disaggregation-mode (not PD)"
+        said = f"runs as {flags.mode} {mode}" if mode else f"runs without {flags.mode} (not PD)"
         found.append(Drift(svc.name, "error", f"{svc.name}: its unit {said}, the config says {svc.role}"))
     if svc.role == "prefill" and svc.bootstrap_port is not None:
-        boot = flag_value(words, "--disaggregation-bootstrap-port") or str(DEFAULT_BOOTSTRAP_PORT)
+        boot = flag_value(words, flags.bootstrap_port) or str(flags.default_bootstrap_port)
         if boot != str(svc.bootstrap_port):
             found.append(Drift(svc.name, "error", f"{svc.name}: its unit's bootstrap server is on port {boot}, "
                                                   f"the config says {svc.bootstrap_port}"))
     return found
 
 
-def runs_sglang(words: Sequence[str]) -> bool:
-    """Whether the command is SGLang's server itself (not a wrapper script that may set its flags)."""
-    return any("launch_server" in word for word in words) or any(
-        word.rpartition("/")[2] == "sglang" and nxt == "serve" for word, nxt in zip(words, words[1:], strict=False))
-
-
-def _router_drift(deployment: Deployment, svc: ServiceConfig, unit: InstalledUnit) -> list[Drift]:
+def _router_drift(deployment: Deployment, svc: ServiceConfig, unit: InstalledUnit, flags: CommandFlags) -> list[Drift]:
     words = unit.exec_start
     found = []
-    port = flag_value(words, "--port")
+    port = flag_value(words, flags.port)
     if port is not None and port != str(svc.port):
-        found.append(Drift(svc.name, "error", f"{svc.name}: its unit listens on port {port} (--port), the config says {svc.port}"))
-    listed = {role: [words[i + 1] for i, w in enumerate(words) if w == f"--{role}" and i + 1 < len(words)]
-              for role in ("prefill", "decode")}
+        found.append(Drift(svc.name, "error", f"{svc.name}: its unit listens on port {port} ({flags.port}), "
+                                              f"the config says {svc.port}"))
+    listed = {role: [words[i + 1] for i, w in enumerate(words) if w == flag and i + 1 < len(words)]
+              for role, flag in flags.backends.items()}
     if not any(listed.values()):
-        return found + [Drift(svc.name, "note", f"{svc.name}: its unit names no --prefill or --decode backend "
-                                                f"(it runs {words[0]}); the config says {', '.join(svc.after)}")]
+        return found + [Drift(svc.name, "note", f"{svc.name}: its unit names no {' or '.join(flags.backends.values())} "
+                                                f"backend (it runs {words[0]}); the config says {', '.join(svc.after)}")]
     for name in svc.after:
         backend = deployment.services[name]
         if backend.role not in listed or backend.port is None:
@@ -241,7 +237,7 @@ def _router_drift(deployment: Deployment, svc: ServiceConfig, unit: InstalledUni
         if not any(_same_backend(deployment, svc, backend, url) for url in listed[backend.role]):
             urls = ", ".join(listed[backend.role]) or "none"
             found.append(Drift(svc.name, "note", f"{svc.name}: its unit does not send to {name} "
-                                                 f"(its --{backend.role} URLs: {urls}; {name} is on "
+                                                 f"(its {flags.backends[backend.role]} URLs: {urls}; {name} is on "
                                                  f"{backend.host}:{backend.port}): the router gets it through its "
                                                  f"worker API once {name} is ready; its unit lacks it until rewritten"))
     return found
