@@ -27,7 +27,7 @@ from pdtui.hosts.local import LocalHost  # noqa: E402
 from pdtui.servers.sglang.signatures import signatures_for  # noqa: E402
 from pdtui.sim.ports import free_port  # noqa: E402
 from pdtui.sim.sandbox import Sandbox  # noqa: E402
-from pdtui.sim.units import UnitStore  # noqa: E402
+from pdtui.sim.unit_store import UnitStore  # noqa: E402
 from pdtui.targets.systemd import shared_commands as units  # noqa: E402
 from pdtui.targets.systemd.commands import Commands
 from pdtui.targets.systemd.journal_json import parse_entry

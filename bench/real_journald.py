@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import READY_LINE, Stamps, deployment, emit, machine, parse_args, summary  # noqa: E402
 from bench._sshd import SshdPool  # noqa: E402
-from pdtui.commands import units  # noqa: E402
+from pdtui.commands import units_command as units  # noqa: E402
 from pdtui.engine.events import StateChanged  # noqa: E402
 from pdtui.engine.orchestrator import Orchestrator  # noqa: E402
 from pdtui.engine.states import ServiceState  # noqa: E402

@@ -243,7 +243,7 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _units(args: argparse.Namespace) -> int:
-    from pdtui.commands import units
+    from pdtui.commands import units_command as units
     from pdtui.hosts import make_host
     deployment = _load(args.config)
     if deployment is None:

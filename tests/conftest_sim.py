@@ -21,7 +21,7 @@ from pdtui.sim.ports import free_port
 from pdtui.sim.procs import running_with
 from pdtui.sim.sandbox import Sandbox
 from pdtui.sim.systemctl import package_env
-from pdtui.sim.units import UnitStore
+from pdtui.sim.unit_store import UnitStore
 
 WAIT = 20.0
 

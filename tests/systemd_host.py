@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
-from pdtui.commands import units
+from pdtui.commands import units_command as units
 from pdtui.config import Deployment, parse_config
 from pdtui.hosts import make_host
 from pdtui.sim import systemd_host as container

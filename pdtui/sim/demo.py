@@ -33,7 +33,7 @@ from typing import Any
 
 import yaml
 
-from pdtui.commands.units import write_units
+from pdtui.commands.units_command import write_units
 from pdtui.config import Deployment, parse_config
 from pdtui.sim.commands import REAL_ROUTERS, SIM_ROUTER, default_router, sim_python
 from pdtui.sim.knobs import DEFAULT_GENERATION, DEFAULT_MODEL, DEMO_FAIL_MODES, FABRIC_FAIL_MODES, FAIL_MODES

@@ -24,7 +24,7 @@ from decimal import Decimal
 from pathlib import Path
 
 from pdtui.sim.journal import THRESHOLD, CursorError, Journal, encode_value, too_long, value_bytes
-from pdtui.sim.units import unit_name
+from pdtui.sim.unit_store import unit_name
 
 ROOT_ENV = "PDTUI_SIM_ROOT"
 FOLLOW_POLL = 0.02

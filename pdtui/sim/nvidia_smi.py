@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pdtui.sim.systemctl import ROOT_ENV
-from pdtui.sim.units import UnitStore
+from pdtui.sim.unit_store import UnitStore
 
 MODEL = "NVIDIA H100 80GB HBM3"
 TOTAL_MIB = 81559

@@ -31,7 +31,7 @@ from pdtui.sim.procs import ProcId, running_with, terminate
 from pdtui.sim.python import sim_python
 from pdtui.sim.sysfs import FabricShape, write_tree
 from pdtui.sim.systemctl import ROOT_ENV, package_env
-from pdtui.sim.units import UnitStore, render_unit, unit_name
+from pdtui.sim.unit_store import UnitStore, render_unit, unit_name
 
 STOP_GRACE = 3.0
 TOOLS = {"systemctl": "pdtui.sim.systemctl", "journalctl": "pdtui.sim.journalctl",

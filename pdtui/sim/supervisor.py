@@ -26,7 +26,7 @@ from pathlib import Path
 
 from pdtui.sim.journal import Journal, LineEncoder, pid1_entry
 from pdtui.sim.procs import STOP_SIGNALS, ident
-from pdtui.sim.units import UnitFile, UnitState, UnitStore, take_start
+from pdtui.sim.unit_store import UnitFile, UnitState, UnitStore, take_start
 
 CLEAN_SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGPIPE}
 """Signals systemd counts as a clean exit of a service's main process."""

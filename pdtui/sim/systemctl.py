@@ -19,7 +19,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from pdtui.sim.procs import ident, terminate, wait_gone
-from pdtui.sim.units import DEFAULT_MEMLOCK, UnitFile, UnitState, UnitStore, take_start, unit_name
+from pdtui.sim.unit_store import DEFAULT_MEMLOCK, UnitFile, UnitState, UnitStore, take_start, unit_name
 
 ROOT_ENV = "PDTUI_SIM_ROOT"
 START_TIMEOUT = 30.0

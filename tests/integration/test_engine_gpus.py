@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from pdtui.commands.units import write_units
+from pdtui.commands.units_command import write_units
 from pdtui.config import parse_config
 from pdtui.engine.events import GpuSample, Notice
 from pdtui.engine.orchestrator import Orchestrator

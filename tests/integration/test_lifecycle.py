@@ -6,7 +6,7 @@ import asyncio
 
 from pdtui.engine.events import Done, LogLines, Notice, ProbeResult, StateChanged, UnitStatus
 from pdtui.engine.intent import Intent, Verb
-from pdtui.sim.units import UnitStore
+from pdtui.sim.unit_store import UnitStore
 from tests.engine_helpers import bring_up, reference
 
 STATUS = Intent(Verb.STATUS)

@@ -19,7 +19,7 @@ import yaml
 from pdtui.sim import commands
 from pdtui.sim.ports import free_port
 from pdtui.sim.sysfs import FabricShape, write_tree
-from pdtui.sim.units import UnitStore
+from pdtui.sim.unit_store import UnitStore
 from pdtui.ui.app import PdtuiApp
 from tests.engine_helpers import worker_argv
 from tests.sshd import trust

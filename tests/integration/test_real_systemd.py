@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from pdtui.commands import units
+from pdtui.commands import units_command as units
 from pdtui.config import Deployment
 from pdtui.engine.events import Notice
 from pdtui.hosts import make_host

@@ -24,7 +24,7 @@ from pdtui.sim.commands import SIM_ROUTER
 from pdtui.sim.knobs import DEFAULT_MODEL
 from pdtui.sim.load import Load, Tally
 from pdtui.sim.ports import free_port
-from pdtui.sim.units import UnitStore
+from pdtui.sim.unit_store import UnitStore
 from pdtui.ui.app import PdtuiApp
 from tests.engine_helpers import (
     FAST,

@@ -7,7 +7,7 @@ import sys
 import pytest
 import yaml
 
-from pdtui.commands import units
+from pdtui.commands import units_command as units
 from pdtui.config import parse_config
 from pdtui.hosts import make_host
 from pdtui.sim.ports import free_port

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import shlex
 
-from pdtui.commands import units
+from pdtui.commands import units_command as units
 from pdtui.config import parse_config
 from pdtui.servers.sglang.launch import command_line
 from pdtui.targets.slurm.script import output_path, render_script, sbatch_options, slurm_time

@@ -123,7 +123,7 @@ def test_a_service_without_launch_gets_no_unit():
 
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze is not installed")
 def test_systemd_analyze_verify_finds_nothing_to_say(tmp_path):
-    from pdtui.commands.units import write_units
+    from pdtui.commands.units_command import write_units
     write_units(render_units(load_config(REFERENCE)), tmp_path)
     clean = _verify(tmp_path)
     assert clean.returncode == 0 and clean.stdout + clean.stderr == ""
