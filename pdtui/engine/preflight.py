@@ -125,10 +125,10 @@ class Preflight:
 
     async def _fabrics(self, hosts: Mapping[str, Host]) -> dict[str, Fabric | None]:
         """Each host's fabric, where a backend runs (read-only: one command a host, all at once)."""
-        names = [name for name in self.deployment.hosts if name in hosts
-                 and any(r.cfg.role in BACKEND_ROLES for r in self.on_place.get(name, ()))]
-        found = await asyncio.gather(*(read_fabric(hosts[n], self.deployment.hosts[n].sysfs) for n in names))
-        return dict(zip(names, found, strict=True))
+        roots = {place: root for place in hosts if (root := self.sessions[place].sysfs)
+                 and any(r.cfg.role in BACKEND_ROLES for r in self.on_place[place])}
+        found = await asyncio.gather(*(read_fabric(hosts[place], root) for place, root in roots.items()))
+        return dict(zip(roots, found, strict=True))
 
     def _judge_commands(self, inventories: Mapping[str, Inventory | None],
                         fabrics: Mapping[str, Fabric | None]) -> bool:
@@ -170,12 +170,11 @@ class Preflight:
         return [m for p, d in pairs for m in runs[p].serving.pair_mismatches((p, commands[p]), (d, commands[d]))]
 
     def _host_mismatches(self, runs: Mapping[str, ServiceRun], commands: Mapping[str, ServerCommand]) -> list[Mismatch]:
-        """The servers of each host (Slurm places a job's: its ports and GPUs are the node's, not compared here)."""
-        by_host: dict[str, list[ServiceRun]] = {}
-        for name in commands:
-            if not runs[name].cfg.is_job:
-                by_host.setdefault(runs[name].cfg.host, []).append(runs[name])
-        return [m for servers in by_host.values()
+        """The servers of each place that is one machine (Slurm places a job on a node of its own choosing: its
+        ports and GPUs are not compared here)."""
+        shared = [[r for r in self.on_place[place] if r.name in commands]
+                  for place, session in self.sessions.items() if session.one_machine]
+        return [m for servers in shared if servers
                 for m in servers[0].serving.host_mismatches([(r.cfg, commands[r.name]) for r in servers])]
 
     def _fabric_mismatches(self, runs: Mapping[str, ServiceRun], commands: Mapping[str, ServerCommand],
@@ -197,7 +196,7 @@ class Preflight:
             numa = {gpu: inventory.numa.get(gpu) if inventory else None for gpu in run.cfg.gpus}
             found += fabric_mismatches(Server(name, run.cfg.host, path, command.source, numa, run.memory_lock), fabric)
         for host in sorted(unread):
-            self.emit(Notice("info", f"fabric not checked on {host}: its sysfs ({self.deployment.hosts[host].sysfs}) "
+            self.emit(Notice("info", f"fabric not checked on {host}: its sysfs ({self.sessions[host].sysfs}) "
                                      f"could not be read", None, self.elapsed()))
         return found
 
@@ -228,7 +227,7 @@ class Preflight:
                 ok = False
         for name, inventory in inventories.items():
             if sample and inventory is not None:
-                argv = sampler_argv(self.deployment.hosts[name].commands["nvidia-smi"])
+                argv = sampler_argv(self.sessions[name].nvidia_smi or ("nvidia-smi",))
                 sampler = GpuSampler(self.sessions[name].host, name, argv, self.emit, self.elapsed, inventory=inventory)
                 self.samplers.append(asyncio.create_task(sampler.run(), name=f"gpus {name}"))
         return ok

@@ -31,6 +31,11 @@ class Session:
     """A machine's connection as a run uses it: commands within a deadline, HTTP probes through it."""
 
     looker: Looks
+    # What the preflight may read of the place's machine: whether its services share one machine (its ports, GPUs
+    # and fabric are theirs to compare), and how to read its GPUs and its sysfs (None: not this place's to read).
+    one_machine: bool = False
+    nvidia_smi: tuple[str, ...] | None = None
+    sysfs: str | None = None
 
     def __init__(self, name: str, host: Host, *, command_timeout: float,
                  clock: Callable[[], float] = time.monotonic) -> None:

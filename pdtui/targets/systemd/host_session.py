@@ -33,11 +33,14 @@ if TYPE_CHECKING:
 
 class HostSession(Session):
     looker: UnitLooker
+    one_machine = True
 
     def __init__(self, config: HostConfig, host: Host, *, command_timeout: float,
                  clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__(config.name, host, command_timeout=command_timeout, clock=clock)
         self.config = config
+        self.nvidia_smi = config.commands["nvidia-smi"]
+        self.sysfs = config.sysfs
         self.commands = Commands.for_host(config)
         self.looker = UnitLooker(self.command, self.commands)
         self.starter = UnitStarter(self.command, self.commands)
