@@ -23,9 +23,9 @@ from pdtui.gpus.nvidia_smi import (
     Gpu,
     compute_apps_argv,
     gpu_ranges,
-    numa_nodes_argv,
+    inventory_argv,
     parse_compute_apps,
-    parse_numa_nodes,
+    parse_inventory,
     parse_query_gpu,
     parse_topo,
     query_gpu_argv,
@@ -76,19 +76,23 @@ class Finding:
 
 # --------------------------------------------------------------------------- inventory
 
-async def inventory(host: Host, nvidia_smi: Sequence[str], *, timeout: float = COMMAND_TIMEOUT) -> Inventory | None:
+async def inventory(host: Host, nvidia_smi: Sequence[str], *, sysfs: str = "/sys",
+                    timeout: float = COMMAND_TIMEOUT) -> Inventory | None:
     """Query ``host``'s GPUs; None when nvidia-smi is missing, fails or lists no GPU.
 
-    NUMA nodes come from sysfs in one ``cat``; GPUs it leaves unknown (no such
-    file, ``-1``) are looked up in ``nvidia-smi topo -m``.
+    One remote command asks nvidia-smi for the GPUs and the processes holding
+    them and reads every PCI device's NUMA node under ``sysfs``; GPUs it leaves
+    unknown (no such file, ``-1``) are looked up in ``nvidia-smi topo -m``.
     """
-    listing = await _stdout(host, query_gpu_argv(nvidia_smi), timeout)
-    gpus = parse_query_gpu(listing or "")
+    found = parse_inventory(await _stdout(host, inventory_argv(nvidia_smi, sysfs), timeout) or "")
+    gpus = parse_query_gpu(found.gpus or "")
     if not gpus:
         return None
-    apps_text, numa = await asyncio.gather(
-        _stdout(host, compute_apps_argv(nvidia_smi), timeout), _numa_nodes(host, nvidia_smi, gpus, timeout))
-    return Inventory(host.name, tuple(gpus), tuple(parse_compute_apps(apps_text or "")), numa)
+    numa = {gpu.index: found.numa.get(sysfs_bus_id(gpu.bus_id) or "") for gpu in gpus}
+    if None in numa.values():
+        topo = parse_topo(await _stdout(host, topo_argv(nvidia_smi), timeout) or "")
+        numa = {index: node if node is not None else topo.get(index) for index, node in numa.items()}
+    return Inventory(host.name, tuple(gpus), tuple(parse_compute_apps(found.apps or "")), numa)
 
 
 async def gpu_holders(host: Host, nvidia_smi: Sequence[str], gpus: Iterable[int], *,
@@ -116,8 +120,8 @@ def gpu_hosts(deployment) -> list[str]:
 async def host_inventories(deployment, hosts: Mapping[str, Host]) -> dict[str, Inventory | None]:
     """One inventory per host of ``hosts`` that has a GPU service, all taken at once."""
     names = [name for name in gpu_hosts(deployment) if name in hosts]
-    found = await asyncio.gather(*(inventory(hosts[name], deployment.hosts[name].commands["nvidia-smi"])
-                                   for name in names))
+    found = await asyncio.gather(*(inventory(hosts[name], deployment.hosts[name].commands["nvidia-smi"],
+                                             sysfs=deployment.hosts[name].sysfs) for name in names))
     return dict(zip(names, found, strict=False))
 
 
@@ -128,18 +132,6 @@ async def _stdout(host: Host, argv: list[str], timeout: float) -> str | None:
     except HostError:
         return None
     return result.stdout if result.ok else None
-
-
-async def _numa_nodes(host: Host, nvidia_smi: Sequence[str], gpus: list[Gpu], timeout: float) -> dict[int, int | None]:
-    nodes: dict[int, int | None] = {gpu.index: None for gpu in gpus}
-    sysfs_ids = [sysfs_bus_id(gpu.bus_id) for gpu in gpus]
-    if all(sysfs_ids):
-        text = await _stdout(host, numa_nodes_argv(sysfs_ids), timeout)   # type: ignore[arg-type]
-        nodes.update(zip(nodes, parse_numa_nodes(text or "", len(gpus)) or [None] * len(gpus), strict=False))
-    if None in nodes.values():
-        topo = parse_topo(await _stdout(host, topo_argv(nvidia_smi), timeout) or "")
-        nodes = {index: node if node is not None else topo.get(index) for index, node in nodes.items()}
-    return nodes
 
 
 def process_tree(ps_output: str, root: int) -> frozenset[int]:

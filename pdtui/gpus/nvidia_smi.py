@@ -10,6 +10,7 @@ skipped.
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -18,7 +19,7 @@ SAMPLE_FIELDS = ("index", "memory.used", "memory.total", "utilization.gpu")
 COMPUTE_APP_FIELDS = ("gpu_uuid", "pid", "process_name", "used_memory")
 CSV_FORMAT = "--format=csv,noheader,nounits"
 SAMPLE_INTERVAL_MS = 2000
-SYSFS_DEVICES = "/sys/bus/pci/devices"
+MARK = "@@pdtui"          # closes each part of the inventory command's output, with the part's exit status
 
 _NUMBER = re.compile(r"(-?\d+)(?:\.\d+)?(?:\s*(?:MiB|%))?")
 _BUS_ID = re.compile(r"([0-9a-fA-F]{1,8}):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])")
@@ -83,9 +84,14 @@ def sampler_argv(nvidia_smi: Sequence[str], interval_ms: int = SAMPLE_INTERVAL_M
     return [*nvidia_smi, "--query-gpu=" + ",".join(SAMPLE_FIELDS), CSV_FORMAT, "-lms", str(interval_ms)]
 
 
-def numa_nodes_argv(sysfs_ids: Sequence[str]) -> list[str]:
-    """One ``cat`` of every GPU's sysfs ``numa_node``, in the order given (ids from :func:`sysfs_bus_id`)."""
-    return ["cat", *(f"{SYSFS_DEVICES}/{bus_id}/numa_node" for bus_id in sysfs_ids)]
+def inventory_argv(nvidia_smi: Sequence[str], sysfs: str) -> list[str]:
+    """One remote command for a host's whole inventory: its GPUs, the processes holding them, and the NUMA node of
+    every PCI device under ``sysfs`` (the GPUs' among them), each part closed by its exit status
+    (:func:`parse_inventory`)."""
+    script = (f"{shlex.join(query_gpu_argv(nvidia_smi))} 2>/dev/null; echo \"{MARK} $?\"\n"
+              f"{shlex.join(compute_apps_argv(nvidia_smi))} 2>/dev/null; echo \"{MARK} $?\"\n"
+              'cd -- "$1" 2>/dev/null && grep -H . bus/pci/devices/*/numa_node 2>/dev/null\nexit 0')
+    return ["sh", "-c", script, "pdtui-gpus", sysfs]
 
 
 # --------------------------------------------------------------------------- values
@@ -170,12 +176,32 @@ def parse_numa_node(text: str) -> int | None:
     return value if value is not None and value >= 0 else None
 
 
-def parse_numa_nodes(text: str, count: int) -> list[int | None] | None:
-    """The output of :func:`numa_nodes_argv` for ``count`` GPUs; None unless it has one line per GPU."""
-    lines = text.splitlines()
-    if len(lines) != count:
-        return None
-    return [parse_numa_node(line) for line in lines]
+@dataclass(frozen=True, slots=True)
+class InventoryText:
+    """What :func:`inventory_argv` printed, in its parts: nvidia-smi's answers (None where it failed) and each PCI
+    device's NUMA node by its sysfs name (``0000:18:00.0``)."""
+
+    gpus: str | None
+    apps: str | None
+    numa: dict[str, int | None]
+
+
+def parse_inventory(text: str) -> InventoryText:
+    parts: list[str | None] = []
+    lines: list[str] = []
+    numa: dict[str, int | None] = {}
+    for line in text.splitlines():
+        if len(parts) < 2 and line.startswith(MARK + " "):
+            parts.append("".join(f"{kept}\n" for kept in lines) if line == f"{MARK} 0" else None)
+            lines = []
+        elif len(parts) < 2:
+            lines.append(line)
+        elif line.startswith("bus/pci/devices/"):
+            path, sep, value = line.partition("/numa_node:")
+            if sep:
+                numa[path.removeprefix("bus/pci/devices/")] = parse_numa_node(value)
+    parts += [None] * (2 - len(parts))
+    return InventoryText(parts[0], parts[1], numa)
 
 
 def parse_topo(text: str) -> dict[int, int | None]:

@@ -40,7 +40,7 @@ from pdtui.sim.knobs import DEFAULT_GENERATION, DEFAULT_MODEL, DEMO_FAIL_MODES, 
 from pdtui.sim.ports import free_port, port_is_free
 from pdtui.sim.sandbox import Sandbox
 from pdtui.sim.slurm_cluster import PrivateCluster
-from pdtui.sim.sysfs import FabricShape, write_tree
+from pdtui.sim.sysfs import FabricShape, nic_beside, write_tree
 from pdtui.sim.systemctl import package_env
 from pdtui.targets.systemd.unit_files import render_units
 
@@ -228,7 +228,7 @@ def _backend(options: DemoOptions, backend: Backend, ports: dict[str, int]) -> d
             *_failure_args(options, backend.name, ports)]
     # With site-packages (no -S): its /metrics is prometheus_client's.
     launch = {"command": [sys.executable, "-m", "pdtui.sim.worker"], "model": DEFAULT_MODEL, "tp": len(backend.gpus),
-              "host": "127.0.0.1", "ib_device": f"mlx5_{backend.numa}", "args": args}   # the NIC beside its GPUs
+              "host": "127.0.0.1", "ib_device": nic_beside(backend.gpus[0]), "args": args}
     bootstrap = {"bootstrap_port": ports[f"{backend.name}/bootstrap"]} if prefill else {}
     return {"role": backend.role, "port": ports[backend.name], **bootstrap, "timeout": options.timeout,
             "launch": launch}

@@ -5,8 +5,8 @@ processes, SSH and a journal on disk all cost far more than the engine. A
 :class:`MemoryHost` implements the Host protocol (pdtui/hosts/base.py) with no
 process, no socket and no file. It answers the commands the engine sends
 (``systemctl show/start/enable [--now]/restart/disable --now/cat``, ``journalctl``
-for the journal's end and an invocation's history, ``nvidia-smi`` queries and
-sysfs ``cat``), streams ``journalctl -f -o json`` and ``nvidia-smi -lms`` output,
+for the journal's end and an invocation's history, ``nvidia-smi`` queries, and
+the preflight's two scripts: the GPU inventory and the fabric), streams ``journalctl -f -o json`` and ``nvidia-smi -lms`` output,
 and serves HTTP on its services' ports through in-memory connections, so the
 engine's own HTTP client (through :meth:`MemoryHost.open_tcp`) does
 the probes.
@@ -37,6 +37,7 @@ from urllib.parse import unquote
 import orjson
 
 from pdtui.config import Deployment, HostConfig, ServiceConfig
+from pdtui.gpus.nvidia_smi import MARK, QUERY_GPU_FIELDS
 from pdtui.hosts.base import HostError, Result, each_line
 from pdtui.sim.knobs import DEFAULT_MODEL
 from pdtui.sim.sysfs import FabricShape, listing
@@ -390,6 +391,8 @@ def _kind(program: str, args: list[str]) -> str:
         return "journalctl last entry" if "--lines=1" in args else "journalctl history"
     if program == "nvidia-smi":
         return f"nvidia-smi {next((a[2:].partition('=')[0] for a in args if a.startswith('--query')), ' '.join(args))}"
+    if program == "sh" and len(args) > 2:
+        return f"sh {args[2]}"       # the script's name: pdtui-gpus, pdtui-fabric
     return program
 
 
@@ -458,7 +461,7 @@ class MemoryHost:
         words = list(argv[2:] if argv[:2] == ["sudo", "-n"] else argv)
         program = PurePosixPath(words[0]).name
         handler = {"systemctl": self._systemctl, "journalctl": self._journalctl, "nvidia-smi": self._nvidia_smi,
-                   "cat": self._cat, "sh": self._sh}.get(program)
+                   "sh": self._sh}.get(program)
         if handler is None:
             return Result(tuple(argv), 127, "", f"sh: 1: {program}: not found")
         with self.fleet.meter:
@@ -623,7 +626,7 @@ class MemoryHost:
         self.journal.append(service.unit, service.invocation, f"{_stamp(rank)} {message}", pid=service.pid,
                             comm="python3", system=False)
 
-    # -- journalctl, nvidia-smi, cat --------------------------------------------------
+    # -- journalctl, nvidia-smi, sh ----------------------------------------------------
     def _journalctl(self, args: list[str]) -> tuple[int, str, str]:
         if "--lines=1" in args:
             return 0, self.journal.lines[-1].decode() + "\n", ""
@@ -651,20 +654,17 @@ class MemoryHost:
         return 0 if index < self.gpu_count // 2 else 1
 
     def _sh(self, args: list[str]) -> tuple[int, str, str]:
-        """The preflight's fabric read (the one shell script pdtui runs): a host with one active NIC per NUMA node."""
-        if args[:1] == ["-c"] and args[2:3] == ["pdtui-fabric"]:
+        """The preflight's scripts: the fabric (an active NIC per GPU pair) and the GPU inventory (nvidia-smi's GPUs
+        and processes, then each GPU's NUMA node from sysfs)."""
+        script = args[2] if args[:1] == ["-c"] and len(args) > 2 else ""
+        if script == "pdtui-fabric":
             return 0, FABRIC, ""
+        if script == "pdtui-gpus":
+            gpus = self._nvidia_smi(["--query-gpu=" + ",".join(QUERY_GPU_FIELDS)])[1]
+            numa = "".join(f"bus/pci/devices/0000:{0x18 + i:02x}:00.0/numa_node:{self.numa_of(i)}\n"
+                           for i in range(self.gpu_count))
+            return 0, f"{gpus}{MARK} 0\n{MARK} 0\n{numa}", ""
         return 2, "", "memory host: no such script"
-
-    def _cat(self, args: list[str]) -> tuple[int, str, str]:
-        out: list[str] = []
-        for path in args:
-            bus = path.split("/")[-2] if path.endswith("/numa_node") else ""
-            index = int(bus.split(":")[1], 16) - 0x18 if bus.count(":") == 2 else -1
-            if not 0 <= index < self.gpu_count:
-                return 1, "".join(out), f"cat: {path}: No such file or directory"
-            out.append(f"{self.numa_of(index)}\n")
-        return 0, "".join(out), ""
 
     # -- HTTP ------------------------------------------------------------------------
     def bootstrap_of(self, service: MemoryService) -> int:

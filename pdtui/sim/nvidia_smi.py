@@ -11,8 +11,9 @@ What the GPUs hold comes from the sandbox: every running sim worker
 (``pdtui.sim.worker --gpus 0,1,2,3``) fills its GPUs as it loads, and
 ``ROOT/gpus.json`` (written by :func:`set_busy`) injects busy GPUs, e.g. a
 server left over from an earlier run. Without a ROOT every GPU is idle. The
-machine's sysfs knows nothing of these GPUs: NUMA nodes are only told by
-``topo -m``, as on a box whose sysfs is hidden.
+machine's own sysfs knows nothing of these GPUs: a host config pointed at the
+sim's tree (sim/sysfs.py) reads their NUMA nodes there, else ``topo -m`` tells
+them, as on a box whose sysfs is hidden.
 """
 
 from __future__ import annotations

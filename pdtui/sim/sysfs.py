@@ -1,6 +1,6 @@
-"""A sysfs tree of the sim's own, for the preflight's fabric check to read: RDMA devices, their ports' states and
-NUMA nodes, and the module that lets a NIC reach GPU memory. The demo's host config points ``sysfs:`` at it; the
-demo's ``--fail fabric:MODE`` writes it broken.
+"""A sysfs tree of the sim's own, for the preflight to read: RDMA devices, their ports' states and NUMA nodes, the
+module that lets a NIC reach GPU memory, and the sim's GPUs as PCI devices with their NUMA nodes. The demo's host
+config points ``sysfs:`` at it, and ``--fail fabric:MODE`` writes it broken; a sandbox's is a healthy box's.
 """
 
 from __future__ import annotations
@@ -8,8 +8,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-# What the demo's host has: one NIC per NUMA node, each beside that node's GPUs (sim/nvidia_smi's 0-3 and 4-7).
-DEMO_DEVICES = {"mlx5_0": 0, "mlx5_1": 1}
+from pdtui.sim import nvidia_smi
+
+# What the sim's box has: a NIC per GPU pair, each on its GPUs' NUMA node (as sim/nvidia_smi's topo -m says).
+DEMO_DEVICES = {f"mlx5_{nic}": nvidia_smi.SimGpu(nic * nvidia_smi.COUNT // nvidia_smi.NICS).numa
+                for nic in range(nvidia_smi.NICS)}
+
+
+def nic_beside(gpu: int) -> str:
+    """The NIC that shares ``gpu``'s PCIe switch (the one a server on it names)."""
+    return f"mlx5_{gpu * nvidia_smi.NICS // nvidia_smi.COUNT}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +52,10 @@ def write_tree(root: Path, shape: FabricShape) -> Path:
         (infiniband / name / "device").mkdir(exist_ok=True)
         (infiniband / name / "ports" / "1" / "state").write_text(shape.port_state.get(name, "4: ACTIVE") + "\n")
         (infiniband / name / "device" / "numa_node").write_text(f"{node}\n")
+    for gpu in range(nvidia_smi.COUNT):       # the sim's GPUs, each with its node, as the box's PCI devices
+        device = root / "bus" / "pci" / "devices" / f"0000:{nvidia_smi.BUS_NUMBERS[gpu].lower()}:00.0"
+        device.mkdir(parents=True, exist_ok=True)
+        (device / "numa_node").write_text(f"{nvidia_smi.SimGpu(gpu).numa}\n")
     if shape.peermem:
         (root / "module" / "nvidia_peermem").mkdir(exist_ok=True)
         (root / "module" / "nvidia_peermem" / "initstate").write_text("live\n")

@@ -143,40 +143,37 @@ def test_hosts_worth_an_inventory_are_those_with_gpu_services(sandbox):
     assert gpu_hosts(deployment(sandbox)) == ["gpu0"]
 
 
-class ScriptedHost:
-    """Answers nvidia-smi and cat from fixtures, and records what it was asked."""
+class CountingHost(LocalHost):
+    """This machine, counting the commands it is asked to run by their program and script."""
 
-    name = "box"
-
-    def __init__(self, numa_files: str | None) -> None:
-        self.numa_files = numa_files
+    def __init__(self) -> None:
+        super().__init__("box")
         self.asked: list[str] = []
 
-    async def run(self, argv, *, timeout=None):
-        gpus = [SimGpu(i) for i in range(2)]
-        if argv[0] == "cat":
-            self.asked.append("sysfs")
-            out = self.numa_files
-        elif argv[-2:] == ["topo", "-m"]:
-            self.asked.append("topo")
-            out = "\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\nGPU0\t X \tNV18\t0-7\t0\nGPU1\tNV18\t X \t8-15\t1\n"
-        elif argv[1].startswith("--query-gpu"):
-            out = "".join(f"{g.index}, {g.uuid}, H100, {g.bus_id}, 1, 81559, 0\n" for g in gpus)
-        else:
-            out = ""
-        return Result(tuple(argv), 0 if out is not None else 1, out or "", "")
+    async def run(self, argv, *, timeout=None) -> Result:
+        self.asked.append(argv[3] if argv[0] == "sh" else " ".join(argv[-2:]))
+        return await super().run(argv, timeout=timeout)
 
 
-async def test_sysfs_numa_nodes_are_used_when_present():
-    host = ScriptedHost("1\n0\n")
-    inv = await inventory(host, ["nvidia-smi"])
-    assert dict(inv.numa) == {0: 1, 1: 0} and host.asked == ["sysfs"]
+async def test_the_inventory_is_one_remote_command_where_sysfs_gives_every_gpus_numa_node(sandbox):
+    host = CountingHost()
+    inv = await inventory(host, sandbox.commands["nvidia-smi"], sysfs=str(sandbox.sysfs))
+    assert dict(inv.numa) == {i: SimGpu(i).numa for i in range(8)} and len(inv.gpus) == 8
+    assert host.asked == ["pdtui-gpus"]
 
 
-async def test_numa_minus_one_falls_back_to_topo():
-    host = ScriptedHost("-1\n0\n")
-    inv = await inventory(host, ["nvidia-smi"])
-    assert dict(inv.numa) == {0: 0, 1: 0} and host.asked == ["sysfs", "topo"]
+async def test_a_gpu_whose_numa_node_sysfs_leaves_unknown_is_looked_up_in_topo(sandbox):
+    (sandbox.sysfs / "bus" / "pci" / "devices" / "0000:9a:00.0" / "numa_node").write_text("-1\n")   # GPU 4
+    host = CountingHost()
+    inv = await inventory(host, sandbox.commands["nvidia-smi"], sysfs=str(sandbox.sysfs))
+    assert dict(inv.numa) == {i: SimGpu(i).numa for i in range(8)}
+    assert host.asked == ["pdtui-gpus", "topo -m"]
+
+
+async def test_without_a_sysfs_tree_the_numa_nodes_come_from_topo(sandbox, tmp_path):
+    host = CountingHost()
+    inv = await inventory(host, sandbox.commands["nvidia-smi"], sysfs=str(tmp_path / "none"))
+    assert dict(inv.numa) == {i: SimGpu(i).numa for i in range(8)} and host.asked == ["pdtui-gpus", "topo -m"]
 
 
 async def test_inventories_are_taken_for_gpu_hosts_only(sandbox):

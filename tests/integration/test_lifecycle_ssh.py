@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -213,14 +214,15 @@ def test_servers_that_cannot_work_together_are_refused_over_ssh_before_anything_
     assert f"--force: starting despite this: {said.removeprefix('error: ')}" in forced.stdout
 
 
-NAMED = {"prefill": ("--disaggregation-ib-device", "mlx5_0"), "decode": ("--disaggregation-ib-device", "mlx5_1")}
+NAMED = {"prefill": ("--disaggregation-ib-device", "mlx5_0"), "decode": ("--disaggregation-ib-device", "mlx5_2")}
 
 
 @pytest.mark.parametrize(("shape", "decode", "unit", "said"), [
     (FabricShape.failing("port-down"), NAMED["decode"], (),
-     "error: decode: mlx5_1 on gpu0 has no active port (port 1: DOWN): no KV moves over it"),
-    (FabricShape(), ("--disaggregation-ib-device", "mlx5_3"), (),
-     "error: decode: --disaggregation-ib-device names mlx5_3, which gpu0 does not have (it has mlx5_0, mlx5_1)"),
+     "error: decode: mlx5_2 on gpu0 has no active port (port 1: DOWN): no KV moves over it"),
+    (FabricShape(), ("--disaggregation-ib-device", "mlx5_7"), (),
+     "error: decode: --disaggregation-ib-device names mlx5_7, which gpu0 does not have (it has mlx5_0, mlx5_1, "
+     "mlx5_2, mlx5_3)"),
     (FabricShape(), NAMED["decode"], ("User=nobody",),
      "error: decode: its unit runs as nobody and may lock 8 MiB of memory: Mooncake pins what it registers for RDMA"),
 ], ids=["port-down", "no-such-device", "memlock"])
@@ -242,11 +244,11 @@ def test_a_fabric_that_cannot_move_kv_is_refused_over_ssh_before_anything_starts
 
 def test_a_fabric_that_moves_kv_slowly_is_warned_of_over_ssh_and_the_bring_up_goes_on(sandbox, config, tmp_path):
     """Each NIC beside the other node's GPUs, nvidia_peermem not loaded: warnings, told by the probe and by up."""
-    with_fabric(config, FabricShape(devices={"mlx5_0": 1, "mlx5_1": 0}, peermem=False), tmp_path)
+    with_fabric(config, replace(FabricShape.failing("numa"), peermem=False), tmp_path)
     for service, flags in NAMED.items():
         rewrite(sandbox, config, service, *flags)
     said = ["warning: prefill: mlx5_0 is on NUMA node 1, its GPUs on node 0",
-            "warning: decode: mlx5_1 is on NUMA node 0, its GPUs on node 1",
+            "warning: decode: mlx5_2 is on NUMA node 0, its GPUs on node 1",
             "warning: decode: nvidia_peermem is not loaded on gpu0"]
     probe = pdtui("check", str(config), "--probe")
     assert probe.returncode == 0 and "preflight passed" in probe.stdout, probe.stdout

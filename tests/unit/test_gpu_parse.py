@@ -1,16 +1,19 @@
 """nvidia-smi and sysfs parsers on real-format output (8-GPU boxes, NVLink topologies, N/A values)."""
 
+import shlex
+
 import pytest
 
 from pdtui.gpus.nvidia_smi import (
     ComputeApp,
     Gpu,
+    InventoryText,
     compute_apps_argv,
-    numa_nodes_argv,
+    inventory_argv,
     parse_compute_apps,
     parse_gpu_line,
+    parse_inventory,
     parse_numa_node,
-    parse_numa_nodes,
     parse_query_gpu,
     parse_topo,
     query_gpu_argv,
@@ -157,9 +160,18 @@ def test_numa_node_file(text, node):
     assert parse_numa_node(text) == node
 
 
-def test_numa_nodes_need_one_line_per_gpu():
-    assert parse_numa_nodes("0\n0\n-1\n1\n", 4) == [0, 0, None, 1]
-    assert parse_numa_nodes("0\n1\n", 4) is None
+def test_the_inventory_commands_output_is_split_into_its_parts_by_their_exit_statuses():
+    text = (f"{H100_BOX}@@pdtui 0\nGPU-a0b1c2d3-e4f5-0617-2839-4a5b6c7d8e9f, 4242, python3, 70000\n@@pdtui 0\n"
+            "bus/pci/devices/0000:18:00.0/numa_node:0\nbus/pci/devices/0000:9a:00.0/numa_node:-1\n"
+            "bus/pci/devices/0000:00:1f.2/numa_node:junk\n")
+    found = parse_inventory(text)
+    assert found.gpus == H100_BOX and found.apps is not None and "4242" in found.apps
+    assert found.numa == {"0000:18:00.0": 0, "0000:9a:00.0": None, "0000:00:1f.2": None}
+
+
+def test_a_failing_nvidia_smi_leaves_its_part_unknown():
+    assert parse_inventory("NVIDIA-SMI has failed\n@@pdtui 9\n@@pdtui 9\n") == InventoryText(None, None, {})
+    assert parse_inventory("") == InventoryText(None, None, {})
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -184,8 +196,9 @@ def test_argv_builders_use_the_host_prefix():
     assert topo_argv(prefix) == [*prefix, "topo", "-m"]
     assert sampler_argv(prefix) == [*prefix, "--query-gpu=index,memory.used,memory.total,utilization.gpu",
                                     "--format=csv,noheader,nounits", "-lms", "2000"]
-    assert numa_nodes_argv(["0000:18:00.0", "0000:2a:00.0"]) == [
-        "cat", "/sys/bus/pci/devices/0000:18:00.0/numa_node", "/sys/bus/pci/devices/0000:2a:00.0/numa_node"]
+    sh, dash_c, script, name, root = inventory_argv(prefix, "/sys")
+    assert (sh, dash_c, name, root) == ("sh", "-c", "pdtui-gpus", "/sys")
+    assert f"{shlex.join(query_gpu_argv(prefix))} 2>/dev/null" in script and "bus/pci/devices/*/numa_node" in script
 
 
 def test_gpu_ranges_are_written_one_way_everywhere():

@@ -7,6 +7,7 @@ from pdtui import cli
 from pdtui.commands.init import init, machine_name
 from pdtui.commands.init.survey import survey
 from pdtui.config import load_config
+from pdtui.gpus.nvidia_smi import MARK
 from pdtui.hosts.base import HostError, Result
 
 COMMANDS = {"systemctl": ["systemctl"], "journalctl": ["journalctl"], "nvidia-smi": ["nvidia-smi"]}
@@ -54,8 +55,10 @@ class ScriptedHost:
         self.calls.append(argv)
         if argv[0] in self.broken:
             raise HostError(f"{self.name}: cannot run {argv[0]}: No such file or directory")
-        if argv[0] == "cat":    # sysfs numa_node: this box hides it, as the sim's does
-            return Result(tuple(argv), 1, "", "cat: No such file or directory")
+        if argv[0] == "sh" and argv[3] == "pdtui-gpus":     # the inventory: sysfs hides the GPUs, as the sim's does
+            status = 127 if "nvidia-smi" in self.broken else 0
+            out = f"{SMI if not status else ''}{MARK} {status}\n{MARK} {status}\n"
+            return Result(tuple(argv), 0, out, "")
         verb = argv[1] if argv[0] == "systemctl" else "topo" if "topo" in argv else argv[1].partition("=")[0]
         if verb in self.answers:
             return self.answers[verb](argv)
