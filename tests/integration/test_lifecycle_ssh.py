@@ -214,6 +214,47 @@ def test_servers_that_cannot_work_together_are_refused_over_ssh_before_anything_
     assert f"--force: starting despite this: {said.removeprefix('error: ')}" in forced.stdout
 
 
+@pytest.mark.parametrize(("prefill", "decode", "said"), [
+    (("--model-path", "a/A"), ("--model-path", "b/B"), "error: prefill and decode disagree on --model-path"),
+    (("--disaggregation-transfer-backend", "nixl"), (),
+     "error: prefill and decode disagree on --disaggregation-transfer-backend: prefill runs nixl"),
+    (("--kv-cache-dtype", "fp8_e4m3"), ("--kv-cache-dtype", "bf16"), "error: prefill and decode disagree on "
+                                                                     "--kv-cache-dtype"),
+    ((), ("--attn-cp-size", "2"), "error: prefill and decode cannot pair: decode runs --attn-cp-size 2"),
+    (("--pp-size", "2"), ("--pp-size", "4"), "error: prefill and decode cannot pair: decode runs --pp-size 4"),
+    (("--tp", "8"), (), "error: prefill needs 8 GPUs on gpu0 (--tp 8) but CUDA_VISIBLE_DEVICES gives it 4"),
+], ids=["model", "backend", "kv-dtype", "decode-cp", "pipeline", "tp-over-gpus"])
+def test_each_refusal_of_servers_as_they_would_run_is_made_by_the_probe_and_by_up_over_ssh(sandbox, config, prefill,
+                                                                                           decode, said):
+    rewrite(sandbox, config, "prefill", *prefill)
+    rewrite(sandbox, config, "decode", *decode)
+    probe = pdtui("check", str(config), "--probe")
+    assert probe.returncode == 1 and said in probe.stdout and "preflight failed" in probe.stdout, probe.stdout
+    refused = pdtui("up", str(config), "--headless")
+    assert refused.returncode == 1 and said in refused.stdout, refused.stdout
+    assert not any(invocations(sandbox, config).values()), "nothing started"
+
+
+def test_each_warning_of_servers_as_they_would_run_is_told_by_the_probe_and_by_up_which_starts_them(sandbox, config):
+    rewrite(sandbox, config, "prefill", "--revision", "abc", "--disaggregation-transfer-backend", "mooncake_tcp",
+            "--kv-cache-dtype", "fp8_e4m3", "--page-size", "64", "--disaggregation-ib-device", "mlx5_0")
+    said = ["warning: prefill and decode may disagree on --revision: only prefill gives it",
+            "warning: prefill and decode may disagree on --disaggregation-transfer-backend: prefill runs mooncake_tcp",
+            "warning: prefill and decode may disagree on --kv-cache-dtype: prefill runs fp8_e4m3, decode auto",
+            "warning: prefill and decode may disagree on --page-size: only prefill gives it",
+            "warning: prefill and decode name their RDMA devices on one side only"]
+    probe = pdtui("check", str(config), "--probe")
+    assert probe.returncode == 0 and "preflight passed" in probe.stdout, probe.stdout
+    assert [line for line in said if line not in probe.stdout] == [], probe.stdout
+    result = pdtui("up", str(config), "--headless")
+    assert result.returncode == 1 and [line for line in said if line not in result.stdout] == [], result.stdout
+    # once up, their /server_info says how they resolved what was uncertain: the KV dtypes differ, which SGLang
+    # refuses on the first request, so the router is not started; what stays uncertain is told again as warnings
+    assert "error: prefill and decode run different KV cache dtypes: prefill fp8_e4m3, decode auto" in result.stdout
+    assert "warning: prefill and decode run different revisions" in result.stdout
+    assert "router   blocked   prefill and decode run different KV cache dtypes" in result.stdout
+
+
 NAMED = {"prefill": ("--disaggregation-ib-device", "mlx5_0"), "decode": ("--disaggregation-ib-device", "mlx5_2")}
 
 

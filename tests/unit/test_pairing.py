@@ -160,3 +160,12 @@ def test_another_minor_release_refuses_and_another_patch_warns():
 def test_a_key_an_older_release_does_not_report_is_not_compared():
     older = {k: v for k, v in INFO.items() if k not in ("page_size", "kv_cache_dtype")}
     assert running_mismatches(("prefill", older), ("decode", {**INFO, "page_size": 1})) == []
+
+
+def test_once_up_a_revision_one_side_leaves_unset_and_mooncake_over_tcp_on_one_side_are_warnings_as_before_start():
+    [revision] = running({"revision": "abc"}, {})
+    [tcp] = running({"disaggregation_transfer_backend": "mooncake_tcp"}, {})
+    assert revision.level == tcp.level == "warning"
+    assert "default branch" in revision.text and "Mooncake over TCP on one side only" in tcp.text
+    [both] = running({"revision": "abc"}, {"revision": "def"})
+    assert both.level == "error"

@@ -280,9 +280,20 @@ def running_mismatches(prefill: tuple[str, Mapping[str, Any]], decode: tuple[str
         if key not in pinfo or key not in dinfo or pinfo[key] == dinfo[key]:
             continue
         pv, dv = str(pinfo[key]), str(dinfo[key])
-        found.append(Mismatch("error", "running", (d, p), setting, (pv, dv), sources,
-                              f"{p} and {d} run different {setting}s: {p} {pv}, {d} {dv} (their /server_info)"))
+        level, why = _running_level(key, pinfo[key], dinfo[key])
+        found.append(Mismatch(level, "running", (d, p), setting, (pv, dv), sources,
+                              f"{p} and {d} run different {setting}s: {p} {pv}, {d} {dv} (their /server_info){why}"))
     return found + _versions(p, d, pinfo.get("version"), dinfo.get("version"), sources)
+
+
+def _running_level(key: str, pv: Any, dv: Any) -> tuple[str, str]:
+    """As before start: a revision one side leaves unset (None: the model's default branch, which may be the other's)
+    and Mooncake over TCP on one side only are warnings; every other difference refuses."""
+    if key == "revision" and None in (pv, dv):
+        return "warning", "; the one without runs the model's default branch"
+    if key == "disaggregation_transfer_backend" and {pv, dv} == {"mooncake", "mooncake_tcp"}:
+        return "warning", "; Mooncake over TCP on one side only: both sides must reach each other the same way"
+    return "error", ""
 
 
 def _versions(p: str, d: str, pv: Any, dv: Any, sources: tuple[str, str]) -> list[Mismatch]:
