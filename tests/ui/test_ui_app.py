@@ -35,6 +35,7 @@ from pdtui.engine.events import (
     LogLines,
     LogRecord,
     PhaseStarted,
+    PreflightFinding,
     PlanReady,
     ServiceInfo,
     ServingFigures,
@@ -125,6 +126,25 @@ async def test_badges_and_plan_strip_follow_the_states() -> None:
         source.emit(StateChanged("prefill", S.WAITING, S.READY, elapsed=41.0, time_to_ready=40.0))
         await settle(pilot)
         assert "✓ READY 0:40" in screen_text(app)
+
+
+async def test_the_preflights_findings_are_listed_under_the_steps_then_counted_once_ready() -> None:
+    warning = PreflightFinding("warning", "fabric", "decode", "gpu0", "nvidia_peermem", ("loaded", "not loaded"),
+                               ("its unit", "/sys/module on gpu0"), "decode: nvidia_peermem is not loaded on gpu0", 0.4)
+    forced = dataclasses.replace(warning, level="error", setting="IB port",
+                                 text="prefill: mlx5_0 on gpu0 has no active port (port 1: DOWN)")
+    script = ready_script()
+    app, source = make_app([*script[:-1], warning, forced])
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(pilot)
+        lines = app.deployment.plan.render().plain.splitlines()
+        assert lines[-2:] == ["✗ prefill: mlx5_0 on gpu0 has no active port (port 1: DOWN)",
+                              "⚠ decode: nvidia_peermem is not loaded on gpu0"]
+        source.emit(script[-1])       # ready (--force started it despite the refusal)
+        await settle(pilot)
+        lines = app.deployment.plan.render().plain.splitlines()
+        assert lines[-1] == "preflight: 1 refusal overridden (--force), 1 warning (in the panels)"
+        assert lines[1].startswith("✓ ready in") and len(lines) == 3
 
 
 async def test_verdict_lists_time_to_ready_per_service() -> None:
