@@ -25,7 +25,7 @@ from pdtui.fabric.sysfs import Fabric, read_fabric
 from pdtui.gpus.inventory import Inventory, host_inventories, preflight_findings, process_tree
 from pdtui.gpus.nvidia_smi import sampler_argv
 from pdtui.gpus.sampler import GpuSampler
-from pdtui.hosts.base import Host, HostError, HostUnreachable
+from pdtui.hosts.base import Host, HostUnreachable
 from pdtui.servers import Mismatch, ServerCommand
 from pdtui.support.backoff import Backoff
 
@@ -217,7 +217,7 @@ class Preflight:
         judging = self.verb in (Verb.UP, Verb.RESTART)   # status and down start nothing: findings only told
         findings = []
         if self.verb is not Verb.DOWN:
-            findings = preflight_findings(self.deployment, inventories, own=await self._own_processes(inventories))
+            findings = preflight_findings(self.deployment, inventories, own=self._own_processes(inventories))
         runs = {r.name: r for runs in self.on_place.values() for r in runs}
         for finding in findings:
             self.emit(Notice(finding.level, finding.text, finding.service, self.elapsed()))
@@ -232,18 +232,13 @@ class Preflight:
                 self.samplers.append(asyncio.create_task(sampler.run(), name=f"gpus {name}"))
         return ok
 
-    async def _own_processes(self, inventories: dict[str, Inventory | None]) -> dict[str, frozenset[int]]:
-        """Each running unit's own processes (its main PID and what descends from it) on hosts where a GPU
-        is held: a deployment that runs already does not find its own GPUs busy."""
+    def _own_processes(self, inventories: dict[str, Inventory | None]) -> dict[str, frozenset[int]]:
+        """Each running unit's own processes (its main PID and what descends from it, from the process table its
+        host's inventory read) on hosts where a GPU is held: a deployment that runs already does not find its own
+        GPUs busy."""
         own: dict[str, frozenset[int]] = {}
         for host_name, found in inventories.items():
             running = [r for r in self.on_place[host_name] if r.running and r.main_pid]
-            if not found or not found.apps or not running:
-                continue
-            try:
-                result = await self.sessions[host_name].command(["ps", "-e", "-o", "pid=,ppid="])
-            except HostError:
-                continue
-            if result.ok:
-                own |= {r.name: process_tree(result.stdout, r.main_pid) for r in running}
+            if found and found.apps and found.processes is not None:
+                own |= {r.name: process_tree(found.processes, r.main_pid) for r in running}
         return own

@@ -44,12 +44,14 @@ Level = Literal["error", "warning", "info"]
 
 @dataclass(frozen=True, slots=True)
 class Inventory:
-    """What one host has: its GPUs, the processes holding them and each GPU's NUMA node."""
+    """What one host has: its GPUs, the processes holding them and each GPU's NUMA node, and its process table
+    (``ps -e -o pid=,ppid=``; None when it could not be read), which tells a unit's own processes."""
 
     host: str
     gpus: tuple[Gpu, ...]
     apps: tuple[ComputeApp, ...] = ()
     numa: Mapping[int, int | None] = field(default_factory=dict)
+    processes: str | None = None
 
     def gpu(self, index: int) -> Gpu | None:
         return next((gpu for gpu in self.gpus if gpu.index == index), None)
@@ -81,8 +83,9 @@ async def inventory(host: Host, nvidia_smi: Sequence[str], *, sysfs: str = "/sys
     """Query ``host``'s GPUs; None when nvidia-smi is missing, fails or lists no GPU.
 
     One remote command asks nvidia-smi for the GPUs and the processes holding
-    them and reads every PCI device's NUMA node under ``sysfs``; GPUs it leaves
-    unknown (no such file, ``-1``) are looked up in ``nvidia-smi topo -m``.
+    them, lists the host's processes and reads every PCI device's NUMA node
+    under ``sysfs``; GPUs it leaves unknown (no such file, ``-1``) are looked
+    up in ``nvidia-smi topo -m``.
     """
     found = parse_inventory(await _stdout(host, inventory_argv(nvidia_smi, sysfs), timeout) or "")
     gpus = parse_query_gpu(found.gpus or "")
@@ -92,7 +95,7 @@ async def inventory(host: Host, nvidia_smi: Sequence[str], *, sysfs: str = "/sys
     if None in numa.values():
         topo = parse_topo(await _stdout(host, topo_argv(nvidia_smi), timeout) or "")
         numa = {index: node if node is not None else topo.get(index) for index, node in numa.items()}
-    return Inventory(host.name, tuple(gpus), tuple(parse_compute_apps(found.apps or "")), numa)
+    return Inventory(host.name, tuple(gpus), tuple(parse_compute_apps(found.apps or "")), numa, found.processes)
 
 
 async def gpu_holders(host: Host, nvidia_smi: Sequence[str], gpus: Iterable[int], *,

@@ -19,6 +19,7 @@ SAMPLE_FIELDS = ("index", "memory.used", "memory.total", "utilization.gpu")
 COMPUTE_APP_FIELDS = ("gpu_uuid", "pid", "process_name", "used_memory")
 CSV_FORMAT = "--format=csv,noheader,nounits"
 SAMPLE_INTERVAL_MS = 2000
+PS_ARGV = ("ps", "-e", "-o", "pid=,ppid=")    # every process and its parent: what descends from a unit's main PID
 MARK = "@@pdtui"          # closes each part of the inventory command's output, with the part's exit status
 
 _NUMBER = re.compile(r"(-?\d+)(?:\.\d+)?(?:\s*(?:MiB|%))?")
@@ -90,6 +91,7 @@ def inventory_argv(nvidia_smi: Sequence[str], sysfs: str) -> list[str]:
     (:func:`parse_inventory`)."""
     script = (f"{shlex.join(query_gpu_argv(nvidia_smi))} 2>/dev/null; echo \"{MARK} $?\"\n"
               f"{shlex.join(compute_apps_argv(nvidia_smi))} 2>/dev/null; echo \"{MARK} $?\"\n"
+              f"{shlex.join(PS_ARGV)} 2>/dev/null; echo \"{MARK} $?\"\n"
               'cd -- "$1" 2>/dev/null && grep -H . bus/pci/devices/*/numa_node 2>/dev/null\nexit 0')
     return ["sh", "-c", script, "pdtui-gpus", sysfs]
 
@@ -178,12 +180,16 @@ def parse_numa_node(text: str) -> int | None:
 
 @dataclass(frozen=True, slots=True)
 class InventoryText:
-    """What :func:`inventory_argv` printed, in its parts: nvidia-smi's answers (None where it failed) and each PCI
-    device's NUMA node by its sysfs name (``0000:18:00.0``)."""
+    """What :func:`inventory_argv` printed, in its parts: nvidia-smi's answers and the process table (None where
+    one failed) and each PCI device's NUMA node by its sysfs name (``0000:18:00.0``)."""
 
     gpus: str | None
     apps: str | None
+    processes: str | None
     numa: dict[str, int | None]
+
+
+PARTS = 3      # the inventory's parts before its NUMA lines: GPUs, compute apps, processes
 
 
 def parse_inventory(text: str) -> InventoryText:
@@ -191,17 +197,18 @@ def parse_inventory(text: str) -> InventoryText:
     lines: list[str] = []
     numa: dict[str, int | None] = {}
     for line in text.splitlines():
-        if len(parts) < 2 and line.startswith(MARK + " "):
+        if len(parts) < PARTS and line.startswith(MARK + " "):
             parts.append("".join(f"{kept}\n" for kept in lines) if line == f"{MARK} 0" else None)
             lines = []
-        elif len(parts) < 2:
+        elif len(parts) < PARTS:
             lines.append(line)
         elif line.startswith("bus/pci/devices/"):
             path, sep, value = line.partition("/numa_node:")
             if sep:
                 numa[path.removeprefix("bus/pci/devices/")] = parse_numa_node(value)
-    parts += [None] * (2 - len(parts))
-    return InventoryText(parts[0], parts[1], numa)
+    parts += [None] * (PARTS - len(parts))
+    gpus, apps, processes = parts
+    return InventoryText(gpus, apps, processes, numa)
 
 
 def parse_topo(text: str) -> dict[int, int | None]:

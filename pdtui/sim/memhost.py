@@ -655,7 +655,7 @@ class MemoryHost:
 
     def _sh(self, args: list[str]) -> tuple[int, str, str]:
         """The preflight's scripts: the fabric (an active NIC per GPU pair) and the GPU inventory (nvidia-smi's GPUs
-        and processes, then each GPU's NUMA node from sysfs)."""
+        and processes, the process table, then each GPU's NUMA node from sysfs)."""
         script = args[2] if args[:1] == ["-c"] and len(args) > 2 else ""
         if script == "pdtui-fabric":
             return 0, FABRIC, ""
@@ -663,7 +663,8 @@ class MemoryHost:
             gpus = self._nvidia_smi(["--query-gpu=" + ",".join(QUERY_GPU_FIELDS)])[1]
             numa = "".join(f"bus/pci/devices/0000:{0x18 + i:02x}:00.0/numa_node:{self.numa_of(i)}\n"
                            for i in range(self.gpu_count))
-            return 0, f"{gpus}{MARK} 0\n{MARK} 0\n{numa}", ""
+            ps = "".join(f"{unit.pid} 1\n" for unit in self.units.values() if unit.active == "active")
+            return 0, f"{gpus}{MARK} 0\n{MARK} 0\n{ps}{MARK} 0\n{numa}", ""
         return 2, "", "memory host: no such script"
 
     # -- HTTP ------------------------------------------------------------------------

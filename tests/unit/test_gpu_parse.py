@@ -162,16 +162,19 @@ def test_numa_node_file(text, node):
 
 def test_the_inventory_commands_output_is_split_into_its_parts_by_their_exit_statuses():
     text = (f"{H100_BOX}@@pdtui 0\nGPU-a0b1c2d3-e4f5-0617-2839-4a5b6c7d8e9f, 4242, python3, 70000\n@@pdtui 0\n"
+            "    1     0\n 4242     1\n@@pdtui 0\n"
             "bus/pci/devices/0000:18:00.0/numa_node:0\nbus/pci/devices/0000:9a:00.0/numa_node:-1\n"
             "bus/pci/devices/0000:00:1f.2/numa_node:junk\n")
     found = parse_inventory(text)
     assert found.gpus == H100_BOX and found.apps is not None and "4242" in found.apps
+    assert found.processes == "    1     0\n 4242     1\n"
     assert found.numa == {"0000:18:00.0": 0, "0000:9a:00.0": None, "0000:00:1f.2": None}
 
 
 def test_a_failing_nvidia_smi_leaves_its_part_unknown():
-    assert parse_inventory("NVIDIA-SMI has failed\n@@pdtui 9\n@@pdtui 9\n") == InventoryText(None, None, {})
-    assert parse_inventory("") == InventoryText(None, None, {})
+    assert parse_inventory("NVIDIA-SMI has failed\n@@pdtui 9\n@@pdtui 9\n 1 0\n@@pdtui 0\n") == \
+        InventoryText(None, None, " 1 0\n", {})
+    assert parse_inventory("") == InventoryText(None, None, None, {})
 
 
 @pytest.mark.parametrize("text, expected", [
