@@ -20,7 +20,7 @@ from pathlib import Path
 import yaml
 
 from pdtui.config import Deployment, parse_config
-from pdtui.sim.commands import router_argv, worker_argv  # noqa: F401  (the benches' units)
+from pdtui.sim.command_lines import router_argv, worker_argv  # noqa: F401  (the benches' units)
 
 READY_LINE = "fired up and ready"
 

@@ -43,7 +43,7 @@ from pdtui.engine.orchestrator import Orchestrator  # noqa: E402
 from pdtui.engine.states import ServiceState  # noqa: E402
 from pdtui.hosts import make_host  # noqa: E402
 from pdtui.sim import realjournal, systemd_host  # noqa: E402
-from pdtui.sim.commands import router_argv, worker_argv  # noqa: E402
+from pdtui.sim.command_lines import router_argv, worker_argv  # noqa: E402
 from pdtui.sim.ports import free_port  # noqa: E402
 from pdtui.sim.sandbox import Sandbox  # noqa: E402
 from pdtui.targets.systemd import journal_tail as journal  # noqa: E402

@@ -138,7 +138,7 @@ def _parser(*, demo_options: bool = True) -> argparse.ArgumentParser:
 
 
 def _demo_options(demo: argparse.ArgumentParser) -> None:
-    from pdtui.sim.commands import ROUTERS
+    from pdtui.sim.command_lines import ROUTERS
     from pdtui.sim.knobs import DEFAULT_GENERATION, DEMO_FAIL_MODES, FABRIC_FAIL_MODES, FAIL_MODES, GENERATIONS, SHAPES
     demo.add_argument("--fail", action="append", default=[], metavar="SERVICE:MODE",
                       help=f"inject a failure, e.g. decode:oom (modes: {', '.join([*FAIL_MODES, *DEMO_FAIL_MODES])}; "
@@ -448,7 +448,7 @@ def _demo(args: argparse.Namespace) -> int:
     from pdtui.config import ConfigError, parse_duration
     from pdtui.hosts import make_host
     from pdtui.sim import demo
-    from pdtui.sim.commands import router_label
+    from pdtui.sim.command_lines import router_label
     from pdtui.sim.sandbox import Sandbox
     if args.slurm and args.shape != demo.REFERENCE_SHAPE:
         return _error(f"demo --slurm runs the {demo.REFERENCE_SHAPE} shape only (one prefill job, one decode job); "
@@ -526,7 +526,7 @@ def _demo_slurm(args: argparse.Namespace, options) -> int:
 
 def _demo_router(asked: str | None) -> str:
     """The router the demo runs: the one asked for, which must be installed, or the default."""
-    from pdtui.sim.commands import SIM_ROUTER, default_router, installed_routers
+    from pdtui.sim.command_lines import SIM_ROUTER, default_router, installed_routers
     installed = installed_routers()
     if asked in (None, SIM_ROUTER) or asked in installed:
         return asked or default_router()

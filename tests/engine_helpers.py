@@ -14,8 +14,8 @@ from pdtui.engine.events import Done, StateChanged
 from pdtui.engine.intent import UP
 from pdtui.engine.orchestrator import Orchestrator, Timing
 from pdtui.hosts import make_host
-from pdtui.sim import commands, demo
-from pdtui.sim.commands import router_argv  # noqa: F401  (used by the tests)
+from pdtui.sim import command_lines, demo
+from pdtui.sim.command_lines import router_argv  # noqa: F401  (used by the tests)
 
 FAST = Timing(poll=0.1, unit_poll=0.5, settle=0.2, log_batch=0.02)
 
@@ -45,10 +45,10 @@ class Recorder:
 
 def real_router_params() -> list:
     """One pytest param per real router package, skipped (with the reason shown) where it is not installed."""
-    installed = commands.installed_routers()
+    installed = command_lines.installed_routers()
     return [pytest.param(name, id=name, marks=pytest.mark.skipif(
                 name not in installed, reason=f"the {name} package is not installed (pip install {name})"))
-            for name in commands.REAL_ROUTERS]
+            for name in command_lines.REAL_ROUTERS]
 
 
 @pytest.fixture(params=real_router_params())
@@ -86,7 +86,7 @@ async def run_to_done(orchestrator: Orchestrator) -> tuple[Done, Recorder]:
 def worker_argv(role: str, port: int, **options) -> list[str]:
     """A sim worker that gets ready fast, as tests want it."""
     options.setdefault("startup", 0.4)
-    return commands.worker_argv(role, port, **options)
+    return command_lines.worker_argv(role, port, **options)
 
 
 def pd_deployment(prefills: Mapping[str, Mapping[str, Any]], decodes: Mapping[str, Mapping[str, Any]], *,

@@ -25,7 +25,7 @@ from pdtui.commands import units_command as units
 from pdtui.config import Deployment, parse_config
 from pdtui.hosts import make_host
 from pdtui.sim import systemd_host as container
-from pdtui.sim.commands import REAL_ROUTERS
+from pdtui.sim.command_lines import REAL_ROUTERS
 from pdtui.sim.ports import free_port
 from tests.sshd import SshHome
 

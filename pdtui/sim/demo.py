@@ -35,7 +35,7 @@ import yaml
 
 from pdtui.commands.units_command import write_units
 from pdtui.config import Deployment, parse_config
-from pdtui.sim.commands import REAL_ROUTERS, SIM_ROUTER, default_router, sim_python
+from pdtui.sim.command_lines import REAL_ROUTERS, SIM_ROUTER, default_router, sim_python
 from pdtui.sim.knobs import DEFAULT_GENERATION, DEFAULT_MODEL, DEMO_FAIL_MODES, FABRIC_FAIL_MODES, FAIL_MODES
 from pdtui.sim.ports import free_port, port_is_free
 from pdtui.sim.sandbox import Sandbox
@@ -81,7 +81,7 @@ class DemoOptions:
     failures: dict[str, str]          # service -> failure mode ("fabric" -> what is broken in the host's sysfs)
     startup: float = 6.0              # seconds the decode worker takes to get ready (prefill a bit less)
     timeout: str = "2m"
-    router: str = field(default_factory=default_router)   # a package of pdtui.sim.commands.ROUTERS
+    router: str = field(default_factory=default_router)   # a package of pdtui.sim.command_lines.ROUTERS
     generation: str = DEFAULT_GENERATION   # which SGLang release's wording the workers speak
     reference_ports: bool = True      # the reference deployment's ports where free; False: ports the OS picks
     canary: str = "10s"               # the router's canary interval: often enough to watch it work

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from pdtui.sim.commands import REAL_ROUTERS, SIM_ROUTER, router_label
+from pdtui.sim.command_lines import REAL_ROUTERS, SIM_ROUTER, router_label
 from tests.engine_helpers import real_router_params
 
 STATES = {"pending", "starting", "waiting", "ready", "failed", "timed_out", "blocked"}

@@ -8,7 +8,7 @@ import pytest
 
 from pdtui.gpus.nvidia_smi import parse_compute_apps, parse_query_gpu, parse_topo
 from pdtui.sim import nvidia_smi
-from pdtui.sim.commands import sim_python
+from pdtui.sim.command_lines import sim_python
 from pdtui.sim.systemctl import package_env
 from tests.conftest_sim import Procs, read_until  # noqa: F401 - procs is a fixture
 

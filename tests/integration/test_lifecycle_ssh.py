@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pdtui.sim import commands
+from pdtui.sim import command_lines
 from pdtui.sim.ports import free_port
 from pdtui.sim.sysfs import FabricShape, write_tree
 from pdtui.sim.unit_store import UnitStore
@@ -39,7 +39,7 @@ def config(sandbox, sshd, ssh_home, tmp_path: Path) -> Path:
         "decode": sandbox.add_unit("t-decode", worker_argv("decode", d, bootstrap=boot),
                                    env={"CUDA_VISIBLE_DEVICES": "4,5,6,7"}),
         # systemd waits 90 s for a stop by default; the sim 3 s, and smg takes about 5 s to drain and exit
-        "router": sandbox.add_unit("t-router", commands.router_argv(r, [(p, boot)], [d]), stop_timeout=20),
+        "router": sandbox.add_unit("t-router", command_lines.router_argv(r, [(p, boot)], [d]), stop_timeout=20),
     }
     host = {"address": "127.0.0.1", "port": sshd.port, "sysfs": str(sandbox.sysfs),
             "commands": {tool: sandbox.commands[tool] for tool in ("systemctl", "journalctl", "nvidia-smi")}}

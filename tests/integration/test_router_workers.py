@@ -20,7 +20,7 @@ from pdtui.engine.orchestrator import Orchestrator
 from pdtui.engine.router_workers import RouterApiError, RouterWorker, RouterWorkers
 from pdtui.faces.status_table import StatusBoard
 from pdtui.hosts.local import LocalHost
-from pdtui.sim.commands import SIM_ROUTER
+from pdtui.sim.command_lines import SIM_ROUTER
 from pdtui.sim.knobs import DEFAULT_MODEL
 from pdtui.sim.load import Load, Tally
 from pdtui.sim.ports import free_port

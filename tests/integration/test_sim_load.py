@@ -8,7 +8,7 @@ import sys
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from pdtui.sim.commands import router_argv
+from pdtui.sim.command_lines import router_argv
 from pdtui.sim.knobs import DEFAULT_MODEL
 from tests.conftest_sim import Procs, fetch, free_port, read_until, wait_until, worker_process_argv  # noqa: F401
 

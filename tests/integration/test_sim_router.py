@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from pdtui.sim.commands import router_argv
+from pdtui.sim.command_lines import router_argv
 from pdtui.sim.knobs import DEFAULT_MODEL
 from tests.conftest_sim import Procs, fetch, free_port, read_until, status, wait_until, worker_process_argv  # noqa: F401
 from tests.engine_helpers import real_router_params
