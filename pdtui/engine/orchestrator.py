@@ -294,13 +294,15 @@ class Orchestrator:
             self.tell_outcome_again()     # it failed after ready: the outcome changed
 
     async def _server_info(self, backend: ServiceRun) -> Mapping[str, Any] | None:
-        """A backend's own account of how it runs, read as soon as its HTTP server answers (its arguments are
-        fixed from then on, while it still warms up): off the router's critical path."""
+        """A backend's own account of how it runs, read as soon as its lines say its HTTP server is up (its
+        arguments are fixed from then on, while it still warms up): off the router's critical path. Not asked
+        before (each ask is a line in its log, and a connection over SSH); a server whose lines never say so is
+        asked once it is ready."""
         def settled() -> bool:
             return backend.state is S.READY or backend.state in BAD_OUTCOMES
 
         while backend.state not in BAD_OUTCOMES:
-            if backend.state in (S.WAITING, S.READY):
+            if backend.state is S.READY or backend.state is S.WAITING and backend.attempt.phases.serving_http:
                 assert backend.cfg.port is not None
                 info = await backend.serving.server_info(backend.prober, backend.cfg.port, backend.address)
                 if info is not None or backend.state is S.READY:

@@ -73,6 +73,10 @@ class PhaseTracking(Protocol):
     def over(self) -> bool:
         """The ready line came: no later line begins a phase."""
 
+    @property
+    def serving_http(self) -> bool:
+        """Its lines say its HTTP server is up (it answers requests while it still warms up)."""
+
     def feed(self, message: str) -> str | None:
         """The phase ``message`` begins (only ever a later one than the current), else None."""
 

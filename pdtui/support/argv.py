@@ -16,6 +16,20 @@ def flag_value(words: Sequence[str], name: str) -> str | None:
     return value
 
 
+def flag_values(words: Sequence[str]) -> dict[str, str]:
+    """Every ``--name VALUE`` and ``--name=VALUE`` at once, each flag's last value: :func:`flag_value` for each."""
+    values: dict[str, str] = {}
+    for index, word in enumerate(words):
+        if not word.startswith("--"):
+            continue
+        name, equals, value = word.partition("=")
+        if equals:
+            values[name] = value
+        elif index + 1 < len(words):
+            values[word] = words[index + 1]
+    return values
+
+
 def has_flag(words: Sequence[str], name: str) -> bool:
     """Whether a switch (a flag without a value) is given."""
     return any(word == name or word.startswith(name + "=") for word in words)

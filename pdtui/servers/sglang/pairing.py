@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from pdtui.config import DEFAULT_BOOTSTRAP_PORT, ServiceConfig
 from pdtui.servers import Mismatch, ServerCommand, TransferPath
-from pdtui.support.argv import flag_value, has_flag
+from pdtui.support.argv import flag_values, has_flag
 
 DEFAULT_BACKEND = "mooncake"
 DEFAULT_KV_DTYPE = "auto"
@@ -36,18 +36,19 @@ RDMA_BACKENDS = ("mooncake",)       # register the KV cache with RDMA devices (m
 DP_ATTENTION_PORTS = (*range(1, 7), 13)    # with attention DP: the rendezvous port + these (tokenizer ... handshake)
 
 
-@dataclass(frozen=True, slots=True)
 class Side:
-    """One server as its command line says it will run."""
+    """One server as its command line says it will run: its flags read once (a pair compares a score of them, and a
+    fleet's preflight compares every prefill with every decode)."""
 
-    name: str
-    command: ServerCommand
+    __slots__ = ("command", "flags", "name")
+
+    def __init__(self, name: str, command: ServerCommand) -> None:
+        self.name = name
+        self.command = command
+        self.flags = _flags(command.words)
 
     def flag(self, *names: str) -> str | None:
-        for name in names:
-            if (value := flag_value(self.command.words, name)) is not None:
-                return value
-        return None
+        return next((value for name in names if (value := self.flags.get(name)) is not None), None)
 
     def number(self, *names: str, default: int = 1) -> int:
         value = self.flag(*names)
@@ -64,6 +65,12 @@ class Side:
     @property
     def attn_cp(self) -> int:
         return self.number("--attn-cp-size")
+
+
+@lru_cache(maxsize=4096)
+def _flags(words: tuple[str, ...]) -> Mapping[str, str]:
+    """A command line's flags, read once however many pairs it is in (never changed: shared)."""
+    return flag_values(words)
 
 
 def transfer_path(command: ServerCommand) -> TransferPath | None:

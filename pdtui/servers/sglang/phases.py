@@ -84,6 +84,11 @@ class PhaseTracker:
         """The ready line has come: no line starts a phase any more (and none needs looking at)."""
         return self.current == "ready"
 
+    @property
+    def serving_http(self) -> bool:
+        """Uvicorn is running (the ``http`` phase or a later one began)."""
+        return self.current is not None and _INDEX[self.current] >= _INDEX["http"]
+
     def feed(self, message: str) -> str | None:
         """The phase ``message`` begins, when it is later than the current one; None otherwise."""
         if self.over:

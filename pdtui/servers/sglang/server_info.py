@@ -12,9 +12,11 @@ PATHS = ("/server_info", "/get_server_info")
 
 
 async def read_server_info(prober: HttpProber, port: int, address: str = LOOPBACK_ADDRESS) -> dict[str, Any] | None:
-    """Its ``/server_info`` as a dict, None when neither path answers one."""
+    """Its ``/server_info`` as a dict, None when neither path answers one (or nothing answers at all)."""
     for path in PATHS:
         result = await prober.get(port, path, address=address)
+        if result.status is None:
+            return None         # no HTTP server there yet: the other path would not answer either
         info = result.json() if result.ok else None
         if isinstance(info, dict):
             return info
