@@ -34,6 +34,7 @@ EXPECTED = {
     "http_probe": {"pdtui_us_per_request", "httpcore_us_per_request", "ratio"},
     "real_journald": {"runs", "real", "stand-in"},
     "refusal": {"to_finding", "to_done", "command_wall"},
+    "preflight": {"preflight_over_ssh", "runs", "sysfs"},
 }
 
 
