@@ -2,7 +2,7 @@
 
 No process, no SSH, no journal on disk: every host is a :class:`pdtui.sim.memhost.MemoryHost`,
 which answers systemctl, journalctl, nvidia-smi and HTTP in-process, and whose
-backends log SGLang's start-up wording over ``--startup`` seconds (routers take
+backends (:mod:`pdtui.sim.memservers`) log SGLang's start-up wording over ``--startup`` seconds (routers take
 ``--router-startup``). The engine runs as ``pdtui up`` runs it (production timing,
 smoke generation on, the drift check against the units ``pdtui units`` renders).
 Each host has N services: N-1 backends (half prefill, rounded down, the rest decode,

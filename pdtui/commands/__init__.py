@@ -1,1 +1,5 @@
-"""The subcommands beyond the bring-up itself, each a module: what ``pdtui NAME`` does (cli.py parses)."""
+"""The subcommands' work, each a module: what ``pdtui NAME`` does once cli.py has parsed it and read its config.
+
+bring_up (the run every deployment command shares), verbs (up, status, restart, down), probe (check, and what
+the router's probe sends), demo_command (the one that loads the sim), units_command, init, history (and report).
+"""

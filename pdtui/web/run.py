@@ -39,7 +39,7 @@ def serve_status(deployment, config: str, args: argparse.Namespace, options: Web
 
 def serve_demo(deployment, config: Path, args: argparse.Namespace, options: WebOptions) -> int:
     """``pdtui demo --web``: bring the simulated deployment up once, here; every session attaches to it."""
-    from pdtui.cli import probing
+    from pdtui.commands.probe import probing
     from pdtui.engine.intent import Intent
     from pdtui.engine.orchestrator import Orchestrator
     from pdtui.faces.headless import LinePrinter

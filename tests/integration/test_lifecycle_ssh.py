@@ -105,14 +105,15 @@ def test_bare_pdtui_in_the_config_folder_watches_and_commands_nothing(sandbox, c
 
 async def test_bare_pdtui_tui_shows_all_three_ready_over_ssh(sandbox, config, monkeypatch):
     """The TUI bare ``pdtui`` opens: the orchestrator it builds (status over SSH), drawn by the app."""
-    from pdtui.cli import _factory, _parser
+    from pdtui.cli import _parser
+    from pdtui.commands.bring_up import host_factory_for
     from pdtui.config import load_config
     from pdtui.engine.intent import Intent, Verb
     from pdtui.engine.orchestrator import Orchestrator
     up(config)
     before = invocations(sandbox, config)
     args = _parser().parse_args(["status", str(config)])
-    orchestrator = Orchestrator(load_config(str(config)), _factory(args), intent=Intent(Verb.STATUS))
+    orchestrator = Orchestrator(load_config(str(config)), host_factory_for(args), intent=Intent(Verb.STATUS))
     app = PdtuiApp(orchestrator)
     async with app.run_test(size=(160, 50)) as pilot:
         for _ in range(300):

@@ -1,8 +1,9 @@
 """The engine in this process, on in-memory hosts and a fake clock: a bring-up of minutes runs in milliseconds.
 
-The hosts are pdtui/sim/memhost.py's (systemctl, the journal, nvidia-smi and the servers' HTTP answered in
-memory); the event loop's time is looptime's, so every sleep, timeout and start-up script of the memory
-servers takes no wall time, and the orchestrator's clock is that loop's time.
+The hosts are pdtui/sim/memhost.py's (systemctl, the journal, nvidia-smi answered in memory; their servers'
+start-up lines and HTTP answers pdtui/sim/memservers.py's); the event loop's time is looptime's, so every sleep,
+timeout and start-up script of the memory servers takes no wall time, and the orchestrator's clock is that loop's
+time.
 """
 
 from __future__ import annotations

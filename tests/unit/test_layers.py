@@ -38,19 +38,36 @@ def _sim_imports(node: ast.AST) -> list[ast.AST]:
     return found
 
 
+DEMO = PACKAGE / "commands" / "demo_command.py"     # ``pdtui demo``: the one product module that loads the sim
+
+
+def _demo_command_imports(node: ast.AST) -> list[ast.AST]:
+    return [each for each in ast.walk(node)
+            if isinstance(each, ast.Import) and any(a.name == "pdtui.commands.demo_command" for a in each.names)
+            or isinstance(each, ast.ImportFrom) and (
+                each.module == "pdtui.commands.demo_command"
+                or each.module == "pdtui.commands" and any(a.name == "demo_command" for a in each.names))]
+
+
 def test_no_product_module_imports_the_sim():
-    product = [p for p in PACKAGE.rglob("*.py") if p.relative_to(PACKAGE).parts[0] not in ("sim", "cli.py")]
+    """Only the demo's command loads the stand-ins (besides the sim itself)."""
+    product = [p for p in PACKAGE.rglob("*.py") if p.relative_to(PACKAGE).parts[0] != "sim" and p != DEMO]
     offenders = {str(p.relative_to(PACKAGE)) for p in product if _sim_imports(ast.parse(p.read_text()))}
     assert offenders == set()
+    assert _sim_imports(ast.parse(DEMO.read_text()))
 
 
 def test_the_cli_loads_the_sim_only_on_the_demo_path():
-    """``pdtui status`` must not pay for (or depend on) the stand-ins: only ``demo``'s own functions import them."""
+    """``pdtui status`` must not pay for (or depend on) the stand-ins: only the CLI's own demo functions import the
+    demo's command, the one module that loads them, and nothing else in the product does."""
     tree = ast.parse((PACKAGE / "cli.py").read_text())
     demo_functions = [f for f in tree.body if isinstance(f, ast.FunctionDef) and f.name.startswith("_demo")]
-    allowed = {id(node) for f in demo_functions for node in _sim_imports(f)}
-    others = [node.lineno for node in _sim_imports(tree) if id(node) not in allowed]
-    assert demo_functions and others == []
+    allowed = {id(node) for f in demo_functions for node in _demo_command_imports(f)}
+    others = [node.lineno for node in _demo_command_imports(tree) if id(node) not in allowed]
+    assert allowed and others == []
+    importers = {str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py")
+                 if p.name != "cli.py" and _demo_command_imports(ast.parse(p.read_text()))}
+    assert importers == set()
 
 
 def test_no_core_module_imports_textual():
@@ -60,10 +77,18 @@ def test_no_core_module_imports_textual():
     assert {k: v for k, v in offenders.items() if v} == {}
 
 
+def _ui_import(node: ast.AST) -> bool:
+    if isinstance(node, ast.Import):
+        return any(a.name.startswith("pdtui.ui") for a in node.names)
+    return isinstance(node, ast.ImportFrom) and bool(node.module) and (
+        node.module.startswith("pdtui.ui") or node.module == "pdtui" and any(a.name == "ui" for a in node.names))
+
+
 def test_cli_imports_the_ui_only_lazily():
-    tree = ast.parse((PACKAGE / "cli.py").read_text())
-    top_level = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
-    assert not any(getattr(n, "module", "") and n.module.startswith("pdtui.ui") for n in top_level)
+    """Neither the command line nor the subcommands load the UI when their module loads (``status --once`` and the
+    headless faces never pay for Textual)."""
+    for path in [PACKAGE / "cli.py", *(PACKAGE / "commands").rglob("*.py")]:
+        assert not any(_ui_import(n) for n in ast.parse(path.read_text()).body), path
 
 
 TARGET_WORDS = frozenset({"is_job", "cluster", "clusters", "hosts", "unit_dir", "job"})

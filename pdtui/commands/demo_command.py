@@ -1,0 +1,140 @@
+"""``pdtui demo``: a simulated deployment brought up on this machine (in a sandbox, or as jobs on a private Slurm
+cluster), watched like a real one, and stopped when the demo ends.
+
+The one product module that loads the sim (the stand-ins of systemd, SGLang, Slurm and SSH): the command line
+imports it only for ``pdtui demo``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from pdtui.commands.bring_up import bring_up, signals_ignored
+from pdtui.support.exits import usage_error
+
+
+def add_options(demo: argparse.ArgumentParser) -> None:
+    """``demo``'s own options, whose choices come from the sim."""
+    from pdtui.sim.command_lines import ROUTERS
+    from pdtui.sim.knobs import DEFAULT_GENERATION, DEMO_FAIL_MODES, FABRIC_FAIL_MODES, FAIL_MODES, GENERATIONS, SHAPES
+    demo.add_argument("--fail", action="append", default=[], metavar="SERVICE:MODE",
+                      help=f"inject a failure, e.g. decode:oom (modes: {', '.join([*FAIL_MODES, *DEMO_FAIL_MODES])}; "
+                           "broken-pair, a decode's: it cannot reach the first prefill's bootstrap server, so the "
+                           "requests through that pair fail; with --slurm also pending: its job waits in the queue); "
+                           f"or fabric:MODE, the host's RDMA fabric broken ({', '.join(FABRIC_FAIL_MODES)})")
+    demo.add_argument("--shape", choices=SHAPES, default=SHAPES[0],
+                      help="how many prefills and decodes share the eight simulated GPUs: 1p1d (the reference "
+                           "deployment: prefill, decode), 1p2d (prefill, decode-0, decode-1) or 2p2d (prefill-0, "
+                           f"prefill-1, decode-0, decode-1); default {SHAPES[0]}")
+    demo.add_argument("--slurm", action="store_true",
+                      help="run the three as jobs on a private one-node Slurm cluster of this machine, gone when the "
+                           "demo ends (root and Debian's slurmctld, slurmd, slurm-client and munge)")
+    demo.add_argument("--generation", choices=GENERATIONS, default=DEFAULT_GENERATION,
+                      help="which SGLang release's log wording and /health behaviour the simulated "
+                           f"workers play (default {DEFAULT_GENERATION})")
+    demo.add_argument("--startup", type=float, default=6.0, metavar="SECONDS",
+                      help="how long the simulated backends take to get ready (default 6)")
+    demo.add_argument("--timeout", default="2m", help="per-service timeout (default 2m)")
+    demo.add_argument("--router", choices=ROUTERS, default=None,
+                      help="the router to run: smg, sglang-router (either must be installed) or sim, "
+                           "pdtui's stand-in (default: smg if installed, else sglang-router, else sim)")
+    demo.add_argument("--no-load", action="store_true",
+                      help="send no traffic through the router (by default a light load runs from the start, "
+                           "so the serving figures move)")
+    # Hidden (for tests and debugging; see docs/reliability.md): make the sandbox in DIR and keep it
+    # after exit (its processes are still stopped), so its state files and journal can be inspected.
+    demo.add_argument("--sandbox", metavar="DIR", default=None, help=argparse.SUPPRESS)
+
+
+def run(args: argparse.Namespace) -> int:
+    """The demo: build the simulated deployment, bring it up, stop it (and remove its sandbox) however it ends."""
+    from pdtui.config import ConfigError, parse_duration
+    from pdtui.hosts import make_host
+    from pdtui.sim import demo
+    from pdtui.sim.command_lines import router_label
+    from pdtui.sim.sandbox import Sandbox
+    from pdtui.web.options import web_options
+    if args.slurm and args.shape != demo.REFERENCE_SHAPE:
+        return usage_error(f"demo --slurm runs the {demo.REFERENCE_SHAPE} shape only (one prefill job, one decode "
+                           f"job); --shape {args.shape} runs without --slurm")
+    try:
+        failures = dict(demo.parse_failure(f, slurm=args.slurm, shape=args.shape) for f in args.fail)
+        parse_duration(args.timeout)
+        router = router_for(args.router)
+        reference_ports = demo.reference_ports_wanted(os.environ)
+    except ValueError as exc:
+        return usage_error(str(exc))
+    web = web_options(args)
+    if isinstance(web, str):
+        return usage_error(web)
+    if args.slurm and (args.web or args.sandbox):
+        return usage_error("demo --slurm runs in the terminal or headless (no --web, no --sandbox)")
+    if not args.json:
+        print(f"pdtui demo: the router is {router_label(router)}", file=sys.stderr)
+    options = demo.DemoOptions(failures, args.startup, args.timeout, router=router, generation=args.generation,
+                               reference_ports=reference_ports, shape=args.shape)
+    if args.slurm:
+        return run_on_slurm(args, options)
+    sandbox = Sandbox.create(args.sandbox)
+    if not args.json:
+        print(f"pdtui demo: the journal is {sandbox.journal_kind}", file=sys.stderr)
+    try:
+        deployment = demo.build(sandbox, options)
+        if not args.no_load:
+            demo.start_load(sandbox, deployment)     # stopped with the units, below
+            if not args.json:
+                print(f"pdtui demo: a light load runs through the router (its log: {sandbox.root / 'load.log'}; "
+                      f"--no-load: none)", file=sys.stderr)
+        if args.web:
+            from pdtui.web.run import serve_demo
+            code = serve_demo(deployment, sandbox.root / "demo.yaml", args, web)
+        else:
+            code = bring_up(deployment, make_host, args, follow_up="the demo stops its simulated deployment on exit")
+    except ConfigError as exc:
+        code = usage_error(str(exc))
+    finally:
+        with signals_ignored():   # a second Ctrl-C must not leave half the deployment running
+            if args.sandbox:
+                sandbox.stop_all()
+            else:
+                sandbox.cleanup()
+    if not args.json:
+        kept = f"; kept its sandbox {sandbox.root}" if args.sandbox else " and removed its sandbox"
+        print(f"pdtui demo: stopped the simulated deployment{kept}", file=sys.stderr)
+    return code
+
+
+def run_on_slurm(args: argparse.Namespace, options) -> int:
+    """The demo as Slurm jobs on a private one-node cluster, stopped (its jobs, its daemons) when the demo ends."""
+    from pdtui.hosts import make_host
+    from pdtui.sim import demo
+    from pdtui.sim.slurm_cluster import ClusterError, ClusterUnavailable, PrivateCluster
+    try:
+        cluster = PrivateCluster.start()
+    except (ClusterUnavailable, ClusterError) as exc:
+        return usage_error(f"demo --slurm: {exc}")
+    try:
+        if not args.json:
+            print(f"pdtui demo: a private Slurm cluster runs the jobs (node {cluster.node}, {cluster.gpus} GPUs, "
+                  f"in {cluster.root})", file=sys.stderr)
+        deployment = demo.build_slurm(cluster, options)
+        code = bring_up(deployment, make_host, args,
+                        follow_up="the demo cancels its jobs and stops its Slurm cluster on exit")
+    finally:
+        with signals_ignored():
+            cluster.stop()
+    if not args.json:
+        print("pdtui demo: cancelled its jobs and stopped its private Slurm cluster", file=sys.stderr)
+    return code
+
+
+def router_for(asked: str | None) -> str:
+    """The router the demo runs: the one asked for, which must be installed, or the default."""
+    from pdtui.sim.command_lines import SIM_ROUTER, default_router, installed_routers
+    installed = installed_routers()
+    if asked in (None, SIM_ROUTER) or asked in installed:
+        return asked or default_router()
+    raise ValueError(f"--router {asked}: the {asked} package is not installed here (pip install {asked}); "
+                     f"installed: {', '.join([*installed, SIM_ROUTER])}")
