@@ -11,7 +11,9 @@ polling ``systemctl show`` while it watches for crashes; that is part of the cos
 from __future__ import annotations
 
 import asyncio
+import cProfile
 import os
+import pstats
 import sys
 import tempfile
 import time
@@ -33,7 +35,7 @@ def cpu_seconds() -> float:
     return times.user + times.system
 
 
-async def measure(sandbox: Sandbox, host: dict, window: float) -> dict:
+async def measure(sandbox: Sandbox, host: dict, window: float, profile: bool = False) -> dict:
     p, d, r, boot = (free_port() for _ in range(4))
     units = {"prefill": sandbox.add_unit("idle-p", worker_argv("prefill", p, bootstrap=boot, startup=0.5)),
              "decode": sandbox.add_unit("idle-d", worker_argv("decode", d, bootstrap=boot, startup=0.5)),
@@ -52,26 +54,47 @@ async def measure(sandbox: Sandbox, host: dict, window: float) -> dict:
             if app.deployment.done is None or not app.deployment.done.ok:
                 raise RuntimeError(f"bring-up did not succeed: {app.deployment.done}")
             await asyncio.sleep(1.0)                  # past the bring-up's last paints
+            profiler = cProfile.Profile() if profile else None
             cpu0, t0 = cpu_seconds(), time.monotonic()
+            if profiler is not None:
+                profiler.enable()
             await asyncio.sleep(window)
+            if profiler is not None:
+                profiler.disable()
             cpu, wall = cpu_seconds() - cpu0, time.monotonic() - t0
             await orchestrator.close()
             await pilot.pause()
     finally:
         await orchestrator.close()
         sandbox.stop_all()
-    return {"window_s": round(wall, 1), "cpu_s": round(cpu, 3), "percent_of_a_core": round(100 * cpu / wall, 2)}
+    figures = {"window_s": round(wall, 1), "cpu_s": round(cpu, 3), "percent_of_a_core": round(100 * cpu / wall, 2)}
+    if profiler is not None:
+        figures["profile"] = top_frames(profiler)
+    return figures
+
+
+def top_frames(profiler: cProfile.Profile, count: int = 25) -> dict[str, list[str]]:
+    """The functions that took the most time of their own over the window, and pdtui's own by their cumulative
+    time (what set the work off), with how often each ran."""
+    stats = pstats.Stats(profiler).stats      # type: ignore[attr-defined]
+
+    def rows(key: int, keep=lambda file: True) -> list[str]:
+        picked = sorted(((k, v) for k, v in stats.items() if keep(k[0])), key=lambda item: item[1][key],
+                        reverse=True)[:count]
+        return [f"{v[key] * 1000:.1f} ms  {v[1]} calls  {Path(f).name}:{line} {name}" for (f, line, name), v in picked]
+    return {"own_time": rows(2), "pdtui_cumulative": rows(3, lambda file: "/pdtui/" in file)}
 
 
 def main() -> None:
-    args = parse_args(__doc__.splitlines()[0])
+    args = parse_args(__doc__.splitlines()[0], lambda p: p.add_argument(
+        "--profile", action="store_true", help="cProfile the window: the top frames by their own time"))
     window = 2.0 if args.quick else 30.0
     info = machine()
     pool = SshdPool()
     sandbox = Sandbox.create(Path(tempfile.mkdtemp(prefix="pdtui-bench-sim-")))
     try:
         server = pool.start()
-        figures = asyncio.run(measure(sandbox, pool.host(server, sandbox), window))
+        figures = asyncio.run(measure(sandbox, pool.host(server, sandbox), window, args.profile))
     finally:
         sandbox.cleanup()
         pool.close()

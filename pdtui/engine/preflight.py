@@ -22,7 +22,7 @@ from pdtui.engine.session import Session
 from pdtui.engine.states import ServiceState
 from pdtui.fabric.findings import Server, fabric_mismatches
 from pdtui.fabric.sysfs import Fabric, read_fabric
-from pdtui.gpus.inventory import Inventory, host_inventories, preflight_findings, process_tree
+from pdtui.gpus.inventory import Inventory, gpu_hosts, host_hardware, preflight_findings, process_tree
 from pdtui.gpus.nvidia_smi import sampler_argv
 from pdtui.gpus.sampler import GpuSampler
 from pdtui.hosts.base import Host, HostUnreachable
@@ -110,25 +110,37 @@ class Preflight:
         self._reachers = dict(reachers)
         starting = self.verb in (Verb.UP, Verb.RESTART)
         # The GPU inventory and the fabric are read while the services are looked at: none waits for another.
-        results, inventories, fabrics = await asyncio.gather(
+        results, (inventories, fabrics) = await asyncio.gather(
             asyncio.gather(*(self._check_place(p, reachers[p]) for p in self.sessions)),
-            host_inventories(self.deployment, self._hosts()),
-            self._fabrics(self._hosts() if starting else {}))
-        retried = {p: self.sessions[p].host for p in self.sessions if reachers[p].retried}
-        if again := {p: host for p, host in retried.items() if p in inventories and inventories[p] is None}:
-            inventories |= await host_inventories(self.deployment, again)
-        if again := {p: host for p, host in retried.items() if p in fabrics and fabrics[p] is None}:
-            fabrics |= await self._fabrics(again)
+            self._hardware(self._hosts(), fabric=starting))
+        # a host reached only after retries had its hardware asked too early: asked again
+        if again := {p: self.sessions[p].host for p in self.sessions if reachers[p].retried
+                     and (inventories.get(p, ...) is None or fabrics.get(p, ...) is None)}:
+            more_inventories, more_fabrics = await self._hardware(again, fabric=starting)
+            inventories |= more_inventories
+            fabrics |= more_fabrics
         gpus_ok = await self._judge_gpus(inventories, sample=sample_gpus)
         commands_ok = self._judge_commands(inventories, fabrics) if starting else True
         return all(results) and gpus_ok and commands_ok
 
+    async def _hardware(self, hosts: Mapping[str, Host], *, fabric: bool) -> tuple[dict[str, Inventory | None],
+                                                                                  dict[str, Fabric | None]]:
+        """Each host's GPU inventory and, where a backend runs, its fabric: one remote command a host with a GPU
+        service (its inventory reads the fabric too), one for the fabric alone on a host of backends without."""
+        backends = {place for place in hosts if self.sessions[place].sysfs
+                    and any(r.cfg.role in BACKEND_ROLES for r in self.on_place[place])}
+        read, alone = await asyncio.gather(
+            host_hardware(self.deployment, hosts),
+            self._fabrics({p: hosts[p] for p in backends if p not in gpu_hosts(self.deployment)} if fabric else {}))
+        inventories = {place: inventory for place, (inventory, _) in read.items()}
+        fabrics = {place: found for place, (_, found) in read.items() if place in backends} if fabric else {}
+        return inventories, fabrics | alone
+
     async def _fabrics(self, hosts: Mapping[str, Host]) -> dict[str, Fabric | None]:
-        """Each host's fabric, where a backend runs (read-only: one command a host, all at once)."""
-        roots = {place: root for place in hosts if (root := self.sessions[place].sysfs)
-                 and any(r.cfg.role in BACKEND_ROLES for r in self.on_place[place])}
-        found = await asyncio.gather(*(read_fabric(hosts[place], root) for place, root in roots.items()))
-        return dict(zip(roots, found, strict=True))
+        """Each host's fabric alone (one read-only command a host, all at once)."""
+        found = await asyncio.gather(*(read_fabric(host, self.sessions[place].sysfs or "/sys")
+                                       for place, host in hosts.items()))
+        return dict(zip(hosts, found, strict=True))
 
     def _judge_commands(self, inventories: Mapping[str, Inventory | None],
                         fabrics: Mapping[str, Fabric | None]) -> bool:

@@ -24,12 +24,14 @@ COMMAND_TIMEOUT = 10.0
 ACTIVE_STATES = ("ACTIVE", "ACTIVE_DEFER")
 PEERMEM_MODULES = ("nvidia_peermem", "nv_peer_mem")
 
-# Marks the tree's parts that exist, then every file of interest as grep -H prints it: "path:content".
-_SCRIPT = """cd -- "$1" 2>/dev/null || exit 3
-echo @root
+# Run in the tree's root: marks the tree's parts that exist, then every file of interest as grep -H prints it,
+# "path:content". A host's GPU inventory runs it in its own command (gpus/nvidia_smi.inventory_argv).
+READ = """echo @root
 [ -d module ] && echo @modules
 grep -H . class/infiniband/*/ports/*/state class/infiniband/*/device/numa_node \
-  module/nvidia_peermem/initstate module/nv_peer_mem/initstate 2>/dev/null
+  module/nvidia_peermem/initstate module/nv_peer_mem/initstate 2>/dev/null"""
+_SCRIPT = f"""cd -- "$1" 2>/dev/null || exit 3
+{READ}
 exit 0"""
 
 

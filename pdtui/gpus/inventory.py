@@ -18,6 +18,7 @@ from typing import Literal
 
 from pdtui.config import BACKEND_ROLES
 from pdtui.engine.events import GpuInfo
+from pdtui.fabric.sysfs import Fabric, parse_fabric
 from pdtui.gpus.nvidia_smi import (
     ComputeApp,
     Gpu,
@@ -80,22 +81,33 @@ class Finding:
 
 async def inventory(host: Host, nvidia_smi: Sequence[str], *, sysfs: str = "/sys",
                     timeout: float = COMMAND_TIMEOUT) -> Inventory | None:
-    """Query ``host``'s GPUs; None when nvidia-smi is missing, fails or lists no GPU.
+    """Query ``host``'s GPUs; None when nvidia-smi is missing, fails or lists no GPU (:func:`hardware`)."""
+    return (await hardware(host, nvidia_smi, sysfs=sysfs, timeout=timeout))[0]
 
-    One remote command asks nvidia-smi for the GPUs and the processes holding
-    them, lists the host's processes and reads every PCI device's NUMA node
-    under ``sysfs``; GPUs it leaves unknown (no such file, ``-1``) are looked
-    up in ``nvidia-smi topo -m``.
+
+async def hardware(host: Host, nvidia_smi: Sequence[str], *, sysfs: str = "/sys",
+                   timeout: float = COMMAND_TIMEOUT) -> tuple[Inventory | None, Fabric | None]:
+    """``host``'s GPU inventory and its RDMA fabric, read in one remote command.
+
+    It asks nvidia-smi for the GPUs and the processes holding them, lists the
+    host's processes and reads, under ``sysfs``, every PCI device's NUMA node
+    and the fabric; GPUs whose node it leaves unknown (no such file, ``-1``)
+    are looked up in ``nvidia-smi topo -m``. The inventory is None when
+    nvidia-smi is missing, fails or lists no GPU; the fabric when the tree
+    cannot be read.
     """
-    found = parse_inventory(await _stdout(host, inventory_argv(nvidia_smi, sysfs), timeout) or "")
+    text = await _stdout(host, inventory_argv(nvidia_smi, sysfs), timeout) or ""
+    fabric = parse_fabric(host.name, sysfs, text)
+    found = parse_inventory(text)
     gpus = parse_query_gpu(found.gpus or "")
     if not gpus:
-        return None
+        return None, fabric
     numa = {gpu.index: found.numa.get(sysfs_bus_id(gpu.bus_id) or "") for gpu in gpus}
     if None in numa.values():
         topo = parse_topo(await _stdout(host, topo_argv(nvidia_smi), timeout) or "")
         numa = {index: node if node is not None else topo.get(index) for index, node in numa.items()}
-    return Inventory(host.name, tuple(gpus), tuple(parse_compute_apps(found.apps or "")), numa, found.processes)
+    apps = tuple(parse_compute_apps(found.apps or ""))
+    return Inventory(host.name, tuple(gpus), apps, numa, found.processes), fabric
 
 
 async def gpu_holders(host: Host, nvidia_smi: Sequence[str], gpus: Iterable[int], *,
@@ -120,11 +132,11 @@ def gpu_hosts(deployment) -> list[str]:
     return list(dict.fromkeys(svc.host for svc in deployment.services.values() if svc.gpus))
 
 
-async def host_inventories(deployment, hosts: Mapping[str, Host]) -> dict[str, Inventory | None]:
-    """One inventory per host of ``hosts`` that has a GPU service, all taken at once."""
+async def host_hardware(deployment, hosts: Mapping[str, Host]) -> dict[str, tuple[Inventory | None, Fabric | None]]:
+    """The inventory and fabric of each host of ``hosts`` that has a GPU service, all read at once."""
     names = [name for name in gpu_hosts(deployment) if name in hosts]
-    found = await asyncio.gather(*(inventory(hosts[name], deployment.hosts[name].commands["nvidia-smi"],
-                                             sysfs=deployment.hosts[name].sysfs) for name in names))
+    found = await asyncio.gather(*(hardware(hosts[name], deployment.hosts[name].commands["nvidia-smi"],
+                                            sysfs=deployment.hosts[name].sysfs) for name in names))
     return dict(zip(names, found, strict=False))
 
 

@@ -14,6 +14,8 @@ import shlex
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from pdtui.fabric.sysfs import READ as FABRIC_READ
+
 QUERY_GPU_FIELDS = ("index", "uuid", "name", "pci.bus_id", "memory.used", "memory.total", "utilization.gpu")
 SAMPLE_FIELDS = ("index", "memory.used", "memory.total", "utilization.gpu")
 COMPUTE_APP_FIELDS = ("gpu_uuid", "pid", "process_name", "used_memory")
@@ -86,13 +88,14 @@ def sampler_argv(nvidia_smi: Sequence[str], interval_ms: int = SAMPLE_INTERVAL_M
 
 
 def inventory_argv(nvidia_smi: Sequence[str], sysfs: str) -> list[str]:
-    """One remote command for a host's whole inventory: its GPUs, the processes holding them, and the NUMA node of
-    every PCI device under ``sysfs`` (the GPUs' among them), each part closed by its exit status
-    (:func:`parse_inventory`)."""
+    """One remote command for a host's whole inventory: its GPUs, the processes holding them and the process table,
+    each part closed by its exit status (:func:`parse_inventory`), then, under ``sysfs``, every PCI device's NUMA
+    node (the GPUs' among them) and the RDMA fabric (fabric/sysfs.py reads it from the same output)."""
     script = (f"{shlex.join(query_gpu_argv(nvidia_smi))} 2>/dev/null; echo \"{MARK} $?\"\n"
               f"{shlex.join(compute_apps_argv(nvidia_smi))} 2>/dev/null; echo \"{MARK} $?\"\n"
               f"{shlex.join(PS_ARGV)} 2>/dev/null; echo \"{MARK} $?\"\n"
-              'cd -- "$1" 2>/dev/null && grep -H . bus/pci/devices/*/numa_node 2>/dev/null\nexit 0')
+              f'cd -- "$1" 2>/dev/null || exit 0\n{FABRIC_READ}\n'
+              'grep -H . bus/pci/devices/*/numa_node 2>/dev/null\nexit 0')
     return ["sh", "-c", script, "pdtui-gpus", sysfs]
 
 

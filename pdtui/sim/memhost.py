@@ -492,8 +492,8 @@ class MemoryHost:
         return 0 if index < self.gpu_count // 2 else 1
 
     def _sh(self, args: list[str]) -> tuple[int, str, str]:
-        """The preflight's scripts: the fabric (an active NIC per GPU pair) and the GPU inventory (nvidia-smi's GPUs
-        and processes, the process table, then each GPU's NUMA node from sysfs)."""
+        """The preflight's scripts: the fabric alone (an active NIC per GPU pair), and the GPU inventory (nvidia-smi's
+        GPUs and processes, the process table, then from sysfs the fabric and each GPU's NUMA node)."""
         script = args[2] if args[:1] == ["-c"] and len(args) > 2 else ""
         if script == "pdtui-fabric":
             return 0, FABRIC, ""
@@ -502,7 +502,7 @@ class MemoryHost:
             numa = "".join(f"bus/pci/devices/0000:{0x18 + i:02x}:00.0/numa_node:{self.numa_of(i)}\n"
                            for i in range(self.gpu_count))
             ps = "".join(f"{unit.pid} 1\n" for unit in self.units.values() if unit.active == "active")
-            return 0, f"{gpus}{MARK} 0\n{MARK} 0\n{ps}{MARK} 0\n{numa}", ""
+            return 0, f"{gpus}{MARK} 0\n{MARK} 0\n{ps}{MARK} 0\n{FABRIC}{numa}", ""
         return 2, "", "memory host: no such script"
 
     # -- HTTP ------------------------------------------------------------------------

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from pdtui.config import parse_config
-from pdtui.gpus.inventory import Finding, Inventory, gpu_hosts, host_inventories, inventory, preflight_findings
+from pdtui.gpus.inventory import Finding, Inventory, gpu_hosts, host_hardware, inventory, preflight_findings
 from pdtui.gpus.nvidia_smi import Gpu
 from pdtui.hosts.base import Result
 from pdtui.hosts.local import LocalHost
@@ -185,7 +185,7 @@ async def test_inventories_are_taken_for_gpu_hosts_only(sandbox):
                            "router": {"host": "cpu", "unit": "r", "role": "router", "port": 31001}}}
     deployment = parse_config(yaml.safe_dump(config), "t.yaml")
     hosts = {name: LocalHost(name) for name in deployment.hosts}
-    found = await host_inventories(deployment, hosts)
+    found = {name: inventory for name, (inventory, _) in (await host_hardware(deployment, hosts)).items()}
     assert set(found) == {"gpu0", "gpu1"} and found["gpu1"] is None and len(found["gpu0"].gpus) == 8
 
 
