@@ -129,9 +129,10 @@ class Preflight:
         service (its inventory reads the fabric too), one for the fabric alone on a host of backends without."""
         backends = {place for place in hosts if self.sessions[place].sysfs
                     and any(r.cfg.role in BACKEND_ROLES for r in self.on_place[place])}
+        with_gpus = set(gpu_hosts(self.deployment))
         read, alone = await asyncio.gather(
             host_hardware(self.deployment, hosts),
-            self._fabrics({p: hosts[p] for p in backends if p not in gpu_hosts(self.deployment)} if fabric else {}))
+            self._fabrics({p: hosts[p] for p in backends if p not in with_gpus} if fabric else {}))
         inventories = {place: inventory for place, (inventory, _) in read.items()}
         fabrics = {place: found for place, (_, found) in read.items() if place in backends} if fabric else {}
         return inventories, fabrics | alone
