@@ -185,6 +185,16 @@ def rewrite(sandbox, config: Path, service: str, *flags: str, unit: tuple[str, .
                      service=unit)
 
 
+def refused_before_start(sandbox, config: Path, said: str) -> subprocess.CompletedProcess:
+    """``check --probe`` and ``up`` both refuse, saying ``said``; nothing is started. ``up``'s result."""
+    probe = pdtui("check", str(config), "--probe")
+    assert probe.returncode == 1 and said in probe.stdout and "preflight failed" in probe.stdout, probe.stdout
+    refused = pdtui("up", str(config), "--headless")
+    assert refused.returncode == 1 and said in refused.stdout, refused.stdout
+    assert not any(invocations(sandbox, config).values()), "nothing started"
+    return refused
+
+
 def with_fabric(config: Path, shape: FabricShape | None, tmp_path: Path) -> None:
     """The host's ``sysfs:`` pointed at a tree of ``shape`` (None: at a folder that is not there)."""
     doc = yaml.safe_load(config.read_text())
@@ -205,11 +215,7 @@ def test_servers_that_cannot_work_together_are_refused_over_ssh_before_anything_
                                                                                         decode, said):
     rewrite(sandbox, config, "prefill", *prefill)
     rewrite(sandbox, config, "decode", *decode)
-    probe = pdtui("check", str(config), "--probe")
-    assert probe.returncode == 1 and said in probe.stdout and "preflight failed" in probe.stdout, probe.stdout
-    refused = pdtui("up", str(config), "--headless")
-    assert refused.returncode == 1 and said in refused.stdout, refused.stdout
-    assert not any(invocations(sandbox, config).values()), "nothing started"
+    refused_before_start(sandbox, config, said)
     forced = pdtui("up", str(config), "--headless", "--force")
     assert forced.returncode == 0, forced.stdout + forced.stderr
     assert f"--force: starting despite this: {said.removeprefix('error: ')}" in forced.stdout
@@ -229,11 +235,7 @@ def test_each_refusal_of_servers_as_they_would_run_is_made_by_the_probe_and_by_u
                                                                                            decode, said):
     rewrite(sandbox, config, "prefill", *prefill)
     rewrite(sandbox, config, "decode", *decode)
-    probe = pdtui("check", str(config), "--probe")
-    assert probe.returncode == 1 and said in probe.stdout and "preflight failed" in probe.stdout, probe.stdout
-    refused = pdtui("up", str(config), "--headless")
-    assert refused.returncode == 1 and said in refused.stdout, refused.stdout
-    assert not any(invocations(sandbox, config).values()), "nothing started"
+    refused_before_start(sandbox, config, said)
 
 
 def test_each_warning_of_servers_as_they_would_run_is_told_by_the_probe_and_by_up_which_starts_them(sandbox, config):
@@ -273,10 +275,7 @@ def test_a_fabric_that_cannot_move_kv_is_refused_over_ssh_before_anything_starts
     with_fabric(config, shape, tmp_path)
     rewrite(sandbox, config, "prefill", *NAMED["prefill"])
     rewrite(sandbox, config, "decode", *decode, unit=unit)
-    probe = pdtui("check", str(config), "--probe")
-    assert probe.returncode == 1 and said in probe.stdout and "preflight failed" in probe.stdout, probe.stdout
-    refused = pdtui("up", str(config), "--headless")
-    assert refused.returncode == 1 and said in refused.stdout, refused.stdout
+    refused = refused_before_start(sandbox, config, said)
     assert "router   blocked   the preflight refused the servers as they would run" in refused.stdout
     assert not any(invocations(sandbox, config).values()), "nothing started"
     forced = pdtui("up", str(config), "--headless", "--force")
