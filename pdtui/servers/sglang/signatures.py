@@ -48,7 +48,7 @@ SGLANG_SIGNATURES: tuple[Signature, ...] = (
     signature(r"End of prefill disaggregation mode warmup with status 200", "PD warm-up succeeded", 0, E, "2025",
          check=WARM_UP),
     signature(r"Disaggregation warmup requests? completed|End of disaggregation warmup", "PD warm-up succeeded", 0, E,
-         "current", check=WARM_UP),
+         "current", hint="isaggregation warmup", check=WARM_UP),
     signature(r"Initialization failed", "initialization failed (the warm-up raised)", 5),
     # Memory, communication, ports, transfer engines.
     signature(r"CUDA out of memory|OutOfMemoryError", "CUDA out of memory", 9, advice=OOM_ADVICE),
