@@ -29,7 +29,7 @@ def deployment_over(sandbox: Sandbox, port: int, *, startup: float = 0.4, timeou
                     address: str = "127.0.0.1", router: str | None = None):
     """The reference deployment on one SSH host at ``address``:``port``, with ``router`` (a router package)."""
     p, d, r, boot = (free_port() for _ in range(4))
-    host = {"address": address, "port": port,
+    host = {"address": address, "port": port, "sysfs": str(sandbox.sysfs),
             "commands": {"systemctl": str(sandbox.bin_dir / "systemctl"),
                          "journalctl": str(sandbox.bin_dir / "journalctl")}}
     services = {
