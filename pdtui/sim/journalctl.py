@@ -48,17 +48,22 @@ class NoEntries(Failure):
 
 
 class Matcher:
-    """Which stored lines an invocation selects: ``-u`` units OR-ed, AND each FIELD=VALUE group."""
+    """Which stored lines an invocation selects: ``-u`` units OR-ed, AND each FIELD=VALUE group; ``+`` between
+    matches ORs what comes before it with what comes after, as journalctl's disjunction."""
 
     def __init__(self, units: list[str], matches: list[str]) -> None:
         self.units = [self._needles(u) for u in units]
+        self.alternatives: list[list[list[bytes]]] = []
         groups: dict[str, list[bytes]] = {}
-        for match in matches:
+        for match in [*matches, "+"]:
+            if match == "+":
+                self.alternatives.append(list(groups.values()))
+                groups = {}
+                continue
             field, sep, value = match.partition("=")
             if not sep or not field:
                 raise Usage(f'Failed to add match \'{match}\': Invalid argument')
             groups.setdefault(field, []).append(_pair(field, value))
-        self.groups = list(groups.values())
 
     @staticmethod
     def _needles(unit: str) -> tuple[bytes, bytes]:
@@ -68,7 +73,7 @@ class Matcher:
     def __call__(self, line: bytes) -> bool:
         if self.units and not any(own in line or (pid1 in line and _PID1 in line) for own, pid1 in self.units):
             return False
-        return all(any(n in line for n in group) for group in self.groups)
+        return any(all(any(n in line for n in group) for group in groups) for groups in self.alternatives)
 
 
 _PID1 = b'"_PID":"1"'

@@ -313,17 +313,18 @@ async def test_a_units_run_is_journaled_with_the_same_fields(both):
     assert stand_in == real
 
 
-async def test_an_invocations_history_holds_the_units_own_lines_only(both):
-    """pdtui's backfill (``-u UNIT _SYSTEMD_INVOCATION_ID=ID``): systemd's lines carry INVOCATION_ID instead."""
+async def test_an_invocations_history_holds_the_units_own_lines_and_systemds_about_that_run(both):
+    """pdtui's backfill (``_SYSTEMD_INVOCATION_ID=ID + INVOCATION_ID=ID``): systemd's lines about the run carry
+    INVOCATION_ID, the unit's own _SYSTEMD_INVOCATION_ID; the ``+`` reads both, alike on either side."""
     await journaled(both)
 
     async def read(side: Side) -> dict[str, list[tuple]]:
         invocation = await invocation_of(side, "journaled.service")
-        entries = await side.journal(side.commands.invocation_history("journaled.service", invocation))
+        entries = await side.journal(side.commands.invocation_history([invocation]))
         assert invocations(entries) == [invocation]
         return summary(entries)
     stand_in, real = await both.each(read)
-    assert real["systemd"] == [] and [line[0] for line in real["unit"]] == OWN_LINES
+    assert real["systemd"] and [line[0] for line in real["unit"]] == OWN_LINES
     assert stand_in == real
 
 

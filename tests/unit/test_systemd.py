@@ -28,9 +28,10 @@ def test_follow_starts_from_a_cursor_some_seconds_back_or_at_the_head_and_never_
         assert "--no-tail" in argv and not any(a.startswith(("--lines", "-n")) for a in argv)
 
 
-def test_invocation_history_matches_the_invocation():
-    argv = Commands().invocation_history("a.service", "abc123")
-    assert "_SYSTEMD_INVOCATION_ID=abc123" in argv and "--all" in argv and "--follow" not in argv
+def test_invocation_history_matches_the_invocations_own_lines_or_systemds_about_it():
+    argv = Commands().invocation_history(["abc123"])
+    assert argv[-3:] == ["_SYSTEMD_INVOCATION_ID=abc123", "+", "INVOCATION_ID=abc123"]
+    assert "--all" in argv and "--follow" not in argv and not any(a.startswith("--until") for a in argv)
 
 
 def test_parse_show():

@@ -138,5 +138,6 @@ async def test_histories_asked_together_share_one_journalctl_and_are_split_by_in
         return Result(tuple(argv), 0, "\n".join(lines), "")
     history = InvocationHistory(journalctl, Commands())
     (r1, one), (r2, two) = await asyncio.gather(history.lines("i1"), history.lines("i2"))
-    assert len(calls) == 1 and calls[0][-2:] == ["_SYSTEMD_INVOCATION_ID=i1", "_SYSTEMD_INVOCATION_ID=i2"]
+    assert len(calls) == 1 and calls[0][-5:] == ["_SYSTEMD_INVOCATION_ID=i1", "_SYSTEMD_INVOCATION_ID=i2", "+",
+                                                 "INVOCATION_ID=i1", "INVOCATION_ID=i2"]
     assert r1.ok and [e.message for e in one] == ["m0", "m2"] and [e.message for e in two] == ["m1"]

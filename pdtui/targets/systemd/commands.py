@@ -112,10 +112,19 @@ class Commands:
         """The journal's newest entry, whatever it is about: where a first tail starts after."""
         return self.journalctl("--output=json", "--no-pager", "--quiet", "--lines=1")
 
-    def invocation_history(self, unit: str, invocation_id: str) -> list[str]:
-        """Every line so far of one invocation of a unit."""
-        return self.journalctl("--output=json", "--all", "--no-pager", "--quiet",
-                               f"--unit={unit}", f"_SYSTEMD_INVOCATION_ID={invocation_id}")
+    def invocation_history(self, invocations: Sequence[str], until: float | None = None) -> list[str]:
+        """Every line so far of some invocations (up to the microsecond ``until``, inclusive, when given).
+
+        Matches of one field are OR-ed, and ``+`` ORs two groups: the units' own
+        lines (``_SYSTEMD_INVOCATION_ID``) and systemd's about them
+        (``INVOCATION_ID``: its ``Started`` line, written before the unit's own,
+        which a tail not yet live never saw). An invocation ID names one run of
+        one unit.
+        """
+        bound = (f"--until=@{until:.6f}",) if until is not None else ()
+        return self.journalctl("--output=json", "--all", "--no-pager", "--quiet", *bound,
+                               *(f"_SYSTEMD_INVOCATION_ID={i}" for i in invocations), "+",
+                               *(f"INVOCATION_ID={i}" for i in invocations))
 
 
 def parse_show(text: str) -> dict[str, str]:

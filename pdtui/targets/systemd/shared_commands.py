@@ -106,11 +106,7 @@ class InvocationHistory(Batcher[Commands]):
         return await self._ask(invocation)
 
     async def _answers(self, invocations: list[str], deadline: float | None) -> dict[str, tuple[Result, list]]:
-        # Matches of one field are OR-ed; an invocation ID names one run of one unit.
-        until = self._until()
-        bound = (f"--until=@{until:.6f}",) if until is not None else ()
-        argv = self._commands.journalctl("--output=json", "--all", "--no-pager", "--quiet", *bound,
-                                         *(f"_SYSTEMD_INVOCATION_ID={i}" for i in invocations))
+        argv = self._commands.invocation_history(invocations, self._until())
         result = await self._run(argv, deadline)
         by_invocation: dict[str, list[LogEntry]] = {i: [] for i in invocations}
         for entry in map(parse_entry, result.stdout.splitlines()):
