@@ -137,7 +137,7 @@ def _parser(*, demo_options: bool = True) -> argparse.ArgumentParser:
 
 
 def _demo_options(demo: argparse.ArgumentParser) -> None:
-    from pdtui.commands.demo_command import add_options
+    from pdtui.sim.demo_command import add_options
     add_options(demo)
 
 
@@ -322,5 +322,5 @@ def _down(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from pdtui.commands.demo_command import run
+    from pdtui.sim.demo_command import run
     return run(args)

@@ -1,8 +1,8 @@
 """``pdtui demo``: a simulated deployment brought up on this machine (in a sandbox, or as jobs on a private Slurm
 cluster), watched like a real one, and stopped when the demo ends.
 
-The one product module that loads the sim (the stand-ins of systemd, SGLang, Slurm and SSH): the command line
-imports it only for ``pdtui demo``.
+It lives in the sim, beside the stand-ins it wires (systemd, SGLang, Slurm, SSH): the command line imports it
+only for ``pdtui demo``, and no product module imports it.
 """
 
 from __future__ import annotations
