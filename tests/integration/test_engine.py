@@ -90,15 +90,31 @@ async def test_ready_line_after_failed_pd_warmup_is_not_ready(sandbox):
 
 
 class LateLines:
-    """A journal follower whose lines come ``delay`` seconds late, as a real journald hands them over."""
+    """A journal follower whose lines come ``delay`` seconds late, as a real journald hands them over: each batch
+    ``delay`` after it was read, however many came before it (a sleep per batch in the reading loop would add the
+    delays up, the tenth batch ten delays late)."""
 
     def __init__(self, lines, delay: float) -> None:
         self._lines, self._delay = lines, delay
 
     async def _late(self):
-        async for batch in self._lines.batches():
-            await asyncio.sleep(self._delay)
-            yield batch
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue = asyncio.Queue()
+
+        async def read() -> None:
+            async for batch in self._lines.batches():
+                queue.put_nowait((loop.time() + self._delay, batch))
+            queue.put_nowait(None)
+        reader = asyncio.create_task(read())
+        try:
+            while (item := await queue.get()) is not None:
+                due, batch = item
+                await asyncio.sleep(due - loop.time())
+                yield batch
+        finally:
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reader
 
     def batches(self):
         return self._late()
