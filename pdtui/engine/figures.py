@@ -59,7 +59,7 @@ class FiguresWatch:
     async def _sample(self, run: ServiceRun) -> None:
         key = (run.name, run.attempt.number)
         if not run.attempt.without_metrics:     # else its batch lines give its figures
-            result = await run.session.prober.get(self._ports[run.name], "/metrics", timeout=FETCH_TIMEOUT,
+            result = await run.session.prober.get(self._ports[run.name], run.polled("/metrics"), timeout=FETCH_TIMEOUT,
                                                     address=run.address)
             if result.ok:
                 last = self._last.get(key)

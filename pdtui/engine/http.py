@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import re
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +34,22 @@ CLOSE_TIMEOUT = 2.0         # closing the kept connections at the end, after whi
 MAX_REQUESTS = 8            # in flight at once per host, as many as a host's services are probed at once
 KEPT_PER_PORT = 2           # idle connections kept per port
 MAX_BODY = 8 << 20          # an answer larger than this is a broken server, not a probe's answer
+
+OWN_MARK = "from=pdtui"
+"""Put in the query of the requests pdtui repeats at a server (its health watch, its figures): their lines in the
+server's access log say whose they are, and pdtui folds them out of the panels (:func:`own_echo`)."""
+_OWN_ECHO = re.compile(r'[?&]from=pdtui(?:&[^" ]*)? HTTP/[0-9.]+" [23][0-9][0-9]\b')
+
+
+def marked(path: str) -> str:
+    """``path`` with pdtui's mark in its query: the server answers it as it would ``path``."""
+    return f"{path}{'&' if '?' in path else '?'}{OWN_MARK}"
+
+
+def own_echo(line: str) -> bool:
+    """An access-log line of one of pdtui's own marked requests that was answered (``"GET /health?from=pdtui
+    HTTP/1.1" 200 OK``): pdtui's echo, not the server's news. One that failed is news, and stays."""
+    return OWN_MARK in line and _OWN_ECHO.search(line) is not None
 
 
 class _Unanswered(Exception):

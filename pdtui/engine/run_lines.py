@@ -5,7 +5,8 @@ against its serving engine's signatures (engine/readiness.py's judge) and tells
 what it means: a failure (decided once it settles), evidence for a check, a
 per-request KV transfer error, a server that says it is stuck, a start-up phase,
 a batch's figures, the ready line. systemd's own lines tell the unit's end. Every
-line, judged or not, is queued and handed out in batches (:meth:`RunLines.flush`).
+line, judged or not, is queued and handed out in batches (:meth:`RunLines.flush`); the server's access
+lines of pdtui's own polling (marked: engine/http.py) are folded out.
 A start's history is read before its live lines: those are held meanwhile
 (:meth:`RunLines.take`) and judged after it, or shown as they are
 (:meth:`RunLines.release_held`).
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from pdtui.engine.checks import Check
 from pdtui.engine.events import LineKind, LogLines, LogRecord, PhaseStarted
+from pdtui.engine.http import own_echo
 from pdtui.engine.log_entry import LogEntry
 from pdtui.engine.readiness import FailureCandidate, LineJudge
 from pdtui.engine.signatures import Severity, Signature
@@ -63,8 +65,10 @@ class RunLines:
         if entry.cursor in attempt.backfilled:
             attempt.backfilled.discard(entry.cursor)   # seen in the backfilled history already
             return
-        current = attempt.invocation is not None and entry.invocation == attempt.invocation
         message = entry.message
+        if own_echo(message) and not entry.system:
+            return      # pdtui's own request in the server's access log: it tells nothing, and would scroll the panel
+        current = attempt.invocation is not None and entry.invocation == attempt.invocation
         if entry.system:
             kind = LineKind.SYSTEM
             if current and any(m in message for m in UNIT_END_MARKERS):

@@ -39,7 +39,7 @@ from pdtui.engine.events import (
     StateChanged,
 )
 from pdtui.engine.figures import FETCH_TIMEOUT
-from pdtui.engine.http import HttpProber
+from pdtui.engine.http import HttpProber, marked
 from pdtui.engine.intent import Action
 from pdtui.engine.log_entry import YIELD_EVERY, LogEntry
 from pdtui.engine.readiness import FailureCandidate, LineJudge
@@ -443,12 +443,18 @@ class ServiceRun:
         """A router: prove every pair behind it again, now; the pairs ``service`` is in (None: it proves no pairs)."""
         return await self._proving().prove_pairs_with(service)
 
+    def polled(self, path: str) -> str:
+        """``path`` as pdtui asks it again and again: with its mark at a server, so that the access lines it
+        makes there are folded from the panel; a router's API as it is."""
+        return path if self.cfg.is_router else marked(path)
+
     async def metrics(self, read: Callable[[str], T]) -> T | None:
         """Its ``/metrics`` text read by ``read`` (a serving engine's parser); None without them. A 404 (started
         without --enable-metrics) or text that is not Prometheus's is not asked again in this start."""
         if not self.cfg.port or self.attempt.without_metrics:
             return None
-        result = await self.prober.get(self.cfg.port, "/metrics", timeout=FETCH_TIMEOUT, address=self.address)
+        result = await self.prober.get(self.cfg.port, self.polled("/metrics"), timeout=FETCH_TIMEOUT,
+                                       address=self.address)
         if not result.ok:
             self.attempt.without_metrics = result.status == 404
             return None
@@ -522,7 +528,8 @@ class ServiceRun:
         """One health check of a ready service; a failure once it has failed long enough in a row."""
         assert self.cfg.port is not None and self.cfg.ready.http is not None
         attempt = self.attempt
-        check = await http_check(self.prober, self.cfg.port, self.cfg.ready.http, self.address)
+        check = await http_check(self.prober, self.cfg.port, self.cfg.ready.http, self.address,
+                                 mark=not self.cfg.is_router)
         self.probe_result(check)
         now = self.w.clock()
         if check.ok:

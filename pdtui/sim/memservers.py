@@ -198,6 +198,7 @@ def _json(status: int, value: object) -> tuple[int, bytes]:
 
 def answer(host: MemoryHost, service: MemoryService, method: str, path: str, body: bytes) -> tuple[int, bytes]:
     """What a server of ``host`` answers to one HTTP request: a backend as SGLang does, a router as sglang-router."""
+    path = path.partition("?")[0]
     if service.cfg.role == "router":
         return _router_http(host, service, method, path, body)
     if path == "/health":

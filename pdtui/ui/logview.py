@@ -13,16 +13,19 @@ import re
 from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from math import ceil
 from time import monotonic
-from typing import ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 from rich.cells import cell_len, set_cell_size
 from rich.segment import Segment
 from rich.style import Style
 from textual.cache import LRUCache
 from textual.geometry import Region, Size
-from textual.reactive import reactive
+from textual.reactive import Reactive, reactive
 from textual.scroll_view import ScrollView
+from textual.scrollbar import ScrollBar, ScrollBarRender
 from textual.strip import Strip
 from textual.timer import Timer
 
@@ -151,6 +154,7 @@ class LogView(ScrollView, can_focus=True):
         self._dropped = 0                   # filtered rows dropped off the top since the last paint
         self._styles: dict[str | None, Style] | None = None
         self._width: int | None = None
+        self._thumb_held = False            # a block that moves the thumb is running: it redraws the bar once
 
     # -- the buffer ---------------------------------------------------------------
 
@@ -285,12 +289,13 @@ class LogView(ScrollView, can_focus=True):
 
     def _refit(self, dropped: int) -> None:
         """Resize the virtual area; follow the end, or keep the rows in view where they were."""
-        self._grow(Size(self.size.width, self.row_count))
-        # force: Textual allows scrolling only once a layout has shown the scrollbar
-        if self.follow:
-            self.scroll_end(animate=False, immediate=True, x_axis=False, force=True)
-        elif dropped > 0:
-            self.scroll_to(y=max(0, self.scroll_y - dropped), animate=False, immediate=True, force=True)
+        with self._thumb_moves():
+            self._grow(Size(self.size.width, self.row_count))
+            # force: Textual allows scrolling only once a layout has shown the scrollbar
+            if self.follow:
+                self.scroll_end(animate=False, immediate=True, x_axis=False, force=True)
+            elif dropped > 0:
+                self.scroll_to(y=max(0, self.scroll_y - dropped), animate=False, immediate=True, force=True)
         self.refresh()
 
     def _grow(self, size: Size) -> None:
@@ -306,7 +311,39 @@ class LogView(ScrollView, can_focus=True):
             return
         self.set_reactive(LogView.virtual_size, size)
         if self.show_vertical_scrollbar:
-            self.vertical_scrollbar.window_virtual_size = size.height
+            self._move_thumb(ScrollBar.window_virtual_size, size.height)
+
+    def watch_scroll_y(self, old: float, new: float) -> None:
+        """As ScrollView's, but the scrollbar is drawn again only when its thumb moved on screen."""
+        if self.show_vertical_scrollbar:
+            bar = self.vertical_scrollbar
+            self._move_thumb(ScrollBar.position, bar.validate_position(new))
+        if round(old) != round(new):
+            self.refresh(self.size.region)
+
+    def _move_thumb(self, reactive: Reactive[Any], value: float) -> None:
+        """Set one of the scrollbar's figures; the bar is drawn again only if what it draws changed."""
+        with self._thumb_moves():
+            self.vertical_scrollbar.set_reactive(reactive, value)
+
+    @contextmanager
+    def _thumb_moves(self) -> Iterator[None]:
+        """Redraw the scrollbar after the block only if its thumb moved on screen.
+
+        A following log moves its thumb by a fraction of an eighth of a cell per line once it holds a few
+        hundred lines, and a scrollbar's redraw costs as much as the log's own.
+        """
+        if self._thumb_held or not self.show_vertical_scrollbar:
+            yield
+            return
+        bar = self.vertical_scrollbar
+        before, self._thumb_held = _thumb(bar), True
+        try:
+            yield
+        finally:
+            self._thumb_held = False
+        if _thumb(bar) != before:
+            bar.refresh()
 
     # -- follow -------------------------------------------------------------------
 
@@ -370,6 +407,14 @@ class LogView(ScrollView, can_focus=True):
             pieces.append((f"{tag} │ ", self._style("logview--tag")))
         pieces.append((row.shown, self._style(KIND_COMPONENTS.get(row.kind))))
         return Strip(_fit(pieces, width, self._style(None)), max(0, width))
+
+
+def _thumb(bar: ScrollBar) -> list[Segment]:
+    """The cells a vertical scrollbar draws for its figures now (its colours aside), as its renderer computes them."""
+    window = bar.window_size if bar.window_size < bar.window_virtual_size else 0
+    drawn = ScrollBarRender.render_bar(size=bar.size.height, virtual_size=ceil(bar.window_virtual_size),
+                                       window_size=ceil(window), position=bar.position, thickness=bar.size.width)
+    return drawn.segments
 
 
 def _fit(pieces: list[tuple[str, Style]], width: int, pad: Style) -> list[Segment]:

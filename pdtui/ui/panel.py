@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
@@ -95,7 +96,18 @@ class FiguresRow(Horizontal):
         self.display = view.figures is not None
         if view.figures is not None:
             self.sparkline.data = list(view.history)
-            self.line.update(Text(figures_summary(view.figures), no_wrap=True, overflow="ellipsis"))
+            # one line of a fixed size: drawn again without laying the screen out
+            self.line.update(Text(figures_summary(view.figures), no_wrap=True, overflow="ellipsis"), layout=False)
+
+
+def _plain(text: Text | None) -> str | None:
+    return None if text is None else text.plain
+
+
+def _extent(text: Text) -> tuple[int, int]:
+    """The cells a text takes: its widest line and its count of lines."""
+    lines = text.plain.split("\n")
+    return max(map(cell_len, lines)), len(lines)
 
 
 class ServicePanel(Vertical):
@@ -115,8 +127,9 @@ class ServicePanel(Vertical):
         self.figures = FiguresRow()
         self._pinned = Static(classes="pinned")
         self.status = LogStatus(classes="log-status")
-        self._shown: dict[Static, str | None] = {}
+        self._shown: dict[Static, Text | None] = {}
         self._now = 0.0
+        self._state_shown: ServiceState | None = None
 
     @property
     def service(self) -> str:
@@ -144,8 +157,10 @@ class ServicePanel(Vertical):
         self._now = now
         view = self.view
         self._show(self._badge, Text(view.badge(now), no_wrap=True))
-        for state, css_class in STATE_CLASSES.items():
-            self.set_class(state is view.state, css_class)
+        if view.state is not self._state_shown:      # each tick redraws: classes only on a change
+            self._state_shown = view.state
+            for state, css_class in STATE_CLASSES.items():
+                self.set_class(state is view.state, css_class)
         bar = phase_bar(view.phases, view.last, view.running(now)) if view.phases else None
         self._show(self._phases, Text(bar, no_wrap=True, overflow="ellipsis") if bar else None)
         parts = [check_summary(list(view.checks.values()))] if view.checks else []
@@ -162,14 +177,19 @@ class ServicePanel(Vertical):
             self._show(self._pinned, Text(marker + view.pinned, no_wrap=True, overflow="ellipsis"))
 
     def _show(self, line: Static, text: Text | None) -> None:
-        """Show ``text`` on ``line`` (None hides it), only if it changed: an update re-lays out the screen."""
-        shown = None if text is None else text.plain
-        if line in self._shown and self._shown[line] == shown:
+        """Show ``text`` on ``line`` (None hides it), only if it changed.
+
+        The screen is laid out again only when the line's extent changes (its width in cells, its count of
+        lines): a layout costs the whole screen's repaint, and a badge's clock or a check's figure changes
+        every few seconds.
+        """
+        before = self._shown.get(line)
+        if line in self._shown and _plain(before) == _plain(text):
             return
-        self._shown[line] = shown
+        self._shown[line] = text
         line.display = text is not None
         if text is not None:
-            line.update(text)
+            line.update(text, layout=before is None or _extent(before) != _extent(text))
 
     def show_figures(self) -> None:
         """The newest serving figures (or none: it stopped serving)."""

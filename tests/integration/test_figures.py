@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import subprocess
 from collections.abc import AsyncIterator
 
-from pdtui.engine.events import ServingFigures
+from pdtui.engine.events import LogLines, ServingFigures
 from pdtui.engine.orchestrator import Orchestrator
 from pdtui.hosts import make_host
 from pdtui.sim.ports import free_port
@@ -21,10 +22,10 @@ def figures(recorder: Recorder, service: str | None = None) -> list[ServingFigur
 
 
 @contextlib.asynccontextmanager
-async def brought_up(deployment) -> AsyncIterator[tuple[Recorder, Orchestrator]]:
+async def brought_up(deployment, timing=QUICK) -> AsyncIterator[tuple[Recorder, Orchestrator]]:
     """A deployment brought up, nothing fetched yet (no face has shown a panel); closed after."""
     recorder = Recorder()
-    orchestrator = Orchestrator(deployment, make_host, timing=QUICK)
+    orchestrator = Orchestrator(deployment, make_host, timing=timing)
     orchestrator.subscribe(recorder)
     try:
         done = await orchestrator.run()
@@ -65,6 +66,22 @@ async def test_a_server_with_metrics_gives_its_figures_from_them_under_the_demos
     assert decode.figures.running is not None and decode.figures.queued is not None
     assert figures(rec, "prefill")[-1].figures.prompt_tps is not None, "a rate once two samples were read"
     assert not figures(rec, "router"), "only what is shown is fetched"
+
+
+async def test_pdtuis_own_polling_is_folded_out_of_the_servers_lines_and_its_journal_keeps_it(sandbox):
+    deployment = reference(sandbox)
+    async with brought_up(deployment, dataclasses.replace(QUICK, watch_poll=0.2)) as (rec, orchestrator):
+        orchestrator.show_figures(["decode"])
+        await until(lambda: len(figures(rec, "decode")) >= 3)
+    unit = deployment.services["decode"].unit
+    journal = subprocess.run([*sandbox.commands["journalctl"], "--output=cat", "--no-pager", f"--unit={unit}"],
+                             capture_output=True, text=True, timeout=30, check=True).stdout.splitlines()
+    shown = [record.text for event in rec.of(LogLines) if event.service == "decode" for record in event.lines]
+    for path in ("/metrics", "/health"):
+        assert any(f'"GET {path}?from=pdtui HTTP/1.1" 200 OK' in line for line in journal), f"no {path} in the journal"
+    assert not [line for line in shown if "from=pdtui" in line], "pdtui's own polling reached the panel"
+    assert any("Decode batch" in line for line in shown), "the server's own lines are shown"
+    assert len(shown) < len(journal)
 
 
 async def test_without_metrics_the_batch_lines_give_the_figures_and_only_while_shown(sandbox):

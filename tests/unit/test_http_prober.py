@@ -10,7 +10,7 @@ from contextlib import asynccontextmanager
 import pytest
 
 from pdtui.engine import http
-from pdtui.engine.http import HttpProber
+from pdtui.engine.http import HttpProber, marked, own_echo
 from pdtui.hosts.local import LocalHost
 
 Handler = Callable[["Server", asyncio.StreamReader, asyncio.StreamWriter, int], Awaitable[None]]
@@ -257,3 +257,16 @@ async def test_a_path_that_would_break_the_request_is_refused_unsent():
         result = await prober.get(port, "/health HTTP/1.1\r\nX-Injected: 1")
     assert result.status is None and result.error.startswith("connection error: cannot ask for")
     assert server.connections == 0
+
+
+def test_pdtuis_mark_joins_a_paths_query_and_its_answered_echo_is_recognised():
+    assert marked("/health") == "/health?from=pdtui"
+    assert marked("/health_generate?x=1") == "/health_generate?x=1&from=pdtui"
+    assert own_echo('[2026-12-03 10:22:51] INFO:     127.0.0.1:60690 - "GET /metrics?from=pdtui HTTP/1.1" 200 OK')
+    assert own_echo('INFO:     127.0.0.1:1 - "GET /health_generate?x=1&from=pdtui HTTP/1.1" 200 OK')
+
+
+def test_a_failed_answer_to_pdtui_or_anothers_request_is_no_echo():
+    assert not own_echo('INFO:     127.0.0.1:60690 - "GET /health?from=pdtui HTTP/1.1" 503 Service Unavailable')
+    assert not own_echo('INFO:     127.0.0.1:60690 - "GET /metrics HTTP/1.1" 200 OK')
+    assert not own_echo("from=pdtui said in a line of the server's own")
