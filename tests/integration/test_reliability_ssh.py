@@ -16,6 +16,7 @@ import re
 import subprocess
 
 from pdtui.engine.events import Done, HostStatus, LogLines, Notice, StateChanged
+from pdtui.engine.http import own_echo
 from pdtui.engine.orchestrator import Orchestrator
 from pdtui.faces.headless import LinePrinter
 from pdtui.hosts import make_host
@@ -44,10 +45,12 @@ def deployment_over(sandbox: Sandbox, port: int, *, startup: float = 0.4, timeou
 
 
 def journal_cursors(sandbox: Sandbox, unit: str) -> list[str]:
-    """Cursors of every journal entry about ``unit``, in journal order (what a tail must deliver)."""
+    """Cursors of every journal entry about ``unit``, in journal order, but the server's access lines of pdtui's
+    own polling, which are folded out (what a tail must deliver)."""
     out = subprocess.run([*sandbox.commands["journalctl"], "--output=json", "--all", "--no-pager", "--quiet",
                           f"--unit={unit}"], capture_output=True, check=True, timeout=30).stdout
-    return [json.loads(line)["__CURSOR"] for line in out.splitlines()]
+    entries = [json.loads(line) for line in out.splitlines()]
+    return [e["__CURSOR"] for e in entries if not (isinstance(e.get("MESSAGE"), str) and own_echo(e["MESSAGE"]))]
 
 
 def assert_each_line_once(rec: Recorder, sandbox: Sandbox, service: str, unit: str) -> None:
