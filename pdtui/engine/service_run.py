@@ -26,7 +26,7 @@ from typing import Protocol, TypeVar
 
 from pdtui.config import Deployment, ServiceConfig
 from pdtui.engine.checks import Check, Learned, backend_checks
-from pdtui.engine.checks.http_status import http_check
+from pdtui.engine.checks.http_status import http_check, polled
 from pdtui.engine.checks.kv_transfer import KvTotals
 from pdtui.engine.events import (
     CanaryResult,
@@ -39,7 +39,7 @@ from pdtui.engine.events import (
     StateChanged,
 )
 from pdtui.engine.figures import FETCH_TIMEOUT
-from pdtui.engine.http import HttpProber, marked
+from pdtui.engine.http import HttpProber
 from pdtui.engine.intent import Action
 from pdtui.engine.log_entry import YIELD_EVERY, LogEntry
 from pdtui.engine.readiness import FailureCandidate, LineJudge
@@ -444,9 +444,8 @@ class ServiceRun:
         return await self._proving().prove_pairs_with(service)
 
     def polled(self, path: str) -> str:
-        """``path`` as pdtui asks it again and again: with its mark at a server, so that the access lines it
-        makes there are folded from the panel; a router's API as it is."""
-        return path if self.cfg.is_router else marked(path)
+        """``path`` as pdtui asks it of this service again and again (checks/http_status.py's :func:`polled`)."""
+        return polled(self.cfg, path)
 
     async def metrics(self, read: Callable[[str], T]) -> T | None:
         """Its ``/metrics`` text read by ``read`` (a serving engine's parser); None without them. A 404 (started
@@ -529,7 +528,7 @@ class ServiceRun:
         assert self.cfg.port is not None and self.cfg.ready.http is not None
         attempt = self.attempt
         check = await http_check(self.prober, self.cfg.port, self.cfg.ready.http, self.address,
-                                 mark=not self.cfg.is_router)
+                                 sent=self.polled(self.cfg.ready.http))
         self.probe_result(check)
         now = self.w.clock()
         if check.ok:

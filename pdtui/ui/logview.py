@@ -16,14 +16,14 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from math import ceil
 from time import monotonic
-from typing import Any, ClassVar, NamedTuple
+from typing import ClassVar, NamedTuple
 
 from rich.cells import cell_len, set_cell_size
 from rich.segment import Segment
 from rich.style import Style
 from textual.cache import LRUCache
 from textual.geometry import Region, Size
-from textual.reactive import Reactive, reactive
+from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.scrollbar import ScrollBar, ScrollBarRender
 from textual.strip import Strip
@@ -310,21 +310,17 @@ class LogView(ScrollView, can_focus=True):
             self.virtual_size = size
             return
         self.set_reactive(LogView.virtual_size, size)
-        if self.show_vertical_scrollbar:
-            self._move_thumb(ScrollBar.window_virtual_size, size.height)
+        if self.show_vertical_scrollbar:     # drawn by the caller's _thumb_moves, if its thumb moved
+            self.vertical_scrollbar.set_reactive(ScrollBar.window_virtual_size, size.height)
 
     def watch_scroll_y(self, old: float, new: float) -> None:
         """As ScrollView's, but the scrollbar is drawn again only when its thumb moved on screen."""
         if self.show_vertical_scrollbar:
             bar = self.vertical_scrollbar
-            self._move_thumb(ScrollBar.position, bar.validate_position(new))
+            with self._thumb_moves():
+                bar.set_reactive(ScrollBar.position, bar.validate_position(new))
         if round(old) != round(new):
             self.refresh(self.size.region)
-
-    def _move_thumb(self, reactive: Reactive[Any], value: float) -> None:
-        """Set one of the scrollbar's figures; the bar is drawn again only if what it draws changed."""
-        with self._thumb_moves():
-            self.vertical_scrollbar.set_reactive(reactive, value)
 
     @contextmanager
     def _thumb_moves(self) -> Iterator[None]:

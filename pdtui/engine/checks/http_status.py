@@ -8,10 +8,16 @@ from pdtui.engine.http import HttpProber, marked
 from pdtui.hosts.base import LOOPBACK_ADDRESS
 
 
+def polled(cfg: ServiceConfig, path: str) -> str:
+    """``path`` as pdtui asks it of ``cfg`` again and again: with its mark at a server, so that the access lines it
+    makes there are folded out of the panel (engine/http.py); a router's API as it is."""
+    return path if cfg.is_router else marked(path)
+
+
 async def http_check(prober: HttpProber, port: int, path: str, address: str = LOOPBACK_ADDRESS, *,
-                     mark: bool = False) -> Check:
-    """``path``'s answer; ``mark``: asked with pdtui's mark (a server's access log then tells it as pdtui's)."""
-    result = await prober.get(port, marked(path) if mark else path, address=address)
+                     sent: str | None = None) -> Check:
+    """``path``'s answer, named for it; ``sent``: the path as asked, when it differs (:func:`polled`)."""
+    result = await prober.get(port, sent or path, address=address)
     return Check(f"http {path}", result.ok, result.describe(), result.latency)
 
 
@@ -24,4 +30,5 @@ class HttpAnswers:
     async def run(self, probed: Probed) -> Check:
         cfg = probed.cfg
         assert cfg.port is not None and cfg.ready.http is not None
-        return await http_check(probed.prober, cfg.port, cfg.ready.http, probed.address, mark=not cfg.is_router)
+        return await http_check(probed.prober, cfg.port, cfg.ready.http, probed.address,
+                                sent=polled(cfg, cfg.ready.http))
