@@ -17,7 +17,7 @@ from pdtui.hosts import make_host
 from pdtui.sim import command_lines, demo
 from pdtui.sim.command_lines import router_argv  # noqa: F401  (used by the tests)
 
-FAST = Timing(poll=0.1, unit_poll=0.5, settle=0.2, log_batch=0.02)
+FAST = Timing(poll=0.1, unit_poll=0.5, unit_watch=0.5, settle=0.2, log_batch=0.02)
 
 
 class Recorder:

@@ -146,6 +146,10 @@ class Bringup(Protocol):
 class ServiceRun:
     """One service during a bring-up and after it."""
 
+    ends_in_its_lines = False
+    """Its target logs the end of a run among the run's lines (systemd's in a unit's journal), and that line wakes
+    the run at once: once it is ready, its looks are only a backstop, on the slower ``timing.unit_watch`` beat."""
+
     def __init__(self, cfg: ServiceConfig, judge: LineJudge) -> None:
         self.cfg = cfg
         self.lines = RunLines(self, judge)          # its lines, judged and queued for the faces
@@ -372,8 +376,11 @@ class ServiceRun:
         A host whose looks are slow (a loaded machine) is looked at on a later
         beat: after a look that took d seconds, none before LOOK_REST * d. Its
         units' ends still wake their services at once, through systemd's lines.
+        A ready service whose target logs its end is looked at on the slower
+        ``unit_watch`` beat (a multiple of ``unit_poll``: the looks still share).
         """
-        poll = self.w.timing.unit_poll
+        timing = self.w.timing
+        poll = timing.unit_watch if self.ends_in_its_lines and self.state in SERVING_STATES else timing.unit_poll
         rest = LOOK_REST * self.session.looker.last_took
         origin = self.w.beat_origin()
         return origin + (math.floor((now + rest - origin) / poll) + 1) * poll

@@ -13,6 +13,7 @@ class Timing:
     watch_poll: float = 10.0   # the health check of a ready service
     line_probe_gap: float = 0.05   # a new line of a service being probed brings its next probe this close
     unit_poll: float = 2.0     # `systemctl show` while waiting (systemd's own lines wake it sooner)
+    unit_watch: float = 10.0   # ... once ready, where the target logs a run's end: a backstop to those lines
     settle: float = 0.3        # after a first failure line, wait this long for a more telling one
     cause: float = 2.0         # a crash's traceback: wait at most this long past the settle for its exception
     last_lines: float = 2.0    # a unit seen over: wait this long at most for its last lines (and systemd's on its end)

@@ -65,7 +65,7 @@ async def test_a_request_traceback_after_ready_leaves_the_service_ready(sandbox,
         await asyncio.wait_for(_line_seen(recorder, "decode", "Exception in ASGI application"), 20)
         # The exception line of the traceback, and a unit look after it: still nothing that fails.
         await asyncio.wait_for(_line_seen(recorder, "decode", "ValueError: Unknown message role"), 5)
-        await asyncio.sleep(FAST.settle + FAST.unit_poll * 2)
+        await asyncio.sleep(FAST.settle + FAST.unit_watch * 2)
     finally:
         await orchestrator.close()
     assert recorder.states("decode")[-1] == ServiceState.READY.value

@@ -126,7 +126,7 @@ async def test_drop_in_steady_state_keeps_every_state_and_every_line_once(sandbo
         # Lines written after the reconnect arrive too (the workers log steadily).
         lines_now = sum(len(e.lines) for e in rec.of(LogLines))
         await until(lambda: sum(len(e.lines) for e in rec.of(LogLines)) > lines_now + 2)
-        await asyncio.sleep(FAST.unit_poll * 2)   # the watch has looked at the units again
+        await asyncio.sleep(FAST.unit_watch * 2)   # the watch has looked at the units again
     finally:
         await orchestrator.close()
     assert len(rec.of(StateChanged)) == changes, rec.of(StateChanged)[changes:]

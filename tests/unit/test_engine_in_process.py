@@ -13,10 +13,11 @@ import json
 
 import pytest
 
-from pdtui.engine.events import Done, Drained, Notice, PreflightFinding
+from pdtui.engine.events import Done, Drained, Notice, PreflightFinding, StateChanged
 from pdtui.engine.intent import Intent, RestartHow, Verb
 from pdtui.engine.orchestrator import Orchestrator
 from pdtui.engine.readiness import LineJudge
+from pdtui.engine.states import ServiceState
 from pdtui.engine.timing import Timing
 from pdtui.faces.headless import to_json
 from pdtui.sim.memhost import MemoryFleet
@@ -318,6 +319,33 @@ def test_a_host_whose_looks_are_slow_is_looked_at_on_a_later_beat():
     session.looker.last_took = 1.0          # a loaded host: the next look no sooner than 4 s after this one
     assert run.beat(0.1) == 6.0
 
+
+def test_a_ready_unit_is_looked_at_on_the_slower_beat_its_waiting_peers_share():
+    memory = deployment()
+    cfg = memory.services["decode"]
+    session = HostSession(memory.hosts[cfg.host], MemoryFleet(memory).host(memory.hosts[cfg.host]), command_timeout=30.0)
+    run = UnitRun(cfg, LineJudge(cfg.ready.log, ()))
+    run.wire(StillBringup(memory, Timing(unit_poll=2.0, unit_watch=10.0)), session)
+    assert [run.beat(t) for t in (0.1, 8.5)] == [2.0, 10.0]
+    run.state = ServiceState.READY          # systemd's own lines tell its end: the looks are a backstop
+    assert [run.beat(t) for t in (0.1, 8.5, 10.0)] == [10.0, 10.0, 20.0]
+
+
+async def test_a_ready_unit_is_looked_at_on_the_slow_beat_and_its_end_still_fails_it_at_once():
+    async with Bringing() as up:
+        assert (await up.orchestrator.run()).ok
+        looks = up.fleet.counts["systemctl show"]
+        await asyncio.sleep(60.0)
+        assert up.fleet.counts["systemctl show"] - looks <= 60.0 / Timing().unit_watch + 1
+        decode = up.fleet.services["decode"]
+        up.fleet.hosts[decode.cfg.host]._exited(decode, 1)
+        ended = asyncio.get_running_loop().time()
+        await asyncio.sleep(1.0)
+        assert up.rec.states("decode")[-1] == "failed", "systemd's line woke it, no look was waited for"
+        assert up.fleet.counts["systemctl show"] - looks <= 60.0 / Timing().unit_watch + 2
+    failed = next(e for e in up.rec.of(StateChanged) if e.service == "decode" and e.new is ServiceState.FAILED)
+    assert "status=1" in failed.reason or "exit" in failed.reason, failed.reason
+    assert ended < asyncio.get_running_loop().time()
 
 
 async def again(up: Bringing, intent: Intent) -> tuple[Done, Recorder]:

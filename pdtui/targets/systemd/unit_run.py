@@ -37,6 +37,8 @@ STOPPED_STATES = ("inactive", "failed")
 class UnitRun(ServiceRun):
     """One service of the deployment that runs as a systemd unit on its host."""
 
+    ends_in_its_lines = True      # systemd logs "Main process exited" and the like in the unit's journal
+
     def __init__(self, cfg: ServiceConfig, judge: LineJudge) -> None:
         super().__init__(cfg, judge)
         self.active_state = ""
