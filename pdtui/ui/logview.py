@@ -147,6 +147,8 @@ class LogView(ScrollView, can_focus=True):
         self._pattern: re.Pattern[str] | None = None
         self._matches: list[int] = []
         self._cache: LRUCache[tuple[int, int], Strip] = LRUCache(STRIP_CACHE)
+        self._finished: LRUCache[tuple[int, int], Strip] = LRUCache(STRIP_CACHE)   # (sequence, row): as drawn
+        self._finish: tuple[object, ...] = ()      # what the finished rows were made for: width, background, filters
         self._painted_next = 0              # lines before this sequence number are on screen
         self._last_paint = float("-inf")
         self._paint_timer: Timer | None = None
@@ -225,14 +227,14 @@ class LogView(ScrollView, can_focus=True):
             self._lines.drop_first(first - self._base)
             self._base = first
             del self._matches[: bisect_left(self._matches, first)]
-            self._cache.clear()
+            self._forget_strips()
 
     def clear(self) -> None:
         """Forget every line (the filter stays)."""
         self._lines.clear()
         self._matches.clear()
         self._base = self._next
-        self._cache.clear()
+        self._forget_strips()
         self._dropped = 0
         self._paint()
 
@@ -282,7 +284,7 @@ class LogView(ScrollView, can_focus=True):
             if pattern is not None
             else []
         )
-        self._cache.clear()
+        self._forget_strips()
         self.virtual_size = Size(self.size.width, self.row_count)
         self.scroll_to(y=self.max_scroll_y if self.follow else 0, animate=False)
         self.refresh()
@@ -349,16 +351,22 @@ class LogView(ScrollView, can_focus=True):
 
     def on_resize(self) -> None:
         self.virtual_size = Size(self.size.width, self.row_count)
-        self._cache.clear()
+        self._forget_strips()
+        self._finished.maxsize = max(STRIP_CACHE, 2 * self.size.height)    # a screenful is always found
         self._width = None
         if self.follow:
             self.scroll_end(animate=False, x_axis=False)
 
     # -- drawing ------------------------------------------------------------------
 
+    def _forget_strips(self) -> None:
+        """The rows drawn so far no longer hold (a filter, a resize, a new style, lines forgotten)."""
+        self._cache.clear()
+        self._finished.clear()
+
     def notify_style_update(self) -> None:
         super().notify_style_update()
-        self._cache.clear()
+        self._forget_strips()
         self._styles = None
 
     def _style(self, component: str | None) -> Style:
@@ -372,7 +380,49 @@ class LogView(ScrollView, can_focus=True):
 
     def render_lines(self, crop: Region) -> list[Strip]:
         self._width = self.scrollable_content_region.width   # once per paint, not once per row
-        return super().render_lines(crop)
+        if not self._plain_box():
+            return super().render_lines(crop)
+        return self._finished_lines(crop)
+
+    def _plain_box(self) -> bool:
+        """Whether the styles put nothing around or over a row (border, outline, padding, tint, opacity, hatch):
+        then a row's finished strip is Textual's padded, filtered row, and can be kept (:meth:`_finished_lines`)."""
+        styles = self.styles
+        return (not any(styles.gutter) and not any(edge for edge, _ in styles.outline) and not styles.tint.a
+                and self.opacity == 1.0 and styles.text_opacity == 1.0
+                and (not styles.has_rule("hatch") or styles.hatch == "none")
+                and self._border_title is None and self._border_subtitle is None)
+
+    def _finished_lines(self, crop: Region) -> list[Strip]:
+        """The rows in ``crop`` as Textual's styles cache finishes them (padded to the view's width, the app's line
+        filters applied), each kept by the line it shows and its row.
+
+        Textual keeps finished rows by their place on screen, so a following log, whose rows all move up for each
+        new line, has every row padded and filtered again, in new strips: most of a quiet log's repaint. Kept by
+        line, all but the new row are found as they were.
+        """
+        width = self.size.width
+        base_background, background = self.background_colors
+        filters = tuple(self.get_line_filters())
+        finish = (width, background, filters)
+        if finish != self._finish:
+            self._finish = finish
+            self._finished.clear()
+        inner = self._styles_cache.get_inner_outer(base_background, background)[0].rich_style
+        kept, offset, rows = self._finished, self.scroll_offset.y, self.row_count
+        strips: list[Strip] = []
+        for y in crop.line_range:
+            index = offset + y
+            key = (self._seq_at(index) if index < rows else -1, index)
+            strip = kept.get(key)
+            if strip is None:
+                strip = self.render_line(y).adjust_cell_length(width, inner)
+                for line_filter in filters:
+                    strip = strip.apply_filter(line_filter, background)
+                kept[key] = strip
+            strips.append(strip)
+        x1, x2 = crop.column_span
+        return strips if (x1, x2) == (0, width) else [strip.crop(x1, x2) for strip in strips]
 
     def _seq_at(self, index: int) -> int:
         if self._pattern is None:

@@ -25,6 +25,7 @@ EXPECTED = {
     "bringup": {"pdtui_local", "pdtui_ssh", "loop_20s", "loop_5s", "ratios", "target"},
     "throughput": {"ui_alone", "sweep", "highest_ok_lines_per_s", "profile", "rss", "target"},
     "idle": {"tui_ssh", "target"},
+    "tui_lines": {"tui_alone"},
     "scale": {"hosts", "services", "overhead_s", "connections_per_host", "target"},
     "startup": {"help", "first_paint"},
     "engine_lines": {"lines", "runs", "lines_per_s"},

@@ -405,6 +405,29 @@ async def test_scrollbar_and_follow_track_a_growing_log() -> None:
             assert log_lines(view)[-1].rstrip() == f"line {start + 99}"
 
 
+async def test_rows_kept_by_their_line_are_drawn_as_textuals_styles_draw_them_and_reused_as_the_log_moves() -> None:
+    app, source = make_app([PLAN])
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(pilot)
+        view = app.deployment.panels["prefill"].log_view
+        source.emit(burst("prefill", 200, 0))
+        await settle(pilot)
+        whole = view.size.region
+        assert view._plain_box()
+        assert view.render_lines(whole) == Widget.render_lines(view, whole)    # Textual's own path, uncached
+        made: list[int] = []
+        render_line = view.render_line
+        view.render_line = lambda y: (made.append(y), render_line(y))[1]     # type: ignore[method-assign]
+        source.emit(burst("prefill", 1, 200))
+        await settle(pilot)
+        assert made == [whole.height - 1], "only the new line's row was made"
+        assert view.render_lines(whole) == Widget.render_lines(view, whole)
+        view.styles.padding = (0, 1)                  # a box around the rows: Textual's styles draw them
+        await settle(pilot)
+        assert not view._plain_box()
+        assert log_lines(view)[-1].strip() == "line 200"
+
+
 async def test_a_burst_of_batches_is_painted_once_per_beat_and_then_shows_the_last_line() -> None:
     app, source = make_app([PLAN])
     async with app.run_test(size=(160, 50)) as pilot:
