@@ -238,7 +238,7 @@ async def test_a_drifted_unit_is_refused_before_anything_starts(systemd_host, in
     done, rec, _ = await bring_up(installed)
     assert done.exit_code == 1
     assert done.failures["decode"].startswith(f"its unit listens on port 1 (--port), the config says {decode.port}")
-    assert all(show(systemd_host, u, "InvocationID")["InvocationID"] == "" for u in UNITS.values())
+    assert invocations(systemd_host) == dict.fromkeys(UNITS, "")
 
 
 # -- Ctrl-C --------------------------------------------------------------------------------------------------------
