@@ -356,7 +356,8 @@ class LogView(ScrollView, can_focus=True):
     # -- follow -------------------------------------------------------------------
 
     def on_mount(self) -> None:
-        self.vertical_scrollbar.renderer = WholeCellThumb
+        # Textual's documented way to draw one widget's scrollbar differently, though typed as a class variable
+        self.vertical_scrollbar.renderer = WholeCellThumb     # type: ignore[misc]
 
     def watch_follow(self, follow: bool) -> None:
         if follow:
