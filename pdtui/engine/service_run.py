@@ -379,11 +379,21 @@ class ServiceRun:
         A ready service whose target logs its end is looked at on the slower
         ``unit_watch`` beat (a multiple of ``unit_poll``: the looks still share).
         """
-        timing = self.w.timing
-        poll = timing.unit_watch if self.ends_in_its_lines and self.state in SERVING_STATES else timing.unit_poll
-        rest = LOOK_REST * self.session.looker.last_took
+        poll, rest = self._look_poll(), self._look_rest()
         origin = self.w.beat_origin()
         return origin + (math.floor((now + rest - origin) / poll) + 1) * poll
+
+    def look_is_fresh(self, at: float) -> bool:
+        """Whether a look made at ``at`` still decides how the unit is started: it is younger than FRESH_LOOKS
+        gaps between two looks on its beat, a slow host's rest included (its looks are that far apart)."""
+        return self.w.clock() - at < FRESH_LOOKS * (self._look_poll() + self._look_rest())
+
+    def _look_poll(self) -> float:
+        timing = self.w.timing
+        return timing.unit_watch if self.ends_in_its_lines and self.state in SERVING_STATES else timing.unit_poll
+
+    def _look_rest(self) -> float:
+        return LOOK_REST * self.session.looker.last_took
 
     def _next_look(self) -> float:
         """When :meth:`_failure` has something new to look at, at the latest."""

@@ -320,6 +320,18 @@ def test_a_host_whose_looks_are_slow_is_looked_at_on_a_later_beat():
     assert run.beat(0.1) == 6.0
 
 
+def test_a_look_stays_fresh_as_long_as_the_hosts_looks_are_apart():
+    memory = deployment()
+    cfg = memory.services["router"]
+    session = HostSession(memory.hosts[cfg.host], MemoryFleet(memory).host(memory.hosts[cfg.host]), command_timeout=30.0)
+    run = UnitRun(cfg, LineJudge(cfg.ready.log, ()))
+    clock = StillBringup(memory, Timing(unit_poll=2.0))
+    run.wire(clock, session)
+    assert run.look_is_fresh(-2.9) and not run.look_is_fresh(-3.1)     # 1.5 beats of 2 s
+    session.looker.last_took = 0.5          # a loaded host looks every 2 s + 4 x 0.5 s: its last look is that fresh
+    assert run.look_is_fresh(-5.9) and not run.look_is_fresh(-6.1)
+
+
 def test_a_ready_unit_is_looked_at_on_the_slower_beat_its_waiting_peers_share():
     memory = deployment()
     cfg = memory.services["decode"]

@@ -21,7 +21,7 @@ from pdtui.engine.events import Notice, ServiceInfo, UnitStatus
 from pdtui.engine.intent import Action
 from pdtui.engine.log_entry import LogEntry
 from pdtui.engine.readiness import LineJudge
-from pdtui.engine.service_run import FRESH_LOOKS, ServiceRun, yield_every
+from pdtui.engine.service_run import ServiceRun, yield_every
 from pdtui.engine.states import JUDGED_STATES, ServiceState
 from pdtui.gpus.inventory import gpu_holders
 from pdtui.hosts.base import HostDisconnected, HostError, HostUnreachable
@@ -129,10 +129,10 @@ class UnitRun(ServiceRun):
         return False
 
     async def _fresh_look(self) -> Mapping[str, str]:
-        """The unit's properties: the preflight's look, or the latest of :meth:`keep_looking`, when it is this
-        recent (a fleet's thousand backends start right after the preflight; a router right after its backends
-        are ready), else a new one."""
-        if self._looked is not None and self.w.clock() - self._looked[0] < FRESH_LOOKS * self.w.timing.unit_poll:
+        """The unit's properties: the preflight's look, or the latest of :meth:`keep_looking`, while it is as
+        recent as looks on its host's beat are (a fleet's thousand backends start right after the preflight; a
+        router right after its backends are ready, without a look of its own in between), else a new one."""
+        if self._looked is not None and self.look_is_fresh(self._looked[0]):
             return self._looked[1]
         props = await self.show()
         self.note_unit(props)
