@@ -183,7 +183,7 @@ class UnitRun(ServiceRun):
 
     async def _start(self, action: Action) -> None:
         """Start the unit, or restart it; then read what its new invocation logged. A router is enabled too,
-        once started and beside its start-up (see :meth:`_enable`)."""
+        once started and looked at, beside its start-up (see :meth:`_enable`)."""
         session = self.units
         commands = session.commands
         restart = action is Action.RESTART and (self.running or not self.cfg.is_router)
@@ -210,10 +210,10 @@ class UnitRun(ServiceRun):
             self.transition(S.FAILED, f"{verb} failed: {why_it_failed(result)}")
             return
         self.started_by_us = True
-        if self.cfg.is_router and not restart:
-            self.attempt.enabling = asyncio.create_task(self._enable(deadline))
         self.attempt.unit_problem = None     # the look before the start saw the unit stopped, as it was
         props = await self.show()
+        if self.cfg.is_router and not restart:    # after the look: a manager reloading answers no look meanwhile
+            self.attempt.enabling = asyncio.create_task(self._enable(deadline))
         self.attempt.invocation = props.get("InvocationID") or None
         self.note_unit(props)
         await self._backfill(read=not tail_live)
@@ -221,7 +221,8 @@ class UnitRun(ServiceRun):
     async def _enable(self, deadline: float) -> None:
         """``systemctl enable``: the router starts again at boot. Not on the way to its start: enabling reloads
         the manager's configuration (0.2 s here, more on a host with many units), so it runs once the start
-        returned, beside the router's own start-up; a failure is told on its own and leaves the router running."""
+        returned and the unit was looked at (systemd answers no ``show`` while it reloads), beside the router's
+        own start-up; a failure is told on its own and leaves the router running."""
         session = self.units
         try:
             result = await session.command(session.commands.enable(self.unit), deadline)
