@@ -35,7 +35,7 @@ from pdtui.gpus.nvidia_smi import MARK, QUERY_GPU_FIELDS
 from pdtui.hosts.base import HostError, Result, each_line
 from pdtui.sim.memservers import MemoryService, Step, answer, bootstrap_of, router_workers, stamp, start_script
 from pdtui.sim.sysfs import FabricShape, listing
-from pdtui.targets.systemd.commands import SHOW_PROPERTIES
+from pdtui.targets.systemd.commands import SHOW_PROPERTIES, START_AND_SHOW
 
 BOOT_ID = uuid.UUID(int=0xB007).hex
 GPU_NAME = "NVIDIA H200"
@@ -492,9 +492,13 @@ class MemoryHost:
         return 0 if index < self.gpu_count // 2 else 1
 
     def _sh(self, args: list[str]) -> tuple[int, str, str]:
-        """The preflight's scripts: the fabric alone (an active NIC per GPU pair), and the GPU inventory (nvidia-smi's
-        GPUs and processes, the process table, then from sysfs the fabric and each GPU's NUMA node)."""
+        """pdtui's scripts: a start and the look after it; the preflight's fabric alone (an active NIC per GPU pair)
+        and GPU inventory (nvidia-smi's GPUs and processes, the process table, then from sysfs the fabric and each
+        GPU's NUMA node)."""
         script = args[2] if args[:1] == ["-c"] and len(args) > 2 else ""
+        if script == START_AND_SHOW:
+            status, _, err = self._systemctl(["start", *args[3:]])
+            return status, self._systemctl(["show", "-p", ",".join(SHOW_PROPERTIES), *args[3:]])[1], err
         if script == "pdtui-fabric":
             return 0, FABRIC, ""
         if script == "pdtui-gpus":

@@ -1,11 +1,13 @@
 import asyncio
+import subprocess
+import sys
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from pdtui.hosts.base import HostError, Result
-from pdtui.targets.systemd.commands import Commands
+from pdtui.targets.systemd.commands import Commands, parse_show_units
 from pdtui.targets.systemd.journal_json import parse_entry
 from pdtui.targets.systemd.shared_commands import InvocationHistory, UnitLooker, UnitStarter, own_outcome
 
@@ -77,12 +79,34 @@ async def test_looks_asked_while_a_command_runs_share_the_next_one():
     assert b["Id"] == "b.service" and c["Id"] == "c.service"
 
 
-async def test_starts_asked_together_share_one_command():
+async def test_starts_asked_together_share_one_command_that_looks_at_them_too():
     fake = FakeSystemctl()
     starter = UnitStarter(fake, Commands())
     a, b = await asyncio.gather(starter.start("a.service"), starter.start("b.service"))
-    assert fake.calls == [["systemctl", "start", "a.service", "b.service"]]
-    assert a.ok and b.ok
+    assert len(fake.calls) == 1 and fake.calls[0][:2] == ["sh", "-c"] and fake.calls[0][-2:] == ["a.service", "b.service"]
+    assert a.result.ok and b.result.ok
+    assert a.props == {"Id": "a.service", "ActiveState": "active"} and b.props is not None and b.props["Id"] == "b.service"
+
+
+FAKE_SYSTEMCTL = r"""
+import sys
+verb, units = sys.argv[1], [a for a in sys.argv[2:] if not a.startswith("-") and "," not in a]
+if verb == "start":
+    bad = [u for u in units if "bad" in u]
+    if bad:
+        sys.exit(print(f"Failed to start {bad[0]}: Unit {bad[0]} not found.", file=sys.stderr) or 5)
+elif verb == "show":
+    print("\n\n".join(f"Id={u}\nActiveState=active" for u in units))
+"""
+
+
+@pytest.mark.parametrize(("units", "status"), [(["a b.service", "c'$(x).service"], 0), (["bad.service"], 5)])
+def test_a_start_and_its_look_in_one_command_keep_the_starts_status_and_errors_and_the_looks_output(units, status):
+    argv = Commands(systemctl_prefix=(sys.executable, "-c", FAKE_SYSTEMCTL)).start_and_show(units)
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    assert done.returncode == status
+    assert parse_show_units(done.stdout) == {u: {"Id": u, "ActiveState": "active"} for u in units}
+    assert ("not found" in done.stderr) == (status != 0)
 
 
 def test_a_failed_shared_start_is_told_to_the_unit_it_names():

@@ -7,6 +7,7 @@ wrappers and ``sudo`` are applied here, in one place.
 from __future__ import annotations
 
 import re
+import shlex
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -19,6 +20,8 @@ from pdtui.fabric.findings import MemoryLock
 if TYPE_CHECKING:
     from pdtui.hosts.base import Result
 
+START_AND_SHOW = "pdtui-start"
+"""The name (``$0``) of the script that starts units and then looks at them (:meth:`Commands.start_and_show`)."""
 SHOW_PROPERTIES = ("Id", "LoadState", "ActiveState", "SubState", "MainPID", "NRestarts", "InvocationID",
                    "ExecMainStatus", "ActiveEnterTimestamp", "LimitMEMLOCK", "User")
 
@@ -67,6 +70,14 @@ class Commands:
     def show(self, units: Sequence[str], properties: Sequence[str] = SHOW_PROPERTIES) -> list[str]:
         """Properties of one or more units: one command answers for all of a host's units."""
         return self.systemctl("show", "-p", ",".join(properties), *units)
+
+    def start_and_show(self, units: Sequence[str], properties: Sequence[str] = SHOW_PROPERTIES) -> list[str]:
+        """``systemctl start`` of units, then their properties, in one remote command (over SSH each command is a
+        session and a login shell of its own, and the look always follows the start): the start's exit status and
+        error lines, the look's properties on stdout. The units are the script's arguments, never pasted in."""
+        start = shlex.join(self.systemctl("start"))
+        show = shlex.join(self.systemctl("show", "-p", ",".join(properties)))
+        return ["sh", "-c", f'{start} "$@"; status=$?; {show} "$@"; exit "$status"', START_AND_SHOW, *units]
 
     def cat(self, units: Sequence[str]) -> list[str]:
         """The installed files of units (each unit file, then its drop-ins)."""

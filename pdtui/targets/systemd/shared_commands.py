@@ -4,7 +4,8 @@ Every service looks at its unit now and then (``systemctl show``); on a host
 with many units that would be a command per unit per look. Looks asked for at
 the same moment share one ``systemctl show -p ... A B C``: the services of a
 host look on a common beat, so a host costs one command per beat, not one per
-unit. Starting the backends of a host (``systemctl start A B C``) and reading
+unit. Starting the backends of a host (``systemctl start A B C``, and the look
+at them right after, in the same remote command) and reading
 what their new invocations logged before the tail saw it (one ``journalctl``
 matching every invocation) are shared the same way.
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from pdtui.engine.batcher import Batcher, RunCommand
 from pdtui.engine.log_entry import LogEntry
@@ -48,16 +50,28 @@ class UnitLooker(Batcher[Commands]):
         return {u: by_unit.get(u, {"Id": u, "LoadState": "not-found"} if result.ok else {}) for u in units}
 
 
-class UnitStarter(Batcher[Commands]):
-    """``systemctl start`` of a host's units, batched (systemd runs the start jobs side by side)."""
+@dataclass(frozen=True, slots=True)
+class Started:
+    """A unit's start: its outcome, and the look at the unit that came right after it (None: none could be read)."""
 
-    async def start(self, unit: str, deadline: float | None = None) -> Result:
-        """The start's outcome for ``unit``: its own error lines when the shared command failed."""
+    result: Result
+    props: dict[str, str] | None
+
+
+class UnitStarter(Batcher[Commands]):
+    """``systemctl start`` of a host's units, batched (systemd runs the start jobs side by side), each unit looked
+    at in the same remote command once the start returned."""
+
+    async def start(self, unit: str, deadline: float | None = None) -> Started:
+        """The start's outcome for ``unit`` (its own error lines when the shared command failed) and its look."""
         return await self._ask(unit, deadline)
 
-    async def _answers(self, units: list[str], deadline: float | None) -> dict[str, Result]:
-        result = await self._run(self._commands.systemctl("start", *units), deadline)
-        return {u: result if len(units) == 1 else own_outcome(result, u, units) for u in units}
+    async def _answers(self, units: list[str], deadline: float | None) -> dict[str, Started]:
+        result = await self._run(self._commands.start_and_show(units), deadline)
+        looks = parse_show_units(result.stdout)
+        start = Result(result.argv, result.exit_status, "", result.stderr)
+        return {u: Started(start if len(units) == 1 else own_outcome(start, u, units), looks.get(u) or None)
+                for u in units}
 
 
 def own_outcome(result: Result, unit: str, units: list[str]) -> Result:

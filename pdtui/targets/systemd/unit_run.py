@@ -201,8 +201,10 @@ class UnitRun(ServiceRun):
         self.lines.release_held()     # the lines so far are an earlier invocation's
         self.attempt.collecting = True
         tail_live = session.tail_live
+        looked = None
         if argv is None:
-            result = await session.starter.start(self.unit, deadline)
+            started = await session.starter.start(self.unit, deadline)     # looked at in the same command
+            result, looked = started.result, started.props
         else:
             result = await session.command(argv, deadline)
         if not result.ok:
@@ -211,7 +213,7 @@ class UnitRun(ServiceRun):
             return
         self.started_by_us = True
         self.attempt.unit_problem = None     # the look before the start saw the unit stopped, as it was
-        props = await self.show()
+        props = looked or await self.show()
         if self.cfg.is_router and not restart:    # after the look: a manager reloading answers no look meanwhile
             self.attempt.enabling = asyncio.create_task(self._enable(deadline))
         self.attempt.invocation = props.get("InvocationID") or None
