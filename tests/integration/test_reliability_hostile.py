@@ -23,11 +23,10 @@ from pdtui.engine.events import LogLines
 from pdtui.engine.orchestrator import Orchestrator
 from pdtui.faces.headless import JsonPrinter, LinePrinter
 from pdtui.hosts import make_host
-from pdtui.hosts.base import Result
 from pdtui.sim.sandbox import Sandbox
 from pdtui.targets.systemd.host_session import HostSession
 from pdtui.targets.systemd.journal_tail import JournalTail
-from pdtui.targets.systemd.shared_commands import UnitStarter
+from pdtui.targets.systemd.shared_commands import Started, UnitStarter
 from tests.engine_helpers import FAST, sim_deployment
 
 BURST = 100_000
@@ -139,7 +138,7 @@ def burst_before_anything_is_read(sandbox: Sandbox, monkeypatch: pytest.MonkeyPa
         tails.append(session.tail)
         return following
 
-    async def start_then_burst(starter: UnitStarter, unit: str, deadline: float | None = None) -> Result:
+    async def start_then_burst(starter: UnitStarter, unit: str, deadline: float | None = None) -> Started:
         while not tails or tails[0].since is None:
             await asyncio.sleep(0.01)
         result = await start(starter, unit, deadline)
