@@ -121,7 +121,20 @@ class Preflight:
             fabrics |= more_fabrics
         gpus_ok = await self._judge_gpus(inventories, sample=sample_gpus)
         commands_ok = self._judge_commands(inventories, fabrics) if starting else True
+        if starting:
+            self._refuse_the_command()
         return all(results) and gpus_ok and commands_ok
+
+    def _refuse_the_command(self) -> None:
+        """A refusal refuses the command (an installed unit that runs something else than the config says, a pair,
+        a host, a fabric): nothing it was to start starts, not even what no refusal named."""
+        runs = {r.name: r for runs in self.on_place.values() for r in runs}
+        starting = set(self.restarting) if self.restarting else set(runs)     # what this command would start
+        if not any(runs[name].refused for name in starting):
+            return
+        for name in starting:
+            if runs[name].state is S.PENDING:
+                runs[name].transition(S.BLOCKED, "the preflight refused the servers as they would run")
 
     async def _hardware(self, hosts: Mapping[str, Host], *, fabric: bool) -> tuple[dict[str, Inventory | None],
                                                                                   dict[str, Fabric | None]]:
@@ -165,12 +178,8 @@ class Preflight:
                 continue
             for name in starting.intersection(found.services):
                 if runs[name].state is S.PENDING:
-                    runs[name].transition(S.FAILED, found.text.removeprefix(f"{name}: "))
+                    runs[name].refuse(found.text.removeprefix(f"{name}: "))
             ok = False
-        if not ok:      # a refusal refuses the command: nothing starts, not even what it did not name
-            for name in starting:
-                if runs[name].state is S.PENDING:
-                    runs[name].transition(S.BLOCKED, "the preflight refused the servers as they would run")
         return ok
 
     def _pair_mismatches(self, runs: Mapping[str, ServiceRun], commands: Mapping[str, ServerCommand]) -> list[Mismatch]:

@@ -159,6 +159,7 @@ class ServiceRun:
         self.bringup: Bringup | None = None
         self.attempt = Attempt(self._startup_watch())
         self.started_by_us = False
+        self.refused = False                        # the preflight refused it as it would run (Preflight)
         self.main_pid = 0                           # its main process, where its target knows it (0: unknown)
         self.judged = False                         # attached and judged once (status: a verdict exists)
         self.time_to_ready: float | None = None
@@ -369,6 +370,12 @@ class ServiceRun:
     async def _last_lines(self) -> None:
         """The service's run is over: let its last lines in before saying why from its state alone. Nothing to
         wait for here; a target whose lines can come after its look says so (a unit's journal does)."""
+
+    def refuse(self, reason: str) -> None:
+        """The preflight refuses it as it would run (its unit, its pair, its host, its fabric): it fails, and the
+        command that was to start it starts nothing else either (Preflight)."""
+        self.refused = True
+        self.transition(S.FAILED, reason)
 
     def beat(self, now: float) -> float:
         """The next moment the unit is looked at: every service on the same beat, so a host's looks share a command.

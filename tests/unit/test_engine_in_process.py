@@ -518,6 +518,16 @@ async def test_a_prefill_and_a_decode_with_two_page_sizes_are_refused_before_any
         "kind": "preflight", "check": "pair", "values": ["64", "128"]}
 
 
+async def test_a_unit_that_runs_another_port_than_the_config_says_refuses_the_command_and_nothing_starts():
+    units = {"sglang-prefill.service": server_unit("prefill", 30000, "0,1,2,3"),
+             "sglang-decode.service": server_unit("decode", 1, "4,5,6,7")}
+    async with Bringing(unit_files=units) as run:
+        done = await run.orchestrator.run()
+    assert done.failures["decode"] == "its unit listens on port 1 (--port), the config says 30002"
+    assert run.rec.states("prefill") == ["blocked"] and run.rec.states("router") == ["blocked"]
+    assert run.fleet.counts[f"sh {START_AND_SHOW}"] == 0, "nothing was started"
+
+
 async def test_force_starts_despite_a_refusal_and_says_what_it_overrode():
     async with Bringing(unit_files=PAGE_SIZES, force=True) as run:
         done = await run.orchestrator.run()

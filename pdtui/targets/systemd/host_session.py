@@ -120,7 +120,7 @@ class HostSession(Session):
                 level = "error" if found.level == "error" else "info"
                 run.notice(level, found.text)
                 if level == "error" and run.state is ServiceState.PENDING:
-                    run.transition(ServiceState.FAILED, found.text.removeprefix(f"{run.name}: "))
+                    run.refuse(found.text.removeprefix(f"{run.name}: "))
                     ok = False
         return ok
 
