@@ -129,12 +129,16 @@ class Preflight:
         """A refusal refuses the command (an installed unit that runs something else than the config says, a pair,
         a host, a fabric): nothing it was to start starts, not even what no refusal named."""
         runs = {r.name: r for runs in self.on_place.values() for r in runs}
-        starting = set(self.restarting) if self.restarting else set(runs)     # what this command would start
+        starting = self._starting(runs)
         if not any(runs[name].refused for name in starting):
             return
         for name in starting:
             if runs[name].state is S.PENDING:
                 runs[name].transition(S.BLOCKED, "the preflight refused the servers as they would run")
+
+    def _starting(self, runs: Mapping[str, ServiceRun]) -> set[str]:
+        """What this command would start: a restart's services, else every service."""
+        return set(self.restarting) if self.restarting else set(runs)
 
     async def _hardware(self, hosts: Mapping[str, Host], *, fabric: bool) -> tuple[dict[str, Inventory | None],
                                                                                   dict[str, Fabric | None]]:
@@ -166,7 +170,7 @@ class Preflight:
                     and (command := run.planned or run.serving.planned_command(self.deployment, run.cfg))}
         mismatches = [*self._pair_mismatches(runs, commands), *self._host_mismatches(runs, commands),
                       *self._fabric_mismatches(runs, commands, inventories, fabrics)]
-        starting = set(self.restarting) if self.restarting else set(runs)     # what this command would start
+        starting = self._starting(runs)
         ok = True
         for found in mismatches:
             service = runs[found.services[0]]

@@ -338,8 +338,8 @@ class LogView(ScrollView, can_focus=True):
     def _thumb_moves(self) -> Iterator[None]:
         """Redraw the scrollbar after the block only if its thumb moved on screen.
 
-        A following log moves its thumb by a fraction of an eighth of a cell per line once it holds a few
-        hundred lines, and a scrollbar's redraw costs as much as the log's own.
+        A following log moves its thumb by a fraction of a cell per line once it holds a few hundred lines
+        (:class:`WholeCellThumb`), and a scrollbar's redraw costs as much as the log's own new row.
         """
         if self._thumb_held or not self.show_vertical_scrollbar:
             yield
