@@ -107,9 +107,10 @@ class RunLines:
         if kind is LineKind.READY:
             attempt.log_ok = True
             run.wake.set()
-        elif run.state is S.WAITING and not attempt.fresh_line and (attempt.log_ok or not run.cfg.ready.log):
-            attempt.fresh_line = True   # a service that logs while it is probed is often becoming ready
-            run.wake.set()
+        elif run.state is S.WAITING and not attempt.fresh_line and (attempt.log_ok or not run.cfg.ready.log) \
+                and not run.serving.request_line(message):
+            attempt.fresh_line = True   # a service that logs while it is probed is often becoming ready (a line
+            run.wake.set()              # of a request, pdtui's own probe's among them, tells nothing of that)
         return kind
 
     def _phase(self, message: str, at: float | None) -> None:

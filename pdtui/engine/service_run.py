@@ -411,7 +411,8 @@ class ServiceRun:
         return attempt.next_unit_check
 
     async def _sleep(self, seconds: float) -> None:
-        """Until woken (a line, the unit's end) or ``seconds`` passed.
+        """Until woken (a line, the unit's end) or ``seconds`` passed; at once when a wake came since the last
+        sleep ended (the line or end that came while a probe or a look was awaited), never lost.
 
         ``asyncio.timeout``, not ``wait_for``: Python 3.11's ``wait_for`` loses a
         cancellation that comes as its timeout fires, and the run then never ends.
@@ -422,10 +423,10 @@ class ServiceRun:
         ``now - failure_at`` is a hair under ``settle``); it would be waited for
         again and again (for ever, on a loop whose time moves only when it waits).
         """
-        self.wake.clear()
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(max(LEAST_WAIT, seconds)):
                 await self.wake.wait()
+        self.wake.clear()
 
     # -- checks ---------------------------------------------------------------------
     async def _probe(self) -> bool | Check | None:

@@ -91,6 +91,10 @@ class ServingEngine(Protocol):
     def signatures_for(self, role: str, extra: Sequence[str] = ()) -> tuple[Signature, ...]:
         """What a role's log lines mean, with the user's own ``fail:`` patterns."""
 
+    def request_line(self, message: str) -> bool:
+        """Whether a line only records an HTTP request its server or router answered (an access line, whoever
+        asked): no news of how its start-up goes, so it does not bring a waiting service's next probe sooner."""
+
     def phase_tracker(self) -> PhaseTracking:
         """A fresh invocation's phases."""
 

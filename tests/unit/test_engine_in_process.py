@@ -13,14 +13,14 @@ import json
 
 import pytest
 
-from pdtui.engine.events import Done, Drained, Notice, PreflightFinding, StateChanged
+from pdtui.engine.events import Done, Drained, Notice, PreflightFinding, ProbeResult, StateChanged
 from pdtui.engine.intent import Intent, RestartHow, Verb
 from pdtui.engine.orchestrator import Orchestrator
 from pdtui.engine.readiness import LineJudge
 from pdtui.engine.states import ServiceState
 from pdtui.engine.timing import Timing
 from pdtui.faces.headless import to_json
-from pdtui.sim.memhost import MemoryFleet, MemoryHost
+from pdtui.sim.memhost import MemoryConnection, MemoryFleet, MemoryHost
 from pdtui.targets.systemd.commands import START_AND_SHOW
 from pdtui.targets.systemd.host_session import HostSession
 from pdtui.targets.systemd.unit_run import UnitRun
@@ -92,6 +92,80 @@ async def test_the_router_is_looked_at_in_its_start_command_and_enabled_only_onc
     async with Bringing() as up:
         assert (await up.orchestrator.run()).ok
     assert said[said.index("start and look"):][:2] == ["start and look", "enable"]
+
+
+ACTIVATED = "INFO smg::core::steps::worker::shared::activate: Activated 1 worker(s) (marked as healthy)"
+
+
+@pytest.fixture
+def answers_take_a_moment(monkeypatch):
+    """Every HTTP answer of the memory hosts comes 10 ms after its request: a probe round takes loop time."""
+    read = MemoryConnection.read
+
+    async def later(connection, n=-1):
+        await asyncio.sleep(0.01)
+        return await read(connection, n)
+
+    monkeypatch.setattr(MemoryConnection, "read", later)
+
+
+async def test_a_router_whose_workers_activate_while_its_probe_is_answered_is_probed_again_at_once(
+        monkeypatch, answers_take_a_moment):
+    answer = MemoryHost._http
+    activated: list[float] = []
+
+    def activating(host, service, method, path, body):
+        answered = answer(host, service, method, path, body)
+        if service.cfg.role == "router" and path == "/readiness" and not activated:
+            host._do(service, "activate", ACTIVATED)      # ready now: its line comes while the 503 is on its way
+            activated.append(asyncio.get_running_loop().time())
+        return answered
+
+    monkeypatch.setattr(MemoryHost, "_http", activating)
+    ready: list[float] = []
+    async with Bringing() as up:
+        up.orchestrator.subscribe(lambda e: ready.append(asyncio.get_running_loop().time())
+                                  if isinstance(e, ProbeResult) and e.check == "readiness" and e.ok else None)
+        assert (await up.orchestrator.run()).ok
+    assert ready[0] - activated[0] <= Timing().line_probe_gap + 0.05, "its line brought the next probe, no poll"
+
+
+async def test_the_lines_a_router_logs_of_pdtuis_own_probes_do_not_bring_its_next_probe_sooner(
+        monkeypatch, answers_take_a_moment):
+    answer = MemoryHost._http
+
+    def logged(host, service, method, path, body):
+        if service.cfg.role == "router":
+            host.log(service, f"INFO http_request{{method={method} path={path} version=HTTP/1.1}}: smg::request: "
+                              f"src/middleware/logging.rs:170: started processing request")
+        return answer(host, service, method, path, body)
+
+    monkeypatch.setattr(MemoryHost, "_http", logged)
+    async with Bringing() as up:
+        assert (await up.orchestrator.run()).ok
+    waited = up.rec.of(Done)[0].time_to_ready["router"]
+    assert up.fleet.counts["http /readiness"] <= waited / Timing().poll + 3, "one probe a poll, not one per echo"
+
+
+async def test_a_ready_unit_that_ends_while_its_health_is_checked_fails_at_once(monkeypatch, answers_take_a_moment):
+    answer = MemoryHost._http
+    ended: list[float] = []
+    watching = asyncio.Event()
+
+    def ending(host, service, method, path, body):
+        if service.cfg.name == "decode" and path.startswith("/health") and watching.is_set() and not ended:
+            host._exited(service, 1)        # systemd's lines of its end come while the check is answered
+            ended.append(asyncio.get_running_loop().time())
+        return answer(host, service, method, path, body)
+
+    monkeypatch.setattr(MemoryHost, "_http", ending)
+    async with Bringing() as up:
+        assert (await up.orchestrator.run()).ok
+        watching.set()
+        while not ended:
+            await asyncio.sleep(1.0)
+        await asyncio.sleep(1.0)
+        assert up.rec.states("decode")[-1] == "failed", "its end woke it: no look on the 10 s beat was waited for"
 
 
 async def test_a_decode_that_runs_out_of_memory_fails_naming_it_and_blocks_the_router():

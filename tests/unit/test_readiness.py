@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 from pdtui.engine.events import LineKind
 from pdtui.engine.readiness import FailureCandidate, LineJudge
 from pdtui.engine.signatures import Severity
+from pdtui.servers.sglang.signatures import request_line
 from pdtui.servers.sglang.signatures import signatures_for as failure_signatures
 
 SGLANG = LineJudge("fired up and ready", failure_signatures("decode"))
@@ -37,6 +38,33 @@ def test_ordinary_lines_are_neither():
     line = "[2025-10-16 09:06:10 TP0] Load weight begin. avail mem=137.34 GB"
     assert SGLANG.failure(line) is None
     assert SGLANG.kind(line) is LineKind.NORMAL
+
+
+SMG_SPAN = ("\x1b[2m2026-12-03 16:26:32\x1b[0m \x1b[32m INFO\x1b[0m \x1b[1mhttp_request\x1b[0m\x1b[1m{\x1b[0m\x1b[3mmethod"
+            "\x1b[0m\x1b[2m=\x1b[0mGET \x1b[3mpath\x1b[0m\x1b[2m=\x1b[0m/workers \x1b[3mversion\x1b[0m\x1b[2m=\x1b[0mHTTP/1.1}"
+            "\x1b[2m:\x1b[0m smg::request\x1b[2m:\x1b[0m model_gateway/src/middleware/logging.rs:170: started processing request")
+
+
+@pytest.mark.parametrize("line", [
+    SMG_SPAN,                                         # smg 1.13, as its journal holds it (colours and all)
+    "INFO http_request{method=GET uri=/readiness?from=pdtui version=HTTP/1.1 status_code=503 latency=113}: "
+    "smg::response: src/middleware.rs:349: request failed with server error",    # sglang-router 0.3
+    '[2026-12-03 16:26:40] INFO:     127.0.0.1:51234 - "GET /health HTTP/1.1" 200 OK',   # a server's uvicorn
+    'INFO:     10.0.0.7:40412 - "POST /generate HTTP/1.1" 500 Internal Server Error',
+])
+def test_a_line_of_an_answered_request_is_a_request_line(line: str) -> None:
+    assert request_line(line)
+
+
+@pytest.mark.parametrize("line", [
+    "2026-12-03 16:26:40  INFO smg::core::steps::worker::shared::activate: Activated 1 worker(s) (marked as healthy)",
+    "[2025-02-17 05:27:32] The server is fired up and ready to roll!",
+    "WARN smg::workflow::event: Step failed step_id=detect_connection_mode error=\"http health check failed for "
+    "explicitly configured worker URL http://127.0.0.1:2: error sending request for url (http://127.0.0.1:2/health)\"",
+    "[2026-04-15 08:41:05] Prefill disaggregation mode warm Up Failed, status code: 400",
+])
+def test_the_news_of_a_start_up_is_no_request_line(line: str) -> None:
+    assert not request_line(line)
 
 
 def test_warning_by_priority_or_text():

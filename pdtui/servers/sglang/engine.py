@@ -25,6 +25,9 @@ class SGLang:
     def signatures_for(self, role: str, extra: Sequence[str] = ()) -> tuple[Signature, ...]:
         return signatures.signatures_for(role, tuple(extra))
 
+    def request_line(self, message: str) -> bool:
+        return signatures.request_line(message)
+
     def phase_tracker(self) -> phases.PhaseTracker:
         return phases.PhaseTracker()
 

@@ -25,6 +25,8 @@ The generations are SGLang's: ``older`` (0.4.7-0.4.10, 2025), ``2025``
 
 from __future__ import annotations
 
+import re
+
 from pdtui.engine.signatures import Severity, Signature, signature
 
 W, T, E, H = Severity.WARNING, Severity.TRANSFER, Severity.EVIDENCE, Severity.HANG
@@ -138,6 +140,19 @@ def signatures_for(role: str, extra: tuple[str, ...] = ()) -> tuple[Signature, .
     """The role's signatures plus the user's own ``fail:`` patterns (fatal)."""
     user = tuple(signature(p, f"matched fail pattern {p!r}", USER_RANK) for p in extra)
     return user + ROLE_SIGNATURES.get(role, ())
+
+
+_ACCESS_LINE = re.compile(r'"[A-Z]+ \S+ HTTP/[0-9.]+" [0-9]{3}\b')
+
+
+def request_line(message: str) -> bool:
+    """A line that only records one HTTP request answered: a server's access line (uvicorn's ``"GET /health
+    HTTP/1.1" 200 OK``) or a router's request span (``http_request{method=GET path=/workers ...}:
+    smg::request: ... started processing request``, both routers alike). Whoever asked, it is no news of how
+    the start-up goes: a router logs each of pdtui's own probes so."""
+    if "http_request" in message:
+        return "smg::request" in message or "smg::response" in message
+    return " HTTP/" in message and _ACCESS_LINE.search(message) is not None
 
 
 def markdown_table() -> str:
