@@ -48,7 +48,7 @@ class FakeHost:
     def __init__(self, lines: list[bytes]) -> None:
         self.lines = lines
 
-    async def run(self, argv, *, timeout=None) -> Result:
+    async def run(self, argv, *, timeout=None, read_only=False) -> Result:
         """A command run to its end: here only the tail's look for the journal's end, which finds none."""
         return Result(tuple(argv), 0, "", "")
 

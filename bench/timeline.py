@@ -59,10 +59,10 @@ class TimedHost:
     def __init__(self, host, timeline: Timeline) -> None:
         self.host, self.timeline, self.name = host, timeline, host.name
 
-    async def run(self, argv, *, timeout=None):
+    async def run(self, argv, *, timeout=None, read_only=False):
         start = self.timeline.now()
         try:
-            return await self.host.run(argv, timeout=timeout)
+            return await self.host.run(argv, timeout=timeout, read_only=read_only)
         finally:
             self.timeline.add(start, self.timeline.now(), "run " + " ".join(a for a in argv if "/" not in a))
 

@@ -46,12 +46,17 @@ class Session:
         self._command_timeout = command_timeout
         self._clock = clock
 
-    async def command(self, argv: list[str], deadline: float | None = None) -> Result:
-        """Run ``argv`` there, within the command timeout and ``deadline``."""
+    async def command(self, argv: list[str], deadline: float | None = None, *, read_only: bool = False) -> Result:
+        """Run ``argv`` there, within the command timeout and ``deadline`` (``read_only``: see :meth:`read`)."""
         timeout = self._command_timeout
         if deadline is not None:
             timeout = max(0.1, min(timeout, deadline - self._clock()))
-        return await self.host.run(argv, timeout=timeout)
+        return await self.host.run(argv, timeout=timeout, read_only=read_only)
+
+    async def read(self, argv: list[str], deadline: float | None = None) -> Result:
+        """A command that changes nothing there (a look, a read): it may share one remote command with the other
+        reads asked at the same moment (see the Host protocol's ``run``)."""
+        return await self.command(argv, deadline, read_only=True)
 
     # -- what a target implements (see pdtui/targets/__init__.py) ----------------------------------------
     async def preflight(self, runs: Sequence[ServiceRun], reacher: Reacher, *, starting: bool) -> bool:

@@ -109,7 +109,7 @@ def _state(value: str) -> str:
 async def read_fabric(host: Host, root: str, *, timeout: float = COMMAND_TIMEOUT) -> Fabric | None:
     """``host``'s fabric under ``root``; None when it cannot be read (no such tree, no shell, no connection)."""
     try:
-        result = await host.run(fabric_argv(root), timeout=timeout)
+        result = await host.run(fabric_argv(root), timeout=timeout, read_only=True)
     except HostError:
         return None
     return parse_fabric(host.name, root, result.stdout) if result.ok else None

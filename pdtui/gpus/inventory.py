@@ -143,7 +143,7 @@ async def host_hardware(deployment, hosts: Mapping[str, Host]) -> dict[str, tupl
 async def _stdout(host: Host, argv: list[str], timeout: float) -> str | None:
     """The output of a command that succeeded; None if it could not run or failed."""
     try:
-        result = await host.run(argv, timeout=timeout)
+        result = await host.run(argv, timeout=timeout, read_only=True)
     except HostError:
         return None
     return result.stdout if result.ok else None

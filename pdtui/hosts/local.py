@@ -20,7 +20,8 @@ class LocalHost:
     def __init__(self, name: str = "local") -> None:
         self.name = name
 
-    async def run(self, argv: Sequence[str], *, timeout: float | None = None) -> Result:
+    async def run(self, argv: Sequence[str], *, timeout: float | None = None, read_only: bool = False) -> Result:
+        """``argv`` in a process of its own: a local process costs too little for reads to share one."""
         proc = await self._spawn(argv, stdout=asyncio.subprocess.PIPE)
         try:
             async with asyncio.timeout(timeout):

@@ -35,6 +35,7 @@ from pdtui.hosts.base import (
     last_bytes,
     line_batches,
 )
+from pdtui.hosts.shared_reads import SharedReads
 from pdtui.support.backoff import Backoff
 
 # sshd's MaxSessions is 10 by default; stay below it so one channel can always be opened by hand.
@@ -73,6 +74,7 @@ class SshHost:
         self._on_status = on_status if on_status is not None else (lambda name, status, detail: None)
         self._reconnect_for = reconnect_for
         self._sessions = asyncio.Semaphore(max_sessions)
+        self._reads = SharedReads(self.name, self._run_alone)
         self._lock = asyncio.Lock()
         self._conn: asyncssh.SSHClientConnection | None = None
         self._attempts = 0
@@ -92,7 +94,13 @@ class SshHost:
         """Connect now rather than on first use (so that several hosts connect concurrently)."""
         await self._connection()
 
-    async def run(self, argv: Sequence[str], *, timeout: float | None = None) -> Result:
+    async def run(self, argv: Sequence[str], *, timeout: float | None = None, read_only: bool = False) -> Result:
+        """``argv`` in a session of its own; a read shares one with the reads asked at the same moment."""
+        if read_only:
+            return await self._reads.run(argv, timeout)
+        return await self._run_alone(argv, timeout)
+
+    async def _run_alone(self, argv: Sequence[str], timeout: float | None) -> Result:
         command = self._command(argv)
         async with self._sessions:
             conn = await self._connection()
@@ -152,6 +160,7 @@ class SshHost:
         if self._closed:
             return
         self._closed = True
+        await self._reads.close()
         conn, self._conn = self._conn, None
         if conn is not None:
             conn.close()

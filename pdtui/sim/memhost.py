@@ -300,7 +300,7 @@ class MemoryHost:
         self._connected = False
 
     # -- the Host protocol ---------------------------------------------------
-    async def run(self, argv: Sequence[str], *, timeout: float | None = None) -> Result:
+    async def run(self, argv: Sequence[str], *, timeout: float | None = None, read_only: bool = False) -> Result:
         self._connect()
         await asyncio.sleep(0)
         words = list(argv[2:] if argv[:2] == ["sudo", "-n"] else argv)

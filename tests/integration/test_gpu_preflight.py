@@ -150,7 +150,7 @@ class CountingHost(LocalHost):
         super().__init__("box")
         self.asked: list[str] = []
 
-    async def run(self, argv, *, timeout=None) -> Result:
+    async def run(self, argv, *, timeout=None, read_only=False) -> Result:
         self.asked.append(argv[3] if argv[0] == "sh" else " ".join(argv[-2:]))
         return await super().run(argv, timeout=timeout)
 

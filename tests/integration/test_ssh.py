@@ -93,6 +93,17 @@ async def test_run_reports_exit_status_stdout_and_stderr(sshd, ssh_home, make_ho
     assert result.argv == ("sh", "-c", "echo out; echo err >&2; exit 3")
 
 
+async def test_reads_asked_at_once_share_one_session_and_each_gets_its_own_result(sshd, ssh_home, make_host):
+    trust(ssh_home, sshd)
+    host = make_host(sshd.port)
+    reads = [["sh", "-c", f"echo $PPID; echo err{i} >&2; exit {i}"] for i in range(4)]
+    shared = await asyncio.gather(*(host.run(argv, read_only=True) for argv in reads))
+    assert [(r.argv, r.exit_status, r.stderr) for r in shared] == [(tuple(a), i, f"err{i}\n") for i, a in enumerate(reads)]
+    assert len({r.stdout for r in shared}) == 1, "one shell ran them all"
+    apart = await asyncio.gather(*(host.run(argv) for argv in reads))
+    assert len({r.stdout for r in apart}) == 4, "what is not a read has a session of its own"
+
+
 async def test_commands_find_stand_ins_on_the_session_path(sshd, sshd_factory, ssh_home, make_host):
     trust(ssh_home, sshd)
     write_command(sshd_factory, "systemctl", "print('stand-in', sys.argv[1:])")

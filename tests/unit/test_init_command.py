@@ -50,7 +50,7 @@ class ScriptedHost:
         self.broken = broken
         self.answers = answers or {}
 
-    async def run(self, argv, *, timeout=None) -> Result:
+    async def run(self, argv, *, timeout=None, read_only=False) -> Result:
         argv = list(argv)
         self.calls.append(argv)
         if argv[0] in self.broken:

@@ -38,7 +38,7 @@ class _Host:
         self.runs = 0
         self.argvs: list[list[str]] = []
 
-    async def run(self, argv: list[str], *, timeout: float | None = None) -> Result:
+    async def run(self, argv: list[str], *, timeout: float | None = None, read_only: bool = False) -> Result:
         self.runs += 1
         if isinstance(self.newest, HostError):
             raise self.newest

@@ -75,7 +75,7 @@ class ClusterSession(Session):
         super().__init__(config.name, host, command_timeout=command_timeout, clock=clock)
         self.config = config
         self.slurm = SlurmCommands.for_cluster(config)
-        self.looker = JobLooker(self.command, self.slurm)
+        self.looker = JobLooker(self.read, self.slurm)
         self.batchers = [self.looker]
         self._addresses: dict[str, str] = {}
 
@@ -104,20 +104,20 @@ class ClusterSession(Session):
 
     async def detail(self, job_id: str) -> JobDetail | None:
         """``scontrol show job -d``: its node and GPUs; None once Slurm has forgotten it."""
-        result = await self.command(self.slurm.show_job(job_id))
+        result = await self.read(self.slurm.show_job(job_id))
         return parse_job(result.stdout) if result.ok else None
 
     async def address(self, node: str) -> str:
         """Where a node is reached (its NodeAddr; its name when Slurm does not say), asked once per node."""
         if node not in self._addresses:
-            result = await self.command(self.slurm.show_node(node))
+            result = await self.read(self.slurm.show_node(node))
             found = parse_node(result.stdout).get("NodeAddr") if result.ok else None
             self._addresses[node] = found or node
         return self._addresses[node]
 
     async def accounted(self, name: str) -> list[JobRow] | None:
         """This name's jobs in the accounting database, oldest first; None when the cluster keeps none."""
-        result = await self.command(self.slurm.accounting([name]))
+        result = await self.read(self.slurm.accounting([name]))
         if not result.ok:
             if accounting_off(result.stderr):
                 return None

@@ -154,7 +154,7 @@ class JobRun(ServiceRun):
         output = self.output
         if output is None:
             return
-        result = await self.cluster.command(line_count(output.path))
+        result = await self.cluster.read(line_count(output.path))
         words = result.stdout.split() if result.ok else []
         if words and words[0].isdigit():
             await output.caught_up(int(words[0]), DRAIN_TIMEOUT)

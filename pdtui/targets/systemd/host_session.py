@@ -42,16 +42,16 @@ class HostSession(Session):
         self.nvidia_smi = config.commands["nvidia-smi"]
         self.sysfs = config.sysfs
         self.commands = Commands.for_host(config)
-        self.looker = UnitLooker(self.command, self.commands)
+        self.looker = UnitLooker(self.read, self.commands)
         self.starter = UnitStarter(self.command, self.commands)
-        self.history = InvocationHistory(self.command, self.commands, until=self.tail_since)
+        self.history = InvocationHistory(self.read, self.commands, until=self.tail_since)
         self.batchers = [self.looker, self.starter, self.history]
         self.tail: JournalTail | None = None
 
-    async def command(self, argv: list[str], deadline: float | None = None) -> Result:
+    async def command(self, argv: list[str], deadline: float | None = None, *, read_only: bool = False) -> Result:
         """Run ``argv`` there, within the command timeout and ``deadline``; sudo asking for a password
         is the host's failure, said once in words the user can act on."""
-        result = await super().command(argv, deadline)
+        result = await super().command(argv, deadline, read_only=read_only)
         if not result.ok and sudo_needs_password(result.stderr):
             raise HostError(f"{self.name}: sudo asks for a password; pdtui needs passwordless sudo "
                             f"(sudo -n) for systemctl and journalctl")
@@ -100,7 +100,7 @@ class HostSession(Session):
     async def _installed(self, units: list[str]) -> dict[str, list[tuple[str, str]]] | None:
         """The installed files of ``units`` (one ``systemctl cat`` for the host); None when the host did not answer."""
         try:
-            result = await self.command(self.commands.cat(units))
+            result = await self.read(self.commands.cat(units))
         except HostError:
             return None
         return parse_cat(result.stdout)

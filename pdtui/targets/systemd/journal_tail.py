@@ -142,7 +142,7 @@ class JournalTail:
         only the invocation it started). :attr:`since` is then the first entry's.
         """
         try:
-            result = await self.host.run(self.commands.last_entry(), timeout=LAST_ENTRY_TIMEOUT)
+            result = await self.host.run(self.commands.last_entry(), timeout=LAST_ENTRY_TIMEOUT, read_only=True)
         except HostError:
             return Start(recent=RECENT)
         if result.ok and not result.stdout.strip():

@@ -171,7 +171,7 @@ class UnitRun(ServiceRun):
         session = self.units
         start_up = (entered - 1.0, entered + self.cfg.timeout) if entered is not None else None
         try:
-            lines = await attached_history(session.command, session.commands, attempt.invocation,
+            lines = await attached_history(session.read, session.commands, attempt.invocation,
                                            self.lines.judge.telling_pattern(), start_up)
         except HostError as exc:
             raise HostError(f"{self.cfg.host}: {exc}") from None
