@@ -23,7 +23,8 @@ from pdtui.engine.checks.pairs import PairProbe
 from pdtui.engine.checks.router import RouterProbe
 from pdtui.engine.checks.workers import Backend, healthy, worker_matches
 from pdtui.engine.events import PairMatrix, PairResult, RoutedWorker, RouterBackends
-from pdtui.engine.router_workers import RouterApiError, RouterWorker, RouterWorkers
+from pdtui.engine.http import HttpResult
+from pdtui.engine.router_workers import RouterApiError, RouterWorker, RouterWorkers, workers_in
 from pdtui.engine.states import SERVING_STATES
 from pdtui.engine.tracebacks import transfer_exception
 from pdtui.hosts.base import Host
@@ -52,10 +53,9 @@ class RouterProving:
 
     async def verdict(self, host: Host) -> bool | Check | None:
         """The probe's steps, each told: True when all hold, the failure when it is final, else None."""
-        if self._may_lack:
-            await self.add_missing()
+        listing = await self.add_missing() if self._may_lack else None
         failed, looked = None, False
-        async for check in self.probe.steps(host):
+        async for check in self.probe.steps(host, listing):
             self.run.probe_result(check)
             if check.name == PAIRS:
                 self._tell_pairs()
@@ -101,20 +101,23 @@ class RouterProving:
                     if worker_id else "its worker API's DELETE /workers/{id}")
         return RoutedWorker(url, role, healthy(worker), service, drop)
 
-    async def add_missing(self) -> None:
+    async def add_missing(self) -> HttpResult | None:
         """Its configured backends that serve but that it does not list, added through its worker API: its unit
         lacks them (added to the config since it started), or a ``down`` of them took them out. A router found
         running is made whole at once; one starting registers its unit's backends itself, in the background, so
         a backend is added only once it has been missing for :data:`ADD_AFTER`. Looked at once per start, and
-        again after a look that found one missing."""
+        again after a look that found one missing. Its ``/workers`` answer when it added none: the probe's workers
+        step judges that one rather than asking again."""
         run = self.run
         assert run.cfg.port is not None
         self._may_lack = False
         api = RouterWorkers(run.name, run.prober, run.cfg.port, run.address, clock=run.w.clock,
                             key_env=run.cfg.api_key_env)
         now = run.w.clock()
+        added = False
         try:
-            listed = await api.listed()
+            listing = await api.listing()
+            listed = workers_in(listing)
             for backend in self.probe.backends:
                 peer = run.w.peers[backend.service]
                 url = peer.url_for(run.cfg) if peer.state in SERVING_STATES else None
@@ -127,6 +130,7 @@ class RouterProving:
                     continue
                 bootstrap = peer.learned.bootstrap_port or peer.cfg.bootstrap_port
                 await api.add(RouterWorker(url, url, backend.role, bootstrap, healthy=False, draining=False))
+                added = True
                 run.notice("info", f"{run.name}: {backend.service} is not among its workers (its unit does not name "
                                    f"it): added through its worker API")
         except RouterApiError as exc:
@@ -135,6 +139,8 @@ class RouterProving:
             elif not self._told_refusal:
                 self._told_refusal = True
                 run.notice("warning", f"{run.name}: its missing backends could not be added: {exc}")
+            return None
+        return None if added else listing
 
     async def canary(self) -> Check:
         return await self.probe.canary()

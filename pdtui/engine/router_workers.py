@@ -68,6 +68,11 @@ class RouterWorker:
         return body
 
 
+def workers_in(answer: HttpResult) -> list[RouterWorker]:
+    """The workers a router's ``GET /workers`` answer lists."""
+    return [RouterWorker.read(worker) for worker in listed_workers(answer.json())]
+
+
 class RouterWorkers:
     """One router's worker API, through the prober of the host it runs on."""
 
@@ -81,8 +86,11 @@ class RouterWorkers:
         self._clock = clock
 
     async def listed(self) -> list[RouterWorker]:
-        result = await self._request("GET", "/workers")
-        return [RouterWorker.read(worker) for worker in listed_workers(result.json())]
+        return workers_in(await self.listing())
+
+    async def listing(self) -> HttpResult:
+        """``GET /workers`` as the router answered it (200), for a caller that judges the same answer too."""
+        return await self._request("GET", "/workers")
 
     async def remove(self, worker: RouterWorker) -> None:
         """Take ``worker`` out: the router sends it no new request (it may finish what it has: smg drains)."""

@@ -374,6 +374,16 @@ async def test_status_of_a_running_deployment_attaches_and_starts_nothing():
     assert not [n for n in rec.of(Notice) if n.level == "error"]
 
 
+async def test_a_router_found_running_has_its_workers_listed_once_for_its_missing_backends_and_its_probe():
+    async with Bringing() as up:
+        assert (await up.orchestrator.run()).ok
+        await up.orchestrator.close()       # its watch asks nothing more
+        listed = up.fleet.counts["http /workers"]
+        done, _ = await again(up, Intent(Verb.STATUS))
+    assert done.ok, done
+    assert up.fleet.counts["http /workers"] - listed == 1, "the probe judged the answer its look for missing ones read"
+
+
 class StillBringup:
     """A bring-up at time 0 in which nothing happens: enough for a run's own arithmetic."""
 

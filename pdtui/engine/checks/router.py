@@ -62,10 +62,11 @@ class RouterProbe:
         self._model: str | None = None
         self._transfer_quote: str | None = None
 
-    async def steps(self, host: Host):
+    async def steps(self, host: Host, workers: HttpResult | None = None):
         """Yield each step's Check until one fails (that one is yielded last; but for a failed generation, after
-        which the pairs are proven once if they never were)."""
-        for step in (lambda: self._tcp(host), self._readiness, self._workers, self._models):
+        which the pairs are proven once if they never were). ``workers``: the router's ``/workers`` answer of a
+        moment ago; the workers step judges it rather than asking again, when every backend was healthy in it."""
+        for step in (lambda: self._tcp(host), self._readiness, lambda: self._workers(workers), self._models):
             check = await step()
             yield check
             if not check.ok:
@@ -110,8 +111,11 @@ class RouterProbe:
             return Check("health", result.ok, result.describe(), result.latency)
         return Check("readiness", result.ok, result.describe(), result.latency)
 
-    async def _workers(self) -> Check:
-        result = await self._get("/workers")
+    async def _workers(self, answered: HttpResult | None = None) -> Check:
+        if answered is not None and answered.ok and check_workers(listed_workers(answered.json()), self.backends).ok:
+            result = answered       # read a moment ago, and it holds: a backend gone since is the next look's
+        else:
+            result = await self._get("/workers")
         if result.status == 401:
             # An API key (--api-key, or control-plane keys) guards /workers; waiting will not change that.
             return Check("workers", False, f"HTTP 401 from /workers: {key_refused(self.key_env)}", result.latency,
