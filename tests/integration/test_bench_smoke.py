@@ -22,7 +22,7 @@ TIMEOUT = 180
 
 EXPECTED = {
     "readiness": {"pdtui_local", "pdtui_ssh", "loop_20s", "loop_5s", "loop_check_cost", "ratios", "target"},
-    "bringup": {"pdtui_local", "pdtui_ssh", "loop_20s", "loop_5s", "ratios", "target"},
+    "bringup": {"pdtui_local", "pdtui_ssh", "floor_ssh", "beyond_floor", "loop_20s", "loop_5s", "ratios", "target"},
     "throughput": {"ui_alone", "sweep", "highest_ok_lines_per_s", "profile", "rss", "target"},
     "idle": {"tui_ssh", "target"},
     "tui_lines": {"tui_alone"},
