@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-import shlex
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -64,7 +63,11 @@ class SharedReads:
             async with asyncio.timeout(timeout):
                 return await asyncio.shield(ask.answer)
         except TimeoutError:
+            ask.answer.cancel()     # no answer is kept for an asker that is gone
             raise HostError(f"{self.name}: {argv[0]} did not finish within {timeout:g}s") from None
+        except asyncio.CancelledError:
+            ask.answer.cancel()
+            raise
 
     async def close(self) -> None:
         """End the shared commands under way (their askers get the cancellation)."""
@@ -118,9 +121,15 @@ def together(argvs: Sequence[Sequence[str]], mark: str) -> list[str]:
     """One ``sh`` that runs each argv in turn, closing its stdout and its stderr each with a line of ``mark``, the
     part's number and (on stdout) its exit status. The line starts with a newline of its own: a part's output
     need not end in one, and :func:`split` takes that newline off again."""
-    parts = [f'{shlex.join(argv)}; s=$?; printf "\\n%s {n}\\n" "$m" >&2; printf "\\n%s {n} %d\\n" "$m" "$s"'
+    parts = [f'{" ".join(map(_quoted, argv))}; s=$?; printf "\\n%s {n}\\n" "$m" >&2; printf "\\n%s {n} %d\\n" "$m" "$s"'
              for n, argv in enumerate(argvs)]
     return ["sh", "-c", f"m={mark}\n" + "\n".join(parts), SCRIPT_NAME]
+
+
+def _quoted(word: str) -> str:
+    """A word quoted whatever it holds: a program named like a word of the shell's own (``if``, ``!``) is still run
+    as a program, and nothing in it is expanded."""
+    return "'" + word.replace("'", "'\"'\"'") + "'"
 
 
 def split(shared: Result, argvs: Sequence[Sequence[str]], mark: str, host: str) -> list[Result | HostError]:

@@ -38,7 +38,7 @@ PARTS = {
                        Result((), 0, "\n@@pdtui-0000 0 0\n@@pdtui-0000 1\n", "\n@@pdtui-0000 0 0\n@@pdtui-0000 1\n")),
     "hostile bytes": (sh("printf '\\033]0;title\\007\\033[31m[red]\\r\\n\\n\\n'"),
                       Result((), 0, "\x1b]0;title\x07\x1b[31m[red]\r\n\n\n", "")),
-    "its quoting": (["printf", "%s|", "it's", "$(id)", "a b", "`x`"], Result((), 0, "it's|$(id)|a b|`x`|", "")),
+    "its quoting": (["printf", "%s|", "it's", "$(id)", "a b", "`x`", "x\ny"], Result((), 0, "it's|$(id)|a b|`x`|x\ny|", "")),
 }
 
 
@@ -58,6 +58,13 @@ async def test_a_program_the_host_lacks_is_its_own_reads_failure() -> None:
     missing, found = await asyncio.gather(reads.run(["pdtui-no-such-program"], 5.0), reads.run(["echo", "ok"], 5.0))
     assert missing.exit_status == 127 and "pdtui-no-such-program" in missing.stderr and missing.stdout == ""
     assert (found.exit_status, found.stdout, found.stderr) == (0, "ok\n", "")
+
+
+async def test_a_program_named_like_a_word_of_the_shell_is_run_as_a_program() -> None:
+    shell = Shell()
+    reads = SharedReads("here", shell.run)
+    keyword, after = await asyncio.gather(reads.run(["if"], 5.0), reads.run(["echo", "ok"], 5.0))
+    assert keyword.exit_status == 127 and (after.exit_status, after.stdout) == (0, "ok\n")
 
 
 async def test_a_read_asked_alone_runs_as_itself() -> None:
