@@ -257,9 +257,9 @@ def _recording_hosts(asked: list[list[str]]):
         host = make_host(config, **options)
         run = host.run
 
-        async def recording(argv, *, timeout=None):
+        async def recording(argv, *, timeout=None, read_only=False):
             asked.append(list(argv))
-            return await run(argv, timeout=timeout)
+            return await run(argv, timeout=timeout, read_only=read_only)
         host.run = recording
         return host
     return factory
@@ -307,11 +307,11 @@ async def test_the_gpu_inventory_is_taken_while_the_units_are_looked_at(sandbox)
         host = make_host(config, **options)
         run = host.run
 
-        async def noting(argv, *, timeout=None):
+        async def noting(argv, *, timeout=None, read_only=False):
             kind = "nvidia-smi" if any("nvidia_smi" in a for a in argv) else "show" if "show" in argv else argv[-1]
             order.append(f"start {kind}")
             try:
-                return await run(argv, timeout=timeout)
+                return await run(argv, timeout=timeout, read_only=read_only)
             finally:
                 order.append(f"end {kind}")
         host.run = noting

@@ -152,7 +152,7 @@ class CountingHost(LocalHost):
 
     async def run(self, argv, *, timeout=None, read_only=False) -> Result:
         self.asked.append(argv[3] if argv[0] == "sh" else " ".join(argv[-2:]))
-        return await super().run(argv, timeout=timeout)
+        return await super().run(argv, timeout=timeout, read_only=read_only)
 
 
 async def test_the_inventory_is_one_remote_command_where_sysfs_gives_every_gpus_numa_node(sandbox):
