@@ -168,6 +168,25 @@ async def test_a_ready_unit_that_ends_while_its_health_is_checked_fails_at_once(
         assert up.rec.states("decode")[-1] == "failed", "its end woke it: no look on the 10 s beat was waited for"
 
 
+async def test_every_command_of_the_preflight_is_a_read_and_a_start_is_not(monkeypatch):
+    said: list[tuple[str, bool]] = []
+    run = MemoryHost.run
+
+    async def recorded(host, argv, *, timeout=None, read_only=False):
+        words = argv[2:] if argv[:2] == ["sudo", "-n"] else argv
+        said.append((words[3] if words[0] == "sh" else f"{words[0]} {words[1]}", read_only))
+        return await run(host, argv, timeout=timeout, read_only=read_only)
+
+    monkeypatch.setattr(MemoryHost, "run", recorded)
+    async with Bringing() as up:
+        assert (await up.orchestrator.run()).ok
+    preflight = said[:said.index((START_AND_SHOW, False))]
+    assert {kind for kind, _ in preflight} >= {"systemctl show", "systemctl cat", "journalctl --output=json",
+                                               "pdtui-gpus"}
+    assert all(read_only for _, read_only in preflight), "a host's preflight reads share one remote command"
+    assert [read_only for kind, read_only in said if kind == START_AND_SHOW] == [False, False]
+
+
 async def test_a_decode_that_runs_out_of_memory_fails_naming_it_and_blocks_the_router():
     async with Bringing(failures={"decode": "oom"}) as run:
         done = await run.orchestrator.run()
