@@ -93,6 +93,7 @@ class Preflight:
         self.elapsed = elapsed
         self.samplers: list[asyncio.Task] = []      # the GPU samplers it started (the caller ends them)
         self._reachers: dict[str, Reacher] = {}
+        self._runs = {r.name: r for runs in on_place.values() for r in runs}     # every service, by name
 
     def reaching_for(self, place: str) -> float:
         """How long the preflight goes on trying to reach ``place`` (-inf once reached, or when not trying)."""
@@ -128,17 +129,17 @@ class Preflight:
     def _refuse_the_command(self) -> None:
         """A refusal refuses the command (an installed unit that runs something else than the config says, a pair,
         a host, a fabric): nothing it was to start starts, not even what no refusal named."""
-        runs = {r.name: r for runs in self.on_place.values() for r in runs}
-        starting = self._starting(runs)
+        runs = self._runs
+        starting = self._starting()
         if not any(runs[name].refused for name in starting):
             return
         for name in starting:
             if runs[name].state is S.PENDING:
                 runs[name].transition(S.BLOCKED, "the preflight refused the servers as they would run")
 
-    def _starting(self, runs: Mapping[str, ServiceRun]) -> set[str]:
+    def _starting(self) -> set[str]:
         """What this command would start: a restart's services, else every service."""
-        return set(self.restarting) if self.restarting else set(runs)
+        return set(self.restarting) if self.restarting else set(self._runs)
 
     async def _hardware(self, hosts: Mapping[str, Host], *, fabric: bool) -> tuple[dict[str, Inventory | None],
                                                                                   dict[str, Fabric | None]]:
@@ -165,12 +166,12 @@ class Preflight:
         """Each prefill against each decode it is paired with, and the servers of each host against each other, as
         their command lines say they will run (their installed units, else their launch blocks): a refusal fails
         the services it names before anything starts, unless forced; with ``strict: true`` a warning refuses too."""
-        runs = {r.name: r for runs in self.on_place.values() for r in runs}
+        runs = self._runs
         commands = {name: command for name, run in runs.items() if run.cfg.role in BACKEND_ROLES
                     and (command := run.planned or run.serving.planned_command(self.deployment, run.cfg))}
         mismatches = [*self._pair_mismatches(runs, commands), *self._host_mismatches(runs, commands),
                       *self._fabric_mismatches(runs, commands, inventories, fabrics)]
-        starting = self._starting(runs)
+        starting = self._starting()
         ok = True
         for found in mismatches:
             service = runs[found.services[0]]
@@ -244,7 +245,7 @@ class Preflight:
         findings = []
         if self.verb is not Verb.DOWN:
             findings = preflight_findings(self.deployment, inventories, own=self._own_processes(inventories))
-        runs = {r.name: r for runs in self.on_place.values() for r in runs}
+        runs = self._runs
         for finding in findings:
             self.emit(Notice(finding.level, finding.text, finding.service, self.elapsed()))
             run = runs.get(finding.service or "")

@@ -138,13 +138,13 @@ def split(shared: Result, argvs: Sequence[Sequence[str]], mark: str, host: str) 
     results: list[Result | HostError] = []
     out_at = err_at = 0
     for n, argv in enumerate(argvs):
-        out_end = shared.stdout.find(f"\n{mark} {n} ", out_at)
-        err_end = shared.stderr.find(f"\n{mark} {n}\n", err_at)
-        status_end = shared.stdout.find("\n", out_end + 1) if out_end >= 0 else -1
-        status = shared.stdout[out_end + len(mark) + len(str(n)) + 3:status_end] if status_end >= 0 else ""
-        if out_end < 0 or err_end < 0 or not status.isdigit():
+        out_close, err_close = f"\n{mark} {n} ", f"\n{mark} {n}\n"     # stdout's is followed by the status
+        out_end, err_end = shared.stdout.find(out_close, out_at), shared.stderr.find(err_close, err_at)
+        status_end = shared.stdout.find("\n", out_end + len(out_close)) if out_end >= 0 else -1
+        status = shared.stdout[out_end + len(out_close):status_end] if status_end >= 0 else ""
+        if err_end < 0 or not status.isdigit():
             results.append(HostError(f"{host}: {argv[0]} ended before it answered ({shared.last_words})"))
             continue
         results.append(Result(tuple(argv), int(status), shared.stdout[out_at:out_end], shared.stderr[err_at:err_end]))
-        out_at, err_at = status_end + 1, err_end + len(mark) + len(str(n)) + 3
+        out_at, err_at = status_end + 1, err_end + len(err_close)
     return results

@@ -112,10 +112,13 @@ class RouterProbe:
         return Check("readiness", result.ok, result.describe(), result.latency)
 
     async def _workers(self, answered: HttpResult | None = None) -> Check:
-        if answered is not None and answered.ok and check_workers(listed_workers(answered.json()), self.backends).ok:
-            result = answered       # read a moment ago, and it holds: a backend gone since is the next look's
-        else:
-            result = await self._get("/workers")
+        if answered is not None and answered.ok:
+            check = self._judge_workers(answered)
+            if check.ok:
+                return check        # read a moment ago, and it holds: a backend gone since is the next look's
+        return self._judge_workers(await self._get("/workers"))
+
+    def _judge_workers(self, result: HttpResult) -> Check:
         if result.status == 401:
             # An API key (--api-key, or control-plane keys) guards /workers; waiting will not change that.
             return Check("workers", False, f"HTTP 401 from /workers: {key_refused(self.key_env)}", result.latency,
