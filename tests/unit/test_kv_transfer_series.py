@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from pdtui.engine.checks.kv_transfer import KvTotals, kv_seen
 from pdtui.servers.sglang.metrics import kv_totals
 
@@ -32,6 +34,17 @@ def test_every_rank_is_summed():
 
 def test_a_server_without_the_series_says_so():
     assert kv_totals("# TYPE sglang:num_running_reqs gauge\nsglang:num_running_reqs 0\n") == KvTotals(exported=False)
+
+
+def test_the_series_are_read_among_a_whole_server_text():
+    """A server's text holds a hundred other families; the KV series are read from it alone."""
+    others = "".join(f"# TYPE sglang:other_{n} gauge\nsglang:other_{n}{{tp_rank=\"0\"}} {n}\n" for n in range(50))
+    assert kv_totals(others + prefill_metrics(3, 6.0, failed=2)) == KvTotals(transfers=6, megabytes=36.0, failed=2)
+
+
+def test_text_that_is_not_prometheus_still_raises():
+    with pytest.raises(ValueError):
+        kv_totals("<html>not found</html>\n{")
 
 
 def test_a_transfer_seen_names_its_prefill_and_what_moved():

@@ -86,6 +86,17 @@ def test_text_that_is_not_prometheus_is_a_value_error() -> None:
         parse_metrics("<html>not found</html>\n{", at=0.0)
 
 
+def test_a_family_pdtui_does_not_read_is_never_parsed() -> None:
+    """Only the families a reading takes figures from reach the parser: a malformed one it never reads (a newer
+    release's) leaves the figures whole."""
+    server = Server()
+    server.running.labels("m", "0").set(3)
+    text = server.text() + "# TYPE sglang:some_new_family gauge\nsglang:some_new_family{broken 1\n"
+    with pytest.raises(ValueError):
+        parse_metrics(server.text() + "sglang:num_running_reqs{broken 1\n", at=0.0)
+    assert figures_between(None, parse_metrics(text, at=0.0)).running == 3
+
+
 @given(st.lists(st.floats(min_value=0.0, max_value=2.0, allow_nan=False), min_size=1, max_size=60),
        st.floats(min_value=0.01, max_value=0.99))
 def test_the_quantile_lies_in_the_bucket_that_holds_it(values: list[float], q: float) -> None:
