@@ -297,19 +297,18 @@ class Orchestrator:
         """A backend's own account of how it runs, read as soon as its lines say its HTTP server is up (its
         arguments are fixed from then on, while it still warms up): off the router's critical path. Not asked
         before (each ask is a line in its log, and a connection over SSH); a server whose lines never say so is
-        asked once it is ready."""
-        def settled() -> bool:
-            return backend.state is S.READY or backend.state in BAD_OUTCOMES
-
+        asked once it is ready. Woken by the backend's own steps alone (:meth:`ServiceRun.next_step`)."""
         while backend.state not in BAD_OUTCOMES:
             if backend.state is S.READY or backend.state is S.WAITING and backend.attempt.phases.serving_http:
                 assert backend.cfg.port is not None
                 info = await backend.serving.server_info(backend.prober, backend.cfg.port, backend.address)
                 if info is not None or backend.state is S.READY:
                     return info
-            with contextlib.suppress(TimeoutError):      # again after a poll, or at once when it is ready
-                async with asyncio.timeout(self.timing.poll):
-                    await self.until(settled)
+                with contextlib.suppress(TimeoutError):      # not answering yet: again after a poll, or at its next step
+                    async with asyncio.timeout(self.timing.poll):
+                        await backend.next_step()
+            else:
+                await backend.next_step()
         return None
 
     async def _pairs_as_they_run(self, router: ServiceRun, infos: Mapping[str, asyncio.Task]) -> str | None:

@@ -120,6 +120,7 @@ class RunLines:
         if phase is not None:
             run.attempt.startup.phase_began(run.w.clock())
             run.w.emit(PhaseStarted(run.name, phase, run.w.elapsed(), at))
+            run.stepped()
 
     def _signature(self, signature: Signature, message: str) -> None:
         """What a line that matched a signature tells, by its kind (see signatures.py)."""

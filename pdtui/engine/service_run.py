@@ -164,6 +164,7 @@ class ServiceRun:
         self.judged = False                         # attached and judged once (status: a verdict exists)
         self.time_to_ready: float | None = None
         self.wake = asyncio.Event()
+        self._step = asyncio.Event()                # set (and replaced) at its next step: see next_step
         self.task: asyncio.Task | None = None
         self._session: Session | None = None
         self.address = LOOPBACK_ADDRESS             # where its ports are reached from its session's host
@@ -258,6 +259,18 @@ class ServiceRun:
             ttr = self.time_to_ready = round(self.w.clock() - self.attempt.started_at, 3)
         self.w.emit(StateChanged(self.name, old, new, reason, line, self.w.elapsed(), ttr, *self.placed()))
         self.w.changed()
+        self.stepped()
+
+    def stepped(self) -> None:
+        """It changed state or began a start-up phase: wake whoever waits for its next step."""
+        self._step.set()
+        self._step = asyncio.Event()
+
+    async def next_step(self) -> None:
+        """Until it changes state or begins a start-up phase. A waiter on one run is woken by that run alone: a
+        fleet's thousand runs change state thousands of times a second, and the bring-up's ``until`` wakes every
+        waiter at each."""
+        await self._step.wait()
 
     def notice(self, level: str, text: str) -> None:
         """Tell something about this service that is not a change of its state."""

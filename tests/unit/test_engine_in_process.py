@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from pdtui.engine.events import Done, Drained, Notice, PreflightFinding, ProbeResult, StateChanged
+from pdtui.engine.events import Done, Drained, Notice, PhaseStarted, PreflightFinding, ProbeResult, StateChanged
 from pdtui.engine.intent import Intent, RestartHow, Verb
 from pdtui.engine.orchestrator import Orchestrator
 from pdtui.engine.readiness import LineJudge
@@ -145,6 +145,27 @@ async def test_the_lines_a_router_logs_of_pdtuis_own_probes_do_not_bring_its_nex
         assert (await up.orchestrator.run()).ok
     waited = up.rec.of(Done)[0].time_to_ready["router"]
     assert up.fleet.counts["http /readiness"] <= waited / Timing().poll + 3, "one probe a poll, not one per echo"
+
+
+async def test_a_backends_own_account_is_read_as_its_http_server_comes_up_and_once(monkeypatch):
+    answer = MemoryHost._http
+    asked: dict[str, list[float]] = {}
+
+    def recorded(host, service, method, path, body):
+        if path.startswith("/server_info"):
+            asked.setdefault(service.cfg.name, []).append(asyncio.get_running_loop().time())
+        return answer(host, service, method, path, body)
+
+    monkeypatch.setattr(MemoryHost, "_http", recorded)
+    serving: dict[str, float] = {}
+    async with Bringing() as up:
+        up.orchestrator.subscribe(lambda e: serving.setdefault(e.service, asyncio.get_running_loop().time())
+                                  if isinstance(e, PhaseStarted) and e.phase == "http" else None)
+        assert (await up.orchestrator.run()).ok
+    assert set(asked) == {"prefill", "decode"}
+    for name, times in asked.items():
+        assert len(times) == 1, f"{name}: asked once"
+        assert 0 <= times[0] - serving[name] < 0.01, f"{name}: asked at its http line, not a poll later"
 
 
 async def test_a_ready_unit_that_ends_while_its_health_is_checked_fails_at_once(monkeypatch, answers_take_a_moment):
