@@ -28,7 +28,7 @@ from typing import Any
 
 from pdtui.config import DEFAULT_BOOTSTRAP_PORT, ServiceConfig
 from pdtui.servers import Mismatch, ServerCommand, TransferPath
-from pdtui.support.argv import flag_values, has_flag
+from pdtui.support.argv import flag_values
 
 DEFAULT_BACKEND = "mooncake"
 DEFAULT_KV_DTYPE = "auto"
@@ -40,15 +40,23 @@ class Side:
     """One server as its command line says it will run: its flags read once (a pair compares a score of them, and a
     fleet's preflight compares every prefill with every decode)."""
 
-    __slots__ = ("command", "flags", "name")
+    __slots__ = ("command", "flags", "given", "name")
 
     def __init__(self, name: str, command: ServerCommand) -> None:
         self.name = name
         self.command = command
-        self.flags = _flags(command.words)
+        self.flags, self.given = _flags(command.words)
 
     def flag(self, *names: str) -> str | None:
-        return next((value for name in names if (value := self.flags.get(name)) is not None), None)
+        flags = self.flags
+        for name in names:
+            if (value := flags.get(name)) is not None:
+                return value
+        return None
+
+    def has(self, name: str) -> bool:
+        """Whether the flag is given, with a value or as a switch."""
+        return name in self.given
 
     def number(self, *names: str, default: int = 1) -> int:
         value = self.flag(*names)
@@ -60,7 +68,7 @@ class Side:
         ``--enable-dp-attention``."""
         if (value := self.flag("--attn-dp-size")) is not None and value.isdigit():
             return int(value)
-        return self.number("--dp-size", "--dp") if has_flag(self.command.words, "--enable-dp-attention") else 1
+        return self.number("--dp-size", "--dp") if self.has("--enable-dp-attention") else 1
 
     @property
     def attn_cp(self) -> int:
@@ -68,9 +76,10 @@ class Side:
 
 
 @lru_cache(maxsize=4096)
-def _flags(words: tuple[str, ...]) -> Mapping[str, str]:
-    """A command line's flags, read once however many pairs it is in (never changed: shared)."""
-    return flag_values(words)
+def _flags(words: tuple[str, ...]) -> tuple[Mapping[str, str], frozenset[str]]:
+    """A command line's flags with their values, and the names of all it gives (switches too): read once however
+    many pairs it is in (never changed: shared)."""
+    return flag_values(words), frozenset(word.partition("=")[0] for word in words if word.startswith("--"))
 
 
 def transfer_path(command: ServerCommand) -> TransferPath | None:
@@ -89,7 +98,7 @@ def pair_mismatches(prefill: tuple[str, ServerCommand], decode: tuple[str, Serve
     command line does not say its disaggregation mode is a wrapper (a script that sets the flags itself): its
     defaults cannot be read, so nothing is compared."""
     p, d = Side(*prefill), Side(*decode)
-    if not (has_flag(p.command.words, "--disaggregation-mode") and has_flag(d.command.words, "--disaggregation-mode")):
+    if not (p.has("--disaggregation-mode") and d.has("--disaggregation-mode")):
         return []
     return [
         *_same(p, d, "model", ("--model-path", "--model")),
