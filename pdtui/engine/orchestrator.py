@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import math
 import time
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
 from pdtui.config import BACKEND_ROLES, Deployment
@@ -286,10 +286,7 @@ class Orchestrator:
                 run.transition(S.BLOCKED, refused)
                 return
         finally:
-            for task in (looking, *infos.values()):
-                if task is not None and not task.done():
-                    task.cancel()
-            await asyncio.gather(*(t for t in (looking, *infos.values()) if t is not None), return_exceptions=True)
+            _let_go(t for t in (looking, *infos.values()) if t is not None)
         if await run.bring_up(action):
             self.tell_outcome_again()     # it failed after ready: the outcome changed
 
@@ -422,3 +419,13 @@ class Orchestrator:
                 self._steps[step] = status
                 self.emit(StepChanged(step, status, "", self.elapsed()))
 
+
+def _let_go(tasks: Iterable[asyncio.Task]) -> None:
+    """Helpers of a run's wait that it no longer needs: those under way cancelled (each ends at the loop's next
+    turn, and the start does not wait for that: in a fleet's busy loop a turn takes milliseconds), the error of
+    one that ended retrieved (told where it mattered)."""
+    for task in tasks:
+        if not task.done():
+            task.cancel()
+        elif not task.cancelled():
+            task.exception()
