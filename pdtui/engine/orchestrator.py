@@ -312,7 +312,10 @@ class Orchestrator:
         """Before a router starts: its prefills against its decodes as each ready server says it runs (its
         ``/server_info``); the first refusal's words (None: none, forced, or the router runs already)."""
         backends = [self._runs[n] for n in router.cfg.after if n in infos]
-        read = await asyncio.gather(*(infos[b.name] for b in backends))
+        asked = [infos[b.name] for b in backends]
+        if not all(task.done() for task in asked):     # mostly read long since: no loop turn spent on a gather
+            await asyncio.wait(asked)
+        read = [task.result() for task in asked]
         told = {b.name: info for b, info in zip(backends, read, strict=True) if info}
         refused = None
         for p in (b for b in backends if b.cfg.role == "prefill" and b.name in told):

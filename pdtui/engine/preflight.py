@@ -110,10 +110,10 @@ class Preflight:
                     for p in self.sessions}
         self._reachers = dict(reachers)
         starting = self.verb in (Verb.UP, Verb.RESTART)
-        # The GPU inventory and the fabric are read while the services are looked at: none waits for another.
-        results, (inventories, fabrics) = await asyncio.gather(
-            asyncio.gather(*(self._check_place(p, reachers[p]) for p in self.sessions)),
-            self._hardware(self._hosts(), fabric=starting))
+        # The GPU inventory and the fabric are read while the services are looked at, and their command lines
+        # judged against each other as soon as every look is in: none waits for another.
+        (results, commands, among), (inventories, fabrics) = await asyncio.gather(
+            self._look_and_compare(reachers, compare=starting), self._hardware(self._hosts(), fabric=starting))
         # a host reached only after retries had its hardware asked too early: asked again
         if again := {p: self.sessions[p].host for p in self.sessions if reachers[p].retried
                      and (inventories.get(p, ...) is None or fabrics.get(p, ...) is None)}:
@@ -121,7 +121,7 @@ class Preflight:
             inventories |= more_inventories
             fabrics |= more_fabrics
         gpus_ok = await self._judge_gpus(inventories, sample=sample_gpus)
-        commands_ok = self._judge_commands(inventories, fabrics) if starting else True
+        commands_ok = self._judge_commands(commands, among, inventories, fabrics) if starting else True
         if starting:
             self._refuse_the_command()
         return all(results) and gpus_ok and commands_ok
@@ -161,16 +161,29 @@ class Preflight:
                                        for place, host in hosts.items()))
         return dict(zip(hosts, found, strict=True))
 
-    def _judge_commands(self, inventories: Mapping[str, Inventory | None],
-                        fabrics: Mapping[str, Fabric | None]) -> bool:
-        """Each prefill against each decode it is paired with, and the servers of each host against each other, as
-        their command lines say they will run (their installed units, else their launch blocks): a refusal fails
-        the services it names before anything starts, unless forced; with ``strict: true`` a warning refuses too."""
+    async def _look_and_compare(self, reachers: Mapping[str, Reacher], *,
+                                compare: bool) -> tuple[list[bool], dict[str, ServerCommand], list[Mismatch]]:
+        """Every place's look at its services; then (``compare``) the servers' command lines as they will run (their
+        installed units, as the looks read them, else their launch blocks), and each prefill against each decode it
+        is paired with and the servers of each host against each other."""
+        results = await asyncio.gather(*(self._check_place(p, reachers[p]) for p in self.sessions))
+        if not compare:
+            return results, {}, []
+        runs, commands = self._runs, self._commands()
+        return results, commands, [*self._pair_mismatches(runs, commands), *self._host_mismatches(runs, commands)]
+
+    def _commands(self) -> dict[str, ServerCommand]:
+        """Each server's command line as it will run."""
+        return {name: command for name, run in self._runs.items() if run.cfg.role in BACKEND_ROLES
+                and (command := run.planned or run.serving.planned_command(self.deployment, run.cfg))}
+
+    def _judge_commands(self, commands: Mapping[str, ServerCommand], among: list[Mismatch],
+                        inventories: Mapping[str, Inventory | None], fabrics: Mapping[str, Fabric | None]) -> bool:
+        """The servers' mismatches among themselves (``among``) and each against its host's fabric, told: a
+        refusal fails the services it names before anything starts, unless forced; with ``strict: true`` a warning
+        refuses too."""
         runs = self._runs
-        commands = {name: command for name, run in runs.items() if run.cfg.role in BACKEND_ROLES
-                    and (command := run.planned or run.serving.planned_command(self.deployment, run.cfg))}
-        mismatches = [*self._pair_mismatches(runs, commands), *self._host_mismatches(runs, commands),
-                      *self._fabric_mismatches(runs, commands, inventories, fabrics)]
+        mismatches = [*among, *self._fabric_mismatches(runs, commands, inventories, fabrics)]
         starting = self._starting()
         ok = True
         for found in mismatches:
