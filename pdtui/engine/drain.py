@@ -103,7 +103,7 @@ class Drain:
         latest = attempt.batch_at if attempt.batch_at is not None and attempt.batch_at >= since else None
         if self.clock() - (latest if latest is not None else since) >= QUIET_BATCHES:
             return 0        # a server with requests logs a batch line every few hundred milliseconds
-        batch = attempt.batch
+        batch = attempt.batch(run.serving.batch_figures)
         if latest is None or batch is None:
             return None
         return (batch.running or 0) + (batch.queued or 0)

@@ -77,7 +77,7 @@ class FiguresWatch:
                 run.attempt.without_metrics = True
             else:
                 return      # no answer this time: the last figures stand until the next sample
-        batch = run.attempt.batch
+        batch = run.attempt.batch(run.serving.batch_figures)
         if batch is not None:
             self._emit(ServingFigures(run.name, "log", batch, run.serving.metrics_hint, self._elapsed()))
 

@@ -103,7 +103,7 @@ class RunLines:
         if not attempt.phases.over and run.cfg.role in PHASED_ROLES:
             self._phase(message, entry.realtime)
         elif run.state in SERVING_STATES and "batch. #" in message:
-            attempt.batch, attempt.batch_at = run.serving.batch_figures(message) or attempt.batch, now
+            attempt.batch_line, attempt.batch_at = message, now
         if kind is LineKind.READY:
             attempt.log_ok = True
             run.wake.set()

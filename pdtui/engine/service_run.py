@@ -103,14 +103,24 @@ class Attempt:
     unhealthy_count: int = 0
     hangs_told: set[str] = field(default_factory=set)   # the kinds of "I am stuck" line told so far
     advice: str | None = None                     # what to check next, from a fatal line's signature
-    batch: Figures | None = None                  # serving: the figures of its latest batch line
+    batch_line: str | None = None                 # serving: its latest batch line, read when its figures are
     batch_at: float | None = None                 # when that line came (the run's clock)
+    batch_read: Figures | None = None             # the figures of the latest batch line read so far
     enabling: asyncio.Task | None = None          # a router's ``systemctl enable``, beside its start-up
 
     @property
     def phases(self) -> PhaseTracking:
         """The invocation's start-up phases so far, read by its serving engine."""
         return self.startup.phases
+
+    def batch(self, read: Callable[[str], Figures | None]) -> Figures | None:
+        """The figures of its latest batch line that ``read`` could read (a serving engine's parser). A serving
+        server logs a batch line every few hundred milliseconds while the figures are read every few seconds:
+        each line is kept as it comes and read only when asked for."""
+        if self.batch_line is not None:
+            self.batch_read = read(self.batch_line) or self.batch_read
+            self.batch_line = None
+        return self.batch_read
 
 
 class Bringup(Protocol):

@@ -11,6 +11,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 
 from pdtui.engine.events import Figures
 from pdtui.engine.figures import failed_transfers
+from pdtui.engine.service_run import Attempt
+from pdtui.engine.startup_watch import StartupWatch
 from pdtui.servers.sglang.engine import SGLANG
 from pdtui.servers.sglang.metrics import (
     batch_figures,
@@ -193,3 +195,21 @@ def test_failed_transfers_are_told_at_the_first_tenth_and_hundredth(before: int,
     if told:
         assert words == (f"decode-1: KV transfers failing: {now} since it started "
                          f"(sglang:num_transfer_failed_reqs_total), {now - before} since the last sample")
+
+
+def test_a_batch_line_is_read_only_when_its_figures_are_asked_for_and_an_unreadable_one_leaves_the_last() -> None:
+    attempt = Attempt(StartupWatch(SGLANG, SGLANG.phase_tracker(), None, {}, watched=False))
+    read: list[str] = []
+
+    def parse(line: str) -> Figures | None:
+        read.append(line)
+        return batch_figures(line)
+
+    for n in range(3):
+        attempt.batch_line = f"Decode batch. #running-req: {n}, #token: 10, token usage: 0.01, #queue-req: 0"
+    assert read == []
+    assert attempt.batch(parse) == Figures(running=2, queued=0, token_usage=0.01)
+    assert len(read) == 1, "only the latest line is read"
+    attempt.batch_line = "Decode batch. #running-req: 1.5.0"     # not a number: no figures
+    assert attempt.batch(parse) == Figures(running=2, queued=0, token_usage=0.01)
+    assert attempt.batch(parse) == Figures(running=2, queued=0, token_usage=0.01) and len(read) == 2
