@@ -464,6 +464,26 @@ async def test_a_name_reached_before_that_stops_resolving_is_only_unreachable(ss
 # --- ~/.ssh/config and several hosts ---
 
 
+async def test_aes_gcm_is_asked_for_first_unless_ssh_config_names_its_own_ciphers(sshd, ssh_home, make_host,
+                                                                                    monkeypatch):
+    trust(ssh_home, sshd)
+    negotiated: list[str] = []
+    real = asyncssh.connect
+
+    async def connect(*args, **kwargs):
+        conn = await real(*args, **kwargs)
+        negotiated.append(conn.get_extra_info("recv_cipher"))
+        return conn
+
+    monkeypatch.setattr(asyncssh, "connect", connect)
+    assert (await make_host(sshd.port).run(["true"])).ok
+    config = ssh_home.ssh_dir / "config"
+    config.write_text("Host *\n    Ciphers chacha20-poly1305@openssh.com,aes128-ctr\n" + config.read_text())
+    assert (await make_host(sshd.port, name="gpu1").run(["true"])).ok
+    assert negotiated[0].endswith("-gcm@openssh.com"), negotiated
+    assert negotiated[1] == "chacha20-poly1305@openssh.com", "the user's own order"
+
+
 async def test_ssh_config_alias_supplies_address_port_and_user(sshd, ssh_home, make_host):
     trust(ssh_home, sshd)
     config = ssh_home.ssh_dir / "config"
