@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rich.cells import cell_len
 from rich.text import Text
 from textual.app import ComposeResult
@@ -87,17 +89,30 @@ class FiguresRow(Horizontal):
         super().__init__(classes="figures")
         self.sparkline = Sparkline([], summary_function=max)
         self.line = Static()
+        self._summary: str | None = None
 
     def compose(self) -> ComposeResult:
         yield self.sparkline
         yield self.line
 
     def show(self, view: ServiceView) -> None:
+        """The newest figures, drawn only where they look different: an idle server's are the same every sample."""
         self.display = view.figures is not None
-        if view.figures is not None:
-            self.sparkline.data = list(view.history)
+        if view.figures is None:
+            return
+        history = list(view.history)
+        if not (_flat(history) and _flat(self.sparkline.data or [])):     # a flat line looks alike at any length
+            self.sparkline.data = history
+        summary = figures_summary(view.figures)
+        if summary != self._summary:
+            self._summary = summary
             # one line of a fixed size: drawn again without laying the screen out
-            self.line.update(Text(figures_summary(view.figures), no_wrap=True, overflow="ellipsis"), layout=False)
+            self.line.update(Text(summary, no_wrap=True, overflow="ellipsis"), layout=False)
+
+
+def _flat(data: Sequence[float]) -> bool:
+    """Data a sparkline draws as a flat line at its foot: two values or more, all equal."""
+    return len(data) >= 2 and min(data) == max(data)
 
 
 def _plain(text: Text | None) -> str | None:

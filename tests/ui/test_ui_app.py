@@ -833,6 +833,28 @@ async def test_a_serving_decode_shows_its_figures_and_a_sparkline_that_moves() -
         assert "tok/s" not in screen_text(app), "a server that stopped serving shows no figures"
 
 
+async def test_an_idle_servers_samples_alike_repaint_nothing_and_a_change_repaints() -> None:
+    app, source = make_app(ready_script())
+    async with app.run_test(size=(180, 50)) as pilot:
+        await settle(pilot)
+        row = app.deployment.panels["decode"].figures
+        for n in range(2):
+            source.emit(served("decode", 0.0, 61.0 + 3 * n, running=0, queued=0, token_usage=0.0))
+        await settle(pilot)
+        drawn: list[str] = []
+        for widget, name in ((row.sparkline, "Sparkline"), (row.line, "Static")):
+            render = widget.render
+            widget.render = lambda render=render, name=name: drawn.append(name) or render()
+        for n in range(2, 6):
+            source.emit(served("decode", 0.0, 61.0 + 3 * n, running=0, queued=0, token_usage=0.0))
+            await settle(pilot)
+        assert drawn == [], "four samples alike: nothing drawn"
+        source.emit(served("decode", 812.4, 80.0, running=1, queued=0, token_usage=0.0))
+        await settle(pilot)
+        assert sorted(set(drawn)) == ["Sparkline", "Static"]
+        assert "812 tok/s · 1 running" in screen_text(app)
+
+
 async def test_without_metrics_the_batch_lines_figures_say_which_flag_adds_the_rest() -> None:
     app, source = make_app(ready_script())
     async with app.run_test(size=(180, 50)) as pilot:
