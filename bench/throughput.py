@@ -280,6 +280,22 @@ async def textual_log(total: int, batch: int) -> float:
         return total / (time.perf_counter() - t0)
 
 
+def per_line(sweep: list[dict]) -> dict | None:
+    """What each line more costs pdtui's process, from the first two rates that passed (the slope of its busy cores
+    against the rate delivered), and what a flowing log costs besides (the intercept: the panels' paint beat)."""
+    passed = [r for r in sweep if r["ok"] and r["cores_busy"].get(PDTUI_STAGE)][:2]
+    if len(passed) < 2:
+        return None
+    (low, high) = passed
+    slope = (high["cores_busy"][PDTUI_STAGE] - low["cores_busy"][PDTUI_STAGE]) / (high["delivered_per_s"]
+                                                                                 - low["delivered_per_s"])
+    return {"rates": [low["rate"], high["rate"]], "us_each_line_more": round(slope * 1e6, 1),
+            "cores_besides": round(low["cores_busy"][PDTUI_STAGE] - slope * low["delivered_per_s"], 3),
+            "us_a_line_in_all": {str(r["rate"]): round(r["cores_busy"][PDTUI_STAGE] / r["delivered_per_s"] * 1e6, 1)
+                                 for r in passed},
+            "target_us": 15, "met": slope * 1e6 <= 15}
+
+
 def _sweep(rig: Rig, rates: list[int], window: float) -> list[dict]:
     """Each rate in turn until one fails its targets."""
     sweep = []
@@ -325,7 +341,7 @@ def main() -> None:
     figures = {"machine": info, "quick": quick, "window_s": window, "ui_alone": ui, "journal": first,
                "highest_ok_lines_per_s_by_journal": highest,
                "ui_ratio_pdtui_over_textual_log": round(ui["pdtui_panels_per_s"] / ui["textual_log_per_s"], 2),
-               "sweep": sweep, "highest_ok_lines_per_s": max(passed) if passed else None,
+               "sweep": sweep, "highest_ok_lines_per_s": max(passed) if passed else None, "per_line": per_line(sweep),
                "profile": {"rate": profile_at, "delivered_per_s": profiled["delivered_per_s"],
                            "cores_busy": profiled["cores_busy"], "top_tottime": top_functions(profile)},
                "rss": {"lines": memory["lines"], "rate": steady, "rss_mb": memory["rss_mb"]},
