@@ -28,8 +28,3 @@ def flag_values(words: Sequence[str]) -> dict[str, str]:
         elif index + 1 < len(words):
             values[word] = words[index + 1]
     return values
-
-
-def has_flag(words: Sequence[str], name: str) -> bool:
-    """Whether a switch (a flag without a value) is given."""
-    return any(word == name or word.startswith(name + "=") for word in words)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pdtui.config import parse_config
 from pdtui.servers import ServerCommand
-from pdtui.servers.sglang.pairing import host_mismatches, pair_mismatches, running_mismatches
+from pdtui.servers.sglang.pairing import Side, host_mismatches, pair_mismatches, running_mismatches
 
 BASE = ["python3", "-m", "sglang.launch_server", "--disaggregation-mode", "prefill", "--model-path",
         "deepseek-ai/DeepSeek-V4-Flash", "--tp", "4"]
@@ -169,3 +169,11 @@ def test_once_up_a_revision_one_side_leaves_unset_and_mooncake_over_tcp_on_one_s
     assert "default branch" in revision.text and "Mooncake over TCP on one side only" in tcp.text
     [both] = running({"revision": "abc"}, {"revision": "def"})
     assert both.level == "error"
+
+
+def test_a_side_knows_a_switch_and_a_flag_given_with_its_value_and_nothing_else():
+    side = Side("decode", ServerCommand(("python", "-m", "sglang.launch_server", "--enable-dp-attention",
+                                         "--dp-size=2", "--tp", "4"), {}, "its unit"))
+    assert side.has("--enable-dp-attention") and side.has("--dp-size") and side.has("--tp")
+    assert not side.has("--enable-metrics") and not side.has("--dp")
+    assert side.attn_dp == 2
