@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import lru_cache
 
 from ahocorasick_rs import AhoCorasick
 
@@ -114,11 +113,10 @@ class LineJudge:
         return self.judge(message, priority, system)[0]
 
 
-@lru_cache(maxsize=64)
 def _compiled(ready: str | None, signatures: tuple[Signature, ...]) -> tuple[re.Pattern[str] | None, re.Pattern[str] | None,
                                                                          Prefilter]:
-    """The ready pattern, the signatures' alternation and the prefilter, made once per role's judge: a fleet
-    has a thousand services but a few kinds of them (~0.5 ms each to make).
+    """The ready pattern, the signatures' alternation and the prefilter (~0.5 ms to make: a fleet's thousand
+    services share one judge per kind of service, targets/registry.py).
 
     One alternation finds out whether any signature matches at all; a quick look
     for literal text tells most lines apart as ordinary before any regex runs.
