@@ -69,7 +69,12 @@ class _Answer:
         self.body = bytearray()
         self.complete = self.headers_done = self.framed = self.keep = False
         self.status = 0
-        self.parser = httptools.HttpResponseParser(self)
+        self.parser: httptools.HttpResponseParser | None = httptools.HttpResponseParser(self)
+
+    def done(self) -> None:
+        """The parser holds this answer's callbacks, and the answer the parser: let go of it once read, and both are
+        freed at once rather than left to the garbage collector (a fleet's bring-up asks thousands of them)."""
+        self.parser = None
 
     def on_header(self, name: bytes, value: bytes) -> None:
         if name.lower() in (b"content-length", b"transfer-encoding"):
@@ -83,6 +88,7 @@ class _Answer:
 
     def on_message_complete(self) -> None:
         """The status and whether the connection may be kept are read now: llhttp forgets them for the next."""
+        assert self.parser is not None
         self.status = self.parser.get_status_code()
         if 100 <= self.status < 200:        # an interim answer (103 Early Hints): the answer follows
             self.body.clear()
@@ -126,7 +132,15 @@ class _Connection:
         if not chunk:
             raise _Unanswered("the server closed the connection without answering")
         answer = _Answer()
+        try:
+            return await self._read(answer, chunk)
+        finally:
+            answer.done()
+
+    async def _read(self, answer: _Answer, chunk: bytes) -> tuple[int, bytes]:
+        """The answer's bytes fed to its parser from ``chunk`` on, until it is whole."""
         parser = answer.parser
+        assert parser is not None
         while True:
             try:
                 parser.feed_data(chunk)
