@@ -76,6 +76,7 @@ def test_an_ib_device_named_on_one_side_only_is_a_warning():
 
 def test_layouts_sglang_cannot_pair_are_refused_and_different_attention_tp_sizes_pair():
     assert settings(pair(server(), server("--attn-cp-size", "2"))) == [("error", "attention CP")]
+    assert settings(pair(server("--attn-cp-size", "2"), server("--attn-cp-size", "2"))) == [("error", "attention CP")]
     assert settings(pair(server("--pp-size", "2"), server("--pp-size", "4"))) == [("error", "pipeline")]
     assert settings(pair(server("--pp-size", "2"), server())) == []
     assert settings(pair(server(), server("--tp", "8"))) == []

@@ -97,9 +97,12 @@ def pair_mismatches(prefill: tuple[str, ServerCommand], decode: tuple[str, Serve
     """What keeps this prefill and this decode, as each will run, from moving KV between them. A side whose
     command line does not say its disaggregation mode is a wrapper (a script that sets the flags itself): its
     defaults cannot be read, so nothing is compared."""
-    p, d = Side(*prefill), Side(*decode)
-    if not (p.has("--disaggregation-mode") and d.has("--disaggregation-mode")):
+    compared, against = _compared(prefill[1].words), _compared(decode[1].words)
+    if compared is None or against is None:
         return []
+    if compared == against and against[-1] == 1:
+        return []           # alike in all a pair compares, the decode without context parallelism: a fleet's usual
+    p, d = Side(*prefill), Side(*decode)
     return [
         *_same(p, d, "model", ("--model-path", "--model")),
         *_same(p, d, "revision", ("--revision",), one_side="runs the model's default branch"),
@@ -111,6 +114,20 @@ def pair_mismatches(prefill: tuple[str, ServerCommand], decode: tuple[str, Serve
         *_ib_device(p, d),
         *_layout(p, d),
     ]
+
+
+@lru_cache(maxsize=4096)
+def _compared(words: tuple[str, ...]) -> tuple[str | int | bool | None, ...] | None:
+    """All a pair compares of one command line, its attention CP size last (the decode's alone must be 1); None when
+    it does not say its disaggregation mode. Read once a command line: a fleet's preflight compares every prefill
+    with every decode, and two sides alike in all of it have nothing to tell."""
+    side = Side("", ServerCommand(words, {}, ""))
+    if not side.has("--disaggregation-mode"):
+        return None
+    return (side.flag("--model-path", "--model"), side.flag("--revision"),
+            side.flag("--disaggregation-transfer-backend") or DEFAULT_BACKEND, side.flag("--page-size"),
+            side.flag("--kv-cache-dtype") or DEFAULT_KV_DTYPE, side.flag("--disaggregation-ib-device") is None,
+            side.number("--pp-size", "--pp"), side.attn_cp)
 
 
 def _values(p: Side, d: Side, names: tuple[str, ...]) -> tuple[str | None, str | None]:
