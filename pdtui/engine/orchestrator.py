@@ -85,7 +85,7 @@ class Orchestrator:
                                      interval=timing.figures_poll)
         self._steps: dict[Step, StepStatus] = {}
         self._preflight = StepStatus.PENDING
-        self._changed = asyncio.Event()             # set and replaced at every state change (see until)
+        self._changed: asyncio.Event | None = None  # set and let go at every state change, when waited on (until)
         self._flush_handle: asyncio.TimerHandle | None = None
         self._steps_handle: asyncio.Handle | None = None
         self._done_task: asyncio.Task | None = None
@@ -294,19 +294,23 @@ class Orchestrator:
         """A backend's own account of how it runs, read as soon as its lines say its HTTP server is up (its
         arguments are fixed from then on, while it still warms up): off the router's critical path. Not asked
         before (each ask is a line in its log, and a connection over SSH); a server whose lines never say so is
-        asked once it is ready. Woken by the backend's own steps alone (:meth:`ServiceRun.next_step`)."""
-        while backend.state not in BAD_OUTCOMES:
-            if backend.state is S.READY or backend.state is S.WAITING and backend.attempt.phases.serving_http:
-                assert backend.cfg.port is not None
-                info = await backend.serving.server_info(backend.prober, backend.cfg.port, backend.address)
-                if info is not None or backend.state is S.READY:
-                    return info
-                with contextlib.suppress(TimeoutError):      # not answering yet: again after a poll, or at its next step
-                    async with asyncio.timeout(self.timing.poll):
-                        await backend.next_step()
-            else:
-                await backend.next_step()
-        return None
+        asked once it is ready. Woken by the backend's own steps alone, once (:meth:`ServiceRun.reaches`)."""
+        def answers() -> bool:
+            state = backend.state
+            return state is S.READY or state is S.WAITING and backend.attempt.phases.serving_http \
+                or state in BAD_OUTCOMES
+
+        while True:
+            await backend.reaches(answers)
+            if backend.state in BAD_OUTCOMES:
+                return None
+            assert backend.cfg.port is not None
+            info = await backend.serving.server_info(backend.prober, backend.cfg.port, backend.address)
+            if info is not None or backend.state is S.READY:
+                return info
+            with contextlib.suppress(TimeoutError):      # not answering yet: again after a poll, or at its next step
+                async with asyncio.timeout(self.timing.poll):
+                    await backend.next_step()
 
     async def _pairs_as_they_run(self, router: ServiceRun, infos: Mapping[str, asyncio.Task]) -> str | None:
         """Before a router starts: its prefills against its decodes as each ready server says it runs (its
@@ -344,8 +348,8 @@ class Orchestrator:
     async def until(self, condition: Callable[[], bool]) -> None:
         """Wait until ``condition`` holds; it is looked at after every state change.
 
-        A change sets the Event the waiters wait on and puts a fresh one in its
-        place: every waiter wakes in the same turn of the loop, changes made
+        A change sets the Event the waiters wait on and lets it go (the next
+        waiter makes a fresh one): every waiter wakes in the same turn of the loop, changes made
         before it runs share its look, and a change costs nothing more while
         the woken have not yet waited again (a fleet's services change state
         thousands of times a second while 128 routers wait). After a
@@ -353,11 +357,14 @@ class Orchestrator:
         loop turn at a time: the last of 129 looked 128 turns late.
         """
         while not condition():
+            if self._changed is None:
+                self._changed = asyncio.Event()
             await self._changed.wait()
 
     def _notify_changed(self) -> None:
-        self._changed.set()
-        self._changed = asyncio.Event()
+        if self._changed is not None:
+            self._changed.set()
+            self._changed = None
 
     def _decided(self) -> bool:
         """The outcome is known: every service settled, or one failed and all it blocks is marked blocked already.

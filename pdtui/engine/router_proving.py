@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from pdtui.config import BACKEND_ROLES
 from pdtui.engine.checks import Check
-from pdtui.engine.checks.kv_transfer import KvReading
+from pdtui.engine.checks.kv_transfer import KvReading, KvTotals
 from pdtui.engine.checks.pairs import NAME as PAIRS
 from pdtui.engine.checks.pairs import PairProbe
 from pdtui.engine.checks.router import RouterProbe
@@ -188,8 +188,11 @@ class RouterProving:
     async def _kv_reading(self) -> KvReading:
         """Each prefill's KV transfer series now (None: no ``/metrics``). A prefill observes every transfer it
         sends and counts those that failed, its bootstrap's too: its decodes' series would only repeat them."""
-        peers = [self.run.w.peers[name] for name in self.run.cfg.after]
-        return dict(await asyncio.gather(*(peer.kv_totals() for peer in peers if peer.cfg.role == "prefill")))
+        prefills = [peer for name in self.run.cfg.after if (peer := self.run.w.peers[name]).cfg.role == "prefill"]
+        reading: dict[str, KvTotals | None] = {peer.name: None for peer in prefills if not peer.has_metrics}
+        if asked := [peer.kv_totals() for peer in prefills if peer.has_metrics]:    # none: no loop turn spent
+            reading |= dict(await asyncio.gather(*asked))
+        return reading
 
     async def transfer_error_since(self, services: Collection[str], since: float, wait: bool,
                                    needle: str = "") -> str | None:

@@ -57,6 +57,10 @@ from pdtui.servers import PhaseTracking, ServerCommand, serving_for
 S = ServiceState
 T = TypeVar("T")
 
+
+def _any_step() -> bool:
+    return True
+
 # A host's unit looks take at most about 1/(1 + LOOK_REST) of its time (see ServiceRun.beat).
 LOOK_REST = 4.0
 # A look this many beats old still decides how a unit is started: looks on the beat are a beat apart, plus the
@@ -174,7 +178,7 @@ class ServiceRun:
         self.judged = False                         # attached and judged once (status: a verdict exists)
         self.time_to_ready: float | None = None
         self.wake = asyncio.Event()
-        self._step = asyncio.Event()                # set (and replaced) at its next step: see next_step
+        self._awaited: list[tuple[Callable[[], bool], asyncio.Future[None]]] = []   # see reaches
         self.task: asyncio.Task | None = None
         self._session: Session | None = None
         self.address = LOOPBACK_ADDRESS             # where its ports are reached from its session's host
@@ -272,15 +276,34 @@ class ServiceRun:
         self.stepped()
 
     def stepped(self) -> None:
-        """It changed state or began a start-up phase: wake whoever waits for its next step."""
-        self._step.set()
-        self._step = asyncio.Event()
+        """It changed state or began a start-up phase: wake whoever waits for a step that makes their condition
+        hold (each looked at here, so a waiter wakes once, not at every step)."""
+        if not self._awaited:
+            return
+        awaited, self._awaited = self._awaited, []
+        for condition, future in awaited:
+            if future.done():                   # its waiter gave up (a timeout)
+                continue
+            if condition():
+                future.set_result(None)
+            else:
+                self._awaited.append((condition, future))
+
+    async def reaches(self, condition: Callable[[], bool]) -> None:
+        """Until ``condition`` holds, looked at now and at each of its steps. A waiter on one run is woken by that
+        run alone: a fleet's thousand runs change state thousands of times a second, and the bring-up's ``until``
+        wakes every waiter at each."""
+        if not condition():
+            await self._step_where(condition)
 
     async def next_step(self) -> None:
-        """Until it changes state or begins a start-up phase. A waiter on one run is woken by that run alone: a
-        fleet's thousand runs change state thousands of times a second, and the bring-up's ``until`` wakes every
-        waiter at each."""
-        await self._step.wait()
+        """Until it changes state or begins a start-up phase."""
+        await self._step_where(_any_step)
+
+    def _step_where(self, condition: Callable[[], bool]) -> asyncio.Future[None]:
+        future = asyncio.get_running_loop().create_future()
+        self._awaited.append((condition, future))
+        return future
 
     def notice(self, level: str, text: str) -> None:
         """Tell something about this service that is not a change of its state."""
@@ -495,11 +518,17 @@ class ServiceRun:
         """``path`` as pdtui asks it of this service again and again (checks/http_status.py's :func:`polled`)."""
         return polled(self.cfg, path)
 
+    @property
+    def has_metrics(self) -> bool:
+        """Whether its ``/metrics`` may be asked in this start (a port, and no answer yet that said it has none)."""
+        return bool(self.cfg.port) and not self.attempt.without_metrics
+
     async def metrics(self, read: Callable[[str], T]) -> T | None:
         """Its ``/metrics`` text read by ``read`` (a serving engine's parser); None without them. A 404 (started
         without --enable-metrics) or text that is not Prometheus's is not asked again in this start."""
-        if not self.cfg.port or self.attempt.without_metrics:
+        if not self.has_metrics:
             return None
+        assert self.cfg.port is not None
         result = await self.prober.get(self.cfg.port, self.polled("/metrics"), timeout=FETCH_TIMEOUT,
                                        address=self.address)
         if not result.ok:

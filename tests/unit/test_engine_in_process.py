@@ -483,6 +483,31 @@ def test_a_ready_unit_is_looked_at_on_the_slower_beat_its_waiting_peers_share():
     assert [run.beat(t) for t in (0.1, 8.5, 10.0)] == [10.0, 10.0, 20.0]
 
 
+async def test_a_waiter_on_a_run_wakes_once_at_the_step_its_condition_holds_and_one_that_gave_up_is_let_go():
+    memory = deployment()
+    cfg = memory.services["decode"]
+    run = UnitRun(cfg, LineJudge(cfg.ready.log, ()))
+    looked: list[ServiceState] = []
+
+    def ready() -> bool:
+        looked.append(run.state)
+        return run.state is ServiceState.READY
+
+    waiter = asyncio.create_task(run.reaches(ready))
+    impatient = asyncio.create_task(asyncio.wait_for(run.next_step(), 0.5))
+    await asyncio.sleep(1.0)
+    with pytest.raises(TimeoutError):
+        await impatient
+    for state in (ServiceState.STARTING, ServiceState.WAITING, ServiceState.READY):
+        assert not waiter.done()
+        run.state = state
+        run.stepped()
+    await waiter
+    assert looked == [ServiceState.PENDING, ServiceState.STARTING, ServiceState.WAITING, ServiceState.READY]
+    run.stepped()
+    assert looked[-1] is ServiceState.READY and len(looked) == 4, "a woken waiter is looked at no more"
+
+
 async def test_a_ready_unit_is_looked_at_on_the_slow_beat_and_its_end_still_fails_it_at_once():
     async with Bringing() as up:
         assert (await up.orchestrator.run()).ok
