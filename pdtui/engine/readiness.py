@@ -31,7 +31,7 @@ def _literals(pattern: str) -> list[str] | None:
 
 
 class Prefilter:
-    """Whether a line may match any of some patterns: one Aho-Corasick pass for the literal ones, regex for the rest.
+    """Which of some patterns a line may match: one Aho-Corasick pass for the literal ones, regex for the rest.
 
     Most signatures are plain text, and a pattern given with a literal hint
     (text every match holds) is looked for by its hint. All of them are looked
@@ -43,21 +43,31 @@ class Prefilter:
     def __init__(self, patterns: list[re.Pattern[str] | str]) -> None:
         self.literals: list[str] = []
         self.regexes: list[re.Pattern[str]] = []
-        for pattern in patterns:
-            if isinstance(pattern, str):
-                self.literals.append(pattern)
-                continue
-            found = _literals(pattern.pattern) if not pattern.flags & re.IGNORECASE else None
+        self._of_literal: list[int] = []            # the pattern each literal stands for
+        self._of_regex: list[int] = []
+        for index, pattern in enumerate(patterns):
+            found = [pattern] if isinstance(pattern, str) else \
+                _literals(pattern.pattern) if not pattern.flags & re.IGNORECASE else None
             if found is None:
+                assert not isinstance(pattern, str)
                 self.regexes.append(pattern)
+                self._of_regex.append(index)
             else:
                 self.literals.extend(found)
+                self._of_literal.extend(index for _ in found)
         self._literal = AhoCorasick(self.literals).find_matches_as_indexes if self.literals else None
 
-    def may_match(self, text: str) -> bool:
-        if self._literal is not None and self._literal(text):
-            return True
-        return any(r.search(text) for r in self.regexes)
+    def hits(self, text: str) -> list[int]:
+        """The patterns ``text`` may match, by their place in the list given, in its order (empty for most lines:
+        then no pattern matches)."""
+        literals = self._literal(text, overlapping=True) if self._literal is not None else ()
+        if not literals and not self.regexes:
+            return []
+        found = {self._of_literal[literal] for literal, _, _ in literals}
+        for index, regex in zip(self._of_regex, self.regexes, strict=True):
+            if regex.search(text):
+                found.add(index)
+        return sorted(found)
 
 
 class LineJudge:
@@ -65,14 +75,19 @@ class LineJudge:
 
     def __init__(self, ready: str | None, signatures: tuple[Signature, ...]) -> None:
         self.signatures = signatures
-        self.ready, self._any, self._anything = _compiled(ready, signatures)
+        self.ready, self._prefilter = _compiled(ready, signatures)
 
     def signature(self, message: str) -> Signature | None:
         """The most telling signature the line matches, if any: a fatal one before any other kind."""
-        if self._any is None or not self._any.search(message):
-            return None
-        return max((s for s in self.signatures if s.pattern.search(message)),
-                   key=lambda s: (s.severity is Severity.FATAL, s.rank))
+        return self._telling(message, self._prefilter.hits(message))
+
+    def _telling(self, message: str, hits: list[int]) -> Signature | None:
+        """The most telling of the signatures among the prefilter's ``hits`` that the line matches: only those
+        are searched (a line that holds one signature's text is not searched for the other forty)."""
+        signatures = self.signatures
+        matched = [found for index in hits if index < len(signatures)
+                   and (found := signatures[index]).pattern.search(message)]
+        return max(matched, key=lambda s: (s.severity is Severity.FATAL, s.rank)) if matched else None
 
     def failure(self, message: str) -> Signature | None:
         """The most telling fatal signature the line matches, if any."""
@@ -96,9 +111,10 @@ class LineJudge:
         """How to show the line, and the signature it matched (None for most lines)."""
         if system:
             return LineKind.SYSTEM, None
-        if not self._anything.may_match(message):
+        hits = self._prefilter.hits(message)
+        if not hits:
             return (LineKind.WARN if priority is not None and priority <= 4 else LineKind.NORMAL), None
-        found = self.signature(message)
+        found = self._telling(message, hits)
         if found is not None and found.severity is Severity.FATAL:
             return LineKind.FAIL, found
         if self.is_ready_line(message):
@@ -113,18 +129,14 @@ class LineJudge:
         return self.judge(message, priority, system)[0]
 
 
-def _compiled(ready: str | None, signatures: tuple[Signature, ...]) -> tuple[re.Pattern[str] | None, re.Pattern[str] | None,
-                                                                         Prefilter]:
-    """The ready pattern, the signatures' alternation and the prefilter (~0.5 ms to make: a fleet's thousand
-    services share one judge per kind of service, targets/registry.py).
-
-    One alternation finds out whether any signature matches at all; a quick look
-    for literal text tells most lines apart as ordinary before any regex runs.
-    """
+def _compiled(ready: str | None, signatures: tuple[Signature, ...]) -> tuple[re.Pattern[str] | None, Prefilter]:
+    """The ready pattern and the prefilter of the signatures (in their order), the ready line and warnings (~0.5 ms
+    to make: a fleet's thousand services share one judge per kind of service, targets/registry.py). A quick look
+    for literal text tells most lines apart as ordinary before any regex runs, and names the few signatures a line
+    may match."""
     ready_pattern = re.compile(ready) if ready else None
-    any_signature = re.compile("|".join(f"(?:{s.pattern.pattern})" for s in signatures)) if signatures else None
     hints: list[re.Pattern[str] | str] = [s.hint or s.pattern for s in signatures]
-    return ready_pattern, any_signature, Prefilter(hints + ([ready_pattern] if ready_pattern else []) + [_WARN_HINT])
+    return ready_pattern, Prefilter(hints + ([ready_pattern] if ready_pattern else []) + [_WARN_HINT])
 
 
 @dataclass(slots=True)

@@ -99,8 +99,14 @@ def test_prefilter_reads_literal_alternations_and_keeps_real_regexes():
     assert _literals("CUDA out of memory|OutOfMemoryError") == ["CUDA out of memory", "OutOfMemoryError"]
     assert _literals(r"\bWARN") is None and _literals("a.b") is None
     prefilter = Prefilter([re.compile("NCCL error"), re.compile(r"step \d+ failed")])
-    assert prefilter.may_match("RuntimeError: NCCL error: unhandled")
-    assert prefilter.may_match("step 12 failed") and not prefilter.may_match("step x failed")
+    assert prefilter.hits("RuntimeError: NCCL error: unhandled") == [0]
+    assert prefilter.hits("step 12 failed") == [1] and prefilter.hits("step x failed") == []
+
+
+def test_prefilter_names_every_pattern_whose_text_a_line_holds_even_where_their_texts_overlap():
+    from pdtui.engine.readiness import Prefilter
+    prefilter = Prefilter(["weight begin", re.compile("Load weight|KV Cache"), "begin. avail"])
+    assert prefilter.hits("[TP0] Load weight begin. avail mem=137.34 GB") == [0, 1, 2]
 
 
 def test_user_regex_failure_still_found_past_the_prefilter():
@@ -286,4 +292,23 @@ _WORDS = st.text(alphabet="ab.|()*\\ x", min_size=1, max_size=6)
 def test_the_literal_prefilter_answers_as_the_regexes_do(literals, text):
     from pdtui.engine.readiness import Prefilter
     patterns = [re.compile(re.escape(word)) for word in literals]
-    assert Prefilter(patterns).may_match(text) == any(p.search(text) for p in patterns)
+    assert Prefilter(patterns).hits(text) == [i for i, p in enumerate(patterns) if p.search(text)]
+
+
+def every_signature_searched(judge: LineJudge, line: str):
+    matched = [s for s in judge.signatures if s.pattern.search(line)]
+    return max(matched, key=lambda s: (s.severity is Severity.FATAL, s.rank)) if matched else None
+
+
+KNOWN_LINES = [*FATAL, *LOOK_BAD_ONLY, *WARMUP_FAILURES.values(), *WARMUP_SUCCESSES.values()]
+
+
+@pytest.mark.parametrize("line", KNOWN_LINES)
+def test_the_signatures_the_prefilter_names_find_what_searching_every_signature_finds(line):
+    assert SGLANG.signature(line) is every_signature_searched(SGLANG, line)
+
+
+@given(st.lists(st.sampled_from(KNOWN_LINES), min_size=2, max_size=4), st.sampled_from(["", " ", ": "]))
+def test_a_line_holding_several_signatures_texts_is_judged_as_searching_every_signature_judges(lines, glue):
+    line = glue.join(lines)
+    assert SGLANG.signature(line) is every_signature_searched(SGLANG, line)
