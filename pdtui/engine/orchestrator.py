@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import math
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping
@@ -140,7 +141,7 @@ class Orchestrator:
         if run.state is not S.PENDING:
             run.transition(S.PENDING, reason)
         run.task = asyncio.create_task(self._bring_up(run, action, wait=wait), name=f"{action.value} {run.name}")
-        run.task.add_done_callback(lambda task: self._ended(run, task))
+        run.task.add_done_callback(functools.partial(self._ended, run))
 
     def _ended(self, run: ServiceRun, task: asyncio.Task) -> None:
         """A run's task that ended on an exception nobody expected (a bug, in pdtui or a target) fails its service,
@@ -269,8 +270,17 @@ class Orchestrator:
     # -- one service ----------------------------------------------------------
     async def _bring_up(self, run: ServiceRun, action: Action, *, wait: bool = True) -> None:
         """Once what ``run`` comes after is ready (when ``wait``), its life; blocked when one of those failed."""
-        deps = [self._runs[d] for d in run.cfg.after] if wait else []
-        looking = asyncio.create_task(run.keep_looking()) if deps else None
+        if wait and run.cfg.after and not await self._may_start(run):
+            return
+        if await run.bring_up(action):
+            self.tell_outcome_again()     # it failed after ready: the outcome changed
+
+    async def _may_start(self, run: ServiceRun) -> bool:
+        """Until what ``run`` comes after is ready: False (and ``run`` blocked) when one of those failed, or when a
+        router's backends refuse each other as they run. Its helpers (the looks at ``run``, the backends'
+        accounts) end with the wait: the life that follows keeps none of them."""
+        deps = [self._runs[d] for d in run.cfg.after]
+        looking = asyncio.create_task(run.keep_looking())
         checking = run.cfg.is_router and self.intent.verb in (Verb.UP, Verb.RESTART)
         infos = {d.name: asyncio.create_task(self._server_info(d)) for d in deps
                  if checking and d.cfg.role in BACKEND_ROLES and d.cfg.port}
@@ -280,15 +290,14 @@ class Orchestrator:
             bad = [d for d in deps if d.state in BAD_OUTCOMES] or [d for d in deps if d.state is not S.READY]
             if bad:
                 run.transition(S.BLOCKED, f"{bad[0].name} {bad[0].state.value.replace('_', ' ')}")
-                return
+                return False
             refused = await self._pairs_as_they_run(run, infos) if checking else None
             if refused:
                 run.transition(S.BLOCKED, refused)
-                return
+                return False
+            return True
         finally:
-            _let_go(t for t in (looking, *infos.values()) if t is not None)
-        if await run.bring_up(action):
-            self.tell_outcome_again()     # it failed after ready: the outcome changed
+            _let_go((looking, *infos.values()))
 
     async def _server_info(self, backend: ServiceRun) -> Mapping[str, Any] | None:
         """A backend's own account of how it runs, read as soon as its lines say its HTTP server is up (its
