@@ -232,7 +232,8 @@ def host_mismatches(servers: Sequence[tuple[ServiceConfig, ServerCommand]]) -> l
     found: list[Mismatch] = []
     taken: dict[int, tuple[str, str, str]] = {}      # port -> (service, what takes it, source)
     for cfg, command in servers:
-        for port, what in _ports(cfg, Side(cfg.name, command)):
+        side = Side(cfg.name, command)
+        for port, what in _ports(cfg, side):
             if port in taken and taken[port][0] != cfg.name:
                 other, other_what, other_source = taken[port]
                 found.append(Mismatch("error", "host", (cfg.name, other), "port", (str(port), str(port)),
@@ -240,7 +241,7 @@ def host_mismatches(servers: Sequence[tuple[ServiceConfig, ServerCommand]]) -> l
                                       f"{cfg.name} and {other} both take port {port} on {cfg.host}: {cfg.name}'s "
                                       f"{what} ({command.source}) and {other}'s {other_what} ({other_source})"))
             taken.setdefault(port, (cfg.name, what, command.source))
-        found += _gpu_count(cfg, Side(cfg.name, command))
+        found += _gpu_count(cfg, side)
     return found
 
 
