@@ -13,7 +13,8 @@ start-up on the critical path (a backend's start-up, then its router's). cpu_s i
 the bring-up, engine_cpu_s the same without the time the in-memory hosts spent answering
 (memory_hosts_s), gc_s the garbage collector's share; rss_mb is the peak RSS.
 ``--sweep`` runs 8, 16, ... up to ``--max-services`` services, each size in a fresh
-process, to show how the overhead grows.
+process, to show how the overhead grows. ``--core-only`` turns the checks that ask the servers more than whether
+they are ready (:data:`CORE_ONLY`) into no-ops: the orchestration's own cost, told apart from theirs.
 """
 
 from __future__ import annotations
@@ -38,6 +39,9 @@ from bench._common import emit, machine, parse_args, percentile  # noqa: E402
 from pdtui.config import Deployment, parse_config  # noqa: E402
 from pdtui.engine.events import StateChanged, Step, StepChanged, StepStatus  # noqa: E402
 from pdtui.engine.orchestrator import Orchestrator  # noqa: E402
+from pdtui.engine.preflight import Preflight  # noqa: E402
+from pdtui.engine.router_proving import RouterProving  # noqa: E402
+from pdtui.engine.service_run import ServiceRun  # noqa: E402
 from pdtui.engine.states import ServiceState  # noqa: E402
 from pdtui.sim.knobs import DEFAULT_MODEL  # noqa: E402
 from pdtui.sim.memhost import MemoryFleet  # noqa: E402
@@ -61,6 +65,36 @@ def options(parser: argparse.ArgumentParser) -> None:
                         help="the garbage collector as pdtui's faces tune it (pdtui.support.heap.QuietCollector: young "
                              "collections after 10,000 allocations, what exists at the start frozen), or as Python "
                              "sets it")
+    parser.add_argument("--core-only", action="store_true",
+                        help="the orchestration's own cost: the checks that ask the servers more than whether they "
+                             "are ready turned into no-ops (see CORE_ONLY)")
+
+
+async def _no_server_info(orchestrator: Orchestrator, backend: ServiceRun) -> None:
+    return None
+
+
+async def _no_missing_workers(proving: RouterProving) -> None:
+    proving._may_lack = False
+
+
+CORE_ONLY: tuple[tuple[type, str, object], ...] = (
+    (Preflight, "_pair_mismatches", lambda preflight, runs, commands: []),      # the command lines compared
+    (Preflight, "_host_mismatches", lambda preflight, runs, commands: []),
+    (Preflight, "_fabric_mismatches", lambda preflight, runs, commands, inventories, fabrics: []),
+    (Orchestrator, "_server_info", _no_server_info),            # each backend's account, before its router starts
+    (ServiceRun, "has_metrics", property(lambda run: False)),   # the KV series read around each router's smoke
+    (RouterProving, "add_missing", _no_missing_workers),        # the router's workers looked at through its API
+)
+"""What ``--core-only`` turns into no-ops: what a bring-up asks beyond the units, their lines and the routers'
+probes, to tell the orchestration's own cost from those checks'."""
+
+
+def core_only() -> None:
+    for owner, name, stand_in in CORE_ONLY:
+        if not hasattr(owner, name):
+            sys.exit(f"fleet: --core-only: {owner.__name__}.{name} is no more: CORE_ONLY needs updating")
+        setattr(owner, name, stand_in)
 
 
 def fleet_config(hosts: int, per_host: int) -> dict:
@@ -197,6 +231,7 @@ def one_size(args: argparse.Namespace) -> dict:
     keys = ("wall_s", "bringup_overhead_s", "cpu_s", "engine_cpu_s", "memory_hosts_s", "gc_s")
     median = {key: round(statistics.median(r[key] for r in runs), 3) for key in keys}
     return {"services": len(deployment.services), "hosts": len(deployment.hosts), "collector": args.collector,
+            "no_pairs": args.no_pairs, "core_only": args.core_only,
             "services_per_host": args.services_per_host, "runs": args.runs, "ok": all(r["ok"] for r in runs),
             **median, "rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
             "overhead_each_run_s": [round(r["bringup_overhead_s"], 3) for r in runs],
@@ -212,7 +247,8 @@ def sweep(args: argparse.Namespace) -> list[dict]:
     while hosts * per_host <= args.max_services:
         argv = [sys.executable, __file__, "--hosts", str(hosts), "--services-per-host", str(per_host),
                 "--startup", str(args.startup), "--router-startup", str(args.router_startup), "--runs", str(args.runs),
-                "--collector", args.collector, *(["--no-pairs"] if args.no_pairs else [])]
+                "--collector", args.collector, *(["--no-pairs"] if args.no_pairs else []),
+                *(["--core-only"] if args.core_only else [])]
         out = subprocess.run(argv, check=True, capture_output=True, text=True).stdout
         figures = json.loads(out)
         results.append({k: figures[k] for k in ("services", "hosts", "ok", "wall_s", "bringup_overhead_s", "cpu_s",
@@ -225,6 +261,8 @@ def main() -> None:
     args = parse_args(__doc__.splitlines()[0], options)
     if args.services_per_host < 3:
         sys.exit("fleet: --services-per-host must be at least 3 (a prefill, a decode and their router)")
+    if args.core_only:
+        core_only()
     if args.quick:
         args.startup, args.router_startup = 0.3, 0.1
         if args.sweep:
