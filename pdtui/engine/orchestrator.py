@@ -358,10 +358,11 @@ class Orchestrator:
         """Wait until ``condition`` holds; it is looked at after every state change.
 
         A change sets the Event the waiters wait on and lets it go (the next
-        waiter makes a fresh one): every waiter wakes in the same turn of the loop, changes made
-        before it runs share its look, and a change costs nothing more while
-        the woken have not yet waited again (a fleet's services change state
-        thousands of times a second while 128 routers wait). After a
+        waiter makes a fresh one): every waiter wakes in the same turn of the
+        loop, changes made before it runs share its look, and a change costs
+        nothing more while the woken have not yet waited again (a fleet's
+        services change state thousands of times a second while 128 routers
+        wait). After a
         Condition's notify_all each waiter takes its lock in turn, handed on a
         loop turn at a time: the last of 129 looked 128 turns late.
         """

@@ -57,10 +57,6 @@ from pdtui.servers import PhaseTracking, ServerCommand, serving_for
 S = ServiceState
 T = TypeVar("T")
 
-
-def _any_step() -> bool:
-    return True
-
 # A host's unit looks take at most about 1/(1 + LOOK_REST) of its time (see ServiceRun.beat).
 LOOK_REST = 4.0
 # A look this many beats old still decides how a unit is started: looks on the beat are a beat apart, plus the
@@ -72,6 +68,11 @@ LEAST_WAIT = 0.001     # seconds: a run never waits for less (see ServiceRun._sl
 # A traceback's exception is the cause of a crash when it came within this many seconds of the unit's end.
 CAUSE_RECENT = 30.0
 RECENT_TRANSFERS = 32   # per-request KV transfer errors kept, to quote the one that names a request
+
+
+def _any_step() -> bool:
+    """What :meth:`ServiceRun.next_step` waits for: any step."""
+    return True
 
 
 @dataclass(slots=True)
