@@ -45,16 +45,16 @@ class Prefilter:
         self.regexes: list[re.Pattern[str]] = []
         self._of_literal: list[int] = []            # the pattern each literal stands for
         self._of_regex: list[int] = []
+        texts: list[str] | None
         for index, pattern in enumerate(patterns):
-            found = [pattern] if isinstance(pattern, str) else \
-                _literals(pattern.pattern) if not pattern.flags & re.IGNORECASE else None
-            if found is None:
-                assert not isinstance(pattern, str)
+            if isinstance(pattern, str):
+                texts = [pattern]
+            elif pattern.flags & re.IGNORECASE or (texts := _literals(pattern.pattern)) is None:
                 self.regexes.append(pattern)
                 self._of_regex.append(index)
-            else:
-                self.literals.extend(found)
-                self._of_literal.extend(index for _ in found)
+                continue
+            self.literals.extend(texts)
+            self._of_literal.extend([index] * len(texts))
         self._literal = AhoCorasick(self.literals).find_matches_as_indexes if self.literals else None
 
     def hits(self, text: str) -> list[int]:

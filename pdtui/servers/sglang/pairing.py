@@ -120,7 +120,8 @@ def pair_mismatches(prefill: tuple[str, ServerCommand], decode: tuple[str, Serve
 def _compared(words: tuple[str, ...]) -> tuple[str | int | bool | None, ...] | None:
     """All a pair compares of one command line, its attention CP size last (the decode's alone must be 1); None when
     it does not say its disaggregation mode. Read once a command line: a fleet's preflight compares every prefill
-    with every decode, and two sides alike in all of it have nothing to tell."""
+    with every decode, and two sides alike in all of it have nothing to tell. A rule of :func:`pair_mismatches`
+    that reads another flag reads it here too, or pairs alike in the rest would never reach it."""
     side = Side("", ServerCommand(words, {}, ""))
     if not side.has("--disaggregation-mode"):
         return None
