@@ -17,7 +17,7 @@ from pdtui.hosts.base import Result
 
 RunCommand = Callable[[list[str], float | None], Awaitable[Result]]   # (argv, deadline)
 
-GATHER_WINDOW = 0.005   # asks within this many seconds share a command
+GATHER_WINDOW = 0.005   # asks within this many seconds of the first share a command
 
 
 C = TypeVar("C")
@@ -34,10 +34,14 @@ class Batcher(Generic[C]):
         self._commands = commands
         self._waiting: dict[Hashable, list[asyncio.Future]] = {}
         self._deadline = math.inf
+        self._due = 0.0         # when the waiting asks' command goes out (loop time)
         self._batch: asyncio.Task | None = None
 
     async def _ask(self, key: Hashable, deadline: float | None = None) -> Any:
-        future = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        if not self._waiting:
+            self._due = loop.time() + GATHER_WINDOW
         self._waiting.setdefault(key, []).append(future)
         if deadline is not None:
             self._deadline = min(self._deadline, deadline)
@@ -46,10 +50,14 @@ class Batcher(Generic[C]):
         return await future
 
     async def _batches(self) -> None:
-        """One command after another while anyone waits."""
+        """One command after another while anyone waits. The window counts from the first ask, not from when this
+        task first runs: a fleet's bring-up asks every host's start in one busy turn of the loop, and the hosts'
+        commands then go out together once the loop is free, not one slice of hosts per turn in the order their
+        tasks happened to run."""
+        loop = asyncio.get_running_loop()
         try:
             while self._waiting:
-                await asyncio.sleep(GATHER_WINDOW)
+                await asyncio.sleep(self._due - loop.time())
                 waiting, self._waiting = self._waiting, {}
                 deadline, self._deadline = self._deadline, math.inf
                 await self._answer_all(waiting, None if deadline == math.inf else deadline)

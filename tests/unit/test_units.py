@@ -1,11 +1,13 @@
 import asyncio
 import subprocess
 import sys
+import time
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pdtui.engine.batcher import GATHER_WINDOW
 from pdtui.hosts.base import HostError, Result
 from pdtui.targets.systemd.commands import Commands, parse_show_units
 from pdtui.targets.systemd.journal_json import parse_entry
@@ -77,6 +79,18 @@ async def test_looks_asked_while_a_command_runs_share_the_next_one():
     b, c = await later
     assert len(fake.calls) == 2 and fake.calls[1][-2:] == ["b.service", "c.service"]
     assert b["Id"] == "b.service" and c["Id"] == "c.service"
+
+
+async def test_a_window_that_passed_while_the_loop_was_busy_sends_the_command_at_once():
+    fake = FakeSystemctl()
+    looker = UnitLooker(fake, Commands())
+    asked = asyncio.ensure_future(looker.show("a.service"))
+    await asyncio.sleep(0)                  # asked: the window opens
+    time.sleep(GATHER_WINDOW * 2)           # the loop busy for longer (a fleet's thousand runs take their first step)
+    for _ in range(5):                      # a few turns, far shorter than another window
+        await asyncio.sleep(0)
+    assert len(fake.calls) == 1, "the window counts from the ask, not from when the command's task first ran"
+    assert (await asked)["Id"] == "a.service"
 
 
 async def test_starts_asked_together_share_one_command_that_looks_at_them_too():
