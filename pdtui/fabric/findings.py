@@ -59,11 +59,11 @@ def fabric_mismatches(server: Server, fabric: Fabric) -> list[Mismatch]:
         return []
     if server.path.devices:
         found = _named(server, fabric)
-        used = [fabric.devices[name] for name in server.path.devices if name in fabric.devices]
+        used = any(name in fabric.devices and fabric.devices[name].active for name in server.path.devices)
     else:
         found = _unnamed(server, fabric)
-        used = list(fabric.devices.values())
-    if not any(device.active for device in used):
+        used = bool(fabric.active)
+    if not used:
         return found          # no RDMA transfer will be tried: what registering needs is not in question
     return [*found, *_peermem(server, fabric), *_memory_lock(server)]
 

@@ -42,10 +42,10 @@ class RdmaDevice:
     name: str
     ports: Mapping[int, str] = field(default_factory=dict)
     numa: int | None = None
+    active: bool = field(init=False, compare=False)     # a port is up (read once: every server of the host asks)
 
-    @property
-    def active(self) -> bool:
-        return any(state in ACTIVE_STATES for state in self.ports.values())
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "active", any(state in ACTIVE_STATES for state in self.ports.values()))
 
     def port_states(self) -> str:
         """``port 1: DOWN, port 2: ACTIVE``, or ``no port``."""
@@ -60,10 +60,10 @@ class Fabric:
     root: str
     devices: Mapping[str, RdmaDevice]
     peermem: bool | None
+    active: tuple[str, ...] = field(init=False, compare=False)    # the devices with a port up
 
-    @property
-    def active(self) -> list[str]:
-        return [name for name, device in self.devices.items() if device.active]
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "active", tuple(name for name, device in self.devices.items() if device.active))
 
     def names(self) -> str:
         return ", ".join(self.devices) or "none"

@@ -8,11 +8,13 @@ from collections.abc import Sequence
 def flag_value(words: Sequence[str], name: str) -> str | None:
     """The value of ``--name VALUE`` or ``--name=VALUE``, the last one given."""
     value = None
+    prefix, last = name + "=", len(words) - 1
     for index, word in enumerate(words):
-        if word == name and index + 1 < len(words):
-            value = words[index + 1]
-        elif word.startswith(name + "="):
-            value = word.partition("=")[2]
+        if word == name:
+            if index < last:
+                value = words[index + 1]
+        elif word.startswith(prefix):
+            value = word[len(prefix):]
     return value
 
 

@@ -41,7 +41,7 @@ def test_the_command_reads_each_devices_ports_numa_node_and_the_peermem_module(t
     found = read(tmp_path)
     assert found == Fabric("gpu1", str(tmp_path), {"mlx5_0": RdmaDevice("mlx5_0", {1: "ACTIVE"}, 0),
                                                    "mlx5_1": RdmaDevice("mlx5_1", {1: "DOWN"}, 1)}, True)
-    assert found.active == ["mlx5_0"]
+    assert found.active == ("mlx5_0",)
 
 
 def test_a_tree_without_the_module_is_a_module_not_loaded_and_a_missing_tree_no_fabric(tmp_path):

@@ -85,11 +85,11 @@ def _flags(words: tuple[str, ...]) -> tuple[Mapping[str, str], frozenset[str]]:
 def transfer_path(command: ServerCommand) -> TransferPath | None:
     """How a server moves KV as its command line says; None when it is no PD server of SGLang's own command line
     (a wrapper script sets its flags itself)."""
-    side = Side("", command)
-    if side.flag("--disaggregation-mode") is None:
+    flags = _flags(command.words)[0]
+    if flags.get("--disaggregation-mode") is None:
         return None
-    backend = side.flag("--disaggregation-transfer-backend") or DEFAULT_BACKEND
-    devices = tuple(d for d in (side.flag("--disaggregation-ib-device") or "").split(",") if d)
+    backend = flags.get("--disaggregation-transfer-backend") or DEFAULT_BACKEND
+    devices = tuple(d for d in (flags.get("--disaggregation-ib-device") or "").split(",") if d)
     return TransferPath(backend, backend in RDMA_BACKENDS, devices)
 
 

@@ -62,11 +62,13 @@ def parse_installed(files: Sequence[tuple[str, str]]) -> InstalledUnit:
         section = ""
         for raw in _logical_lines(text):
             line = raw.strip()
-            if line.startswith("[") and line.endswith("]"):
+            if line[:1] == "[" and line[-1:] == "]":
                 section = line[1:-1]
                 continue
+            if section != "Service":
+                continue
             key, sep, value = line.partition("=")
-            if not sep or section != "Service":
+            if not sep:
                 continue
             key, value = key.strip(), value.strip()
             if key == "Environment":
@@ -82,6 +84,8 @@ def parse_installed(files: Sequence[tuple[str, str]]) -> InstalledUnit:
 
 def _logical_lines(text: str) -> list[str]:
     """Lines with systemd's backslash continuations joined; comments dropped."""
+    if "\\" not in text:       # no continuation (most units): each line is one
+        return [line for line in text.splitlines() if not line.lstrip().startswith(("#", ";"))]
     lines, pending = [], ""
     for line in text.splitlines():
         if not pending and line.lstrip().startswith(("#", ";")):
@@ -107,7 +111,7 @@ def _split(text: str) -> list[str]:
     """Words as a shell splits them; text with no quote, backslash or whitespace but spaces needs no
     shell lexer (shlex takes ~0.3 ms per ExecStart line: the preflight reads every unit of a fleet)."""
     text = text.replace("$$", "$").replace("%%", "%")
-    if text.isascii() and text.isprintable() and not _QUOTING.intersection(text):
+    if text.isascii() and text.isprintable() and "'" not in text and '"' not in text and "\\" not in text:
         return text.split()
     try:
         return shlex.split(text)
@@ -115,13 +119,13 @@ def _split(text: str) -> list[str]:
         return text.split()
 
 
-_QUOTING = frozenset("\'\"\\")
-
-
 def _words(exec_start: str) -> list[str]:
     """ExecStart's words, and the words inside a ``sh -c "..."``/``bash -c`` script too."""
+    outer = _split(exec_start)
+    if not any(" " in word for word in outer):     # no quoted script (a word with a space is one)
+        return outer
     words = []
-    for word in _split(exec_start):
+    for word in outer:
         words.extend(_split(word) if " " in word else [word])
     return words
 
