@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cache
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -186,7 +187,9 @@ def serving_for(cfg: ServiceConfig) -> ServingEngine:
     return default_serving()
 
 
+@cache
 def default_serving() -> ServingEngine:
-    """The serving engine of what has no service at hand (a phase's words in the faces, the run history)."""
+    """The serving engine of what has no service at hand (a phase's words in the faces, the run history). Imported
+    at the first call, once (its package imports this module's types): every service run asks."""
     from pdtui.servers.sglang.engine import SGLANG
     return SGLANG

@@ -15,12 +15,13 @@ from __future__ import annotations
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from urllib.parse import urlsplit
 
 from pdtui.config import Deployment, ServiceConfig
 from pdtui.gpus.nvidia_smi import gpu_ranges
 from pdtui.servers import CommandFlags, ServingEngine, serving_for
-from pdtui.support.argv import flag_value
+from pdtui.support.argv import flag_value, flag_values
 
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1", "0.0.0.0"})
 
@@ -36,7 +37,12 @@ class InstalledUnit:
 
     def flag(self, name: str) -> str | None:
         """The value of ``--name VALUE`` or ``--name=VALUE`` on its command line, the last one given."""
-        return flag_value(self.exec_start, name)
+        return self._flags.get(name) if name.startswith("--") else flag_value(self.exec_start, name)
+
+    @cached_property
+    def _flags(self) -> dict[str, str]:
+        """Every ``--`` flag's value, read once (the drift check asks for several; read only once parsed)."""
+        return flag_values(self.exec_start)
 
     def gpus(self, flags: CommandFlags) -> tuple[list[int] | None, str]:
         """The GPUs it runs on, and how it says so (``flags``: its serving engine's)."""
@@ -140,8 +146,8 @@ def _gpus_of(unit: InstalledUnit, flags: CommandFlags) -> tuple[list[int] | None
     if visible is not None:
         parts = [p.strip() for p in visible.split(",") if p.strip()]
         return ([int(p) for p in parts] if all(p.isdigit() for p in parts) else None), "CUDA_VISIBLE_DEVICES"
-    base = flag_value(words, flags.base_gpu)
-    tp = next((value for name in flags.tp if (value := flag_value(words, name)) is not None), None)
+    base = unit.flag(flags.base_gpu)
+    tp = next((value for name in flags.tp if (value := unit.flag(name)) is not None), None)
     if base is not None and base.isdigit() and (tp is None or tp.isdigit()):
         return list(range(int(base), int(base) + int(tp or 1))), f"{flags.base_gpu} and {flags.tp[0]}"
     return None, ""
@@ -149,13 +155,13 @@ def _gpus_of(unit: InstalledUnit, flags: CommandFlags) -> tuple[list[int] | None
 
 def _numa_of(unit: InstalledUnit, flags: CommandFlags) -> tuple[str | None, str]:
     words = unit.exec_start
-    if any(word.rpartition("/")[2] == "numactl" for word in words):
+    if any(word == "numactl" or word.endswith("/numactl") for word in words):
         for name in ("--cpunodebind", "-N", "--membind", "-m"):
             if (node := flag_value(words, name)) is not None:
                 return node, "numactl"
     if unit.numa_policy == "bind" and unit.numa_mask is not None:
         return unit.numa_mask, "NUMAPolicy=bind NUMAMask="
-    if (node := flag_value(words, flags.numa)) is not None:
+    if (node := unit.flag(flags.numa)) is not None:
         return node, flags.numa
     return None, ""
 
@@ -200,14 +206,14 @@ def _numa_drift(svc: ServiceConfig, unit: InstalledUnit, flags: CommandFlags) ->
 def _server_flags_drift(svc: ServiceConfig, unit: InstalledUnit, serving: ServingEngine) -> list[Drift]:
     found = []
     words, flags = unit.exec_start, serving.command_flags
-    port = flag_value(words, flags.port)
+    port = unit.flag(flags.port)
     if svc.port is not None and port is None:
         found.append(Drift(svc.name, "note", f"{svc.name}: its unit gives no {flags.port} ({serving.title}'s default is "
                                              f"{flags.default_port}); the config says {svc.port}"))
     elif svc.port is not None and port != str(svc.port):
         found.append(Drift(svc.name, "error", f"{svc.name}: its unit listens on port {port} ({flags.port}), "
                                               f"the config says {svc.port}"))
-    mode = flag_value(words, flags.mode)
+    mode = unit.flag(flags.mode)
     if mode is None and not serving.runs_server(words):
         found.append(Drift(svc.name, "note", f"{svc.name}: its unit does not say its disaggregation mode (it runs "
                                              f"{words[0]}, not {flags.server}); the config says {svc.role}"))
@@ -215,7 +221,7 @@ def _server_flags_drift(svc: ServiceConfig, unit: InstalledUnit, serving: Servin
         said = f"runs as {flags.mode} {mode}" if mode else f"runs without {flags.mode} (not PD)"
         found.append(Drift(svc.name, "error", f"{svc.name}: its unit {said}, the config says {svc.role}"))
     if svc.role == "prefill" and svc.bootstrap_port is not None:
-        boot = flag_value(words, flags.bootstrap_port) or str(flags.default_bootstrap_port)
+        boot = unit.flag(flags.bootstrap_port) or str(flags.default_bootstrap_port)
         if boot != str(svc.bootstrap_port):
             found.append(Drift(svc.name, "error", f"{svc.name}: its unit's bootstrap server is on port {boot}, "
                                                   f"the config says {svc.bootstrap_port}"))
@@ -225,7 +231,7 @@ def _server_flags_drift(svc: ServiceConfig, unit: InstalledUnit, serving: Servin
 def _router_drift(deployment: Deployment, svc: ServiceConfig, unit: InstalledUnit, flags: CommandFlags) -> list[Drift]:
     words = unit.exec_start
     found = []
-    port = flag_value(words, flags.port)
+    port = unit.flag(flags.port)
     if port is not None and port != str(svc.port):
         found.append(Drift(svc.name, "error", f"{svc.name}: its unit listens on port {port} ({flags.port}), "
                                               f"the config says {svc.port}"))
@@ -234,11 +240,12 @@ def _router_drift(deployment: Deployment, svc: ServiceConfig, unit: InstalledUni
     if not any(listed.values()):
         return found + [Drift(svc.name, "note", f"{svc.name}: its unit names no {' or '.join(flags.backends.values())} "
                                                 f"backend (it runs {words[0]}); the config says {', '.join(svc.after)}")]
+    addresses = {role: {a for url in urls if (a := _address(url)) is not None} for role, urls in listed.items()}
     for name in svc.after:
         backend = deployment.services[name]
         if backend.role not in listed or backend.port is None:
             continue
-        if not any(_same_backend(deployment, svc, backend, url) for url in listed[backend.role]):
+        if not _sends_to(deployment, svc, backend, addresses[backend.role]):
             urls = ", ".join(listed[backend.role]) or "none"
             found.append(Drift(svc.name, "note", f"{svc.name}: its unit does not send to {name} "
                                                  f"(its {flags.backends[backend.role]} URLs: {urls}; {name} is on "
@@ -247,14 +254,20 @@ def _router_drift(deployment: Deployment, svc: ServiceConfig, unit: InstalledUni
     return found
 
 
-def _same_backend(deployment: Deployment, router: ServiceConfig, backend: ServiceConfig, url: str) -> bool:
+def _address(url: str) -> tuple[str, int | None] | None:
+    """A backend URL's host name and port (None: no URL a router could use)."""
     try:
         parts = urlsplit(url)
-        port = parts.port
+        return parts.hostname or "", parts.port
     except ValueError:
-        return False
+        return None
+
+
+def _sends_to(deployment: Deployment, router: ServiceConfig, backend: ServiceConfig,
+              addresses: set[tuple[str, int | None]]) -> bool:
+    """Whether one of a router's backend addresses is ``backend``: its port, under a name its host goes by."""
     host = deployment.hosts[backend.host]
     names = {n for n in (host.address, backend.host) if n}
     if backend.host == router.host or host.local:
         names |= LOOPBACK
-    return port == backend.port and (parts.hostname or "") in names
+    return any((name, backend.port) in addresses for name in names)
