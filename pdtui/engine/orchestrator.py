@@ -55,6 +55,9 @@ S = ServiceState
 
 # Not decided yet: a service in one of these when the outcome is told is waiting, not failed.
 UNDECIDED = frozenset({S.PENDING, S.STARTING, S.QUEUED, S.WAITING, S.STOPPING})
+ENDS_A_BRING_UP = frozenset({S.FAILED, S.TIMED_OUT})     # one of these decides a bring-up: it failed
+DOWN = frozenset({S.STOPPED, S.FAILED})                  # taking down: stopped, or would not stop
+WATCHED_UNSETTLED = frozenset({S.WAITING, S.QUEUED})     # status: still starting, once judged it is settled
 
 
 class Orchestrator:
@@ -285,8 +288,8 @@ class Orchestrator:
         infos = {d.name: asyncio.create_task(self._server_info(d)) for d in deps
                  if checking and d.cfg.role in BACKEND_ROLES and d.cfg.port}
         try:
-            await self.until(lambda: all(d.state is S.READY for d in deps) or any(d.state in BAD_OUTCOMES
-                                                                                 for d in deps))
+            ready = S.READY     # looked up once: the condition is looked at after every change
+            await self.until(lambda: all(d.state is ready for d in deps) or any(d.state in BAD_OUTCOMES for d in deps))
             bad = [d for d in deps if d.state in BAD_OUTCOMES] or [d for d in deps if d.state is not S.READY]
             if bad:
                 run.transition(S.BLOCKED, f"{bad[0].name} {bad[0].state.value.replace('_', ' ')}")
@@ -382,21 +385,25 @@ class Orchestrator:
         Watching (status), a service whose unit is still starting (or whose job
         still waits in Slurm's queue) is settled once it has been judged; taking
         down, once it is stopped (or would not stop).
+
+        Looked at after every change of a fleet's thousand services: each state is compared with sets made once
+        (an enum member looked up on its class costs as much as the rest of the comparison).
         """
         runs = list(self._runs.values())
         verb = self.intent.verb
         if self._lifecycle.draining:
             return False        # a backend is out of its routers until it is proven and put back
         if verb is Verb.DOWN and self.intent.services:
-            return all(r.state in (S.STOPPED, S.FAILED) if r.name in self.intent.services
+            return all(r.state in DOWN if r.name in self.intent.services
                        else r.state in FINAL_STATES or r.judged for r in runs)
         if verb is Verb.DOWN:
-            return all(r.state in (S.STOPPED, S.FAILED) and (r.task is None or r.task.done()) for r in runs)
+            return all(r.state in DOWN and (r.task is None or r.task.done()) for r in runs)
         if verb is Verb.STATUS:
-            return all(r.state in FINAL_STATES or (r.judged and r.state in (S.WAITING, S.QUEUED)) for r in runs)
-        if any(r.state is S.PENDING and any(self._runs[d].state in BAD_OUTCOMES for d in r.cfg.after) for r in runs):
+            return all(r.state in FINAL_STATES or (r.judged and r.state in WATCHED_UNSETTLED) for r in runs)
+        pending, by_name = S.PENDING, self._runs
+        if any(r.state is pending and any(by_name[d].state in BAD_OUTCOMES for d in r.cfg.after) for r in runs):
             return False
-        return all(r.state in FINAL_STATES for r in runs) or any(r.state in (S.FAILED, S.TIMED_OUT) for r in runs)
+        return all(r.state in FINAL_STATES for r in runs) or any(r.state in ENDS_A_BRING_UP for r in runs)
 
     async def _until_done(self) -> Done:
         """Wait until the outcome is decided, then tell it."""

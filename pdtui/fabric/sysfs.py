@@ -88,11 +88,14 @@ def parse_fabric(host: str, root: str, text: str) -> Fabric | None:
     for line in lines:
         path, _, value = line.partition(":")
         parts = path.split("/")
-        if parts[0] == "module" and len(parts) == 3 and parts[1] in PEERMEM_MODULES:
+        depth, top = len(parts), parts[0]
+        if top == "module" and depth == 3 and parts[1] in PEERMEM_MODULES:
             peermem = peermem or value.strip() == "live"
-        elif parts[:2] == ["class", "infiniband"] and len(parts) == 6 and parts[3] == "ports" and parts[4].isdigit():
+        elif depth < 5 or top != "class" or parts[1] != "infiniband":
+            continue
+        elif depth == 6 and parts[3] == "ports" and parts[4].isdigit():
             ports.setdefault(parts[2], {})[int(parts[4])] = _state(value)
-        elif parts[:2] == ["class", "infiniband"] and len(parts) == 5 and parts[3:] == ["device", "numa_node"]:
+        elif depth == 5 and parts[3] == "device" and parts[4] == "numa_node":
             node = value.strip()
             numa[parts[2]] = int(node) if node.isdigit() else None
     names = sorted({*ports, *numa})
@@ -103,7 +106,9 @@ def parse_fabric(host: str, root: str, text: str) -> Fabric | None:
 def _state(value: str) -> str:
     """``4: ACTIVE`` as its word, ``ACTIVE``; anything else as it is, cut short and printable."""
     word = value.partition(":")[2].strip() if ":" in value else value.strip()
-    return "".join(ch for ch in word if ch.isprintable())[:24] or "?"
+    if not word.isprintable():
+        word = "".join(ch for ch in word if ch.isprintable())
+    return word[:24] or "?"
 
 
 async def read_fabric(host: Host, root: str, *, timeout: float = COMMAND_TIMEOUT) -> Fabric | None:

@@ -3,6 +3,8 @@
 import subprocess
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pdtui.fabric.findings import MemoryLock, Server, fabric_mismatches
 from pdtui.fabric.sysfs import Fabric, RdmaDevice, fabric_argv, parse_fabric
@@ -42,6 +44,22 @@ def test_the_command_reads_each_devices_ports_numa_node_and_the_peermem_module(t
     assert found == Fabric("gpu1", str(tmp_path), {"mlx5_0": RdmaDevice("mlx5_0", {1: "ACTIVE"}, 0),
                                                    "mlx5_1": RdmaDevice("mlx5_1", {1: "DOWN"}, 1)}, True)
     assert found.active == ("mlx5_0",)
+
+
+SEGMENTS = st.sampled_from(["class", "infiniband", "mlx5_0", "ports", "1", "x", "device", "numa_node", "module",
+                             "nvidia_peermem", "initstate", ""])
+VALUES = st.text(st.characters(blacklist_categories=("Cc", "Zl", "Zp")), max_size=12)    # within one line
+LINES = st.lists(st.tuples(st.lists(SEGMENTS, max_size=7), VALUES), max_size=12)
+
+
+@given(LINES)
+def test_any_output_is_read_without_error_and_only_well_formed_lines_name_devices(lines):
+    text = "@root\n" + "".join(f"{'/'.join(path)}:{value}\n" for path, value in lines)
+    found = parse_fabric("gpu1", "/sys", text)
+    assert found is not None
+    well_formed = {path[2] for path, _ in lines if path[:2] == ["class", "infiniband"] and (
+        (len(path) == 6 and path[3] == "ports" and path[4].isdigit()) or path[3:] == ["device", "numa_node"])}
+    assert set(found.devices) == well_formed
 
 
 def test_a_tree_without_the_module_is_a_module_not_loaded_and_a_missing_tree_no_fabric(tmp_path):
