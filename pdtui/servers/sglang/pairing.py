@@ -233,8 +233,7 @@ def host_mismatches(servers: Sequence[tuple[ServiceConfig, ServerCommand]]) -> l
     found: list[Mismatch] = []
     taken: dict[int, tuple[str, str, str]] = {}      # port -> (service, what takes it, source)
     for cfg, command in servers:
-        side = Side(cfg.name, command)
-        for port, what in _ports(cfg, side):
+        for port, what in _ports(cfg.role, command.words):
             if port in taken and taken[port][0] != cfg.name:
                 other, other_what, other_source = taken[port]
                 found.append(Mismatch("error", "host", (cfg.name, other), "port", (str(port), str(port)),
@@ -242,16 +241,19 @@ def host_mismatches(servers: Sequence[tuple[ServiceConfig, ServerCommand]]) -> l
                                       f"{cfg.name} and {other} both take port {port} on {cfg.host}: {cfg.name}'s "
                                       f"{what} ({command.source}) and {other}'s {other_what} ({other_source})"))
             taken.setdefault(port, (cfg.name, what, command.source))
-        found += _gpu_count(cfg, side)
+        found += _gpu_count(cfg, command)
     return found
 
 
-def _ports(cfg: ServiceConfig, side: Side) -> list[tuple[int, str]]:
-    """The ports a server binds on its host, and what each is for."""
+@lru_cache(maxsize=4096)
+def _ports(role: str, words: tuple[str, ...]) -> tuple[tuple[int, str], ...]:
+    """The ports a server binds on its host, and what each is for: read once per command line (a fleet's hosts run
+    the same ones)."""
+    side = Side("", ServerCommand(words, {}, ""))
     ports = []
     if (port := side.flag("--port")) is not None and port.isdigit():
         ports.append((int(port), "--port"))
-    if cfg.role == "prefill":
+    if role == "prefill":
         boot = side.flag("--disaggregation-bootstrap-port") or str(DEFAULT_BOOTSTRAP_PORT)
         if boot.isdigit():
             ports.append((int(boot), "bootstrap server (--disaggregation-bootstrap-port)"))
@@ -262,7 +264,7 @@ def _ports(cfg: ServiceConfig, side: Side) -> list[tuple[int, str]]:
         ports.append((base, f"--dist-init-addr {address}"))
         if side.attn_dp > 1:
             ports += [(base + n, f"--dist-init-addr {address} + {n} (attention DP)") for n in DP_ATTENTION_PORTS]
-    return ports
+    return tuple(ports)
 
 
 def _rank0_here(side: Side) -> bool:
@@ -270,31 +272,47 @@ def _rank0_here(side: Side) -> bool:
     return side.number("--node-rank", default=0) == 0
 
 
-def _gpu_count(cfg: ServiceConfig, side: Side) -> list[Mismatch]:
+def _gpu_count(cfg: ServiceConfig, command: ServerCommand) -> list[Mismatch]:
     """``--tp`` (times plain DP, over the nodes) against the GPUs ``CUDA_VISIBLE_DEVICES`` gives its unit."""
-    visible = _visible(side.command)
+    visible = _visible(command)
     if visible is None:
         return []
-    plain_dp = 1 if side.attn_dp > 1 else side.number("--dp-size", "--dp")
-    tp = side.number("--tp-size", "--tp")
-    needed = max(1, tp * plain_dp // max(1, side.number("--nnodes")))
+    needed, tp, plain_dp = _gpus_needed(command.words)
     if needed <= visible:
         return []
-    return [Mismatch("error", "host", (cfg.name,), "GPUs", (str(needed), str(visible)), (side.command.source,),
+    return [Mismatch("error", "host", (cfg.name,), "GPUs", (str(needed), str(visible)), (command.source,),
                      f"{cfg.name} needs {needed} GPUs on {cfg.host} (--tp {tp}"
                      + (f", --dp-size {plain_dp}" if plain_dp > 1 else "") + f") but CUDA_VISIBLE_DEVICES gives it "
-                     f"{visible} ({side.command.source})")]
+                     f"{visible} ({command.source})")]
+
+
+@lru_cache(maxsize=4096)
+def _gpus_needed(words: tuple[str, ...]) -> tuple[int, int, int]:
+    """The GPUs a server's command line needs on its node, its TP size and its plain DP size."""
+    side = Side("", ServerCommand(words, {}, ""))
+    plain_dp = 1 if side.attn_dp > 1 else side.number("--dp-size", "--dp")
+    tp = side.number("--tp-size", "--tp")
+    return max(1, tp * plain_dp // max(1, side.number("--nnodes"))), tp, plain_dp
 
 
 def _visible(command: ServerCommand) -> int | None:
     """How many GPUs ``CUDA_VISIBLE_DEVICES`` gives (its environment, or an ``env VAR=...`` word), None unset."""
-    value: str | None = command.env.get("CUDA_VISIBLE_DEVICES")
-    for word in command.words:
-        if word.startswith("CUDA_VISIBLE_DEVICES="):
-            value = word.partition("=")[2]
+    value = _visible_word(command.words)
+    if value is None:
+        value = command.env.get("CUDA_VISIBLE_DEVICES")
     if value is None:
         return None
     return len([part for part in value.split(",") if part.strip()])
+
+
+@lru_cache(maxsize=4096)
+def _visible_word(words: tuple[str, ...]) -> str | None:
+    """``CUDA_VISIBLE_DEVICES`` as an ``env VAR=...`` word sets it (the last such word), else None."""
+    value = None
+    for word in words:
+        if word.startswith("CUDA_VISIBLE_DEVICES="):
+            value = word.partition("=")[2]
+    return value
 
 
 # --------------------------------------------------------------------------- once up: as they really run
