@@ -58,6 +58,7 @@ UNDECIDED = frozenset({S.PENDING, S.STARTING, S.QUEUED, S.WAITING, S.STOPPING})
 ENDS_A_BRING_UP = frozenset({S.FAILED, S.TIMED_OUT})     # one of these decides a bring-up: it failed
 DOWN = frozenset({S.STOPPED, S.FAILED})                  # taking down: stopped, or would not stop
 WATCHED_UNSETTLED = frozenset({S.WAITING, S.QUEUED})     # status: still starting, once judged it is settled
+NOT_RUNNING_YET = frozenset({S.PENDING, S.STARTING, S.QUEUED})   # nothing of its own to ask yet
 
 
 class Orchestrator:
@@ -285,9 +286,12 @@ class Orchestrator:
         deps = [self._runs[d] for d in run.cfg.after]
         looking = asyncio.create_task(run.keep_looking())
         checking = run.cfg.is_router and self.intent.verb in (Verb.UP, Verb.RESTART)
-        infos = {d.name: asyncio.create_task(self._server_info(d)) for d in deps
-                 if checking and d.cfg.role in BACKEND_ROLES and d.cfg.port}
+        infos: dict[str, asyncio.Task] = {}
         try:
+            if checking:    # each backend's account is asked once it runs: not in the start's busy turns
+                await self.until(lambda: all(d.state not in NOT_RUNNING_YET for d in deps))
+                infos = {d.name: asyncio.create_task(self._server_info(d)) for d in deps
+                         if d.cfg.role in BACKEND_ROLES and d.cfg.port}
             ready = S.READY     # looked up once: the condition is looked at after every change
             await self.until(lambda: all(d.state is ready for d in deps) or any(d.state in BAD_OUTCOMES for d in deps))
             bad = [d for d in deps if d.state in BAD_OUTCOMES] or [d for d in deps if d.state is not S.READY]
