@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from urllib.parse import urlsplit
 
 from pdtui.engine.checks.base import Check
@@ -34,12 +35,19 @@ class Backend:
 
 def worker_matches(url: str, backend: Backend) -> bool:
     """Whether a worker URL the router lists is this backend (same port, a name of its host)."""
+    address = _address(url)
+    return address is not None and address[1] == backend.port and address[0] in backend.addresses
+
+
+@lru_cache(maxsize=4096)
+def _address(url: str) -> tuple[str, int | None] | None:
+    """A worker URL's host name and port, None when it has none: read once per URL (each look at a router's
+    workers compares every one it lists with every backend)."""
     try:
         parts = urlsplit(url)
-        port = parts.port
+        return parts.hostname or "", parts.port
     except ValueError:
-        return False
-    return port == backend.port and (parts.hostname or "") in backend.addresses
+        return None
 
 
 def listed_workers(payload: object) -> list[dict]:

@@ -17,6 +17,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ahocorasick_rs import AhoCorasick
+
 
 @dataclass(frozen=True, slots=True)
 class Phase:
@@ -57,15 +59,16 @@ HANG_PRONE: dict[str, str] = {"distributed": "distributed init", "cuda_graphs": 
                               "warmup": "the PD warm-up"}
 _INDEX = {name: i for i, name in enumerate(NAMES)}
 # Every start pattern at once, looked for only in a line that holds a hint: most lines hold none, and the
-# alternation's search costs a short line 80 µs, the server's arguments (5 KB on one line) 2.7 ms; the hints
-# (plain substring searches) 2 and 20 µs.
+# alternation's search costs a short line 80 µs, the server's arguments (5 KB on one line) 2.7 ms; the hints, all
+# looked for in one pass over the line, about 1 µs (each looked for in turn: 2).
 _ANY = re.compile("|".join(f"(?P<{p.name}>{p.start.pattern})" for p in PHASES))
 _HINTS: tuple[str, ...] = tuple(hint for p in PHASES for hint in p.hints)
+_HINTED = AhoCorasick(list(_HINTS)).find_matches_as_indexes
 
 
 def phase_of(message: str) -> str | None:
     """The phase a line begins, whatever came before it (None for every other line)."""
-    if not any(hint in message for hint in _HINTS):
+    if not _HINTED(message):
         return None
     found = _ANY.search(message)
     return found.lastgroup if found else None
