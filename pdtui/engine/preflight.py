@@ -124,6 +124,8 @@ class Preflight:
         commands_ok = self._judge_commands(commands, among, inventories, fabrics) if starting else True
         if starting:
             self._refuse_the_command()
+        for run in self._runs.values():
+            run.planned = None      # compared: not kept for the run's life (a fleet's command lines hold 1.4 MB)
         return all(results) and gpus_ok and commands_ok
 
     def _refuse_the_command(self) -> None:

@@ -206,7 +206,7 @@ class RouterProving:
         deadline = w.clock() + (w.timing.settle if wait else 0.0)
         while True:
             for name in services:
-                for at, line in reversed(w.peers[name].attempt.transfers):
+                for at, line in reversed(w.peers[name].attempt.transfers or ()):
                     if at < since:
                         break
                     if needle in line:

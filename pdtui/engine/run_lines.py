@@ -149,7 +149,7 @@ class RunLines:
         """A per-request KV transfer error: a warning naming the service, told at the 1st, 10th, 100th..."""
         run, attempt = self.run, self.run.attempt
         attempt.transfer_errors += 1
-        attempt.transfers.append((run.w.clock(), without_stamp(message)))
+        attempt.note_transfer(run.w.clock(), without_stamp(message))
         count = attempt.transfer_errors
         if str(count).rstrip("0") == "1":
             nth = "" if count == 1 else f" (the {count}th)"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -139,12 +140,13 @@ class Commands:
 
 
 def parse_show(text: str) -> dict[str, str]:
-    """``systemctl show -p ...`` output (KEY=VALUE lines) as a dict."""
+    """``systemctl show -p ...`` output (KEY=VALUE lines) as a dict. The property names are interned: every unit's
+    latest look is kept, and a fleet's thousand looks would each hold their own copies of the same eleven names."""
     props: dict[str, str] = {}
     for line in text.splitlines():
         key, sep, value = line.partition("=")
         if sep:
-            props[key.strip()] = value.strip()
+            props[sys.intern(key.strip())] = value.strip()
     return props
 
 
