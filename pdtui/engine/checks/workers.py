@@ -35,14 +35,14 @@ class Backend:
 
 def worker_matches(url: str, backend: Backend) -> bool:
     """Whether a worker URL the router lists is this backend (same port, a name of its host)."""
-    address = _address(url)
+    address = url_address(url)
     return address is not None and address[1] == backend.port and address[0] in backend.addresses
 
 
 @lru_cache(maxsize=4096)
-def _address(url: str) -> tuple[str, int | None] | None:
-    """A worker URL's host name and port, None when it has none: read once per URL (each look at a router's
-    workers compares every one it lists with every backend)."""
+def url_address(url: str) -> tuple[str, int | None] | None:
+    """A backend URL's host name and port, None when it is no URL: read once per URL (each look at a router's
+    workers, and the drift check of its unit, compare every URL it lists with every backend)."""
     try:
         parts = urlsplit(url)
         return parts.hostname or "", parts.port

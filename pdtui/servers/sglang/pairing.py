@@ -47,6 +47,11 @@ class Side:
         self.command = command
         self.flags, self.given = _flags(command.words)
 
+    @classmethod
+    def of(cls, words: tuple[str, ...]) -> Side:
+        """A command line's words alone: what is read once per command line, whichever server runs it."""
+        return cls("", ServerCommand(words, {}, ""))
+
     def flag(self, *names: str) -> str | None:
         flags = self.flags
         for name in names:
@@ -122,7 +127,7 @@ def _compared(words: tuple[str, ...]) -> tuple[str | int | bool | None, ...] | N
     it does not say its disaggregation mode. Read once a command line: a fleet's preflight compares every prefill
     with every decode, and two sides alike in all of it have nothing to tell. A rule of :func:`pair_mismatches`
     that reads another flag reads it here too, or pairs alike in the rest would never reach it."""
-    side = Side("", ServerCommand(words, {}, ""))
+    side = Side.of(words)
     if not side.has("--disaggregation-mode"):
         return None
     return (side.flag("--model-path", "--model"), side.flag("--revision"),
@@ -249,7 +254,7 @@ def host_mismatches(servers: Sequence[tuple[ServiceConfig, ServerCommand]]) -> l
 def _ports(role: str, words: tuple[str, ...]) -> tuple[tuple[int, str], ...]:
     """The ports a server binds on its host, and what each is for: read once per command line (a fleet's hosts run
     the same ones)."""
-    side = Side("", ServerCommand(words, {}, ""))
+    side = Side.of(words)
     ports = []
     if (port := side.flag("--port")) is not None and port.isdigit():
         ports.append((int(port), "--port"))
@@ -289,7 +294,7 @@ def _gpu_count(cfg: ServiceConfig, command: ServerCommand) -> list[Mismatch]:
 @lru_cache(maxsize=4096)
 def _gpus_needed(words: tuple[str, ...]) -> tuple[int, int, int]:
     """The GPUs a server's command line needs on its node, its TP size and its plain DP size."""
-    side = Side("", ServerCommand(words, {}, ""))
+    side = Side.of(words)
     plain_dp = 1 if side.attn_dp > 1 else side.number("--dp-size", "--dp")
     tp = side.number("--tp-size", "--tp")
     return max(1, tp * plain_dp // max(1, side.number("--nnodes"))), tp, plain_dp

@@ -16,9 +16,9 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from urllib.parse import urlsplit
 
 from pdtui.config import Deployment, ServiceConfig
+from pdtui.engine.checks.workers import url_address
 from pdtui.gpus.nvidia_smi import gpu_ranges
 from pdtui.servers import CommandFlags, ServingEngine, serving_for
 from pdtui.support.argv import flag_value, flag_values
@@ -240,7 +240,7 @@ def _router_drift(deployment: Deployment, svc: ServiceConfig, unit: InstalledUni
     if not any(listed.values()):
         return found + [Drift(svc.name, "note", f"{svc.name}: its unit names no {' or '.join(flags.backends.values())} "
                                                 f"backend (it runs {words[0]}); the config says {', '.join(svc.after)}")]
-    addresses = {role: {a for url in urls if (a := _address(url)) is not None} for role, urls in listed.items()}
+    addresses = {role: {a for url in urls if (a := url_address(url)) is not None} for role, urls in listed.items()}
     for name in svc.after:
         backend = deployment.services[name]
         if backend.role not in listed or backend.port is None:
@@ -252,15 +252,6 @@ def _router_drift(deployment: Deployment, svc: ServiceConfig, unit: InstalledUni
                                                  f"{backend.host}:{backend.port}): the router gets it through its "
                                                  f"worker API once {name} is ready; its unit lacks it until rewritten"))
     return found
-
-
-def _address(url: str) -> tuple[str, int | None] | None:
-    """A backend URL's host name and port (None: no URL a router could use)."""
-    try:
-        parts = urlsplit(url)
-        return parts.hostname or "", parts.port
-    except ValueError:
-        return None
 
 
 def _sends_to(deployment: Deployment, router: ServiceConfig, backend: ServiceConfig,
