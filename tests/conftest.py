@@ -29,7 +29,8 @@ from pdtui.sim import realjournal
 from pdtui.sim.demo import PORTS_ENV
 from pdtui.sim.sandbox import Sandbox
 
-pytest_plugins = ["tests.sshd", "tests.conftest_sim", "tests.engine_helpers", "tests.slurm", "tests.systemd_host"]
+pytest_plugins = ["tests.sshd", "tests.conftest_sim", "tests.engine_helpers", "tests.slurm", "tests.systemd_host",
+                  "tests.real_sglang"]
 
 
 @pytest.fixture(autouse=True, scope="session")

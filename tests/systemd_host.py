@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ from pdtui.sim.command_lines import REAL_ROUTERS
 from pdtui.sim.ports import free_port
 from tests.sshd import SshHome
 
-__all__ = ["install", "real_deployment", "systemd_host"]
+__all__ = ["booted", "install", "real_deployment", "systemd_host"]
 
 REPO = Path(__file__).resolve().parents[1]
 # The units run this checkout's sim, whatever pdtui the container's Python would find first.
@@ -38,10 +39,18 @@ UNIT_ENV = {"PYTHONPATH": str(REPO)}
 
 @pytest.fixture
 def systemd_host(tmp_path: Path, ssh_home: SshHome) -> Iterator[container.SystemdHost]:
+    with booted(tmp_path, ssh_home) as host:
+        yield host
+
+
+@contextmanager
+def booted(tmp_path: Path, ssh_home: SshHome, **options: Any) -> Iterator[container.SystemdHost]:
+    """A fresh container (``options`` as :func:`pdtui.sim.systemd_host.boot` takes them) that ~/.ssh trusts and
+    reaches, powered off at the end; the test skips, saying why, where none can boot."""
     reason = container.missing_reason()
     if reason:
         pytest.skip(f"no real systemd: {reason}")
-    host = container.boot(tmp_path / "container")
+    host = container.boot(tmp_path / "container", **options)
     try:
         ssh_home.use_key(host.client_key)
         with ssh_home.known_hosts.open("a") as out:

@@ -102,7 +102,7 @@ class RunLines:
             self._signature(signature, message)
         if not attempt.phases.over and run.cfg.role in PHASED_ROLES:
             self._phase(message, entry.realtime)
-        elif run.state in SERVING_STATES and "batch. #" in message:
+        elif run.state in SERVING_STATES and run.serving.batch_line(message):
             attempt.batch_line, attempt.batch_at = message, now
         if kind is LineKind.READY:
             attempt.log_ok = True

@@ -102,6 +102,9 @@ class ServingEngine(Protocol):
     def slow_from(self, last: float) -> float:
         """How long a phase runs before it is told as slow, given its length in the last successful run."""
 
+    def batch_line(self, message: str) -> bool:
+        """Whether a serving line may carry figures (read later with :meth:`batch_figures`): a cheap look."""
+
     def batch_figures(self, message: str) -> Figures | None:
         """A serving line's figures (a scheduler's batch line), None for other lines."""
 

@@ -21,11 +21,14 @@ does not; never SIGKILL to nspawn itself, which would leave its overlay behind.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import count
 from pathlib import Path
@@ -53,6 +56,8 @@ STOP_TIMEOUT = 10.0
 MASKED = ("systemd-machine-id-commit.service", "timers.target")
 
 _names = count()
+_LIBC = ctypes.CDLL(None, use_errno=True)
+CLONE_NEWNET = 0x40000000
 
 
 def missing_reason() -> str | None:
@@ -113,6 +118,22 @@ class SystemdHost:
         return subprocess.run(["nsenter", "-t", str(self.pid1), "-a", *argv], capture_output=True, text=True,
                               timeout=timeout, stdin=subprocess.DEVNULL)
 
+    @contextmanager
+    def network(self) -> Iterator[None]:
+        """The calling thread inside the container's network namespace, and back after (a container booted with
+        ``private_network``: its sshd and servers are reached on its own loopback). Sockets and processes the
+        thread makes meanwhile belong to that namespace; those made before keep theirs."""
+        own = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+        try:
+            _setns(f"/proc/{self.pid1}/ns/net")
+            try:
+                yield
+            finally:
+                if _LIBC.setns(own, CLONE_NEWNET) != 0:
+                    raise OSError(ctypes.get_errno(), "setns back to the test's own network namespace")
+        finally:
+            os.close(own)
+
     def stop(self) -> None:
         """Power the container off, and remove its cgroups: no process, cgroup or mount is left."""
         try:
@@ -128,9 +149,15 @@ class SystemdHost:
             _clean_up(self.folder, self.cgroups)
 
 
-def boot(folder: Path, *, client_key: asyncssh.SSHKey | None = None, timeout: float = BOOT_TIMEOUT) -> SystemdHost:
+def boot(folder: Path, *, client_key: asyncssh.SSHKey | None = None, timeout: float = BOOT_TIMEOUT,
+         private_network: bool = False, binds: Mapping[str, Path] | None = None) -> SystemdHost:
     """Boot a container whose sshd trusts ``client_key`` (default: a fresh one); back once its systemd says
-    ``running``."""
+    ``running``.
+
+    ``private_network``: the container gets a network namespace of its own, loopback only (for servers that bind
+    every address, as real SGLang's torch store and Mooncake do); it is then reached from inside that namespace
+    (:meth:`SystemdHost.network`). ``binds``: more folders bound read-only, by where they appear inside.
+    """
     reason = missing_reason()
     if reason:
         raise RuntimeError(reason)
@@ -139,13 +166,13 @@ def boot(folder: Path, *, client_key: asyncssh.SSHKey | None = None, timeout: fl
     port = free_port()
     host_key = asyncssh.generate_private_key("ssh-ed25519")
     client_key = client_key or asyncssh.generate_private_key("ssh-ed25519")
-    binds = _files(folder, name, port, host_key, client_key)
+    binds = {**_files(folder, name, port, host_key, client_key), **(binds or {})}
     cgroups = tuple(CGROUP / hierarchy / name for hierarchy in HYBRID)
     (folder / "root").mkdir()
     try:
         for cgroup in cgroups:
             cgroup.mkdir()
-        script = _boot_script(folder / "root", cgroups, name, binds)
+        script = _boot_script(folder / "root", cgroups, name, binds, private_network)
         with (folder / "console.log").open("wb") as console:
             nspawn = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "bash", "-c", script],
                                       stdin=subprocess.DEVNULL, stdout=console, stderr=subprocess.STDOUT)
@@ -191,9 +218,11 @@ def _files(folder: Path, name: str, port: int, host_key: asyncssh.SSHKey,
             str(SOURCE): SOURCE}
 
 
-def _boot_script(root: Path, cgroups: tuple[Path, ...], name: str, binds: dict[str, Path]) -> str:
+def _boot_script(root: Path, cgroups: tuple[Path, ...], name: str, binds: dict[str, Path],
+                 private_network: bool) -> str:
     """The shell that, in its private mount namespace, binds / read-only, enters its cgroups and becomes nspawn."""
     argv = [NSPAWN, "--quiet", "--register=no", "--keep-unit", "-M", name, "-D", str(root), "--volatile=overlay",
+            *(["--private-network"] if private_network else []),
             "--link-journal=no", "--console=read-only", "--resolv-conf=off", "--timezone=off",
             *(f"--bind-ro={source}:{target}" for target, source in binds.items()),
             *(f"--tmpfs={folder}" for folder in PRIVATE if os.path.isdir(folder)),
@@ -228,6 +257,15 @@ def _until_running(host: SystemdHost, deadline: float) -> None:
         time.sleep(0.05)
     raise RuntimeError(f"the container's systemd is still {state or 'silent'} after {BOOT_TIMEOUT:g}s:\n"
                        f"{host.console()[-2000:]}")
+
+
+def _setns(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        if _LIBC.setns(fd, CLONE_NEWNET) != 0:
+            raise OSError(ctypes.get_errno(), f"setns {path}")
+    finally:
+        os.close(fd)
 
 
 def _children(pid: int) -> list[int]:

@@ -19,6 +19,7 @@ flushed at once.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import errno
 import os
 import signal
@@ -32,12 +33,17 @@ from typing import TextIO
 from pdtui.sim.bootstrap import BootstrapServer, PrefillInfo
 from pdtui.sim.httpserve import set_on_signal
 from pdtui.sim.knobs import DEFAULT_MODEL, FAIL_AFTER, FAIL_FOR, FAIL_MODES
-from pdtui.sim.serving import DEFAULT_CAPACITY, MAX_TOTAL_TOKENS, Prefilled, Serving
+from pdtui.sim.serving import DEFAULT_CAPACITY, MAX_TOTAL_TOKENS, Load, Prefilled, Serving
 from pdtui.sim.wording import DEFAULT_GENERATION, GENERATIONS, WORDINGS
 from pdtui.sim.worker_http import FailWindow, WorkerServer, WorkerState
 
 SGLANG = "/usr/local/lib/python3.12/dist-packages/sglang/srt"
 ANSWERS = {"reasoning-only": "reasoning", "empty-200": "empty"}   # fail modes that change what a generation answers
+WARMUP_LOAD = Load(running=0, queued=0, used_tokens=0, token_usage=0.0, gen_throughput=0.0, cache_hit_rate=0.0,
+                   utilization=0.0, prefill_bootstrap=0, prefill_inflight=1, decode_prealloc=0, decode_transfer=0)
+STARTUP_TIMINGS = ("Engine startup timings (s): load_weight=28.12, kv_cache_allocation=1.87, scheduler_e2e=61.40, "
+                   "cuda_graph={prefill=0.00, decode=14.92, target_verify=0.00, draft_prefill=0.00, draft_decode=0.00, "
+                   "draft_extend=0.00}, tokenizer_e2e=66.83")
 
 
 class Log:
@@ -136,18 +142,20 @@ class Worker:
     def _startup(self) -> int | None:
         """Startup up to the ready line; an exit status if it ended early, None once ready."""
         fail, log = self.args.fail, self.log
-        log.main(f"server_args={server_args_repr(self.args, self.gpus)}")
+        log.main(f"server_args={server_args_repr(self.args, self.gpus, as_dict=self.words.args_as_dict)}")
+        if self.args.role == "prefill" and self.words.bootstrap_first:
+            self._start_bootstrap()
         if not self.at(0.05):
             return 0
-        if self.words.torch_distributed:
-            log.tp("Init torch distributed begin.")
+        log.tp(self.words.parallel[0])
         if fail == "hang-dist":
             self.stop.wait()
             return 0
         if fail == "nccl":
             return self._crash(nccl_traceback(), 0.1)
         steps = [
-            *([(0.10, log.tp, "Init torch distributed ends. mem usage=1.96 GB")] if self.words.torch_distributed else []),
+            (0.10, log.tp, self.words.parallel[1]),
+            *([(0.11, log.tp, "Memory baseline taken. mem usage=1.96 GB")] if self.words.startup_timings else []),
             (0.12, log.tp, "Load weight begin. avail mem=137.34 GB"),
             (0.40, log.tp, "Load weight end. type=DeepseekV4ForCausalLM, dtype=torch.bfloat16, "
                            "avail mem=71.08 GB, mem usage=66.26 GB."),
@@ -160,7 +168,7 @@ class Worker:
             return self._crash(mooncake_traceback(), 0.47)
         if fail == "crash":
             return self._crash(unknown_traceback(), 0.47, header=False)
-        if self.args.role == "prefill":
+        if self.args.role == "prefill" and not self.words.bootstrap_first:
             self._start_bootstrap()
         if not self._steps([(0.50, log.tp, self.words.graph_begin)]):
             return 0
@@ -208,6 +216,7 @@ class Worker:
             (0.76, log.main, f"max_total_num_tokens={MAX_TOTAL_TOKENS}, chunked_prefill_size=8192, "
                              f"max_prefill_tokens=16384, max_running_requests={self.serving.capacity}, "
                              "context_len=32768, available_gpu_mem=12.51 GB"),
+            *([(0.79, log.main, STARTUP_TIMINGS)] if self.words.startup_timings else []),
             (0.80, log.main, f"INFO:     Started server process [{os.getpid()}]"),
             (0.80, log.main, "INFO:     Waiting for application startup."),
             (0.80, log.main, "INFO:     Application startup complete."),
@@ -243,7 +252,7 @@ class Worker:
         client = 40000 + self.args.port % 20000    # the warm-up's own client port, an ephemeral one
         if not self.at(0.84):
             return 0
-        log.main(f'INFO:     127.0.0.1:{client} - "GET /get_model_info HTTP/1.1" 200 OK')
+        log.main(f'INFO:     127.0.0.1:{client} - "GET {self.words.model_info} HTTP/1.1" 200 OK')
         log.main(self.words.warmup_start)
         if self.args.fail == "hang-warmup":
             self.stop.wait()
@@ -251,11 +260,9 @@ class Worker:
         if not self.at(0.90):
             return 0
         if self.args.role == "prefill":
-            log.tp("Prefill batch. #new-seq: 1, #new-token: 4, #cached-token: 0, token usage: 0.00, "
-                   "#running-req: 0, #queue-req: 0")
+            log.tp(self._prefill_line(Prefilled(1, 4, 0), WARMUP_LOAD))
         else:
-            log.tp("Decode batch. #running-req: 1, #token: 4, token usage: 0.00, gen throughput (token/s): 0.98, "
-                   "#queue-req: 0")
+            log.tp(self._decode_line(dataclasses.replace(WARMUP_LOAD, running=1, used_tokens=4, gen_throughput=0.98)))
         if not self.at(0.98):
             return 0
         failed = self.args.fail == "warmup-failed"
@@ -304,17 +311,30 @@ class Worker:
         its last line (the others, due at the same moment, none)."""
         stamp, load = Log.stamp(" TP0"), self.serving.snapshot()
         if self.args.role == "decode":
-            line = (f"{stamp} Decode batch. #running-req: {load.running}, #token: {load.used_tokens}, "
-                    f"token usage: {load.token_usage:.2f}, gen throughput (token/s): {load.gen_throughput:.2f}, "
-                    f"#queue-req: {load.queued}\n")
-            return line * count
+            return f"{stamp} {self._decode_line(load)}\n" * count
         lines = []
         for n in range(count):
             done = self.serving.take_prefilled() if n == 0 else Prefilled()
-            lines.append(f"{stamp} Prefill batch. #new-seq: {done.seqs}, #new-token: {done.new_tokens}, "
-                         f"#cached-token: {done.cached_tokens}, token usage: {load.token_usage:.2f}, "
-                         f"#running-req: {load.running}, #queue-req: {load.queued}\n")
+            lines.append(f"{stamp} {self._prefill_line(done, load)}\n")
         return "".join(lines)
+
+    def _decode_line(self, load: Load) -> str:
+        """A decode's batch line in its generation's words (0.5.23: the PD queues' counts, the graph's use)."""
+        sep = self.words.batch_sep
+        pd = (f"pre-allocated usage: 0.00, #prealloc-req: {load.decode_prealloc}, "
+              f"#transfer-req: {load.decode_transfer}, #retracted-req: 0, cuda graph: True, " if sep == "," else "")
+        return (f"Decode batch{sep} #running-req: {load.running}, #token: {load.used_tokens}, "
+                f"token usage: {load.token_usage:.2f}, {pd}gen throughput (token/s): {load.gen_throughput:.2f}, "
+                f"#queue-req: {load.queued}")
+
+    def _prefill_line(self, done: Prefilled, load: Load) -> str:
+        sep = self.words.batch_sep
+        pd = (f"#pending-token: 0, #bootstrap-req: {load.prefill_bootstrap}, #inflight-req: {load.prefill_inflight}, "
+              f"#optimistic-req: 0, cuda graph: False, input throughput (token/s): {done.new_tokens:.2f}"
+              if sep == "," else "")
+        return (f"Prefill batch{sep} #new-seq: {done.seqs}, #new-token: {done.new_tokens}, "
+                f"#cached-token: {done.cached_tokens}, token usage: {load.token_usage:.2f}, "
+                f"#running-req: {load.running}, #queue-req: {load.queued}" + (f", {pd}" if pd else ""))
 
     def _crash(self, traceback: list[str], fraction: float, *, header: bool = True) -> int:
         """Print a scheduler exception and the parent's SIGQUIT line, as a crashing SGLang does; without
@@ -423,8 +443,9 @@ def crash_traceback() -> list[str]:
     ]
 
 
-def server_args_repr(args: argparse.Namespace, gpus: list[int]) -> str:
-    """SGLang's first line, the full ServerArgs repr: several KB, so journalctl shows it as null without --all."""
+def server_args_repr(args: argparse.Namespace, gpus: list[int], *, as_dict: bool = False) -> str:
+    """SGLang's first line, the full ServerArgs repr (0.5.23: a dict of them): several KB, so journalctl shows it
+    as null without --all."""
     fields = {
         "model_path": args.model, "tokenizer_path": args.model, "tokenizer_mode": "auto",
         "skip_tokenizer_init": False, "load_format": "auto", "model_loader_extra_config": "{}",
@@ -488,6 +509,8 @@ def server_args_repr(args: argparse.Namespace, gpus: list[int]) -> str:
         "num_reserved_decode_tokens": 512, "pdlb_url": None, "custom_weight_loader": [],
         "weight_loader_disable_mmap": False, "enable_pdmux": False, "sm_group_num": 3,
     }
+    if as_dict:
+        return repr(fields)
     return "ServerArgs(" + ", ".join(f"{k}={v!r}" for k, v in fields.items()) + ")"
 
 

@@ -11,7 +11,7 @@ import pytest
 from tests.conftest_sim import Procs, fetch, free_port, read_until, status, worker_process_argv  # noqa: F401
 
 SERVING = ["max_total_num_tokens=", "Started server process", "Waiting for application startup",
-           "Application startup complete", "Uvicorn running on http://127.0.0.1:", '"GET /get_model_info HTTP/1.1" 200']
+           "Application startup complete", "Uvicorn running on http://127.0.0.1:", 'model_info HTTP/1.1" 200']
 # Each generation's start-up, in order, as SGLang's own source of those releases prints it.
 STARTUP_ORDER = {
     "older": ["Init torch distributed ends", "Load weight begin", "Load weight end", "KV Cache is allocated",
@@ -24,8 +24,12 @@ STARTUP_ORDER = {
              "Capture cuda graph end. Time elapsed:", *SERVING, "Start of pd disaggregation warmup ...",
              '"POST /generate HTTP/1.1" 200', "End of prefill disaggregation mode warmup with status 200",
              "The server is fired up and ready to roll!"],
-    "current": ["Load weight begin", "Load weight end", "KV Cache is allocated", "Memory pool end",
-                "Capture decode CUDA graph begin. backend=", "Capture decode CUDA graph end. elapsed=", *SERVING,
+    # As a real 0.5.23 printed it (tests/integration/test_real_sglang.py), and the CUDA graph lines of a GPU's.
+    "current": ["server_args={'model_path': ", "CommonKVBootstrapServer started successfully", "Init parallel begin.",
+                "Init parallel ends.", "Memory baseline taken.", "Load weight begin", "Load weight end",
+                "KV Cache is allocated", "Memory pool end", "Capture decode CUDA graph begin. backend=",
+                "Capture decode CUDA graph end. elapsed=", "max_total_num_tokens=", "Engine startup timings (s):",
+                *SERVING[1:],
                 "Start of pd disaggregation warmup ...", '"POST /generate HTTP/1.1" 200',
                 "Disaggregation warmup requests completed for all 1 DP ranks", "End of disaggregation warmup",
                 "The server is fired up and ready to roll!"],
@@ -40,12 +44,13 @@ STAMP = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d( TP0)?\] ")
 
 @pytest.mark.parametrize("generation", STARTUP_ORDER)
 def test_startup_prints_each_generations_sequence_in_order_with_timestamps(procs: Procs, generation):
-    worker = procs.start(worker_process_argv("decode", free_port(), "--generation", generation, startup=0.3))
+    worker = procs.start(worker_process_argv("prefill", free_port(), "--generation", generation, startup=0.3))
     lines = read_until(worker, "fired up and ready")
     positions = [next(i for i, line in enumerate(lines) if step in line) for step in STARTUP_ORDER[generation]]
     assert positions == sorted(positions)
     assert all(STAMP.match(line) for line in lines)
-    assert lines[0].split("] ", 1)[1].startswith("server_args=ServerArgs(") and len(lines[0]) > 4096
+    args = "server_args={'" if generation == "current" else "server_args=ServerArgs("
+    assert lines[0].split("] ", 1)[1].startswith(args) and len(lines[0]) > 4096
     assert "[" in lines[1] and " TP0] " in lines[1]
     assert any("Init torch distributed" in line for line in lines) == (generation != "current")
 
@@ -124,7 +129,7 @@ def test_rejected_http2_preface_is_logged_like_uvicorn(procs: Procs):
 def test_steady_state_batch_lines_come_after_ready(procs: Procs):
     worker, _ = ready_worker(procs, "decode", "--log-rate", "200")
     lines = [read_until(worker, "Decode batch")[-1] for _ in range(50)]
-    assert all(" TP0] Decode batch. #running-req: " in line and "gen throughput (token/s)" in line for line in lines)
+    assert all(" TP0] Decode batch, #running-req: " in line and "gen throughput (token/s)" in line for line in lines)
 
 
 def finished(procs: Procs, role: str, mode: str) -> tuple[int, str, str]:

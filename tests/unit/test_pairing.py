@@ -121,6 +121,15 @@ def test_a_prefills_bootstrap_port_is_one_of_its_ports_by_default():
     assert "prefill's bootstrap server" in found.text
 
 
+def test_fake_on_a_prefill_is_refused_and_on_a_decode_alone_it_is_not():
+    fake = ("--disaggregation-transfer-backend", "fake")
+    [found] = [m for m in servers(server(*fake, source="its unit p"), server(*fake)) if m.setting == "transfer backend"]
+    assert (found.level, found.services) == ("error", ("prefill",))
+    assert found.text == ("prefill runs --disaggregation-transfer-backend fake (its unit p): SGLang refuses it on a "
+                          "prefill (fake moves no KV; it is for a decode alone)")
+    assert [m for m in servers(server(), server(*fake)) if m.setting == "transfer backend"] == []
+
+
 def test_tp_beyond_the_gpus_its_unit_is_given_is_refused():
     [found] = servers(server("--tp", "8", env={"CUDA_VISIBLE_DEVICES": "0,1,2,3"}),
                       server(env={"CUDA_VISIBLE_DEVICES": "4,5,6,7"}))

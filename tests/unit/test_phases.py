@@ -15,6 +15,7 @@ from pdtui.sim.wording import WORDINGS
 # SGLang's real start-up lines across releases (the line format and its wording drift; see signatures.py).
 REAL_LINES = {
     "[2025-10-16 09:06:09 TP0] Init torch distributed ends. mem usage=1.96 GB": "distributed",
+    "[2026-12-05 07:58:31] Init parallel begin.": "distributed",       # 0.5.23, as a real CPU server printed it
     "[2025-10-16 09:06:10 TP0] Load weight begin. avail mem=137.34 GB": "weights",
     "[2025-03-27 21:33:30 TP0] Load weight end. type=Gemma3ForConditionalGeneration, dtype=torch.bfloat16, "
     "avail mem=131.08 GB, mem usage=8.13 GB.": "kv_cache",

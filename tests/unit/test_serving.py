@@ -16,6 +16,7 @@ from pdtui.engine.startup_watch import StartupWatch
 from pdtui.servers.sglang.engine import SGLANG
 from pdtui.servers.sglang.metrics import (
     batch_figures,
+    batch_line,
     figures_between,
     histogram_quantile,
     parse_metrics,
@@ -125,6 +126,19 @@ def test_batch_lines_give_the_figures_they_print() -> None:
     assert batch_figures(decode) == Figures(generation_tps=812.44, running=12, queued=0, token_usage=0.01)
     assert batch_figures(prefill) == Figures(running=0, queued=2, token_usage=0.03)
     assert batch_figures("The server is fired up and ready to roll!") is None
+
+
+def test_the_batch_lines_of_0_5_23_give_their_figures() -> None:
+    # As a real 0.5.23 prefill printed it on this machine's CPU, and a decode's as its source writes one.
+    prefill = ("[2026-12-05 07:58:42] Prefill batch, #new-seq: 1, #new-token: 21, #cached-token: 0, token usage: 0.00, "
+               "#running-req: 0, #queue-req: 0, #pending-token: 0, #bootstrap-req: 0, #inflight-req: 1, "
+               "#optimistic-req: 0, cpu graph: False, input throughput (token/s): 9.00")
+    decode = ("[2026-12-05 07:58:43] Decode batch [7], #running-req: 3, #token: 120, token usage: 0.01, "
+              "pre-allocated usage: 0.00, #prealloc-req: 0, #transfer-req: 1, #retracted-req: 0, cpu graph: False, "
+              "gen throughput (token/s): 33.10, #queue-req: 2")
+    assert batch_line(prefill) and batch_line(decode) and not batch_line("Load weight begin. avail mem=18.81 GB")
+    assert batch_figures(prefill) == Figures(running=0, queued=0, token_usage=0.0)
+    assert batch_figures(decode) == Figures(generation_tps=33.10, running=3, queued=2, token_usage=0.01)
 
 
 def test_a_routers_figures_are_its_routed_requests_their_p50_in_flight_and_open_circuits() -> None:

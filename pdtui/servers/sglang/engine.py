@@ -34,6 +34,9 @@ class SGLang:
     def slow_from(self, last: float) -> float:
         return phases.slow_from(last)
 
+    def batch_line(self, message: str) -> bool:
+        return metrics.batch_line(message)
+
     def batch_figures(self, message: str) -> Figures | None:
         return metrics.batch_figures(message)
 

@@ -50,7 +50,10 @@ FIGURE_FAMILIES = (RUNNING, QUEUED, TOKEN_USAGE, GEN_THROUGHPUT, PROMPT_TOKENS, 
                    KV_TRANSFER_MB, TRANSFER_FAILED, ROUTED, ROUTED_SECONDS, ACTIVE, CIRCUIT_STATE)
 KV_FAMILIES = (KV_TRANSFER_LATENCY, KV_TRANSFER_MB, TRANSFER_FAILED, BOOTSTRAP_FAILED)
 
-_BATCH = re.compile(r"(Decode|Prefill) batch\. (.*)")
+# "Decode batch. #running-req: ..." (2025), "Decode batch, #running-req: ..." (0.5.23), with " [N]" after "batch"
+# when SGLang logs its forward iterations.
+_BATCH = re.compile(r"(Decode|Prefill) batch(?: \[\d+\])?[.,] (.*)")
+_BATCH_HINTS = ("batch. #", "batch, #", "batch [")
 _FIELD = re.compile(r"(#[\w-]+|token usage|gen throughput \(token/s\)): ([\d.]+)")
 
 
@@ -175,8 +178,13 @@ def histogram_quantile(q: float, buckets: list[tuple[float, float]]) -> float | 
     return lower_bound
 
 
+def batch_line(message: str) -> bool:
+    """Whether a line may be a scheduler's batch line (cheap: every serving line is asked)."""
+    return any(hint in message for hint in _BATCH_HINTS)
+
+
 def batch_figures(message: str) -> Figures | None:
-    """The figures of one scheduler batch line (``Decode batch. #running-req: 12, ...``), None for other lines."""
+    """The figures of one scheduler batch line (``Decode batch, #running-req: 12, ...``), None for other lines."""
     found = _BATCH.search(message)
     if found is None:
         return None

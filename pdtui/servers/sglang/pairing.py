@@ -246,7 +246,7 @@ def host_mismatches(servers: Sequence[tuple[ServiceConfig, ServerCommand]]) -> l
                                       f"{cfg.name} and {other} both take port {port} on {cfg.host}: {cfg.name}'s "
                                       f"{what} ({command.source}) and {other}'s {other_what} ({other_source})"))
             taken.setdefault(port, (cfg.name, what, command.source))
-        found += _gpu_count(cfg, command)
+        found += _gpu_count(cfg, command) + _fake_prefill(cfg, command)
     return found
 
 
@@ -289,6 +289,16 @@ def _gpu_count(cfg: ServiceConfig, command: ServerCommand) -> list[Mismatch]:
                      f"{cfg.name} needs {needed} GPUs on {cfg.host} (--tp {tp}"
                      + (f", --dp-size {plain_dp}" if plain_dp > 1 else "") + f") but CUDA_VISIBLE_DEVICES gives it "
                      f"{visible} ({command.source})")]
+
+
+def _fake_prefill(cfg: ServiceConfig, command: ServerCommand) -> list[Mismatch]:
+    """``fake`` moves no KV: SGLang takes it on a decode alone (a decode-only benchmark) and refuses it on a prefill
+    at start (``AssertionError: Prefill server does not support 'fake' as the transfer backend``)."""
+    if cfg.role != "prefill" or Side.of(command.words).flag("--disaggregation-transfer-backend") != "fake":
+        return []
+    return [Mismatch("error", "host", (cfg.name,), "transfer backend", ("fake", "fake"), (command.source,),
+                     f"{cfg.name} runs --disaggregation-transfer-backend fake ({command.source}): SGLang refuses it on "
+                     f"a prefill (fake moves no KV; it is for a decode alone)")]
 
 
 @lru_cache(maxsize=4096)

@@ -39,8 +39,10 @@ def _phase(name: str, pattern: str, label: str, hints: tuple[str, ...], generati
 
 
 PHASES: tuple[Phase, ...] = (
-    # "Init torch distributed begin." (sim, older releases), or its "ends." line when that is the first seen.
-    _phase("distributed", r"Init torch distributed (?:begin|ends)", "dist", ("Init torch distributed",), "older 2025"),
+    # "Init torch distributed begin." (2025 and older), "Init parallel begin." (0.5.23), or its "ends." line when
+    # that is the first seen.
+    _phase("distributed", r"Init (?:torch distributed|parallel) (?:begin|ends)", "dist",
+           ("Init torch distributed", "Init parallel ")),
     _phase("weights", r"Load weight begin", "weights", ("Load weight begin",)),
     # The memory pool is allocated between the weights' end and "Memory pool end".
     _phase("kv_cache", r"Load weight end|KV Cache is allocated|Memory pool end", "kv",

@@ -64,6 +64,12 @@ SGLANG_SIGNATURES: tuple[Signature, ...] = (
     signature(r"Mooncake Transfer Engine initialization failed", "Mooncake transfer engine failed to start", 8),
     signature(r"Please install mooncake|Please install NIXL", "KV transfer backend not installed", 8),
     signature(r"NIXL_ERR_BACKEND", "NIXL backend error", 8),
+    # Before any process starts, as real 0.5.23 refused them (its last line, ending its traceback).
+    signature(r"Repo id must be in the form 'repo_name' or 'namespace/repo_name'",
+              "model not found: no such folder (SGLang took the path for a Hub repo id)", 9, hint="Repo id must be"),
+    signature(r"Prefill server does not support 'fake' as the transfer backend",
+              "SGLang's prefill refuses the fake transfer backend (fake moves no KV: a decode's alone)", 9,
+              hint="does not support 'fake'"),
     # Transfer engines, DeepEP/NVSHMEM, CUDA and the rendezvous, as real users' servers printed them. A wording
     # that usually ends a traceback ranks below the traceback's header: the header's reason is then completed
     # with it (scheduler crashed (TP5): RuntimeError: Mooncake memory registration failed.); alone, it decides.

@@ -1,0 +1,55 @@
+"""A tiny random-weight GPT-2 and its BPE tokenizer, made here from local text: what real SGLang serves in tests.
+
+Run by the serving engine's own Python (it needs ``transformers`` and
+``tokenizers``, which pdtui does not), never imported by pdtui::
+
+    ENGINE_PYTHON pdtui/sim/tiny_model.py OUT CORPUS_FILE...
+
+Nothing is downloaded. GPT-2, because SGLang's CPU path without a CPU build of
+its kernels cannot run a model with rotary embeddings, and GPT-2's positions are
+learned. The model's vocabulary is the tokenizer's (a larger one samples ids
+that decode to nothing: an empty answer), and its 4,096 positions hold pdtui's
+smoke prompt whatever the corpus. The weights are random but seeded: the same
+folder every time, so greedy answers repeat.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+VOCAB = 1024
+POSITIONS = 4096
+EOS = "<|endoftext|>"
+# A plain chat template: SGLang's chat endpoint needs one, and a tokenizer trained here has none of its own.
+CHAT_TEMPLATE = ("{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}"
+                 "{% if add_generation_prompt %}<|assistant|>{% endif %}")
+
+
+def make(out: Path, corpus: list[Path]) -> None:
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=VOCAB, special_tokens=[EOS],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tokenizer.train([str(path) for path in corpus], trainer)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token=EOS, bos_token=EOS, unk_token=EOS,
+                                   pad_token=EOS, model_max_length=POSITIONS)
+    fast.chat_template = CHAT_TEMPLATE
+    fast.save_pretrained(out)
+
+    torch.manual_seed(0)
+    eos = fast.convert_tokens_to_ids(EOS)
+    config = GPT2Config(vocab_size=len(fast), n_positions=POSITIONS, n_embd=64, n_layer=2, n_head=4,
+                        bos_token_id=eos, eos_token_id=eos, torch_dtype="float32")
+    GPT2LMHeadModel(config).save_pretrained(out, safe_serialization=True)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 3:
+        sys.exit("usage: tiny_model.py OUT CORPUS_FILE...")
+    make(Path(sys.argv[1]), [Path(arg) for arg in sys.argv[2:]])

@@ -1,0 +1,80 @@
+"""Real SGLang on this machine's CPU (pdtui/sim/real_sglang.py), registered by tests/conftest.py.
+
+``tiny_model`` makes the tiny GPT-2 once per test process, trained on this
+checkout's own text. ``sglang_host`` boots a container (tests/systemd_host.py)
+with a network of its own, since real SGLang's torch store and Mooncake bind
+every address, and the model bound in; a test reaches it from inside that
+network (``with sglang_host.network():``). ``sglang_deployment`` writes a
+prefill, a decode and a real router for it, each a unit made from its
+``launch:`` block with the CPU flags. Where SGLang or a container cannot run,
+the test skips, saying why.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pdtui.config import Deployment, parse_config
+from pdtui.sim import real_sglang
+from pdtui.sim.ports import free_port
+from pdtui.sim.systemd_host import SystemdHost
+from tests.sshd import SshHome
+from tests.systemd_host import booted
+
+__all__ = ["UNITS", "sglang_deployment", "sglang_host", "tiny_model"]
+
+REPO = Path(__file__).resolve().parents[1]
+UNITS = {"prefill": "s-prefill.service", "decode": "s-decode.service", "router": "s-router.service"}
+# Two real servers start side by side in ~30 s on two idle cores; the suite's other workers share those cores.
+TIMEOUT = "4m"
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    reason = real_sglang.missing_reason()
+    if reason:
+        pytest.skip(f"no real SGLang: {reason}")
+    corpus = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    return real_sglang.make_model(tmp_path_factory.mktemp("model"), corpus)
+
+
+@pytest.fixture
+def sglang_host(tmp_path: Path, ssh_home: SshHome, tiny_model: Path) -> Iterator[SystemdHost]:
+    with booted(tmp_path, ssh_home, private_network=True, binds={str(tiny_model): tiny_model}) as host:
+        yield host
+
+
+def sglang_deployment(host: SystemdHost, folder: Path, model: Path, *, router: str = "smg", timeout: str = TIMEOUT,
+                      prefill: Sequence[str] = (), decode: Sequence[str] = (),
+                      transfer_backend: Mapping[str, str] | None = None, **top: object) -> Deployment:
+    """prefill, decode (real SGLang on the CPU) and ``router`` (a real router's package) on the container at
+    ``host``, each a unit from its ``launch:`` block; ``prefill``/``decode``: more flags for that server;
+    ``transfer_backend``: another, by role."""
+    p, d, r, boot = (free_port() for _ in range(4))
+
+    def server(role: str, extra: Sequence[str]) -> dict:
+        launch = real_sglang.launch(role, model)
+        backend = (transfer_backend or {}).get(role, launch["transfer_backend"])
+        return {**launch, "transfer_backend": backend, "args": [*launch["args"], *extra]}
+
+    config = {
+        "name": "real-sglang", **top,
+        "hosts": {"cpu0": {"address": "127.0.0.1", "port": host.port, "user": "root"}},
+        "services": {
+            "prefill": {"host": "cpu0", "unit": "s-prefill", "role": "prefill", "port": p, "bootstrap_port": boot,
+                        "timeout": timeout, "launch": server("prefill", prefill)},
+            "decode": {"host": "cpu0", "unit": "s-decode", "role": "decode", "port": d, "timeout": timeout,
+                       "launch": server("decode", decode)},
+            "router": {"host": "cpu0", "unit": "s-router", "role": "router", "port": r, "timeout": timeout,
+                       "launch": {"package": router, "python": sys.executable, "host": "127.0.0.1",
+                                  "prometheus_port": free_port()}},
+        },
+    }
+    path = folder / "pdtui.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return parse_config(path.read_text(), str(path))
