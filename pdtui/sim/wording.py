@@ -14,7 +14,7 @@ checks that every line here is judged as it should be.
   arguments as a dict; the prefill's bootstrap server started (and saying so)
   before the scheduler's first line; per-graph CUDA graph lines; an ``Engine
   startup timings`` line; batch lines with a comma after "batch" and the PD
-  queues' counts.
+  queues' counts; an HTTP port taken is said, then the server hangs.
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ class Wording:
     startup_timings: bool = False   # "Memory baseline taken." and "Engine startup timings (s): ..."
     batch_sep: str = "."            # "Prefill batch. #new-seq" or (0.5.23) "Prefill batch, #new-seq"
     model_info: str = "/get_model_info"   # what the warm-up asks first (0.5.23: /model_info)
+    exits_on_bind_error: bool = True      # 0.5.23 whose HTTP port is taken says so, then hangs: it never exits
 
     def warmup_failure(self, mode: str) -> str:
         return self.warmup_failed.format(mode=mode)
@@ -91,6 +92,6 @@ WORDINGS: dict[str, Wording] = {
         "Received sigquit from a child process. It usually means the child failed.",
         "CommonKVBootstrapServer started successfully on {host}:{port}",
         kv_series=True, args_as_dict=True, bootstrap_first=True, startup_timings=True, batch_sep=",",
-        model_info="/model_info",
+        model_info="/model_info", exits_on_bind_error=False,
     ),
 }

@@ -142,6 +142,8 @@ class Worker:
     def _startup(self) -> int | None:
         """Startup up to the ready line; an exit status if it ended early, None once ready."""
         fail, log = self.args.fail, self.log
+        if self.args.role == "prefill" and self.args.transfer_backend == "fake":
+            return self._refused(fake_prefill_traceback())
         log.main(f"server_args={server_args_repr(self.args, self.gpus, as_dict=self.words.args_as_dict)}")
         if self.args.role == "prefill" and self.words.bootstrap_first:
             self._start_bootstrap()
@@ -224,7 +226,10 @@ class Worker:
         if not self._steps(steps):
             return 0
         if not self._bind():
-            return 1
+            if self.words.exits_on_bind_error:
+                return 1
+            self.stop.wait()      # 0.5.23: its other processes hold it up; it never exits by itself
+            return 0
         log.main(f"INFO:     Uvicorn running on http://{self.args.host}:{self.args.port} (Press CTRL+C to quit)")
         return self._warm_up()
 
@@ -239,7 +244,8 @@ class Worker:
             self.log.write(f"{Log.stamp()} ERROR:    [Errno {exc.errno}] error while attempting to bind on address "
                            f"('{self.args.host}', {self.args.port}): {reason}\n", sys.stderr)
             self.log.main("INFO:     Waiting for application shutdown.")
-            self.log.main("INFO:     Application shutdown complete.")
+            if self.words.exits_on_bind_error:
+                self.log.main("INFO:     Application shutdown complete.")
             return False
         self.server.start()
         if self.words.health_before_warmup == 200:
@@ -336,6 +342,12 @@ class Worker:
                 f"#cached-token: {done.cached_tokens}, token usage: {load.token_usage:.2f}, "
                 f"#running-req: {load.running}, #queue-req: {load.queued}" + (f", {pd}" if pd else ""))
 
+    def _refused(self, traceback: list[str]) -> int:
+        """SGLang's arguments refused before any process starts: the clean-up's line, the bare traceback, exit 1."""
+        self.log.main(f"kill_process_tree called: parent_pid={os.getpid()}, include_parent=False, pid={os.getpid()}")
+        self.log.write("".join(f"{line}\n" for line in traceback), sys.stderr)
+        return 1
+
     def _crash(self, traceback: list[str], fraction: float, *, header: bool = True) -> int:
         """Print a scheduler exception and the parent's SIGQUIT line, as a crashing SGLang does; without
         ``header``, a bare traceback as Python prints one that nothing caught, and the exit."""
@@ -365,6 +377,22 @@ class Worker:
 
 def _frame(path: str, line: int, func: str, code: str) -> list[str]:
     return [f'  File "{SGLANG}/{path}", line {line}, in {func}', f"    {code}"]
+
+
+def fake_prefill_traceback() -> list[str]:
+    """0.5.23's refusal of ``fake`` on a prefill, as a real one printed it."""
+    return [
+        "Traceback (most recent call last):",
+        '  File "<frozen runpy>", line 198, in _run_module_as_main',
+        '  File "<frozen runpy>", line 88, in _run_code',
+        *_frame("../launch_server.py", 29, "run_server", "server_args.resolve_once()"),
+        *_frame("server_args.py", 277, "resolve_once", "run_resolution_pipeline(self)"),
+        *_frame("arg_groups/pipeline.py", 147, "run_resolution_pipeline",
+                "run_hook(handle_pd_disaggregation, server_args)"),
+        *_frame("arg_groups/pd_disaggregation_hook.py", 146, "handle_pd_disaggregation",
+                'assert cfg.disaggregation_transfer_backend != "fake", ('),
+        "AssertionError: Prefill server does not support 'fake' as the transfer backend",
+    ]
 
 
 def oom_traceback(gpu: int) -> list[str]:

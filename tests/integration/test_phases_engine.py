@@ -14,7 +14,7 @@ from tests.engine_helpers import bring_up, reference
 EXPECTED = {
     "older": ["distributed", "weights", "kv_cache", "cuda_graphs", "http", "warmup", "ready"],
     "2025": ["distributed", "weights", "kv_cache", "cuda_graphs", "http", "warmup", "ready"],
-    "current": ["weights", "kv_cache", "cuda_graphs", "http", "warmup", "ready"],
+    "current": ["distributed", "weights", "kv_cache", "cuda_graphs", "http", "warmup", "ready"],   # Init parallel
 }
 
 
@@ -37,8 +37,8 @@ async def test_phases_are_told_as_lines_and_json(sandbox):
     first = rec.of(PhaseStarted)[0]
     printer = LinePrinter()
     printer.width = 8
-    assert printer.format(first).endswith(f"{first.service:<8} phase weights")
-    assert to_json(first).startswith('{"kind": "phase", "service": "' + first.service + '", "phase": "weights"')
+    assert printer.format(first).endswith(f"{first.service:<8} phase distributed")
+    assert to_json(first).startswith('{"kind": "phase", "service": "' + first.service + '", "phase": "distributed"')
 
 
 async def test_a_sim_bring_up_leaves_a_run_whose_report_waits_for_the_router_then_a_backend(sandbox, tmp_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import signal
+import subprocess
 
 import pytest
 
@@ -155,21 +156,34 @@ def test_crash_during_startup_prints_traceback_and_exits_1(procs: Procs, mode, l
         assert "Capture decode CUDA graph begin" in out.splitlines()[-1]
 
 
-def test_port_in_use_prints_uvicorn_bind_error(procs: Procs):
-    code, out, err = finished(procs, "prefill", "port-in-use")
-    assert code == 1 and "Uvicorn running" not in out
+def test_fake_on_a_prefill_is_refused_before_anything_starts_as_0_5_23_refuses_it(procs: Procs):
+    worker = procs.start(worker_process_argv("prefill", free_port(), "--disaggregation-transfer-backend", "fake"))
+    out, err = worker.communicate(timeout=30)
+    assert worker.returncode == 1 and "server_args" not in out and "kill_process_tree called" in out
+    assert err.splitlines()[-1] == "AssertionError: Prefill server does not support 'fake' as the transfer backend"
+
+
+def test_port_in_use_prints_uvicorn_bind_error_and_an_older_release_exits(procs: Procs):
+    worker = procs.start(worker_process_argv("prefill", free_port(), "--fail", "port-in-use", "--generation", "2025",
+                                             startup=0.2))
+    out, err = worker.communicate(timeout=30)
+    assert worker.returncode == 1 and "Uvicorn running" not in out
     assert re.search(r"ERROR:    \[Errno 98\] error while attempting to bind on address \('127\.0\.0\.1', \d+\): "
                      r"address already in use", err)
 
 
-def test_a_port_really_taken_fails_the_same_way(procs: Procs):
+def test_a_port_really_taken_is_said_and_0_5_23_then_hangs_as_the_real_one_does(procs: Procs):
     import socket
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         sock.listen()
         worker = procs.start(worker_process_argv("decode", sock.getsockname()[1], startup=0.2))
-        _, err = worker.communicate(timeout=30)
-    assert worker.returncode == 1 and "[Errno 98] error while attempting to bind on address" in err
+        assert worker.stderr is not None
+        assert "[Errno 98] error while attempting to bind on address" in worker.stderr.readline()
+        assert "Waiting for application shutdown." in read_until(worker, "Waiting for application shutdown.")[-1]
+        with pytest.raises(subprocess.TimeoutExpired):
+            worker.wait(timeout=1.0)
+    assert procs.stop(worker) == 0
 
 
 def test_crash_after_ready(procs: Procs):

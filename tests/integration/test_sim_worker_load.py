@@ -60,7 +60,7 @@ def joined(threads: list[threading.Thread]) -> None:
 
 def batch_lines(worker, kind: str) -> Iterator[str]:
     while True:
-        yield read_until(worker, f"{kind} batch.")[-1]
+        yield read_until(worker, f"{kind} batch,")[-1]
 
 
 def figure(line: str, name: str) -> float:
