@@ -51,10 +51,12 @@ def sglang_host(tmp_path: Path, ssh_home: SshHome, tiny_model: Path) -> Iterator
 
 def sglang_deployment(host: SystemdHost, folder: Path, model: Path, *, router: str = "smg", timeout: str = TIMEOUT,
                       prefill: Sequence[str] = (), decode: Sequence[str] = (),
-                      transfer_backend: Mapping[str, str] | None = None, **top: object) -> Deployment:
+                      transfer_backend: Mapping[str, str] | None = None, second_decode: bool = False,
+                      keys: Mapping[str, Mapping[str, object]] | None = None, **top: object) -> Deployment:
     """prefill, decode (real SGLang on the CPU) and ``router`` (a real router's package) on the container at
     ``host``, each a unit from its ``launch:`` block; ``prefill``/``decode``: more flags for that server;
-    ``transfer_backend``: another, by role."""
+    ``transfer_backend``: another, by role; ``second_decode``: a decode-1 beside decode; ``keys``: more keys of
+    a service, by name."""
     p, d, r, boot = (free_port() for _ in range(4))
 
     def server(role: str, extra: Sequence[str]) -> dict:
@@ -70,11 +72,15 @@ def sglang_deployment(host: SystemdHost, folder: Path, model: Path, *, router: s
                         "timeout": timeout, "launch": server("prefill", prefill)},
             "decode": {"host": "cpu0", "unit": "s-decode", "role": "decode", "port": d, "timeout": timeout,
                        "launch": server("decode", decode)},
+            **({"decode-1": {"host": "cpu0", "unit": "s-decode-1", "role": "decode", "port": free_port(),
+                             "timeout": timeout, "launch": server("decode", decode)}} if second_decode else {}),
             "router": {"host": "cpu0", "unit": "s-router", "role": "router", "port": r, "timeout": timeout,
                        "launch": {"package": router, "python": sys.executable, "host": "127.0.0.1",
                                   "prometheus_port": free_port()}},
         },
     }
+    for name, more in (keys or {}).items():
+        config["services"][name].update(more)
     path = folder / "pdtui.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     return parse_config(path.read_text(), str(path))

@@ -375,7 +375,7 @@ class ServiceRun:
                     return
             now = clock()
             if now >= deadline:
-                self.transition(S.TIMED_OUT, self._waiting_for())
+                self.transition(S.TIMED_OUT, self._waiting_for(), self.attempt.warning)
                 return
             if not self.judged:
                 self.judged = True           # every check has had its first look
@@ -554,7 +554,10 @@ class ServiceRun:
         return self.name, await self.metrics(self.serving.kv_totals)
 
     def _waiting_for(self) -> str:
-        stall = self.attempt.startup.stall(self.w.clock(), self.attempt.started_at)
+        """Why a start ran out of time: where it stood (the phase it was stuck in, else its phase, since when and
+        its silence), else what it was still waiting for. The latest warning it logged goes with it, as its line."""
+        now, started = self.w.clock(), self.attempt.started_at
+        stall = self.attempt.startup.stall(now, started) or self.attempt.startup.position(now, started)
         if stall is not None:
             return stall.timeout_reason(self.cfg.timeout)
         told = self.attempt.last_checks

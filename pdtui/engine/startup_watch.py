@@ -41,19 +41,21 @@ def stall_after(configured: float | None, timeout: float) -> float:
 
 @dataclass(frozen=True, slots=True)
 class Stall:
-    """A server silent in a phase known to hang: where, since when (from its start), and for how long."""
+    """A server silent in a phase known to hang: where, since when (from its start), and for how long; or, with
+    ``stuck`` False, merely where a start that ran out of time stood."""
 
     words: str
     since: float
     silent: float
+    stuck: bool = True
 
     def warning(self, timeout: float) -> str:
         return (f"no line for {format_duration(round(self.silent))} in {self.words} (since {format_elapsed(self.since)}): "
                 f"it may be stuck; not ready after {format_duration(timeout)} it fails")
 
     def timeout_reason(self, timeout: float) -> str:
-        return (f"not ready after {timeout:g}s: stuck in {self.words} since {format_elapsed(self.since)}, no line for "
-                f"{format_duration(round(self.silent))}")
+        return (f"not ready after {timeout:g}s: {'stuck ' if self.stuck else ''}in {self.words} since "
+                f"{format_elapsed(self.since)}, no line for {format_duration(round(self.silent))}")
 
 
 @dataclass(slots=True)
@@ -90,6 +92,19 @@ class StartupWatch:
         words = hang_prone[phase] if phase is not None else (
             "distributed init" if self.last_line_at is not None else "its start (no line yet)")
         return Stall(words, (self.phase_at if self.phase_at is not None else started) - started, silent)
+
+    def position(self, now: float, started: float | None) -> Stall | None:
+        """Where a start stands that is not (yet) a stall: its phase, since when, its silence (None for a server
+        whose lines tell no phases, or one not started)."""
+        if not self.watched or started is None or self.phases.over:
+            return None
+        phase = self.phases.current
+        if phase is None:
+            words = "its start (no phase line yet)" if self.last_line_at is not None else "its start (no line yet)"
+        else:
+            words = self.serving.hang_prone.get(phase) or f"its start-up ({self.serving.phase_labels[phase]})"
+        silent = now - (self.last_line_at if self.last_line_at is not None else started)
+        return Stall(words, (self.phase_at if self.phase_at is not None else started) - started, silent, stuck=False)
 
     def due(self, started: float | None) -> float:
         """When a stall or a slow phase can next be told (inf when neither can)."""

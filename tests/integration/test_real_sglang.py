@@ -9,6 +9,8 @@ module runs on one worker: two real servers take ~9 GB and both cores to start.
 
 from __future__ import annotations
 
+import asyncio
+import re
 import socket
 
 import pytest
@@ -16,8 +18,10 @@ import pytest
 from pdtui.config import Deployment
 from pdtui.engine.events import Done, PhaseStarted
 from pdtui.engine.intent import Intent
+from pdtui.engine.orchestrator import Orchestrator
+from pdtui.hosts import make_host
 from pdtui.sim.systemd_host import SystemdHost
-from tests.engine_helpers import Recorder, bring_up
+from tests.engine_helpers import FAST, Recorder, bring_up
 from tests.real_sglang import UNITS, sglang_deployment
 from tests.systemd_host import install
 
@@ -94,3 +98,63 @@ async def test_fake_on_a_prefill_is_refused_before_it_starts_and_forced_sglang_r
     done, rec = await up(sglang_host, deployment, intent=Intent(force=True))
     said = failed_before_the_router(sglang_host, done, rec, "prefill")
     assert said.startswith("SGLang's prefill refuses the fake transfer backend"), said
+
+
+async def test_a_transfer_backend_whose_package_is_missing_is_named(sglang_host, tmp_path, tiny_model):
+    deployment = sglang_deployment(sglang_host, tmp_path, tiny_model, transfer_backend={"prefill": "nixl",
+                                                                                       "decode": "nixl"})
+    done, rec = await up(sglang_host, deployment)
+    said = failed_before_the_router(sglang_host, done, rec, "prefill")
+    assert said.startswith("KV transfer backend not installed"), said
+    assert "ImportError: Please install NIXL" in rec.change("prefill", "failed").line
+
+
+async def test_a_decode_whose_scheduler_is_killed_after_ready_fails_naming_what_sglang_said(
+        sglang_host, tmp_path, tiny_model):
+    """0.5.23 watches its processes: it says which one died and how, then kills its whole tree."""
+    deployment = sglang_deployment(sglang_host, tmp_path, tiny_model, keys={"decode": {"unhealthy_after": "5s"}})
+    recorder = Recorder()
+    with sglang_host.network():
+        await install(deployment)
+        orchestrator = Orchestrator(deployment, make_host, timing=FAST)
+        orchestrator.subscribe(recorder)
+        try:
+            assert (await orchestrator.run()).ok
+            main = sglang_host.run("systemctl", "show", "-p", "MainPID", "--value", UNITS["decode"]).stdout.strip()
+            [scheduler] = sglang_host.run("pgrep", "-P", main, "-f", "sglang::scheduler").stdout.split()
+            assert sglang_host.run("kill", "-9", scheduler).returncode == 0
+            async with asyncio.timeout(150):
+                while "failed" not in recorder.states("decode") or recorder.of(Done)[-1].ok:
+                    await asyncio.sleep(0.1)
+        finally:
+            await orchestrator.close()
+    failed = recorder.change("decode", "failed")
+    assert failed.reason == "after ready: a server process died", failed
+    assert re.search(r"Subprocess scheduler_0 \(pid=\d+\) crashed with exit code -9", failed.line or ""), failed
+
+
+async def test_a_decode_whose_kv_pool_is_smaller_than_the_context_times_out_in_its_warm_up_quoting_sglangs_warning(
+        sglang_host, tmp_path, tiny_model):
+    """0.5.23 warns and goes on; its decode then waits for room that never comes in the PD warm-up."""
+    deployment = sglang_deployment(sglang_host, tmp_path, tiny_model, decode=["--max-total-tokens", "64"],
+                                   timeout="75s")
+    done, rec = await up(sglang_host, deployment)
+    assert done.exit_code == 1 and rec.states("router") == ["blocked"], done
+    timed_out = rec.change("decode", "timed_out")
+    assert re.match(r"not ready after 75s: (stuck )?in the PD warm-up since ", timed_out.reason), timed_out
+    assert "KV pool holds 64 tokens, fewer than --context-length 4096" in (timed_out.line or ""), timed_out
+
+
+async def test_a_page_size_mismatch_is_refused_before_start_and_forced_the_decode_dies_on_the_smoke(
+        sglang_host, tmp_path, tiny_model):
+    deployment = sglang_deployment(sglang_host, tmp_path, tiny_model, prefill=["--page-size", "16"],
+                                   decode=["--page-size", "1"])
+    done, rec = await up(sglang_host, deployment)
+    assert done.exit_code == 1 and done.failures["decode"].startswith("prefill and decode disagree on --page-size: "
+                                                                      "prefill runs 16"), done
+    assert [active(sglang_host, unit) for unit in UNITS.values()] == ["inactive"] * 3
+    done, rec = await up(sglang_host, deployment, intent=Intent(force=True))
+    assert done.exit_code == 1 and rec.states("decode") == ["starting", "waiting", "ready", "failed"], done
+    assert done.failures["decode"] == ("after ready: scheduler crashed: RuntimeError: Page size mismatch: prefill "
+                                       "server has page_size=16, but decode server has page_size=1. Both servers must "
+                                       "use the same --page-size value."), done

@@ -49,6 +49,21 @@ def test_silence_while_loading_weights_is_no_stall() -> None:
     assert startup.warnings(500.0, started=0.0, timeout=600) == []
 
 
+def test_a_start_that_is_no_stall_still_says_where_it_stood() -> None:
+    startup = watch()
+    enter(startup, WEIGHTS, now=5.0)
+    startup.line(38.0)
+    where = startup.position(40.0, started=0.0)
+    assert where is not None and where.timeout_reason(40) == ("not ready after 40s: in its start-up (weights) since "
+                                                              "0:05, no line for 2s")
+    enter(startup, "[2026-12-05 07:58:35] Start of pd disaggregation warmup ...", now=39.0)
+    where = startup.position(75.0, started=0.0)
+    assert where is not None and where.timeout_reason(75) == ("not ready after 75s: in the PD warm-up since 0:39, "
+                                                              "no line for 36s")
+    assert watch().position(3.0, started=0.0).words == "its start (no line yet)"    # type: ignore[union-attr]
+    assert watch(watched=False).position(3.0, started=0.0) is None
+
+
 def test_a_server_that_never_printed_is_stuck_at_its_start() -> None:
     startup = watch()
     stall = startup.stall(61.0, started=1.0)

@@ -97,7 +97,14 @@ SGLANG_SIGNATURES: tuple[Signature, ...] = (
     signature(r"Scheduler hit an exception", "scheduler crashed", 4),
     signature(rf"(?:{_COMPONENTS}) hit an exception", "a server process crashed", 4, hint="hit an exception"),
     signature(r"Received sigquit from a child proces", "a server process died", 3),
+    # 0.5.23 once running (its tokenizer manager's handler; the one above is its launch phase's)
+    signature(r"SIGQUIT received\..*It usually means one child failed", "a server process died", 3, generations="current",
+              hint="SIGQUIT received."),
     signature(r"Child process unexpectedly failed", "a server process died", 3, generations="current"),
+    # 0.5.23's watchdog of its processes, as a real one said when its scheduler was killed (SIGKILL: exit code -9);
+    # it then kills its whole tree, itself last.
+    signature(r"Subprocess \S+ \(pid=\d+\) crashed with exit code -?\d+", "a server process died", 5, generations="current",
+              hint="Subprocess "),
     signature(r"Rank \d+ scheduler is dead", "a scheduler died", 3, hint="scheduler is dead"),
     signature(r"failed with an exit code \d+\. pid=", "a server process died", 3, generations="older",
          hint="failed with an exit code"),
@@ -114,6 +121,9 @@ SGLANG_SIGNATURES: tuple[Signature, ...] = (
     signature(r"Traceback \(most recent call last\)", "Python traceback", 1, W),
     signature(r"Exception in ASGI application", "a request failed", 1, W),
     signature(r"Health check failed", "a health check got no answer in time", 2, W),
+    signature(r"KV pool holds \d+ tokens, fewer than --context-length",
+              "the KV pool is smaller than one full-length request: long requests are refused", 2, W, "current",
+              hint="KV pool holds "),
     signature(r"Prefill register attempt \d+/\d+ failed", "a bootstrap registration attempt failed", 1, W, "current",
          hint="Prefill register attempt"),
     signature(r"Error fetching prefill (?:parallel |server )?info from bootstrap", "a bootstrap look-up failed", 1, W,
