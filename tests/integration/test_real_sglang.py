@@ -10,8 +10,12 @@ module runs on one worker: two real servers take ~9 GB and both cores to start.
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import re
 import socket
+import subprocess
+import sys
 
 import pytest
 
@@ -47,6 +51,43 @@ async def test_up_brings_real_sglang_ready_then_starts_and_proves_each_real_rout
         assert phases == ["distributed", "weights", "kv_cache", "http", "warmup", "ready"], (server, phases)
     smoke = [e for e in rec.events if getattr(e, "check", None) == "smoke"]
     assert smoke[-1].ok and "tokens" in smoke[-1].detail, smoke
+
+
+def pdtui(*args: str, timeout: float = 420) -> subprocess.CompletedProcess:
+    """``python -m pdtui ARGS`` as a user runs it (from the caller's network: inside ``host.network()``)."""
+    env = {k: v for k, v in os.environ.items() if k != "PDTUI_CONFIG"}
+    return subprocess.run([sys.executable, "-m", "pdtui", *args], capture_output=True, text=True, timeout=timeout,
+                          env=env, stdin=subprocess.DEVNULL)
+
+
+async def test_status_then_a_decode_restarted_under_load_drained_loses_no_request_then_down(
+        sglang_host, tmp_path, tiny_model, procs):
+    """Two decodes, so the router serves on while one is out: a user's load through the router sees no failure."""
+    deployment = sglang_deployment(sglang_host, tmp_path, tiny_model, second_decode=True)
+    config, router = deployment.source, deployment.services["router"].port
+    with sglang_host.network():
+        await install(deployment)
+        up = pdtui("up", config, "--headless")
+        assert up.returncode == 0, up.stdout + up.stderr
+        load = procs.start([sys.executable, "-m", "pdtui.sim.load", "--url", f"http://127.0.0.1:{router}",
+                            "--model", str(tiny_model), "--rate", "3", "--concurrency", "3"])
+        status = pdtui("status", config, "--once", "--json")
+        restart = pdtui("restart", config, "decode", "--headless")
+        await asyncio.sleep(3)           # the load goes on through the decode back in the router
+        procs.stop(load)
+        down = pdtui("down", config, "--headless")
+    assert status.returncode == 0, status.stdout + status.stderr
+    assert {s["name"]: s["state"] for s in json.loads(status.stdout)["services"]} == dict.fromkeys(
+        ["prefill", "decode", "decode-1", "router"], "ready")
+    assert restart.returncode == 0, restart.stdout + restart.stderr
+    out = restart.stdout
+    assert out.index("info: decode: taking it out of router") < out.index("info: decode: back in router"), out
+    said = load.stdout.read() if load.stdout else ""
+    answered = re.search(r"stopped: (\d+) answered, (\d+) failed", said)
+    assert answered and int(answered[1]) > 10 and answered[2] == "0", said
+    assert down.returncode == 0, down.stdout + down.stderr
+    assert "the unit ended failed" not in down.stdout, down.stdout
+    assert [active(sglang_host, unit) for unit in [*UNITS.values(), "s-decode-1.service"]] == ["inactive"] * 4
 
 
 # -- real failures, real wording: each named, the router never started ----------------------------------------

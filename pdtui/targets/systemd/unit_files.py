@@ -68,6 +68,10 @@ def render_unit(deployment: Deployment, svc: ServiceConfig, systemd: int | None 
         f"RestartSec={RESTART_SEC}",
         f"TimeoutStartSec={svc.timeout:g}",
         *(["LimitMEMLOCK=infinity"] if not svc.is_router else []),   # RDMA transfer engines pin memory
+        # SIGTERM to the server's main process alone: it drains, then stops its own processes. systemd's default
+        # sends SIGTERM to every process of the unit: SGLang 0.5.23's scheduler dies under it, and its main
+        # process then kills its whole tree, itself too (the unit ends failed, result 'signal').
+        *(["KillMode=mixed"] if not svc.is_router else []),
     ]
     what = f"PD router ({launch.package})" if svc.is_router else f"{serving.title} {svc.role} server"
     header = [
