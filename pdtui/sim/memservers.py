@@ -82,7 +82,8 @@ def _server_args(role: str, port: int, bootstrap: int, gpus: tuple[int, ...]) ->
     """SGLang's first line (several KB): made once per shape, as every host of a fleet has the same services."""
     args = argparse.Namespace(model=DEFAULT_MODEL, host="127.0.0.1", port=port, role=role, bootstrap_port=bootstrap,
                               ib_device=None, transfer_backend="mooncake", enable_metrics=True, max_running_requests=None,
-                              page_size=64, kv_cache_dtype="auto", revision=None)
+                              page_size=64, kv_cache_dtype="auto", revision=None, attention_backend="flashmla",
+                              disable_cuda_graph=False)
     return f"server_args={server_args_repr(args, list(gpus) or [0])}"
 
 

@@ -14,7 +14,8 @@ checks that every line here is judged as it should be.
   arguments as a dict; the prefill's bootstrap server started (and saying so)
   before the scheduler's first line; per-graph CUDA graph lines; an ``Engine
   startup timings`` line; batch lines with a comma after "batch" and the PD
-  queues' counts; an HTTP port taken is said, then the server hangs.
+  queues' counts; an HTTP port taken is said, then the server hangs; no rank
+  prefix on a server of one rank.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ class Wording:
     batch_sep: str = "."            # "Prefill batch. #new-seq" or (0.5.23) "Prefill batch, #new-seq"
     model_info: str = "/get_model_info"   # what the warm-up asks first (0.5.23: /model_info)
     exits_on_bind_error: bool = True      # 0.5.23 whose HTTP port is taken says so, then hangs: it never exits
+    rank_prefix_when_many: bool = False   # 0.5.23 prefixes its scheduler's lines with " TP0" only when TP > 1
 
     def warmup_failure(self, mode: str) -> str:
         return self.warmup_failed.format(mode=mode)
@@ -92,6 +94,6 @@ WORDINGS: dict[str, Wording] = {
         "Received sigquit from a child process. It usually means the child failed.",
         "CommonKVBootstrapServer started successfully on {host}:{port}",
         kv_series=True, args_as_dict=True, bootstrap_first=True, startup_timings=True, batch_sep=",",
-        model_info="/model_info", exits_on_bind_error=False,
+        model_info="/model_info", exits_on_bind_error=False, rank_prefix_when_many=True,
     ),
 }

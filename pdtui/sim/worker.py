@@ -47,10 +47,13 @@ STARTUP_TIMINGS = ("Engine startup timings (s): load_weight=28.12, kv_cache_allo
 
 
 class Log:
-    """SGLang's log format: ``[%Y-%m-%d %H:%M:%S TP0] message``; thread-safe, flushed per line."""
+    """SGLang's log format: ``[%Y-%m-%d %H:%M:%S TP0] message``; thread-safe, flushed per line.
 
-    def __init__(self) -> None:
+    ``rank``: the scheduler's prefix (`` TP0``); 0.5.23 prints none for a server of one rank."""
+
+    def __init__(self, rank: str = " TP0") -> None:
         self.lock = threading.Lock()
+        self.rank = rank
 
     @staticmethod
     def stamp(prefix: str = "") -> str:
@@ -68,16 +71,18 @@ class Log:
 
     def tp(self, message: str) -> None:
         """A line of the scheduler of rank TP0."""
-        self.write(f"{self.stamp(' TP0')} {message}\n")
+        self.write(f"{self.stamp(self.rank)} {message}\n")
 
     def tp_error(self, message: str) -> None:
         """An error line of the scheduler of rank TP0, on stderr."""
-        self.write(f"{self.stamp(' TP0')} {message}\n", sys.stderr)
+        self.write(f"{self.stamp(self.rank)} {message}\n", sys.stderr)
 
-    def error_block(self, lines: list[str], prefix: str = " TP0") -> None:
-        """A traceback block on stderr: the first line stamped, the rest as Python prints them."""
+    def error_block(self, lines: list[str], prefix: str | None = None) -> None:
+        """A traceback block on stderr: the first line stamped (the scheduler's prefix unless ``prefix`` says
+        otherwise), the rest as Python prints them."""
         first, *rest = lines
-        self.write("".join([f"{self.stamp(prefix)} {first}\n", *(f"{line}\n" for line in rest)]), sys.stderr)
+        stamp = self.stamp(self.rank if prefix is None else prefix)
+        self.write("".join([f"{stamp} {first}\n", *(f"{line}\n" for line in rest)]), sys.stderr)
 
 
 class Worker:
@@ -85,7 +90,6 @@ class Worker:
 
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
-        self.log = Log()
         self.stop = threading.Event()
         self.t0 = time.monotonic()
         self.gpus = [int(g) for g in args.gpus.split(",") if g.strip()] or [0]
@@ -93,6 +97,7 @@ class Worker:
         self.bootstrap: BootstrapServer | None = None
         self.squatter: socket.socket | None = None
         self.words = WORDINGS[args.generation]
+        self.log = Log(" TP0" if (args.tp or len(self.gpus)) > 1 or not self.words.rank_prefix_when_many else "")
         self.serving = Serving(args.role, args.max_running_requests or DEFAULT_CAPACITY)
         self.state = WorkerState(role=args.role, model=args.model, host=args.host, port=args.port,
                                  bootstrap_port=args.bootstrap_port, tp_size=len(self.gpus),
@@ -144,6 +149,8 @@ class Worker:
         fail, log = self.args.fail, self.log
         if self.args.role == "prefill" and self.args.transfer_backend == "fake":
             return self._refused(fake_prefill_traceback())
+        if self.args.attention_backend == "torch_native":
+            log.main("Cuda graph is disabled because of using torch native attention backend")
         log.main(f"server_args={server_args_repr(self.args, self.gpus, as_dict=self.words.args_as_dict)}")
         if self.args.role == "prefill" and self.words.bootstrap_first:
             self._start_bootstrap()
@@ -172,7 +179,7 @@ class Worker:
             return self._crash(unknown_traceback(), 0.47, header=False)
         if self.args.role == "prefill" and not self.words.bootstrap_first:
             self._start_bootstrap()
-        if not self._steps([(0.50, log.tp, self.words.graph_begin)]):
+        if graphs(self.args) and not self._steps([(0.50, log.tp, self.words.graph_begin)]):
             return 0
         if fail == "oom":
             return self._crash(oom_traceback(self.gpus[0]), 0.6)
@@ -190,19 +197,23 @@ class Worker:
             self.bootstrap = BootstrapServer(host, port)
         except OSError as exc:
             reason = "address already in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc))
-            self.log.error_block([
-                f"Server error: [Errno {exc.errno}] error while attempting to bind on address ('{host}', {port}): "
-                f"[errno {exc.errno}] {reason}",
-                "Traceback (most recent call last):",
-                *_frame("disaggregation/common/conn.py", 3318, "run_server",
-                        "self._loop.run_until_complete(self._runner_setup_and_start())"),
-                f"OSError: [Errno {exc.errno}] error while attempting to bind on address ('{host}', {port}): "
-                f"[errno {exc.errno}] {reason}",
-            ])
+            if not self.words.bootstrap_first:      # uvloop's words then repeated the error number
+                reason = f"[errno {exc.errno}] {reason}"
+            said = f"[Errno {exc.errno}] error while attempting to bind on address ('{host}', {port}): {reason}"
+            frame = (_frame("disaggregation/common/conn.py", 3320, "_run_server",
+                            "self._loop.run_until_complete(site.start())") if self.words.bootstrap_first else
+                     _frame("disaggregation/common/conn.py", 3318, "run_server",
+                            "self._loop.run_until_complete(self._runner_setup_and_start())"))
+            self.log.error_block([f"Server error: {said}", "Traceback (most recent call last):", *frame,
+                                  f"OSError: {said}"], prefix="" if self.words.bootstrap_first else None)
             return
         self.bootstrap.start()
         if self.words.bootstrap_started:
-            self.log.tp(self.words.bootstrap_started.format(host=host, port=port))
+            self._bootstrap_log(self.words.bootstrap_started.format(host=host, port=port))
+
+    def _bootstrap_log(self, message: str) -> None:
+        """The bootstrap server's line: its scheduler's where it starts there, the main process's (0.5.23)."""
+        (self.log.main if self.words.bootstrap_first else self.log.tp)(message)
 
     def _steps(self, steps: list) -> bool:
         for fraction, write, message in steps:
@@ -214,7 +225,7 @@ class Worker:
     def _serve(self) -> int | None:
         log = self.log
         steps = [
-            (0.75, log.main, self.words.graph_end),
+            *([(0.75, log.main, self.words.graph_end)] if graphs(self.args) else []),
             (0.76, log.main, f"max_total_num_tokens={MAX_TOTAL_TOKENS}, chunked_prefill_size=8192, "
                              f"max_prefill_tokens=16384, max_running_requests={self.serving.capacity}, "
                              "context_len=32768, available_gpu_mem=12.51 GB"),
@@ -379,6 +390,11 @@ def _frame(path: str, line: int, func: str, code: str) -> list[str]:
     return [f'  File "{SGLANG}/{path}", line {line}, in {func}', f"    {code}"]
 
 
+def graphs(args: argparse.Namespace) -> bool:
+    """Whether the server captures CUDA graphs: not with torch's native attention (a CPU's), nor when told not to."""
+    return not (args.disable_cuda_graph or args.attention_backend == "torch_native")
+
+
 def fake_prefill_traceback() -> list[str]:
     """0.5.23's refusal of ``fake`` on a prefill, as a real one printed it."""
     return [
@@ -500,7 +516,7 @@ def server_args_repr(args: argparse.Namespace, gpus: list[int], *, as_dict: bool
         "dist_init_addr": None, "nnodes": 1, "node_rank": 0, "json_model_override_args": "{}",
         "preferred_sampling_params": None, "enable_lora": None, "max_lora_rank": None, "lora_target_modules": None,
         "lora_paths": None, "max_loaded_loras": None, "max_loras_per_batch": 8, "lora_backend": "triton",
-        "attention_backend": "flashmla", "decode_attention_backend": None, "prefill_attention_backend": None,
+        "attention_backend": args.attention_backend, "decode_attention_backend": None, "prefill_attention_backend": None,
         "sampling_backend": "flashinfer", "grammar_backend": "xgrammar", "mm_attention_backend": None,
         "speculative_algorithm": None, "speculative_draft_model_path": None, "speculative_num_steps": None,
         "speculative_eagle_topk": None, "speculative_num_draft_tokens": None, "ep_size": len(gpus),
@@ -517,7 +533,7 @@ def server_args_repr(args: argparse.Namespace, gpus: list[int], *, as_dict: bool
         "ds_heavy_token_num": 256, "ds_heavy_channel_type": "qk", "ds_sparse_decode_threshold": 4096,
         "cpu_offload_gb": 0, "offload_group_size": -1, "offload_num_in_group": 1, "offload_prefetch_step": 1,
         "offload_mode": "cpu", "disable_radix_cache": False, "cuda_graph_max_bs": 256, "cuda_graph_bs": None,
-        "disable_cuda_graph": False, "disable_cuda_graph_padding": False, "enable_profile_cuda_graph": False,
+        "disable_cuda_graph": not graphs(args), "disable_cuda_graph_padding": False, "enable_profile_cuda_graph": False,
         "enable_cudagraph_gc": False, "enable_nccl_nvls": False, "enable_symm_mem": False,
         "disable_flashinfer_cutlass_moe_fp4_allgather": False, "enable_tokenizer_batch_encode": False,
         "disable_outlines_disk_cache": False, "disable_custom_all_reduce": False, "enable_mscclpp": False,
@@ -575,7 +591,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--tp", "--tp-size", dest="tp", type=int, default=None)
     parser.add_argument("--disaggregation-transfer-backend", dest="transfer_backend", default="mooncake")
     parser.add_argument("--disaggregation-ib-device", dest="ib_device", default=None)
-    parser.add_argument("--page-size", type=int, default=64, help="the KV cache's page size (DeepSeek's MLA: 64)")
+    parser.add_argument("--page-size", type=int, default=None,
+                        help="the KV cache's page size (default: DeepSeek's MLA's 64; 1 with torch_native attention)")
+    parser.add_argument("--attention-backend", default="flashmla")
+    parser.add_argument("--disable-cuda-graph", action="store_true")
     parser.add_argument("--kv-cache-dtype", default="auto")
     parser.add_argument("--revision", default=None)
     args, _sglang_only = parser.parse_known_args(argv)
@@ -585,6 +604,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error("--max-running-requests must be at least 1")
     if args.gpus is None:
         args.gpus = os.environ.get("CUDA_VISIBLE_DEVICES") or "0"
+    if args.page_size is None:
+        args.page_size = 1 if args.attention_backend == "torch_native" else 64
     return args
 
 

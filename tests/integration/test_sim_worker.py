@@ -52,8 +52,13 @@ def test_startup_prints_each_generations_sequence_in_order_with_timestamps(procs
     assert all(STAMP.match(line) for line in lines)
     args = "server_args={'" if generation == "current" else "server_args=ServerArgs("
     assert lines[0].split("] ", 1)[1].startswith(args) and len(lines[0]) > 4096
-    assert "[" in lines[1] and " TP0] " in lines[1]
+    assert (" TP0] " in lines[2]) == (generation != "current")     # 0.5.23: a rank prefix only beyond one rank
     assert any("Init torch distributed" in line for line in lines) == (generation != "current")
+
+
+def test_0_5_23_prefixes_its_schedulers_lines_with_the_rank_once_there_are_several(procs: Procs):
+    worker = procs.start(worker_process_argv("decode", free_port(), "--tp", "4", startup=0.3))
+    assert " TP0] Init parallel begin." in next(line for line in read_until(worker, "Init parallel") if "Init" in line)
 
 
 def test_oldest_health_answers_200_before_the_warm_up(procs: Procs):
@@ -253,7 +258,9 @@ def test_a_taken_bootstrap_port_logs_server_error_and_the_server_goes_on(procs: 
     assert status(f"http://127.0.0.1:{boot}/route") == 0     # held by a process that is no bootstrap server
     procs.stop(worker)
     err = worker.stderr.read()
-    assert re.search(rf"TP0\] Server error: \[Errno 98\] .*\('127\.0\.0\.1', {boot}\).*address already in use", err)
+    # As a real 0.5.23 said it: its main process (no rank prefix) runs the bootstrap server.
+    assert re.search(rf"\d\] Server error: \[Errno 98\] error while attempting to bind on address \('127\.0\.0\.1', "
+                     rf"{boot}\): address already in use", err)
 
 
 def test_a_request_traceback_after_ready_leaves_the_server_serving(procs: Procs):
