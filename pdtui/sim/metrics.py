@@ -116,7 +116,7 @@ class Metrics:
     def transfer_failed(self) -> None:
         """A request whose KV transfer failed (either side counts it)."""
         if self.kv is not None:
-            self.kv.failed.inc()
+            self.kv.failed()
 
     def render(self) -> bytes:
         """The Prometheus text exposition (version 0.0.4)."""
@@ -125,25 +125,32 @@ class Metrics:
 
 class KvTransferSeries:
     """SGLang 0.5's KV transfer series, one set per TP rank: a prefill observes each transfer it completes (every
-    rank sends its share of the heads), either side counts the requests whose transfer failed."""
+    rank sends its share of the heads; a decode has no such series, as a real 0.5.23's has none), either side
+    counts the requests whose transfer failed."""
 
     def __init__(self, registry: CollectorRegistry, scheduler: dict[str, str], tp_size: int) -> None:
         self.role = scheduler["engine_type"]
         self.ranks = [{**scheduler, "tp_rank": str(rank)} for rank in range(max(1, tp_size))]
         names = list(scheduler)
-        latency = Histogram("sglang:kv_transfer_latency_ms", "Histogram of KV cache transfer latency in ms.", names,
-                            registry=registry, buckets=KV_LATENCY_BUCKETS)
-        size = Histogram("sglang:kv_transfer_total_mb", "Histogram of KV cache transfer size in MB.", names,
-                         registry=registry, buckets=KV_MB_BUCKETS)
-        failed = Counter("sglang:num_transfer_failed_reqs", "The number of transfer failed requests.", names,
-                         registry=registry)
-        bootstrap = Counter("sglang:num_bootstrap_failed_reqs", "The number of bootstrap failed requests.", names,
-                            registry=registry)
-        self._latency, self._size = latency, size
-        self.failed = failed.labels(**self.ranks[0])    # SGLang's labelled series appear once first used
-        self.bootstrap_failed = bootstrap.labels(**self.ranks[0])
+        self._latency = self._size = None
+        if self.role == "prefill":
+            self._latency = Histogram("sglang:kv_transfer_latency_ms", "Histogram of KV cache transfer latency in ms.",
+                                      names, registry=registry, buckets=KV_LATENCY_BUCKETS)
+            self._size = Histogram("sglang:kv_transfer_total_mb", "Histogram of KV cache transfer size in MB.", names,
+                                   registry=registry, buckets=KV_MB_BUCKETS)
+        self._registry, self._names = registry, names
+        self._failed: Counter | None = None
+
+    def failed(self) -> None:
+        """A request whose transfer failed. SGLang's series (multiprocess mode) appears at its first sample: not
+        even its HELP line before, as a real 0.5.23 serves its /metrics."""
+        if self._failed is None:
+            self._failed = Counter("sglang:num_transfer_failed_reqs", "The number of transfer failed requests.",
+                                   self._names, registry=self._registry)
+        self._failed.labels(**self.ranks[0]).inc()
 
     def transferred(self, prompt_tokens: int) -> None:
+        assert self._latency is not None and self._size is not None, "a prefill's series"
         share = prompt_tokens * KV_MB_PER_TOKEN / len(self.ranks)
         for labels in self.ranks:
             self._latency.labels(**labels).observe(prompt_tokens / TRANSFER_RATE * 1000)

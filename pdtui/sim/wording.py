@@ -15,7 +15,7 @@ checks that every line here is judged as it should be.
   before the scheduler's first line; per-graph CUDA graph lines; an ``Engine
   startup timings`` line; batch lines with a comma after "batch" and the PD
   queues' counts; an HTTP port taken is said, then the server hangs; no rank
-  prefix on a server of one rank.
+  prefix on a server of one rank; ``mooncake_tcp`` resolved to Mooncake over TCP.
 """
 
 from __future__ import annotations
@@ -55,6 +55,7 @@ class Wording:
     model_info: str = "/get_model_info"   # what the warm-up asks first (0.5.23: /model_info)
     exits_on_bind_error: bool = True      # 0.5.23 whose HTTP port is taken says so, then hangs: it never exits
     rank_prefix_when_many: bool = False   # 0.5.23 prefixes its scheduler's lines with " TP0" only when TP > 1
+    tcp_as_mooncake: bool = False         # 0.5.23 runs mooncake_tcp as mooncake with MC_FORCE_TCP=1, and says so
 
     def warmup_failure(self, mode: str) -> str:
         return self.warmup_failed.format(mode=mode)
@@ -95,5 +96,6 @@ WORDINGS: dict[str, Wording] = {
         "CommonKVBootstrapServer started successfully on {host}:{port}",
         kv_series=True, args_as_dict=True, bootstrap_first=True, startup_timings=True, batch_sep=",",
         model_info="/model_info", exits_on_bind_error=False, rank_prefix_when_many=True,
+        tcp_as_mooncake=True,
     ),
 }

@@ -108,7 +108,7 @@ class Worker:
                                  transfer_later=self._window("transfer-errors-later"),
                                  server_args={"page_size": args.page_size, "kv_cache_dtype": args.kv_cache_dtype,
                                               "revision": args.revision,
-                                              "disaggregation_transfer_backend": args.transfer_backend,
+                                              "disaggregation_transfer_backend": self._transfer_backend(),
                                               "disaggregation_ib_device": args.ib_device,
                                               "version": WORDINGS[args.generation].version},
                                  prefills=PrefillInfo(args.unreachable_bootstrap),
@@ -116,6 +116,12 @@ class Worker:
                                  content_beside_reasoning=self.words.content_beside_reasoning)
         if args.enable_metrics:
             self.state.metrics = self._metrics()
+
+    def _transfer_backend(self) -> str:
+        """The transfer backend as the server resolves it (0.5.23: ``mooncake_tcp`` is Mooncake forced onto TCP)."""
+        if self.args.transfer_backend == "mooncake_tcp" and self.words.tcp_as_mooncake:
+            return "mooncake"
+        return self.args.transfer_backend
 
     def _window(self, mode: str) -> FailWindow | None:
         """The while of failures ``--fail MODE`` plays (``--fail-after``, ``--fail-for``), when it is that mode."""
@@ -149,6 +155,9 @@ class Worker:
         fail, log = self.args.fail, self.log
         if self.args.role == "prefill" and self.args.transfer_backend == "fake":
             return self._refused(fake_prefill_traceback())
+        if self._transfer_backend() != self.args.transfer_backend:
+            log.main("disaggregation transfer backend 'mooncake_tcp' -> mooncake with MC_FORCE_TCP=1 (TCP transport, "
+                     "no RDMA)")
         if self.args.attention_backend == "torch_native":
             log.main("Cuda graph is disabled because of using torch native attention backend")
         log.main(f"server_args={server_args_repr(self.args, self.gpus, as_dict=self.words.args_as_dict)}")
