@@ -28,7 +28,6 @@ from tests.systemd_host import booted
 
 __all__ = ["UNITS", "sglang_deployment", "sglang_host", "tiny_model"]
 
-REPO = Path(__file__).resolve().parents[1]
 UNITS = {"prefill": "s-prefill.service", "decode": "s-decode.service", "router": "s-router.service"}
 # Two real servers start side by side in ~30 s on two idle cores; the suite's other workers share those cores.
 TIMEOUT = "4m"
@@ -39,8 +38,7 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     reason = real_sglang.missing_reason()
     if reason:
         pytest.skip(f"no real SGLang: {reason}")
-    corpus = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
-    return real_sglang.make_model(tmp_path_factory.mktemp("model"), corpus)
+    return real_sglang.make_model(tmp_path_factory.mktemp("model"), real_sglang.corpus())
 
 
 @pytest.fixture

@@ -19,6 +19,10 @@ deployment's do), and unless asked not to, a light load runs through the router
 from the start (:mod:`pdtui.sim.load`, which waits for the router by itself), so
 there are live serving figures to watch. The sandbox stops it with the units.
 
+``--real``: real SGLang on this machine's CPU in place of the sim's workers
+(pdtui/sim/real_sglang.py), serving a tiny model made here, the whole demo in a
+network namespace of its own; the same units, checks and faces.
+
 ``--slurm``: the reference three as jobs on a private one-node Slurm cluster of
 this machine (pdtui/sim/slurm_cluster.py): prefill and decode each get four of its
 eight GPUs from Slurm, the router is submitted once both are ready.
@@ -29,12 +33,14 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import yaml
 
 from pdtui.commands.units_command import write_units
 from pdtui.config import Deployment, parse_config
+from pdtui.sim import real_sglang
 from pdtui.sim.command_lines import REAL_ROUTERS, SIM_ROUTER, default_router, sim_python
 from pdtui.sim.knobs import DEFAULT_GENERATION, DEFAULT_MODEL, DEMO_FAIL_MODES, FABRIC_FAIL_MODES, FAIL_MODES
 from pdtui.sim.ports import free_port, port_is_free
@@ -86,6 +92,7 @@ class DemoOptions:
     reference_ports: bool = True      # the reference deployment's ports where free; False: ports the OS picks
     canary: str = "10s"               # the router's canary interval: often enough to watch it work
     shape: str = REFERENCE_SHAPE      # a key of SHAPE_BACKENDS: how many prefills and decodes
+    real: str | None = None           # real SGLang on the CPU serving this model (its path), not the sim's workers
 
     @property
     def backends(self) -> tuple[Backend, ...]:
@@ -196,7 +203,8 @@ def build_slurm(cluster: PrivateCluster, options: DemoOptions) -> Deployment:
 def config(options: DemoOptions, ports: dict[str, int], host: dict[str, Any]) -> dict[str, Any]:
     """The demo's config (as YAML would hold it): every service as a unit on the one host ``host`` describes."""
     placed: dict[str, dict[str, Any]] = {
-        backend.name: {"unit": f"sglang-dsv4-{backend.name}", "gpus": list(backend.gpus), "numa": backend.numa}
+        backend.name: {"unit": f"sglang-dsv4-{backend.name}",
+                       **({} if options.real else {"gpus": list(backend.gpus), "numa": backend.numa})}
         for backend in options.backends}
     placed["router"] = {"unit": "sglang-dsv4-router"}
     return {
@@ -223,13 +231,16 @@ def _services(options: DemoOptions, ports: dict[str, int]) -> dict[str, dict]:
 def _backend(options: DemoOptions, backend: Backend, ports: dict[str, int]) -> dict[str, Any]:
     """A prefill or decode service: a sim worker with the failure asked for it (a prefill gets ready a bit sooner)."""
     prefill = backend.role == "prefill"
+    bootstrap = {"bootstrap_port": ports[f"{backend.name}/bootstrap"]} if prefill else {}
+    if options.real:       # on the CPU: no GPU, no RDMA device
+        return {"role": backend.role, "port": ports[backend.name], **bootstrap, "timeout": options.timeout,
+                "launch": real_sglang.launch(backend.role, Path(options.real))}
     startup = options.startup * 0.8 if prefill else options.startup
     args = ["--startup", f"{startup:g}", "--generation", options.generation, "--enable-metrics",
             *_failure_args(options, backend.name, ports)]
     # With site-packages (no -S): its /metrics is prometheus_client's.
     launch = {"command": [sys.executable, "-m", "pdtui.sim.worker"], "model": DEFAULT_MODEL, "tp": len(backend.gpus),
               "host": "127.0.0.1", "ib_device": nic_beside(backend.gpus[0]), "args": args}
-    bootstrap = {"bootstrap_port": ports[f"{backend.name}/bootstrap"]} if prefill else {}
     return {"role": backend.role, "port": ports[backend.name], **bootstrap, "timeout": options.timeout,
             "launch": launch}
 
@@ -252,5 +263,7 @@ def start_load(sandbox: Sandbox, deployment: Deployment) -> None:
     """The demo's traffic: :mod:`pdtui.sim.load` against the router, spawned in ``sandbox`` (whose
     :meth:`~pdtui.sim.sandbox.Sandbox.stop_all` stops it by PID); its lines go to ``ROOT/load.log``."""
     router = deployment.services["router"]
-    argv = [*sim_python("pdtui.sim.load"), "--url", f"http://127.0.0.1:{router.port}", "--model", DEFAULT_MODEL]
+    model = next((svc.launch.model for svc in deployment.services.values() if svc.launch and svc.launch.model),
+                 DEFAULT_MODEL)      # the served name: smg routes a chat by it
+    argv = [*sim_python("pdtui.sim.load"), "--url", f"http://127.0.0.1:{router.port}", "--model", model]
     sandbox.spawn("load", argv)

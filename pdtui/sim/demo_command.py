@@ -14,6 +14,8 @@ import sys
 from pdtui.commands.bring_up import bring_up, signals_ignored
 from pdtui.support.exits import usage_error
 
+STARTUP = 6.0      # seconds the simulated backends take to get ready, by default
+
 
 def add_options(demo: argparse.ArgumentParser) -> None:
     """``demo``'s own options, whose choices come from the sim."""
@@ -31,11 +33,15 @@ def add_options(demo: argparse.ArgumentParser) -> None:
     demo.add_argument("--slurm", action="store_true",
                       help="run the three as jobs on a private one-node Slurm cluster of this machine, gone when the "
                            "demo ends (root and Debian's slurmctld, slurmd, slurm-client and munge)")
-    demo.add_argument("--generation", choices=GENERATIONS, default=DEFAULT_GENERATION,
+    demo.add_argument("--generation", choices=GENERATIONS, default=None,
                       help="which SGLang release's log wording and /health behaviour the simulated "
                            f"workers play (default {DEFAULT_GENERATION})")
-    demo.add_argument("--startup", type=float, default=6.0, metavar="SECONDS",
-                      help="how long the simulated backends take to get ready (default 6)")
+    demo.add_argument("--startup", type=float, default=None, metavar="SECONDS",
+                      help=f"how long the simulated backends take to get ready (default {STARTUP:g})")
+    demo.add_argument("--real", action="store_true",
+                      help="real SGLang on this machine's CPU in place of the simulated workers, serving a tiny "
+                           "model made here (its own venv: python -m pdtui.sim.real_sglang install), the demo in "
+                           "a network namespace of its own")
     demo.add_argument("--timeout", default="2m", help="per-service timeout (default 2m)")
     demo.add_argument("--router", choices=ROUTERS, default=None,
                       help="the router to run: smg, sglang-router (either must be installed) or sim, "
@@ -56,6 +62,9 @@ def run(args: argparse.Namespace) -> int:
     from pdtui.sim.command_lines import router_label
     from pdtui.sim.sandbox import Sandbox
     from pdtui.web.options import web_options
+    real = real_model(args) if args.real else None
+    if isinstance(real, int):
+        return real
     if args.slurm and args.shape != demo.REFERENCE_SHAPE:
         return usage_error(f"demo --slurm runs the {demo.REFERENCE_SHAPE} shape only (one prefill job, one decode "
                            f"job); --shape {args.shape} runs without --slurm")
@@ -73,8 +82,9 @@ def run(args: argparse.Namespace) -> int:
         return usage_error("demo --slurm runs in the terminal or headless (no --web, no --sandbox)")
     if not args.json:
         print(f"pdtui demo: the router is {router_label(router)}", file=sys.stderr)
-    options = demo.DemoOptions(failures, args.startup, args.timeout, router=router, generation=args.generation,
-                               reference_ports=reference_ports, shape=args.shape)
+    options = demo.DemoOptions(failures, STARTUP if args.startup is None else args.startup, args.timeout,
+                               router=router, generation=args.generation or demo.DEFAULT_GENERATION,
+                               reference_ports=reference_ports, shape=args.shape, real=real)
     if args.slurm:
         return run_on_slurm(args, options)
     sandbox = Sandbox.create(args.sandbox)
@@ -102,8 +112,34 @@ def run(args: argparse.Namespace) -> int:
                 sandbox.cleanup()
     if not args.json:
         kept = f"; kept its sandbox {sandbox.root}" if args.sandbox else " and removed its sandbox"
-        print(f"pdtui demo: stopped the simulated deployment{kept}", file=sys.stderr)
+        print(f"pdtui demo: stopped the {'demo' if args.real else 'simulated'} deployment{kept}", file=sys.stderr)
     return code
+
+
+def real_model(args: argparse.Namespace) -> str | int:
+    """``--real``: the tiny model's path once real SGLang can run and this process is in a network of its own;
+    else the exit status after one line saying why."""
+    from pdtui.sim import real_sglang
+    sim_only = [flag for flag, given in (("--slurm", args.slurm), ("--fail", args.fail), ("--web", args.web),
+                                         ("--generation", args.generation), ("--startup", args.startup is not None))
+                if given]
+    if sim_only:
+        return usage_error(f"demo --real runs real SGLang in the terminal or headless: {', '.join(sim_only)} "
+                           f"belong to the simulated demo")
+    missing = real_sglang.missing_reason()
+    if missing:
+        return usage_error(f"demo --real: {missing}")
+    if not args.json:
+        print("pdtui demo: making the tiny model real SGLang serves (once)", file=sys.stderr)
+    try:
+        model = real_sglang.make_model(real_sglang.models_folder(), real_sglang.corpus())
+    except RuntimeError as exc:
+        return usage_error(f"demo --real: {exc}")
+    why = real_sglang.private_network()
+    if why:
+        return usage_error(f"demo --real: {why} (real SGLang's torch store and Mooncake would listen on every "
+                           f"address of this machine)")
+    return str(model)
 
 
 def run_on_slurm(args: argparse.Namespace, options) -> int:

@@ -28,23 +28,27 @@ servers run in a network namespace of their own (a container's private network).
 
 from __future__ import annotations
 
+import ctypes
 import ctypes.util
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import pdtui
+
 VERSION = "0.5.23"
 PACKAGES = (f"sglang=={VERSION}", "mooncake-transfer-engine-non-cuda==0.3.13.post1")
 INSTALL_HINT = "python -m pdtui.sim.real_sglang install"
-SERVED = "tiny-gpt2"          # the model's folder name: the served model name routers match requests on
-COMMON_ARGS = ("--device", "cpu", "--attention-backend", "torch_native", "--max-total-tokens", "8192",
+SERVED = "tiny-gpt2-8k"       # the model's folder (its path is the served model name routers match requests on)
+COMMON_ARGS = ("--device", "cpu", "--attention-backend", "torch_native", "--max-total-tokens", "16384",
                "--enable-metrics")
 ROLE_ARGS = {"prefill": ("--disable-overlap-schedule",),
              "decode": ("--disaggregation-decode-retraction-backup", "cpu_tensor")}
 ENV = {"SGLANG_HOST_IP": "127.0.0.1", "SGLANG_DISAGGREGATION_ALL_CP_RANKS_TRANSFER": "1"}
 TRANSFER_BACKEND = "mooncake_tcp"
 _COMPLETE = ".pdtui-complete"       # written once every package is in: a venv cut short is made again
+CLONE_NEWNET, CLONE_NEWUSER = 0x40000000, 0x10000000
 
 
 def engines_folder() -> Path:
@@ -98,6 +102,16 @@ def install(folder: Path | None = None) -> int:
     return 0
 
 
+def corpus() -> list[Path]:
+    """The local text the tiny model's tokenizer learns from: pdtui's own source, there wherever pdtui is."""
+    return sorted(Path(pdtui.__file__).parent.rglob("*.py"))
+
+
+def models_folder() -> Path:
+    """Where ``pdtui demo --real`` keeps its tiny model (made once: the same seeded weights every time)."""
+    return engines_folder() / "models"
+
+
 def make_model(out: Path, corpus: list[Path]) -> Path:
     """The tiny GPT-2 and its tokenizer, trained on ``corpus`` (local text), made by SGLang's own Python in
     ``out/tiny-gpt2``; a folder already made is kept."""
@@ -116,6 +130,26 @@ def launch(role: str, model: Path) -> dict:
     """A prefill's or decode's ``launch:`` block for real SGLang on this CPU."""
     return {"python": str(python()), "model": str(model), "tp": 1, "transfer_backend": TRANSFER_BACKEND,
             "host": "127.0.0.1", "args": [*COMMON_ARGS, *ROLE_ARGS[role]], "env": dict(ENV)}
+
+
+def private_network() -> str | None:
+    """Move this process, and all it starts from now on, into a network namespace of its own with only loopback
+    up: real SGLang's torch store and Mooncake listen on every address. Root unshares it; anyone else through a user
+    namespace of their own, where the system allows one, in which they are root (so that ``ip`` may bring loopback
+    up): paths that depend on who runs are to be found before. Why it could not be done, or None."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.unshare(CLONE_NEWNET) != 0:
+        uid, gid = os.getuid(), os.getgid()
+        if libc.unshare(CLONE_NEWUSER | CLONE_NEWNET) != 0:
+            return f"no network namespace of its own could be made: {os.strerror(ctypes.get_errno())}"
+        Path("/proc/self/setgroups").write_text("deny")
+        Path("/proc/self/uid_map").write_text(f"0 {uid} 1")
+        Path("/proc/self/gid_map").write_text(f"0 {gid} 1")
+    try:
+        done = subprocess.run(["ip", "link", "set", "lo", "up"], capture_output=True, text=True)
+    except FileNotFoundError:
+        return "ip (iproute2) is not installed: loopback cannot be brought up in the servers' network namespace"
+    return None if done.returncode == 0 else f"loopback could not be brought up: {done.stderr.strip()}"
 
 
 if __name__ == "__main__":

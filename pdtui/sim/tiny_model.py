@@ -8,7 +8,7 @@ Run by the serving engine's own Python (it needs ``transformers`` and
 Nothing is downloaded. GPT-2, because SGLang's CPU path without a CPU build of
 its kernels cannot run a model with rotary embeddings, and GPT-2's positions are
 learned. The model's vocabulary is the tokenizer's (a larger one samples ids
-that decode to nothing: an empty answer), and its 4,096 positions hold pdtui's
+that decode to nothing: an empty answer), and its 8,192 positions hold pdtui's
 smoke prompt whatever the corpus. The weights are random but seeded: the same
 folder every time, so greedy answers repeat.
 """
@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 VOCAB = 1024
-POSITIONS = 4096
+POSITIONS = 8192
 EOS = "<|endoftext|>"
 # A plain chat template: SGLang's chat endpoint needs one, and a tokenizer trained here has none of its own.
 CHAT_TEMPLATE = ("{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}"

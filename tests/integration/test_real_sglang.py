@@ -183,7 +183,7 @@ async def test_a_decode_whose_kv_pool_is_smaller_than_the_context_times_out_in_i
     assert done.exit_code == 1 and rec.states("router") == ["blocked"], done
     timed_out = rec.change("decode", "timed_out")
     assert re.match(r"not ready after 75s: (stuck )?in the PD warm-up since ", timed_out.reason), timed_out
-    assert "KV pool holds 64 tokens, fewer than --context-length 4096" in (timed_out.line or ""), timed_out
+    assert "KV pool holds 64 tokens, fewer than --context-length 8192" in (timed_out.line or ""), timed_out
 
 
 async def test_a_page_size_mismatch_is_refused_before_start_and_forced_the_decode_dies_on_the_smoke(
