@@ -208,7 +208,7 @@ def config(options: DemoOptions, ports: dict[str, int], host: dict[str, Any]) ->
         for backend in options.backends}
     placed["router"] = {"unit": "sglang-dsv4-router"}
     return {
-        "name": "dsv4-flash-pd (demo)",
+        "name": "tiny-gpt2-pd (real SGLang demo)" if options.real else "dsv4-flash-pd (demo)",
         "hosts": {"gpu0": host},
         "services": {name: {"host": "gpu0", **placed[name], **svc} for name, svc in _services(options, ports).items()},
     }
