@@ -12,6 +12,10 @@ FAIL_MODES: dict[str, str] = {
                 "traceback names it on its last line",
     "warmup-failed": "the PD warm-up fails; the ready line comes anyway and /health answers 200",
     "crash-after-ready": "the scheduler crashes a second after the ready line",
+    "scheduler-killed": "a second after the ready line the scheduler is killed (SIGKILL): 0.5.23 says which of its "
+                        "processes died, then kills its whole tree, itself last",
+    "small-kv-pool": "the KV pool holds fewer tokens than one full-length request: 0.5.23 warns and goes on; a "
+                     "decode then waits in its PD warm-up for room that never comes",
     "hang": "start-up stops in CUDA graph capture, before the HTTP server is up",
     "hang-dist": "start-up stops in distributed init (an NCCL or c10d rendezvous that never completes)",
     "hang-warmup": "the PD warm-up never completes: the server is up, the ready line never comes",

@@ -41,6 +41,9 @@ SGLANG = "/usr/local/lib/python3.12/dist-packages/sglang/srt"
 ANSWERS = {"reasoning-only": "reasoning", "empty-200": "empty"}   # fail modes that change what a generation answers
 WARMUP_LOAD = Load(running=0, queued=0, used_tokens=0, token_usage=0.0, gen_throughput=0.0, cache_hit_rate=0.0,
                    utilization=0.0, prefill_bootstrap=0, prefill_inflight=1, decode_prealloc=0, decode_transfer=0)
+SMALL_POOL = ("KV pool holds 64 tokens, fewer than --context-length 32768. One full-length request cannot fit, so long "
+              "requests will be refused or truncated at serving time. Lower --context-length, raise "
+              "--mem-fraction-static, or free memory taken before the pool is sized.")
 STARTUP_TIMINGS = ("Engine startup timings (s): load_weight=28.12, kv_cache_allocation=1.87, scheduler_e2e=61.40, "
                    "cuda_graph={prefill=0.00, decode=14.92, target_verify=0.00, draft_prefill=0.00, draft_decode=0.00, "
                    "draft_extend=0.00}, tokenizer_e2e=66.83")
@@ -179,6 +182,7 @@ class Worker:
                            "avail mem=71.08 GB, mem usage=66.26 GB."),
             (0.45, log.tp, f"KV Cache is allocated. #tokens: {MAX_TOTAL_TOKENS}, K size: 24.12 GB, V size: 24.12 GB"),
             (0.46, log.tp, "Memory pool end. avail mem=14.61 GB"),
+            *([(0.47, log.main, SMALL_POOL)] if fail == "small-kv-pool" else []),
         ]
         if not self._steps(steps):
             return 0
@@ -280,7 +284,7 @@ class Worker:
             return 0
         log.main(f'INFO:     127.0.0.1:{client} - "GET {self.words.model_info} HTTP/1.1" 200 OK')
         log.main(self.words.warmup_start)
-        if self.args.fail == "hang-warmup":
+        if self.args.fail == "hang-warmup" or (self.args.fail == "small-kv-pool" and self.args.role == "decode"):
             self.stop.wait()
             return 0
         if not self.at(0.90):
@@ -311,12 +315,15 @@ class Worker:
         """Batch lines at ``--log-rate`` until stopped (or the scripted crash)."""
         rate = self.args.log_rate
         start = time.monotonic()
-        crash_at = start + 1.0 if self.args.fail == "crash-after-ready" else None
+        crash_at = start + 1.0 if self.args.fail in ("crash-after-ready", "scheduler-killed") else None
         traceback_at = start + 1.0 if self.args.fail == "request-traceback" else None
         written = 0
         while not self.stop.is_set():
             now = time.monotonic()
             if crash_at is not None and now >= crash_at:
+                if self.args.fail == "scheduler-killed":
+                    self._killed_tree()
+                    return 0          # stopped meanwhile: its end is the stop's
                 return self._crash(crash_traceback(), 0.0)
             if traceback_at is not None and now >= traceback_at:
                 traceback_at = None
@@ -361,6 +368,16 @@ class Worker:
         return (f"Prefill batch{sep} #new-seq: {done.seqs}, #new-token: {done.new_tokens}, "
                 f"#cached-token: {done.cached_tokens}, token usage: {load.token_usage:.2f}, "
                 f"#running-req: {load.running}, #queue-req: {load.queued}" + (f", {pd}" if pd else ""))
+
+    def _killed_tree(self) -> None:
+        """0.5.23 when a process of its own was killed: it says which, then kills its tree, itself last (SIGKILL:
+        systemd sees its main process killed, result 'signal')."""
+        pid = os.getpid()
+        self.log.main(f"Subprocess scheduler_0 (pid={pid + 1}) crashed with exit code -9. Triggering SIGQUIT for "
+                      "cleanup...")
+        if not self.stop.wait(0.2):
+            self.log.main(f"kill_process_tree called: parent_pid={pid}, include_parent=True, pid={pid}")
+            os.kill(pid, signal.SIGKILL)
 
     def _refused(self, traceback: list[str]) -> int:
         """SGLang's arguments refused before any process starts: the clean-up's line, the bare traceback, exit 1."""

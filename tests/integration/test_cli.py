@@ -91,6 +91,20 @@ def test_bad_fail_option_is_a_usage_error():
     assert result.stderr.count("\n") == 1 and "--fail expects SERVICE:MODE" in result.stderr
 
 
+def test_demo_real_refuses_the_simulated_demos_options_in_one_line():
+    result = pdtui("demo", "--real", "--headless", "--fail", "decode:oom", "--startup", "2")
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr == ("pdtui: demo --real runs real SGLang in the terminal or headless: --fail, --startup "
+                             "belong to the simulated demo\n")
+
+
+def test_demo_real_without_real_sglang_says_how_to_install_it(tmp_path):
+    result = pdtui("demo", "--real", "--headless", env={**os.environ, "PDTUI_ENGINES": str(tmp_path)})
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr == (f"pdtui: demo --real: real SGLang 0.5.23 is not installed in {tmp_path}/sglang-0.5.23 "
+                             "(run: python -m pdtui.sim.real_sglang install)\n")
+
+
 def test_config_error_is_one_line_with_position(tmp_path):
     config = tmp_path / "bad.yaml"
     config.write_text("name: x\nhosts:\n  gpu0:\n    adress: 10.0.0.1\nservices: {}\n")

@@ -322,3 +322,27 @@ async def test_the_gpu_inventory_is_taken_while_the_units_are_looked_at(sandbox)
     finally:
         await orchestrator.close()
     assert order.index("start nvidia-smi") < order.index("end show")
+
+
+async def test_a_killed_scheduler_fails_its_decode_after_ready_naming_what_0_5_23_says(sandbox):
+    recorder = Recorder()
+    orchestrator = Orchestrator(reference(sandbox, failures={"decode": "scheduler-killed"}), make_host, timing=FAST)
+    orchestrator.subscribe(recorder)
+    try:
+        await orchestrator.run()
+        async with asyncio.timeout(20):
+            while "failed" not in recorder.states("decode") or recorder.of(Done)[-1].ok:
+                await asyncio.sleep(0.05)
+    finally:
+        await orchestrator.close()
+    failed = recorder.change("decode", "failed")
+    assert failed.reason == "after ready: a server process died", failed
+    assert "Subprocess scheduler_0" in (failed.line or "") and "crashed with exit code -9" in (failed.line or "")
+
+
+async def test_a_decode_with_a_small_kv_pool_times_out_in_its_warm_up_quoting_the_warning(sandbox):
+    done, rec, _ = await bring_up(reference(sandbox, failures={"decode": "small-kv-pool"}, timeout="4s"))
+    timed_out = rec.change("decode", "timed_out")
+    assert timed_out.reason.startswith("not ready after 4s: in the PD warm-up since "), timed_out
+    assert "KV pool holds 64 tokens, fewer than --context-length" in (timed_out.line or ""), timed_out
+    assert rec.states("router") == ["blocked"] and done.exit_code == 1

@@ -24,6 +24,7 @@ from pdtui.engine.events import Done, PhaseStarted
 from pdtui.engine.intent import Intent
 from pdtui.engine.orchestrator import Orchestrator
 from pdtui.hosts import make_host
+from pdtui.sim import real_sglang
 from pdtui.sim.systemd_host import SystemdHost
 from tests.engine_helpers import FAST, Recorder, bring_up
 from tests.real_sglang import UNITS, sglang_deployment
@@ -88,6 +89,19 @@ async def test_status_then_a_decode_restarted_under_load_drained_loses_no_reques
     assert down.returncode == 0, down.stdout + down.stderr
     assert "the unit ended failed" not in down.stdout, down.stdout
     assert [active(sglang_host, unit) for unit in [*UNITS.values(), "s-decode-1.service"]] == ["inactive"] * 4
+
+
+def test_demo_real_brings_real_sglang_up_behind_the_router_in_a_network_of_its_own():
+    reason = real_sglang.missing_reason()
+    if reason:
+        pytest.skip(f"no real SGLang: {reason}")
+    result = pdtui("demo", "--real", "--headless", "--no-load")
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    assert out.index("prefill  READY") < out.index("router   starting") and "all ready" in out, out
+    assert re.search(r"smoke: ok: \d+ tokens in \d+ ms for a [\d,]+-token prompt", out), out
+    assert "kv: ok: KV moved prefill→decode" in out, out
+    assert "stopped the demo deployment and removed its sandbox" in result.stderr
 
 
 # -- real failures, real wording: each named, the router never started ----------------------------------------

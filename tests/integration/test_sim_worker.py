@@ -281,3 +281,22 @@ def test_transfer_errors_fail_each_routed_request_and_are_logged(procs: Procs):
     assert code == 500 and json.loads(body)["message"].startswith("Decode transfer failed for request rank=0")
     procs.stop(worker)
     assert "Decode transfer failed for request rank=0" in worker.stderr.read()
+
+
+def test_a_killed_scheduler_is_said_then_0_5_23_kills_its_whole_tree_itself_last(procs: Procs):
+    worker = procs.start(worker_process_argv("decode", free_port(), "--fail", "scheduler-killed", startup=0.2))
+    out, _ = worker.communicate(timeout=30)
+    assert worker.returncode == -signal.SIGKILL
+    assert re.search(r"Subprocess scheduler_0 \(pid=\d+\) crashed with exit code -9\. Triggering SIGQUIT for cleanup",
+                     out)
+    assert out.splitlines()[-1].endswith(f"kill_process_tree called: parent_pid={worker.pid}, include_parent=True, "
+                                         f"pid={worker.pid}")
+
+
+def test_a_small_kv_pool_is_warned_about_and_a_decode_then_waits_in_its_warm_up(procs: Procs):
+    worker = procs.start(worker_process_argv("decode", free_port(), "--fail", "small-kv-pool", startup=0.2))
+    lines = read_until(worker, "Start of pd disaggregation warmup")
+    assert any("KV pool holds 64 tokens, fewer than --context-length" in line for line in lines)
+    with pytest.raises(subprocess.TimeoutExpired):
+        worker.wait(timeout=1.0)
+    assert procs.stop(worker) == 0
