@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 import pytest
@@ -70,6 +71,25 @@ async def bring_up(deployment, *, smoke=True, timing=FAST, intent=UP) -> tuple[D
     orchestrator = Orchestrator(deployment, make_host, smoke=smoke, timing=timing, intent=intent)
     done, recorder = await run_to_done(orchestrator)
     return done, recorder, orchestrator
+
+
+async def until_it_fails(deployment, service: str, *, timeout: float = 20.0,
+                         meanwhile: Callable[[Done], None] | None = None) -> Recorder:
+    """A bring-up, then its watch until ``service`` has failed and the outcome was told again (``meanwhile``: what
+    the test does to the deployment once the bring-up's outcome is in)."""
+    recorder = Recorder()
+    orchestrator = Orchestrator(deployment, make_host, timing=FAST)
+    orchestrator.subscribe(recorder)
+    try:
+        done = await orchestrator.run()
+        if meanwhile is not None:
+            meanwhile(done)
+        async with asyncio.timeout(timeout):
+            while "failed" not in recorder.states(service) or recorder.of(Done)[-1].ok:
+                await asyncio.sleep(0.05)
+    finally:
+        await orchestrator.close()
+    return recorder
 
 
 async def run_to_done(orchestrator: Orchestrator) -> tuple[Done, Recorder]:

@@ -12,7 +12,16 @@ from pdtui.engine.events import Done, LineKind, LogLines, Notice, ProbeResult, S
 from pdtui.engine.orchestrator import Orchestrator, Timing
 from pdtui.hosts import make_host
 from pdtui.sim.ports import free_port
-from tests.engine_helpers import FAST, Recorder, bring_up, reference, run_to_done, sim_deployment, worker_argv
+from tests.engine_helpers import (
+    FAST,
+    Recorder,
+    bring_up,
+    reference,
+    run_to_done,
+    sim_deployment,
+    until_it_fails,
+    worker_argv,
+)
 
 
 def unit_show(sandbox, unit: str) -> dict[str, str]:
@@ -172,18 +181,9 @@ async def test_hang_times_out_and_blocks_dependents(sandbox):
 
 
 async def test_crash_after_ready_fails_the_service_while_watching(sandbox):
-    recorder = Recorder()
-    orchestrator = Orchestrator(reference(sandbox, failures={"decode": "crash-after-ready"}), make_host, timing=FAST)
-    orchestrator.subscribe(recorder)
-    try:
-        await orchestrator.run()
-        # The bring-up may have ended either way; the watch goes on after it.
-        # The new outcome is told once the waiters have looked again (a loop turn or two after the failure).
-        async with asyncio.timeout(20):
-            while "failed" not in recorder.states("decode") or recorder.of(Done)[-1].ok:
-                await asyncio.sleep(0.05)
-    finally:
-        await orchestrator.close()
+    # The bring-up may have ended either way; the watch goes on after it. The new outcome is told once the
+    # waiters have looked again (a loop turn or two after the failure).
+    recorder = await until_it_fails(reference(sandbox, failures={"decode": "crash-after-ready"}), "decode")
     assert recorder.states("decode")[-2:] == ["ready", "failed"]
     failed = recorder.change("decode", "failed")
     assert failed.reason.startswith("after ready")
@@ -325,16 +325,7 @@ async def test_the_gpu_inventory_is_taken_while_the_units_are_looked_at(sandbox)
 
 
 async def test_a_killed_scheduler_fails_its_decode_after_ready_naming_what_0_5_23_says(sandbox):
-    recorder = Recorder()
-    orchestrator = Orchestrator(reference(sandbox, failures={"decode": "scheduler-killed"}), make_host, timing=FAST)
-    orchestrator.subscribe(recorder)
-    try:
-        await orchestrator.run()
-        async with asyncio.timeout(20):
-            while "failed" not in recorder.states("decode") or recorder.of(Done)[-1].ok:
-                await asyncio.sleep(0.05)
-    finally:
-        await orchestrator.close()
+    recorder = await until_it_fails(reference(sandbox, failures={"decode": "scheduler-killed"}), "decode")
     failed = recorder.change("decode", "failed")
     assert failed.reason == "after ready: a server process died", failed
     assert "Subprocess scheduler_0" in (failed.line or "") and "crashed with exit code -9" in (failed.line or "")

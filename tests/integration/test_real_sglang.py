@@ -22,11 +22,9 @@ import pytest
 from pdtui.config import Deployment
 from pdtui.engine.events import Done, PhaseStarted, StateChanged
 from pdtui.engine.intent import Intent
-from pdtui.engine.orchestrator import Orchestrator
-from pdtui.hosts import make_host
 from pdtui.sim import real_sglang
 from pdtui.sim.systemd_host import SystemdHost
-from tests.engine_helpers import FAST, Recorder, bring_up
+from tests.engine_helpers import Recorder, bring_up, until_it_fails
 from tests.real_sglang import UNITS, sglang_deployment
 from tests.systemd_host import install
 
@@ -171,22 +169,17 @@ async def test_a_transfer_backend_whose_package_is_missing_is_named(sglang_host,
 async def test_a_decode_whose_scheduler_is_killed_after_ready_fails_naming_what_sglang_said(
         sglang_host, tmp_path, tiny_model):
     """0.5.23 watches its processes: it says which one died and how, then kills its whole tree."""
-    deployment = sglang_deployment(sglang_host, tmp_path, tiny_model, keys={"decode": {"unhealthy_after": "5s"}})
-    recorder = Recorder()
+    deployment = sglang_deployment(sglang_host, tmp_path, tiny_model)
+
+    def kill_its_scheduler(done: Done) -> None:
+        assert done.ok, done
+        main = sglang_host.run("systemctl", "show", "-p", "MainPID", "--value", UNITS["decode"]).stdout.strip()
+        [scheduler] = sglang_host.run("pgrep", "-P", main, "-f", "sglang::scheduler").stdout.split()
+        assert sglang_host.run("kill", "-9", scheduler).returncode == 0
+
     with sglang_host.network():
         await install(deployment)
-        orchestrator = Orchestrator(deployment, make_host, timing=FAST)
-        orchestrator.subscribe(recorder)
-        try:
-            assert (await orchestrator.run()).ok
-            main = sglang_host.run("systemctl", "show", "-p", "MainPID", "--value", UNITS["decode"]).stdout.strip()
-            [scheduler] = sglang_host.run("pgrep", "-P", main, "-f", "sglang::scheduler").stdout.split()
-            assert sglang_host.run("kill", "-9", scheduler).returncode == 0
-            async with asyncio.timeout(150):
-                while "failed" not in recorder.states("decode") or recorder.of(Done)[-1].ok:
-                    await asyncio.sleep(0.1)
-        finally:
-            await orchestrator.close()
+        recorder = await until_it_fails(deployment, "decode", timeout=150, meanwhile=kill_its_scheduler)
     failed = recorder.change("decode", "failed")
     assert failed.reason == "after ready: a server process died", failed
     assert re.search(r"Subprocess scheduler_0 \(pid=\d+\) crashed with exit code -9", failed.line or ""), failed
