@@ -1,7 +1,7 @@
 """Real SGLang on this machine's CPU (pdtui/sim/real_sglang.py), registered by tests/conftest.py.
 
-``tiny_model`` makes the tiny GPT-2 once per test process, trained on this
-checkout's own text. ``sglang_host`` boots a container (tests/systemd_host.py)
+``tiny_model`` makes the tiny GPT-2 once per test process, its tokenizer trained on
+pdtui's own source. ``sglang_host`` boots a container (tests/systemd_host.py)
 with a network of its own, since real SGLang's torch store and Mooncake bind
 every address, and the model bound in; a test reaches it from inside that
 network (``with sglang_host.network():``). ``sglang_deployment`` writes a
