@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from pdtui.config.fields import format_duration, format_elapsed
@@ -79,23 +79,19 @@ class StartupWatch:
         self.phase_at = now
 
     def stall(self, now: float, started: float | None) -> Stall | None:
-        """The stall under way, else None."""
-        if not self.watched or started is None or self.phases.over:
-            return None
+        """The stall under way, else None: silence in a phase known to hang, or before the first phase line (lines
+        but no phase yet: the rendezvous that comes before them)."""
+        where = self.position(now, started)
         phase = self.phases.current
-        hang_prone = self.serving.hang_prone
-        if phase is not None and phase not in hang_prone:
+        if where is None or where.silent < self.stall_after or (phase is not None and phase not in self.serving.hang_prone):
             return None
-        silent = now - (self.last_line_at if self.last_line_at is not None else started)
-        if silent < self.stall_after:
-            return None
-        words = hang_prone[phase] if phase is not None else (
-            "distributed init" if self.last_line_at is not None else "its start (no line yet)")
-        return Stall(words, (self.phase_at if self.phase_at is not None else started) - started, silent)
+        if phase is None and self.last_line_at is not None:
+            return replace(where, words="distributed init", stuck=True)
+        return replace(where, stuck=True)
 
     def position(self, now: float, started: float | None) -> Stall | None:
-        """Where a start stands that is not (yet) a stall: its phase, since when, its silence (None for a server
-        whose lines tell no phases, or one not started)."""
+        """Where a start stands, a stall or not: its phase, since when, its silence (None for a server whose lines
+        tell no phases, or one not started or over)."""
         if not self.watched or started is None or self.phases.over:
             return None
         phase = self.phases.current

@@ -62,9 +62,6 @@ def run(args: argparse.Namespace) -> int:
     from pdtui.sim.command_lines import router_label
     from pdtui.sim.sandbox import Sandbox
     from pdtui.web.options import web_options
-    real = real_model(args) if args.real else None
-    if isinstance(real, int):
-        return real
     if args.slurm and args.shape != demo.REFERENCE_SHAPE:
         return usage_error(f"demo --slurm runs the {demo.REFERENCE_SHAPE} shape only (one prefill job, one decode "
                            f"job); --shape {args.shape} runs without --slurm")
@@ -80,6 +77,9 @@ def run(args: argparse.Namespace) -> int:
         return usage_error(web)
     if args.slurm and (args.web or args.sandbox):
         return usage_error("demo --slurm runs in the terminal or headless (no --web, no --sandbox)")
+    real = real_model(args) if args.real else None     # the last check: it makes the model and leaves the network
+    if isinstance(real, int):
+        return real
     if not args.json:
         print(f"pdtui demo: the router is {router_label(router)}", file=sys.stderr)
     options = demo.DemoOptions(failures, STARTUP if args.startup is None else args.startup, args.timeout,

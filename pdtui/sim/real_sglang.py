@@ -28,14 +28,13 @@ servers run in a network namespace of their own (a container's private network).
 
 from __future__ import annotations
 
-import ctypes
 import ctypes.util
 import os
 import subprocess
 import sys
 from pathlib import Path
 
-import pdtui
+from pdtui.sim import netns
 
 VERSION = "0.5.23"
 PACKAGES = (f"sglang=={VERSION}", "mooncake-transfer-engine-non-cuda==0.3.13.post1")
@@ -48,7 +47,6 @@ ROLE_ARGS = {"prefill": ("--disable-overlap-schedule",),
 ENV = {"SGLANG_HOST_IP": "127.0.0.1", "SGLANG_DISAGGREGATION_ALL_CP_RANKS_TRANSFER": "1"}
 TRANSFER_BACKEND = "mooncake_tcp"
 _COMPLETE = ".pdtui-complete"       # written once every package is in: a venv cut short is made again
-CLONE_NEWNET, CLONE_NEWUSER = 0x40000000, 0x10000000
 
 
 def engines_folder() -> Path:
@@ -104,7 +102,7 @@ def install(folder: Path | None = None) -> int:
 
 def corpus() -> list[Path]:
     """The local text the tiny model's tokenizer learns from: pdtui's own source, there wherever pdtui is."""
-    return sorted(Path(pdtui.__file__).parent.rglob("*.py"))
+    return sorted(Path(__file__).resolve().parents[1].rglob("*.py"))
 
 
 def models_folder() -> Path:
@@ -114,7 +112,7 @@ def models_folder() -> Path:
 
 def make_model(out: Path, corpus: list[Path]) -> Path:
     """The tiny GPT-2 and its tokenizer, trained on ``corpus`` (local text), made by SGLang's own Python in
-    ``out/tiny-gpt2``; a folder already made is kept."""
+    ``out/SERVED``; a folder already made is kept."""
     model = out / SERVED
     if (model / "model.safetensors").exists():
         return model
@@ -137,14 +135,9 @@ def private_network() -> str | None:
     up: real SGLang's torch store and Mooncake listen on every address. Root unshares it; anyone else through a user
     namespace of their own, where the system allows one, in which they are root (so that ``ip`` may bring loopback
     up): paths that depend on who runs are to be found before. Why it could not be done, or None."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.unshare(CLONE_NEWNET) != 0:
-        uid, gid = os.getuid(), os.getgid()
-        if libc.unshare(CLONE_NEWUSER | CLONE_NEWNET) != 0:
-            return f"no network namespace of its own could be made: {os.strerror(ctypes.get_errno())}"
-        Path("/proc/self/setgroups").write_text("deny")
-        Path("/proc/self/uid_map").write_text(f"0 {uid} 1")
-        Path("/proc/self/gid_map").write_text(f"0 {gid} 1")
+    why = netns.unshare()
+    if why:
+        return why
     try:
         done = subprocess.run(["ip", "link", "set", "lo", "up"], capture_output=True, text=True)
     except FileNotFoundError:

@@ -21,7 +21,6 @@ does not; never SIGKILL to nspawn itself, which would leave its overlay behind.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import shutil
 import signal
@@ -35,6 +34,7 @@ from pathlib import Path
 
 import asyncssh
 
+from pdtui.sim import netns
 from pdtui.sim.ports import free_port
 from pdtui.sim.sshd import public_line, write_key
 
@@ -56,8 +56,6 @@ STOP_TIMEOUT = 10.0
 MASKED = ("systemd-machine-id-commit.service", "timers.target")
 
 _names = count()
-_LIBC = ctypes.CDLL(None, use_errno=True)
-CLONE_NEWNET = 0x40000000
 
 
 def missing_reason() -> str | None:
@@ -125,12 +123,11 @@ class SystemdHost:
         thread makes meanwhile belong to that namespace; those made before keep theirs."""
         own = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
         try:
-            _setns(f"/proc/{self.pid1}/ns/net")
+            netns.enter(f"/proc/{self.pid1}/ns/net")
             try:
                 yield
             finally:
-                if _LIBC.setns(own, CLONE_NEWNET) != 0:
-                    raise OSError(ctypes.get_errno(), "setns back to the test's own network namespace")
+                netns.setns(own)
         finally:
             os.close(own)
 
@@ -257,15 +254,6 @@ def _until_running(host: SystemdHost, deadline: float) -> None:
         time.sleep(0.05)
     raise RuntimeError(f"the container's systemd is still {state or 'silent'} after {BOOT_TIMEOUT:g}s:\n"
                        f"{host.console()[-2000:]}")
-
-
-def _setns(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        if _LIBC.setns(fd, CLONE_NEWNET) != 0:
-            raise OSError(ctypes.get_errno(), f"setns {path}")
-    finally:
-        os.close(fd)
 
 
 def _children(pid: int) -> list[int]:
