@@ -189,7 +189,7 @@ class ServiceConfig(_Model):
     timeout: Annotated[float, BeforeValidator(check_duration)]
     unhealthy_after: Annotated[float, BeforeValidator(check_duration)] = DEFAULT_UNHEALTHY_AFTER
     # No line this long in a start-up phase known to hang: a warning, and a timeout names where it stopped.
-    stall_after: Annotated[float | None, BeforeValidator(check_duration)] = None   # default: timeout / 4, >= 1m
+    stall_after: Annotated[float | None, BeforeValidator(check_duration)] = None   # default: timeout / 4, >= 1m, <= timeout / 2
     canary: Annotated[float | None, BeforeValidator(check_interval_or_off)] = None   # a router's (default 30s)
     api_key_env: Annotated[str | None, BeforeValidator(check_env_name)] = None   # a router's API key: where it is
     ready: ReadySpec

@@ -4,8 +4,8 @@ Two rules about a start that takes too long, for the servers whose lines tell
 their phases (prefills and decodes):
 
 - **a stall**: no line for ``stall_after`` (the config's, else a quarter of the
-  timeout and at least a minute) in a phase its serving engine is known to hang
-  in, or before its first phase line. Told once as a warning, and named again by
+  timeout, at least a minute and at most half the timeout) in a phase its
+  serving engine is known to hang in, or before its first phase line. Told once as a warning, and named again by
   the timeout's reason (``stuck in CUDA graph capture since 0:30, no line for
   4m30s``).
 - **a slow phase**: a phase that has run three times as long as in the last
@@ -35,8 +35,9 @@ MIN_STALL = 60.0      # seconds: the shortest default silence called a stall
 
 def stall_after(configured: float | None, timeout: float) -> float:
     """Silence this long in a phase known to hang is a stall: the config's, else a quarter of the timeout (at
-    least a minute)."""
-    return configured if configured is not None else max(MIN_STALL, timeout / 4)
+    least a minute, so that a long timeout's quiet phases are not called stuck too soon) and at most half of it (so
+    that a short timeout is warned about before it runs out)."""
+    return configured if configured is not None else min(max(MIN_STALL, timeout / 4), timeout / 2)
 
 
 @dataclass(frozen=True, slots=True)

@@ -724,3 +724,16 @@ async def test_a_restart_refused_by_the_preflight_leaves_what_it_does_not_restar
     assert after == before, "nothing restarted"
     assert done.failures == {"decode": rec.of(PreflightFinding)[0].text}
     assert rec.states("prefill")[-1] == rec.states("router")[-1] == "ready"
+
+
+async def test_a_short_timeout_is_warned_about_before_it_runs_out_and_names_where_it_stopped():
+    async with Bringing(failures={"decode": "hang"}, timeout="80s") as run:
+        done = await run.orchestrator.run()
+    assert run.rec.states("decode")[-1] == "timed_out"
+    # Half the timeout: a minute's silence from 0:30 would come after the deadline.
+    warned = [n for n in run.rec.of(Notice) if n.service == "decode" and "may be stuck" in n.text]
+    assert [n.text for n in warned] == ["decode: no line for 40s in CUDA graph capture (since 0:30): it may be "
+                                        "stuck; not ready after 1m20s it fails"]
+    assert 30 + 40 <= warned[0].elapsed < 80
+    assert done.failures["decode"].startswith("not ready after 80s: ")
+    assert "CUDA graph capture since 0:30, no line for " in done.failures["decode"]

@@ -22,9 +22,10 @@ def enter(startup: StartupWatch, line: str, now: float) -> None:
     startup.phase_began(now)
 
 
-def test_the_default_stall_is_a_quarter_of_the_timeout_and_at_least_a_minute() -> None:
+def test_the_default_stall_is_a_quarter_of_the_timeout_at_least_a_minute_and_before_the_deadline() -> None:
     assert stall_after(None, 600) == 150
     assert stall_after(None, 120) == 60
+    assert stall_after(None, 40) == 20       # half a short timeout: warned before it runs out
     assert stall_after(20, 600) == 20
 
 
