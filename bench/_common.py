@@ -25,7 +25,7 @@ from pdtui.sim.command_lines import router_argv, worker_argv  # noqa: F401  (the
 READY_LINE = "fired up and ready"
 
 
-def parse_args(description: str, extra: Callable[[argparse.ArgumentParser], None] | None = None) -> argparse.Namespace:
+def parse_args(description: str, extra: Callable[[argparse.ArgumentParser], object] | None = None) -> argparse.Namespace:
     """The bench's options (``extra`` adds its own); also makes SIGTERM unwind like an exception, so every bench cleans up."""
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     parser = argparse.ArgumentParser(description=description)

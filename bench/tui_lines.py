@@ -24,8 +24,8 @@ from textual.screen import Screen  # noqa: E402
 
 from bench._common import emit, machine, parse_args  # noqa: E402
 from pdtui.engine.events import LineKind, LogLines, LogRecord  # noqa: E402
+from pdtui.sim.scripted import T0, ScriptedSource, ready_script  # noqa: E402
 from pdtui.ui.app import PdtuiApp  # noqa: E402
-from tests.ui.ui_fakes import T0, FakeSource, ready_script  # noqa: E402
 
 IDLE_PAIR_EVERY = 2.0     # bench/idle.py: each stand-in worker logs a batch line every 2 s
 BACKENDS = ("prefill", "decode")
@@ -63,7 +63,7 @@ def line(service: str, n: int) -> LogLines:
 
 
 async def measure(pairs: int, fill: int, gap: float) -> dict:
-    source = FakeSource(ready_script())
+    source = ScriptedSource(ready_script())
     app = PdtuiApp(source)
     frames = FrameClock()
     try:

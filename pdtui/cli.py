@@ -24,6 +24,23 @@ if TYPE_CHECKING:
     from pdtui.config import Deployment
 
 
+class _Intermixed(argparse.ArgumentParser):
+    """A command's parser that takes its options before, between and after its positionals alike
+    (``pdtui restart deploy.yaml --rolling decodes`` as ``pdtui restart --rolling decodes deploy.yaml``): argparse's
+    own intermixed parsing, which it offers for a parser without subcommands, as each command's is."""
+
+    _intermixing = False
+
+    def parse_known_args(self, args=None, namespace=None):
+        if self._intermixing:      # argparse's intermixed parsing is two passes of the plain one
+            return super().parse_known_args(args, namespace)
+        self._intermixing = True
+        try:
+            return self.parse_known_intermixed_args(args, namespace)
+        finally:
+            self._intermixing = False
+
+
 def _parser(*, demo_options: bool = True) -> argparse.ArgumentParser:
     """The command line; ``demo_options``: with ``demo``'s own options, which come from the sim (only ``pdtui demo``
     loads it)."""
@@ -31,7 +48,7 @@ def _parser(*, demo_options: bool = True) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pdtui", description="Bring up prefill/decode disaggregated SGLang "
                                      "serving (prefill + decode + router) and watch it happen.")
     parser.add_argument("--version", action="version", version=f"pdtui {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Intermixed)
 
     def force(p: argparse.ArgumentParser) -> None:
         p.add_argument("--force", action="store_true",
@@ -283,8 +300,11 @@ ROLE_WORDS = {"prefills": "prefill", "decodes": "decode"}
 def _config_and_services(verb: str, given: list[str]) -> tuple[Deployment, list[str]] | int:
     """``[CONFIG] SERVICE...`` read: the deployment and the services named (a role word stands for its services),
     or the exit status after one line saying what is wrong."""
-    targets = list(given)
-    config = targets.pop(0) if targets and (targets[0].endswith((".yaml", ".yml")) or os.path.isfile(targets[0])) else None
+    targets = list(given)     # CONFIG first, or anywhere among them where it ends .yaml or .yml
+    at = next((i for i, t in enumerate(targets) if t.endswith((".yaml", ".yml"))), None)
+    if at is None and targets and os.path.isfile(targets[0]):
+        at = 0
+    config = targets.pop(at) if at is not None else None
     path = _found_config(config)
     deployment = _load(path) if path else None
     if deployment is None:

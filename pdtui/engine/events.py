@@ -333,10 +333,11 @@ class Done:
     ok: bool
     exit_code: int
     time_to_ready: dict[str, float] = field(default_factory=dict)
-    failures: dict[str, str] = field(default_factory=dict)   # service -> reason: what failed, timed out, was blocked
+    failures: dict[str, str] = field(default_factory=dict)   # service -> reason: what failed or timed out
     left_running: tuple[str, ...] = ()                        # units pdtui started and left running
     elapsed: float = 0.0
     waiting: tuple[str, ...] = ()       # services not yet decided when the outcome was told (no failure of theirs)
+    blocked: dict[str, str] = field(default_factory=dict)    # service -> why it was never started (what it waits on)
 
 
 Event = (PlanReady | StepChanged | StateChanged | LogLines | PhaseStarted | ProbeResult | PairMatrix | RouterBackends

@@ -55,6 +55,7 @@ S = ServiceState
 
 # Not decided yet: a service in one of these when the outcome is told is waiting, not failed.
 UNDECIDED = frozenset({S.PENDING, S.STARTING, S.QUEUED, S.WAITING, S.STOPPING})
+UNDECIDED_OR_BLOCKED = UNDECIDED | {S.BLOCKED}      # not failures: a blocked service never started
 ENDS_A_BRING_UP = frozenset({S.FAILED, S.TIMED_OUT})     # one of these decides a bring-up: it failed
 DOWN = frozenset({S.STOPPED, S.FAILED})                  # taking down: stopped, or would not stop
 WATCHED_UNSETTLED = frozenset({S.WAITING, S.QUEUED})     # status: still starting, once judged it is settled
@@ -424,10 +425,12 @@ class Orchestrator:
         goal = {r.name: self._goal(r) for r in runs}
         ok = all(r.state is goal[r.name] for r in runs)
         ttr = {r.name: r.time_to_ready for r in runs if r.state is S.READY and r.time_to_ready is not None}
-        failures = {r.name: r.reason or r.state.value for r in runs
-                    if r.state is not goal[r.name] and r.state not in UNDECIDED}
-        waiting = tuple(r.name for r in runs if r.state is not goal[r.name] and r.state in UNDECIDED)
-        return Done(ok, EXIT_OK if ok else EXIT_FAILED, ttr, failures, self.left_running(), self.elapsed(), waiting)
+        missed = [r for r in runs if r.state is not goal[r.name]]
+        failures = {r.name: r.reason or r.state.value for r in missed if r.state not in UNDECIDED_OR_BLOCKED}
+        blocked = {r.name: r.reason or r.state.value for r in missed if r.state is S.BLOCKED}
+        waiting = tuple(r.name for r in missed if r.state in UNDECIDED)
+        return Done(ok, EXIT_OK if ok else EXIT_FAILED, ttr, failures, self.left_running(), self.elapsed(), waiting,
+                    blocked)
 
     def _goal(self, run: ServiceRun) -> ServiceState:
         """What the outcome wants of a service: stopped when taken down (all, or it is named), else ready."""

@@ -32,6 +32,7 @@ S = ServiceState
 
 # systemd's own lines that mean the unit's process ended or the unit changed state.
 UNIT_END_MARKERS = ("Main process exited", "Failed with result", "Deactivated successfully", "Stopped ")
+SYSTEM_LINES_KEPT = 64     # of one invocation: systemd writes a handful; a unit restarting in a loop is cut short
 PHASED_ROLES = ("prefill", "decode")   # the servers whose start-up lines tell their phases
 
 
@@ -71,6 +72,8 @@ class RunLines:
         current = attempt.invocation is not None and entry.invocation == attempt.invocation
         if entry.system:
             kind = LineKind.SYSTEM
+            if current and len(attempt.system_lines) < SYSTEM_LINES_KEPT:
+                attempt.system_lines.append(message)
             if current and any(m in message for m in UNIT_END_MARKERS):
                 attempt.unit_dirty = True
                 attempt.end_logged.set()

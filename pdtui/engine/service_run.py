@@ -93,6 +93,7 @@ class Attempt:
     unit_problem: str | None = None
     unit_dirty: bool = False
     end_logged: asyncio.Event = field(default_factory=asyncio.Event)   # systemd logged the invocation's end
+    system_lines: list[str] = field(default_factory=list)   # the target's own lines on this invocation (a few)
     last_checks: dict[str, tuple[bool, str]] = field(default_factory=dict)
     proving: RouterProving | None = None          # a router's probe, pairs and canary for this start
     next_unit_check: float = 0.0
@@ -400,9 +401,14 @@ class ServiceRun:
             await self._last_lines()
             if attempt.failure:
                 return None          # its last lines said why: that line's settle decides
-            cause = attempt.tracebacks.recent_cause(now, CAUSE_RECENT)
-            return (f"{attempt.unit_problem}: {cause}" if cause else attempt.unit_problem), attempt.warning
+            return self.ended_reason(attempt.unit_problem, attempt.tracebacks.recent_cause(now, CAUSE_RECENT)), \
+                attempt.warning
         return None
+
+    def ended_reason(self, problem: str, cause: str | None) -> str:
+        """Why a run that is over ended: the target's ``problem`` (its state), completed with the exception of a
+        traceback just before, if there was one."""
+        return f"{problem}: {cause}" if cause else problem
 
     def _cause_due(self, now: float) -> float:
         """Until when a decided crash waits for its traceback's exception: its header came, its exception not

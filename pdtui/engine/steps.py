@@ -3,7 +3,8 @@
 Backends are the services that are not routers (``ServiceConfig.is_router``);
 "start" is done once every one of a group was started (or found running); "wait" (or "probe",
 for routers) once every one is ready, and failed as soon as one failed or timed
-out. Services that were blocked make their steps skipped.
+out. Services that were blocked make their steps skipped, as does a preflight
+that refused the command before anything started.
 """
 
 from __future__ import annotations
@@ -53,9 +54,13 @@ def step_statuses(preflight: StepStatus, backends: Sequence[ServiceProgress],
     gathered in one C-level pass and only a rare case walks a group in Python.
     """
     b_states, r_states = _proven(set(map(_STATE, backends))), _proven(set(map(_STATE, routers)))
-    statuses = {Step.PREFLIGHT: preflight,
-                Step.START_BACKENDS: _start_status(backends, b_states), Step.WAIT_READY: _wait_status(b_states),
-                Step.START_ROUTER: _start_status(routers, r_states), Step.PROBE_ROUTER: _wait_status(r_states)}
+    if preflight is StepStatus.FAILED and not any(map(_STARTED, backends)) and not any(map(_STARTED, routers)):
+        # refused before anything started: the steps after it were never taken, none of them failed
+        statuses = dict.fromkeys(AFTER_THE_PREFLIGHT, StepStatus.SKIPPED)
+    else:
+        statuses = {Step.START_BACKENDS: _start_status(backends, b_states), Step.WAIT_READY: _wait_status(b_states),
+                    Step.START_ROUTER: _start_status(routers, r_states), Step.PROBE_ROUTER: _wait_status(r_states)}
+    statuses = {Step.PREFLIGHT: preflight, **statuses}
     states = b_states | r_states
     if states <= {S.READY}:
         statuses[Step.DONE] = StepStatus.DONE
@@ -67,6 +72,7 @@ def step_statuses(preflight: StepStatus, backends: Sequence[ServiceProgress],
 
 
 _STATE, _STARTED = attrgetter("state"), attrgetter("under_way")
+AFTER_THE_PREFLIGHT = (Step.START_BACKENDS, Step.WAIT_READY, Step.START_ROUTER, Step.PROBE_ROUTER)
 
 
 def _proven(states: set[ServiceState]) -> set[ServiceState]:

@@ -198,6 +198,8 @@ class LinePrinter:
                 lines.append(f"{' ' * 11}{name}: {inert(reason, 300)}")
                 if name in self.failure_lines:
                     lines.append(f"{' ' * 13}> {inert(self.failure_lines[name], 300)}")
+            for name, reason in done.blocked.items():
+                lines.append(f"{' ' * 11}{name}: not started ({inert(reason, 300)})")
             if done.waiting:
                 lines.append(f"{' ' * 11}not decided yet: {', '.join(done.waiting)}")
             ready = ", ".join(f"{n} {t:.1f}s" for n, t in done.time_to_ready.items())

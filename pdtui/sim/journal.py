@@ -390,6 +390,16 @@ def pid1_entry(unit: str, invocation: str, message: str, priority: int = 6) -> d
     return entry
 
 
+def executor_entry(unit: str, invocation: str, pid: int, program: str, message: str,
+                   priority: int) -> dict[str, FieldValue]:
+    """An entry systemd's executor writes about ``unit`` from the process forked to run ``program``, before it runs
+    it (``Failed to locate executable …``): in the unit's own cgroup, so it carries both _SYSTEMD_UNIT and UNIT."""
+    entry = _common(priority, pid, f"({os.path.basename(program)})", "journal")
+    entry.update(MESSAGE=message, _SYSTEMD_UNIT=unit, _SYSTEMD_INVOCATION_ID=invocation, UNIT=unit,
+                 INVOCATION_ID=invocation)
+    return entry
+
+
 def pid1_boot_entry() -> dict[str, FieldValue]:
     """The first line systemd writes at boot: about no unit."""
     entry = _common(6, 1, "systemd", "journal")

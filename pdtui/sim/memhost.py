@@ -378,6 +378,11 @@ class MemoryHost:
             unknown = [unit for unit in rest if unit not in self.units]
             return (1 if unknown else 0), "", "".join(f"Failed to enable unit: Unit file {u} does not exist.\n"
                                                         for u in unknown)
+        if verb == "reset-failed":
+            for unit in rest:
+                if unit in self.units and self.units[unit].active == "failed":
+                    self.units[unit].active = "inactive"
+            return 0, "", ""
         if verb in ("stop", "disable"):
             for unit in rest:
                 if unit in self.units:
@@ -392,6 +397,8 @@ class MemoryHost:
                   "SubState": {"active": "running", "failed": "failed"}.get(active, "dead"),
                   "MainPID": str(service.pid if service else 0), "NRestarts": "0",
                   "InvocationID": service.invocation if service else "",
+                  "Result": "exit-code" if active == "failed" else "success",
+                  "ExecMainCode": "1" if service and active != "active" and service.invocation else "0",
                   "ExecMainStatus": str(service.exit_status if service else 0),
                   "LimitMEMLOCK": "infinity", "User": ""}     # as pdtui renders its units
         return "".join(f"{p}={values.get(p, '')}\n" for p in properties)

@@ -24,7 +24,7 @@ import time
 import uuid
 from pathlib import Path
 
-from pdtui.sim.journal import Journal, LineEncoder, pid1_entry
+from pdtui.sim.journal import Journal, LineEncoder, executor_entry, pid1_entry
 from pdtui.sim.procs import STOP_SIGNALS, ident
 from pdtui.sim.unit_store import UnitFile, UnitState, UnitStore, take_start
 
@@ -83,16 +83,21 @@ class Supervisor:
         return True
 
     def _exec_failed(self, exc: OSError) -> None:
-        name = self.unit.name
+        """As systemd 252 tells it: its executor, forked in the unit's cgroup, cannot find or run the program
+        (its lines carry the unit as their own), then the manager logs the end."""
+        name, program = self.unit.name, self.unit.argv[0]
         reason = exc.strerror or str(exc)
         self.log(f"Started {self.unit.title}.")
-        self.log(f"{name}: Failed to execute {self.unit.argv[0]}: {reason}", 3)
-        self.log(f"{name}: Failed at step EXEC spawning {self.unit.argv[0]}: {reason}", 3)
+        said = [(f"{name}: Failed to locate executable {program}: {reason}", 6)] if isinstance(
+            exc, FileNotFoundError) else [(f"{name}: Failed to execute {program}: {reason}", 3)]
+        said.append((f"{name}: Failed at step EXEC spawning {program}: {reason}", 3))
+        self.journal.append([executor_entry(name, self.invocation, os.getpid(), program, message, priority)
+                             for message, priority in said])
         self.log(f"{name}: Main process exited, code=exited, status=203/EXEC", 5)
         self.log(f"{name}: Failed with result 'exit-code'.", 4)
         now_us = time.time_ns() // 1000     # Type=simple: active once forked, so it has an ActiveEnterTimestamp
-        self.save(active="failed", sub="failed", exec_main_status=203, result="exit-code", since_us=now_us,
-                  active_enter_us=now_us)
+        self.save(active="failed", sub="failed", exec_main_code=1, exec_main_status=203, result="exit-code",
+                  since_us=now_us, active_enter_us=now_us)
 
     def run(self, wake_fd: int) -> None:
         """Pump the child's output into the journal until it has exited, then record how.
@@ -194,7 +199,7 @@ class Supervisor:
             self.log(f"Stopped {self.unit.title}.")
         restart = not self.stopping and (self.unit.restart == "always" or (self.unit.restart == "on-failure" and not clean))
         final = ("activating", "auto-restart") if restart else ("inactive", "dead") if clean else ("failed", "failed")
-        self.save(active=final[0], sub=final[1], main_pid=0,
+        self.save(active=final[0], sub=final[1], main_pid=0, exec_main_code=1 if returncode >= 0 else 2,
                   exec_main_status=abs(returncode), result="success" if clean else result,
                   since_us=time.time_ns() // 1000)
 
@@ -223,7 +228,8 @@ class Supervisor:
             return False
         self.invocation = uuid.uuid4().hex
         self.stopping, self.timed_out, self.kill_deadline = False, False, None
-        self.save(active="activating", sub="start", invocation=self.invocation, exec_main_status=0, result="success")
+        self.save(active="activating", sub="start", invocation=self.invocation, exec_main_code=0, exec_main_status=0,
+                  result="success")
         return self.spawn()
 
 

@@ -25,8 +25,8 @@ ROOT_ENV = "PDTUI_SIM_ROOT"
 START_TIMEOUT = 30.0
 RUNNING_STATES = ("active", "activating", "deactivating", "reloading")
 SHOW_ORDER = ("Id", "Description", "LoadState", "ActiveState", "SubState", "Result", "MainPID", "ExecMainPID",
-              "ExecMainStatus", "NRestarts", "InvocationID", "ActiveEnterTimestamp", "UnitFileState", "FragmentPath",
-              "LimitMEMLOCK", "User")
+              "ExecMainCode", "ExecMainStatus", "NRestarts", "InvocationID", "ActiveEnterTimestamp", "UnitFileState",
+              "FragmentPath", "LimitMEMLOCK", "User")
 
 
 class Usage(Exception):
@@ -202,6 +202,7 @@ def show_properties(store: UnitStore, name: str) -> dict[str, str]:
         "Result": state.result,
         "MainPID": str(state.main_pid if state.active in RUNNING_STATES else 0),
         "ExecMainPID": str(state.child[0] if state.child else 0),
+        "ExecMainCode": str(state.exec_main_code),
         "ExecMainStatus": str(state.exec_main_status),
         "NRestarts": str(state.n_restarts),
         "InvocationID": state.invocation,

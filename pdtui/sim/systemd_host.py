@@ -26,7 +26,7 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import count
@@ -50,6 +50,8 @@ SOURCE = Path(__file__).resolve().parents[2]     # the folder pdtui is imported 
 # the overlay the container's shells would see the machine's own shells' lock files there come and go, and a
 # shell that sees a stale one waits (pyenv's rehash, run by root's ~/.bashrc here, waits 60 s for its lock).
 PRIVATE = ("/root/.pyenv/shims",)
+# Folders the container mounts afresh (its systemd's /tmp, /run; nspawn's /dev/shm): the machine's are not seen there.
+CONTAINER_OWN = ("/tmp", "/var/tmp", "/run", "/dev/shm")
 BOOT_TIMEOUT = 30.0
 STOP_TIMEOUT = 10.0
 # Timers would run the machine's apt, man-db and tmpfiles jobs inside: nothing a test wants beside its units.
@@ -184,6 +186,28 @@ def boot(folder: Path, *, client_key: asyncssh.SSHKey | None = None, timeout: fl
         host.stop()
         raise
     return host
+
+
+def unshared(paths: Iterable[str], device: Callable[[str], int | None] | None = None) -> dict[str, Path]:
+    """Those of ``paths`` the container would not see, each to be bound where it is: the container's root is the
+    machine's ``/`` alone, without the file systems mounted below it (a venv made on another disk, a checkout in a
+    mounted home), and with folders of its own (a venv in /tmp). ``device``: a path's file system (None where there
+    is no such path)."""
+    device = device or _device
+    root = device("/")
+    return {path: Path(path) for path in dict.fromkeys(paths)
+            if (found := device(path)) is not None and (found != root or _in_its_own(path))}
+
+
+def _in_its_own(path: str) -> bool:
+    return any(path == folder or path.startswith(f"{folder}/") for folder in CONTAINER_OWN)
+
+
+def _device(path: str) -> int | None:
+    try:
+        return os.stat(path).st_dev
+    except OSError:
+        return None
 
 
 def _files(folder: Path, name: str, port: int, host_key: asyncssh.SSHKey,

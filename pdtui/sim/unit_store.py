@@ -150,14 +150,16 @@ def render_unit(description: str, argv: list[str], env: dict[str, str] | None, w
 class UnitState:
     """A unit's runtime state, as ``systemctl show`` reports it (and as its JSON state file holds it)."""
 
-    __slots__ = ("active", "sub", "main_pid", "invocation", "exec_main_status", "result", "since_us", "n_restarts",
-                 "supervisor", "child", "active_enter_us", "start_limit")
+    __slots__ = ("active", "sub", "main_pid", "invocation", "exec_main_code", "exec_main_status", "result", "since_us",
+                 "n_restarts", "supervisor", "child", "active_enter_us", "start_limit")
 
     def __init__(self, active: str = "inactive", sub: str = "dead", main_pid: int = 0, invocation: str = "",
-                 exec_main_status: int = 0, result: str = "success", since_us: int = 0, n_restarts: int = 0,
-                 supervisor: list[int] | None = None, child: list[int] | None = None, active_enter_us: int = 0,
-                 start_limit: list[int] | None = None) -> None:
+                 exec_main_code: int = 0, exec_main_status: int = 0, result: str = "success", since_us: int = 0,
+                 n_restarts: int = 0, supervisor: list[int] | None = None, child: list[int] | None = None,
+                 active_enter_us: int = 0, start_limit: list[int] | None = None) -> None:
         self.active, self.sub, self.main_pid, self.invocation = active, sub, main_pid, invocation
+        self.exec_main_code = exec_main_code
+        """How its main process ended, as systemd's ExecMainCode: 1 exited, 2 killed, 3 dumped core (CLD_*)."""
         self.exec_main_status, self.result, self.since_us, self.n_restarts = exec_main_status, result, since_us, n_restarts
         self.supervisor = supervisor     # [pid, start ticks]
         self.child = child

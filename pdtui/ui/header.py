@@ -197,6 +197,7 @@ class PlanStrip(Widget):
         else:
             head = Text(f"✗ failed after {format_elapsed(done.elapsed)}", self._style("bad"))
             tail = " · ".join([*(f"{name}: {inert(reason)}" for name, reason in failures.items()),
+                               *(f"{name} not started" for name in done.blocked if name not in self.since_done),
                                *(f"{name} {_undecided(self.since_done.get(name))}" for name in waiting),
                                *(f"{item} ready" for item in times)])
         return Text.assemble(head, f" — {tail}" if tail else "", no_wrap=True)

@@ -226,3 +226,23 @@ def test_a_bad_drain_timeout_is_one_line():
     result = pdtui("restart", "sample_configs/reference.yaml", "decode", "--drain-timeout", "soon")
     assert result.returncode == 2 and result.stderr.startswith("pdtui: --drain-timeout: "), result.stderr
     assert result.stderr.strip().count("\n") == 0
+
+
+@pytest.mark.parametrize("words", [
+    ["restart", "sample_configs/reference.yaml", "--rolling", "decoder"],
+    ["restart", "--rolling", "decoder", "sample_configs/reference.yaml"],
+    ["restart", "decoder", "--rolling", "sample_configs/reference.yaml"],
+])
+def test_options_go_before_between_or_after_the_config_and_services(words):
+    """Each order reads the same: the config found, the unknown service named (argparse once refused the first with
+    ``unrecognized arguments``)."""
+    result = pdtui(*words)
+    assert result.returncode == 2 and result.stderr.startswith("pdtui: restart: no service 'decoder' in "), result.stderr
+
+
+def test_the_intermixed_command_line_reads_every_option_and_positional():
+    from pdtui.cli import _parser
+    args = _parser().parse_args(["restart", "deploy.yaml", "--rolling", "decodes", "--no-drain"])
+    assert (args.targets, args.rolling, args.no_drain) == (["deploy.yaml", "decodes"], True, True)
+    args = _parser().parse_args(["down", "--timeout", "30s", "deploy.yaml", "router"])
+    assert (args.targets, args.timeout) == (["deploy.yaml", "router"], "30s")

@@ -89,9 +89,10 @@ def test_a_decode_on_another_page_size_is_refused_before_anything_starts_naming_
     assert finding["sources"] == ["its unit sglang-dsv4-prefill.service on gpu0",
                                   "its unit sglang-dsv4-decode-1.service on gpu0"]
     assert not [e for e in events if e["kind"] == "state" and e["state"] == "starting"], "nothing started"
-    failures = [e for e in events if e["kind"] == "done"][0]["failures"]
-    assert failures["decode-0"] == "the preflight refused the servers as they would run"
-    assert set(failures) == {"prefill", "decode-0", "decode-1", "router"}
+    done = [e for e in events if e["kind"] == "done"][0]
+    assert done["blocked"]["decode-0"] == "the preflight refused the servers as they would run"
+    assert set(done["failures"]) == {"prefill", "decode-1"}, "the pair refused, both its ends"
+    assert set(done["blocked"]) == {"decode-0", "router"}
     assert_nothing_left(sandbox)
 
 

@@ -17,9 +17,10 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from pdtui.commands import units_command as units
-from pdtui.config import Deployment
+from pdtui.config import Deployment, parse_config
 from pdtui.engine.events import Notice
 from pdtui.hosts import make_host
 from pdtui.sim.systemd_host import SystemdHost
@@ -195,8 +196,41 @@ async def test_a_unit_that_restarts_itself_is_seen_failing_through_its_restart_l
     status = pdtui("status", installed.source, "--once", "--json", "--no-smoke")
     decode = next(s for s in json.loads(status.stdout)["services"] if s["name"] == "decode")
     assert status.returncode == 1 and decode["state"] == "failed", decode
-    assert decode["reason"] == ("unit t-decode.service ended (exit status 9); systemd restarts it (auto-restart, "
-                                "NRestarts=0)"), decode
+    assert decode["reason"] == ("unit t-decode.service ended (killed by signal 9/KILL); systemd restarts it "
+                                "(auto-restart, NRestarts=0)"), decode
+
+
+async def test_a_unit_whose_program_is_not_there_fails_naming_203_exec_and_quoting_systemd(systemd_host, tmp_path):
+    """The commonest mistake of a unit: a wrong venv path. systemd's own exit status says it, and its executor's
+    line says which path."""
+    deployment = real_deployment(systemd_host, tmp_path)
+    config = yaml.safe_load(Path(deployment.source).read_text())
+    config["services"]["decode"]["launch"]["command"] = ["/nowhere/venv/bin/python", "-m", "pdtui.sim.worker"]
+    Path(deployment.source).write_text(yaml.safe_dump(config, sort_keys=False))
+    wrong = parse_config(Path(deployment.source).read_text(), deployment.source)
+    await install(wrong)
+    done, rec, _ = await bring_up(wrong)
+    assert rec.states("decode")[-1] == "failed" and rec.states("router") == ["blocked"], done
+    reason = done.failures["decode"]       # its unit restarts on failure: systemd will try it again, in vain
+    assert reason.startswith("unit t-decode.service ended (exit status 203/EXEC: systemd could not run its ExecStart: "
+                             "a wrong path, often a venv's python); systemd restarts it"), reason
+    assert reason.endswith(": Failed to locate executable /nowhere/venv/bin/python: No such file or directory"), reason
+
+
+async def test_a_unit_left_failed_at_its_start_limit_is_cleared_then_started(systemd_host, installed):
+    """A unit started too often is refused by systemd's start limit, pdtui's start too, until reset-failed."""
+    for _ in range(3):      # StartLimitBurst=3 in StartLimitIntervalSec=: the fourth restart is refused
+        systemd_host.run("systemctl", "restart", UNITS["decode"])
+    refused = systemd_host.run("systemctl", "restart", UNITS["decode"])
+    assert refused.returncode != 0 and "Start request repeated too quickly" in journal(systemd_host, UNITS["decode"])
+    assert show(systemd_host, UNITS["decode"], "ActiveState", "Result") == {"ActiveState": "failed",
+                                                                          "Result": "start-limit-hit"}
+    done, rec, _ = await bring_up(installed)
+    assert done.ok, done
+    cleared = [n.text for n in rec.of(Notice) if n.service == "decode"]
+    assert cleared == ["t-decode.service was left failed (started too often: systemd's start limit, StartLimitBurst= "
+                       "in StartLimitIntervalSec=, refuses further starts until reset-failed): cleared before its start "
+                       "(systemctl reset-failed, which lifts its start limit too)"], cleared
 
 
 # -- units and drift ---------------------------------------------------------------------------------------------

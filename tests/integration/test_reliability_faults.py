@@ -161,14 +161,16 @@ async def _until_check(recorder: Recorder, service: str, check: str, *, ok: bool
         await asyncio.sleep(0.05)
 
 
-async def test_router_unit_that_cannot_exec_fails_with_status_203(sandbox):
+async def test_router_unit_that_cannot_exec_fails_naming_203_exec_and_quoting_systemd(sandbox):
     services = backends(free_port())
     port = free_port()
     services["router"] = (["/nonexistent/sglang-router", "--port", str(port)], {"role": "router", "port": port})
     done, rec, _ = await bring_up(sim_deployment(sandbox, services))
     assert rec.states("prefill")[-1] == rec.states("decode")[-1] == "ready"
     assert rec.states("router") == ["starting", "waiting", "failed"]
-    assert done.failures["router"] == "unit t-router.service failed (exit status 203)"
+    assert done.failures["router"] == (
+        "unit t-router.service failed (exit status 203/EXEC: systemd could not run its ExecStart: a wrong path, "
+        "often a venv's python): Failed to locate executable /nonexistent/sglang-router: No such file or directory")
     system = [r.text for e in rec.of(LogLines) if e.service == "router" for r in e.lines]
     assert any("status=203/EXEC" in line for line in system)
 
@@ -201,8 +203,8 @@ async def test_backend_killed_after_ready_fails_and_the_router_is_said_degraded(
     assert recorder.states("decode")[-2:] == ["ready", "failed"]
     # As under systemd: its unit's Restart=on-failure holds it in activating (auto-restart) for RestartSec=10.
     reason = recorder.change("decode", "failed").reason
-    assert reason.startswith("after ready: unit sglang-dsv4-decode.service ended (exit status 9); systemd restarts it"), \
-        reason
+    assert reason.startswith("after ready: unit sglang-dsv4-decode.service ended (killed by signal 9/KILL); systemd "
+                             "restarts it"), reason
     degraded = [n for n in recorder.of(Notice) if n.service == "router"]
     assert degraded and degraded[0].level == "warning", recorder.of(Notice)
     assert "degraded" in degraded[0].text and "decode" in degraded[0].text

@@ -18,7 +18,7 @@ from ui_fakes import (
     OOM_LINE,
     PLAN,
     T0,
-    FakeSource,
+    ScriptedSource,
     decode_failed_script,
     hostile_script,
     ready_script,
@@ -64,8 +64,8 @@ class RecordingApp(PdtuiApp):
         super().notify(message, **kwargs)  # type: ignore[arg-type]
 
 
-def make_app(script: list, **kwargs: object) -> tuple[RecordingApp, FakeSource]:
-    source = FakeSource(script)
+def make_app(script: list, **kwargs: object) -> tuple[RecordingApp, ScriptedSource]:
+    source = ScriptedSource(script)
     kwargs.setdefault("clock", lambda: 0.0)
     return RecordingApp(source, **kwargs), source
 
@@ -179,11 +179,11 @@ async def test_the_verdict_follows_a_prefill_that_gets_ready_after_the_outcome()
     app, source = make_app(decode_failed_script())
     async with app.run_test(size=(160, 40)) as pilot:
         await settle(pilot)
-        told = "✗ failed after 0:38 — decode: CUDA out of memory · router: decode failed · prefill waiting"
+        told = "✗ failed after 0:38 — decode: CUDA out of memory · router not started · prefill waiting"
         assert told in screen_text(app)
         source.emit(StateChanged("prefill", S.WAITING, S.READY, "all checks hold", None, 41.0, time_to_ready=40.0))
         await settle(pilot)
-        assert "decode: CUDA out of memory · router: decode failed · prefill 0:40 ready" in screen_text(app)
+        assert "decode: CUDA out of memory · router not started · prefill 0:40 ready" in screen_text(app)
         assert "prefill waiting" not in screen_text(app)
 
 
@@ -335,7 +335,7 @@ async def test_quit_after_done_exits_at_once_with_the_bring_up_exit_code() -> No
 
 
 async def test_quit_closes_the_source_before_the_screens_go_and_ignores_lines_still_in_flight() -> None:
-    class LateLines(FakeSource):
+    class LateLines(ScriptedSource):
         """A tail whose last batch is emitted while it closes."""
 
         screens_at_close = -1
@@ -593,7 +593,7 @@ async def test_log_buffer_is_bounded_by_log_limit() -> None:
 
 
 async def test_an_engine_crash_is_one_notice_and_a_failed_exit() -> None:
-    class Crashing(FakeSource):
+    class Crashing(ScriptedSource):
         async def run(self) -> Done:
             raise RuntimeError("host gpu0 unreachable")
 
@@ -616,7 +616,7 @@ async def test_no_color_marks_the_app_so_line_kinds_stay_distinct(monkeypatch: p
 
 def test_bad_theme_name_is_a_one_line_error() -> None:
     with pytest.raises(ValueError, match="unknown theme 'neon'; available themes: dark, light"):
-        PdtuiApp(FakeSource(), theme="neon")
+        PdtuiApp(ScriptedSource(), theme="neon")
 
 
 async def test_command_palette_offers_every_key_action() -> None:

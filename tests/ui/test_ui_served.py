@@ -4,7 +4,7 @@ however the app ends."""
 from __future__ import annotations
 
 import pytest
-from ui_fakes import FakeSource, decode_failed_script, ready_script, settle
+from ui_fakes import ScriptedSource, decode_failed_script, ready_script, settle
 
 from pdtui.ui.app import PdtuiApp
 from pdtui.ui.screens import ConfirmScreen, RestartScreen
@@ -14,7 +14,7 @@ from pdtui.web.options import REFUSED, WATCH, refusal
 class Watching(PdtuiApp):
     """The app as a served watch-only session, keeping every notification's message."""
 
-    def __init__(self, source: FakeSource, refuse: str) -> None:
+    def __init__(self, source: ScriptedSource, refuse: str) -> None:
         super().__init__(source, clock=lambda: 0.0, refuse_actions=refuse)
         self.notices: list[str] = []
 
@@ -26,7 +26,7 @@ class Watching(PdtuiApp):
 @pytest.mark.parametrize(("key", "verb", "script"), [("R", "restart", ready_script), ("x", "stop", ready_script),
                                                      ("r", "retry", decode_failed_script)])
 async def test_a_watching_session_refuses_and_says_so(key, verb, script) -> None:
-    source = FakeSource(script())
+    source = ScriptedSource(script())
     app = Watching(source, refusal(WATCH))
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
@@ -40,7 +40,7 @@ async def test_a_watching_session_refuses_and_says_so(key, verb, script) -> None
 
 
 async def test_p_proves_the_pairs_again_when_acting_and_is_refused_when_watching() -> None:
-    acting, watching = FakeSource(ready_script()), FakeSource(ready_script())
+    acting, watching = ScriptedSource(ready_script()), ScriptedSource(ready_script())
     for source, refuse in ((acting, refusal("act")), (watching, refusal(WATCH))):
         app = Watching(source, refuse)
         async with app.run_test(size=(120, 40)) as pilot:
@@ -53,7 +53,7 @@ async def test_p_proves_the_pairs_again_when_acting_and_is_refused_when_watching
 
 
 async def test_the_palette_refuses_too() -> None:
-    source = FakeSource(ready_script())
+    source = ScriptedSource(ready_script())
     app = Watching(source, refusal(WATCH))
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
@@ -65,7 +65,7 @@ async def test_the_palette_refuses_too() -> None:
 
 
 async def test_a_session_with_the_token_asks_as_the_terminal_does() -> None:
-    source = FakeSource(ready_script())
+    source = ScriptedSource(ready_script())
     app = Watching(source, refusal("act"))
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
@@ -79,7 +79,7 @@ async def test_a_session_with_the_token_asks_as_the_terminal_does() -> None:
 
 async def test_the_source_is_closed_when_the_app_ends_without_quit() -> None:
     """A served session ends by the web driver's quit (tab closed, SIGTERM), not by ``q``: its tails must end too."""
-    source = FakeSource(ready_script())
+    source = ScriptedSource(ready_script())
     app = Watching(source, refusal(WATCH))
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)

@@ -13,7 +13,18 @@ import json
 
 import pytest
 
-from pdtui.engine.events import Done, Drained, Notice, PhaseStarted, PreflightFinding, ProbeResult, StateChanged
+from pdtui.engine.events import (
+    Done,
+    Drained,
+    Notice,
+    PhaseStarted,
+    PreflightFinding,
+    ProbeResult,
+    StateChanged,
+    Step,
+    StepChanged,
+    StepStatus,
+)
 from pdtui.engine.intent import Intent, RestartHow, Verb
 from pdtui.engine.orchestrator import Orchestrator
 from pdtui.engine.readiness import LineJudge
@@ -217,7 +228,7 @@ async def test_a_decode_that_runs_out_of_memory_fails_naming_it_and_blocks_the_r
     assert run.rec.states("router") == ["blocked"]
     assert run.fleet.services["router"].active == "inactive", "the router was never started"
     # The prefill was still loading when the outcome was told: not decided, so not a failure.
-    assert done.failures == {"decode": "CUDA out of memory", "router": "decode failed"}
+    assert done.failures == {"decode": "CUDA out of memory"} and done.blocked == {"router": "decode failed"}
     assert done.waiting == ("prefill",)
     advice = [n.text for n in run.rec.of(Notice) if n.service == "decode" and n.level == "info" and "next:" in n.text]
     assert advice == ["decode: next: lower --mem-fraction-static; a prefill also --chunked-prefill-size, a decode "
@@ -672,9 +683,14 @@ async def test_a_unit_that_runs_another_port_than_the_config_says_refuses_the_co
              "sglang-decode.service": server_unit("decode", 1, "4,5,6,7")}
     async with Bringing(unit_files=units) as run:
         done = await run.orchestrator.run()
-    assert done.failures["decode"] == "its unit listens on port 1 (--port), the config says 30002"
+    assert done.failures == {"decode": "its unit listens on port 1 (--port), the config says 30002"}
+    assert done.blocked == dict.fromkeys(("prefill", "router"), "the preflight refused the servers as they would run")
     assert run.rec.states("prefill") == ["blocked"] and run.rec.states("router") == ["blocked"]
     assert run.fleet.counts[f"sh {START_AND_SHOW}"] == 0, "nothing was started"
+    steps = {e.step: e.status for e in run.rec.of(StepChanged)}      # the last of each
+    assert steps == {Step.PREFLIGHT: StepStatus.FAILED, Step.START_BACKENDS: StepStatus.SKIPPED,
+                     Step.WAIT_READY: StepStatus.SKIPPED, Step.START_ROUTER: StepStatus.SKIPPED,
+                     Step.PROBE_ROUTER: StepStatus.SKIPPED, Step.DONE: StepStatus.FAILED}, steps
 
 
 async def test_force_starts_despite_a_refusal_and_says_what_it_overrode():

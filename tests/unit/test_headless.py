@@ -32,11 +32,12 @@ def test_a_canary_is_one_line_headless_and_a_canary_object_in_json():
 
 def test_a_failed_outcome_names_what_failed_and_apart_what_was_not_decided_yet():
     from pdtui.faces.headless import LinePrinter, to_json
-    done = Done(False, 1, {}, {"decode": "CUDA out of memory", "router": "decode failed"}, (), 38.0,
-                waiting=("prefill",))
+    done = Done(False, 1, {}, {"decode": "CUDA out of memory"}, (), 38.0, waiting=("prefill",),
+                blocked={"router": "decode failed"})
     text = LinePrinter().format(done)
-    assert "decode: CUDA out of memory" in text and "router: decode failed" in text
+    assert "decode: CUDA out of memory" in text and "router: not started (decode failed)" in text
     assert "not decided yet: prefill" in text and "prefill:" not in text
     data = json.loads(to_json(done))
-    assert data["failures"] == {"decode": "CUDA out of memory", "router": "decode failed"}
+    assert data["failures"] == {"decode": "CUDA out of memory"}
+    assert data["blocked"] == {"router": "decode failed"}
     assert data["waiting"] == ["prefill"]

@@ -137,3 +137,12 @@ def test_the_engine_reaches_its_serving_engine_only_through_the_servers_interfac
     offenders = {str(p.relative_to(PACKAGE)): sorted(m for m in imported_modules(p) if m.startswith("pdtui.servers."))
                  for p in through_interface}
     assert {k: v for k, v in offenders.items() if v} == {}
+
+
+def test_the_benches_and_the_package_never_import_the_tests():
+    """A bench measures pdtui, not its tests: what a bench shares with them lives in the package (pdtui/sim) or in
+    bench/."""
+    code = [*PACKAGE.rglob("*.py"), *(PACKAGE.parent / "bench").glob("*.py")]
+    offenders = {str(p.relative_to(PACKAGE.parent)) for p in code
+                 if any(m == "tests" or m.startswith("tests.") for m in imported_modules(p))}
+    assert offenders == set()

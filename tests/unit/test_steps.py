@@ -50,6 +50,13 @@ def test_a_start_that_failed_fails_the_start_step():
     assert got[Step.START_BACKENDS] is FAILED
 
 
+def test_a_refusal_before_anything_started_skips_every_step_after_the_preflight():
+    """A drift refused on the decode: the decode failed, the rest blocked; no start was tried, so none failed."""
+    got = steps(service(S.BLOCKED), service(S.FAILED), (S.BLOCKED,), preflight=FAILED)
+    assert got == {Step.PREFLIGHT: FAILED, Step.START_BACKENDS: SKIPPED, Step.WAIT_READY: SKIPPED,
+                   Step.START_ROUTER: SKIPPED, Step.PROBE_ROUTER: SKIPPED, Step.DONE: FAILED}
+
+
 def test_a_router_that_timed_out_fails_the_probe():
     got = steps(service(S.READY, True), service(S.READY, True), (S.TIMED_OUT, True))
     assert got[Step.PROBE_ROUTER] is FAILED and got[Step.DONE] is FAILED

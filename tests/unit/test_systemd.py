@@ -67,6 +67,21 @@ def test_parse_entry_of_a_pid1_line_uses_unit_and_invocation_id():
     assert (e.source, e.invocation, e.system) == ("x.service", "inv2", True)
 
 
+def test_parse_entry_of_systemds_executor_is_systemds_own_line():
+    """Written from the process forked to run ExecStart, in the unit's cgroup, before the program runs (systemd 252
+    as measured)."""
+    e = parse_entry(entry(_PID="61", _SYSTEMD_UNIT="x.service", _SYSTEMD_INVOCATION_ID="inv3", UNIT="x.service",
+                          INVOCATION_ID="inv3", SYSLOG_IDENTIFIER="(python)", PRIORITY="6",
+                          MESSAGE="x.service: Failed to locate executable /v/bin/python: No such file or directory"))
+    assert (e.source, e.invocation, e.system) == ("x.service", "inv3", True)
+
+
+def test_parse_entry_of_a_server_line_naming_another_unit_is_the_servers():
+    e = parse_entry(entry(_PID="77", _SYSTEMD_UNIT="x.service", _SYSTEMD_INVOCATION_ID="inv1", UNIT="y.service",
+                          MESSAGE="hello"))
+    assert (e.source, e.invocation, e.system) == ("x.service", "inv1", False)
+
+
 def test_parse_entry_tolerates_junk():
     assert parse_entry(b"not json") is None
     assert parse_entry(b"[1, 2]") is None

@@ -23,8 +23,8 @@ if TYPE_CHECKING:
 
 START_AND_SHOW = "pdtui-start"
 """The name (``$0``) of the script that starts units and then looks at them (:meth:`Commands.start_and_show`)."""
-SHOW_PROPERTIES = ("Id", "LoadState", "ActiveState", "SubState", "MainPID", "NRestarts", "InvocationID",
-                   "ExecMainStatus", "ActiveEnterTimestamp", "LimitMEMLOCK", "User")
+SHOW_PROPERTIES = ("Id", "LoadState", "ActiveState", "SubState", "Result", "MainPID", "NRestarts", "InvocationID",
+                   "ExecMainCode", "ExecMainStatus", "ActiveEnterTimestamp", "LimitMEMLOCK", "User")
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +61,9 @@ class Commands:
 
     def stop(self, unit: str) -> list[str]:
         return self.systemctl("stop", unit)
+
+    def reset_failed(self, unit: str) -> list[str]:
+        return self.systemctl("reset-failed", unit)
 
     def disable_now(self, unit: str) -> list[str]:
         return self.systemctl("disable", "--now", unit)

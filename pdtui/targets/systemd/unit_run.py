@@ -28,6 +28,7 @@ from pdtui.hosts.base import HostDisconnected, HostError, HostUnreachable
 from pdtui.targets.systemd.commands import Commands, memory_lock, parse_timestamp, why_it_failed
 from pdtui.targets.systemd.host_session import HostSession
 from pdtui.targets.systemd.shared_commands import attached_history
+from pdtui.targets.systemd.unit_results import ended, telling
 
 S = ServiceState
 RUNNING_STATES = ("active", "activating", "reloading")
@@ -198,6 +199,8 @@ class UnitRun(ServiceRun):
             result = await session.command(commands.disable_now(old), deadline)
             text = f"stopped and disabled {old}" if result.ok else f"could not stop {old}: {result.last_words}"
             self.w.emit(Notice("info" if result.ok else "warning", text, self.name, self.w.elapsed()))
+        if self.active_state == "failed":
+            await self._reset_failed(deadline)
         self.lines.release_held()     # the lines so far are an earlier invocation's
         self.attempt.collecting = True
         tail_live = session.tail_live
@@ -219,6 +222,21 @@ class UnitRun(ServiceRun):
         self.attempt.invocation = props.get("InvocationID") or None
         self.note_unit(props)
         await self._backfill(read=not tail_live)
+
+    async def _reset_failed(self, deadline: float) -> None:
+        """A unit left failed may be at its start limit, which refuses any start, pdtui's too, until it is cleared:
+        cleared first (``systemctl reset-failed``), saying how it had ended."""
+        session = self.units
+        how = ended(self._looked[1]) if self._looked is not None else "failed"
+        result = await session.command(session.commands.reset_failed(self.unit), deadline)
+        if result.ok:
+            notice = Notice("info", f"{self.cfg.unit} was left failed ({how}): cleared before its start "
+                                    "(systemctl reset-failed, which lifts its start limit too)", self.name,
+                            self.w.elapsed())
+        else:
+            notice = Notice("warning", f"could not clear the failed {self.cfg.unit} (systemctl reset-failed): "
+                                       f"{result.last_words}", self.name, self.w.elapsed())
+        self.w.emit(notice)
 
     async def _enable(self, deadline: float) -> None:
         """``systemctl enable``: the router starts again at boot. Not on the way to its start: enabling reloads
@@ -357,17 +375,23 @@ class UnitRun(ServiceRun):
 
     def _unit_problem(self, props: Mapping[str, str]) -> str | None:
         """Why the unit's current invocation is over, if it is: it failed, stopped, waits to restart or restarted."""
-        unit, invocation, status = self.cfg.unit, props.get("InvocationID") or None, props.get("ExecMainStatus", "?")
+        unit, invocation = self.cfg.unit, props.get("InvocationID") or None
         if self.active_state == "failed":
-            return f"unit {unit} failed (exit status {status})"
+            return f"unit {unit} failed ({ended(props)})"
         if self.active_state in ("inactive", "deactivating"):
             return f"unit {unit} stopped ({self.active_state})"
         if _restarting(props):
-            return f"unit {unit} ended (exit status {status}); systemd restarts it (auto-restart, " \
+            return f"unit {unit} ended ({ended(props)}); systemd restarts it (auto-restart, " \
                    f"NRestarts={props.get('NRestarts', '?')})"
         if self.attempt.invocation and invocation and invocation != self.attempt.invocation:
             return f"unit {unit} restarted (NRestarts={props.get('NRestarts', '?')})"
         return None
+
+    def ended_reason(self, problem: str, cause: str | None) -> str:
+        """The unit's end, with systemd's own line on it where it wrote one (``Failed to locate executable …``),
+        else the exception of a traceback just before."""
+        said = telling(self.attempt.system_lines, self.unit)
+        return super().ended_reason(problem, said or cause)
 
     def _tell_unit(self, props: Mapping[str, str]) -> None:
         """Tell the unit's state when it changed (its uptime counts from systemd's timestamp).
