@@ -16,13 +16,14 @@ import re
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from pdtui.config import Deployment
 from pdtui.engine.events import Done, PhaseStarted, StateChanged
 from pdtui.engine.intent import Intent
-from pdtui.sim import real_sglang
+from pdtui.sim import real_sglang, systemd_host
 from pdtui.sim.systemd_host import SystemdHost
 from tests.engine_helpers import Recorder, bring_up, until_it_fails
 from tests.real_sglang import UNITS, sglang_deployment
@@ -211,3 +212,18 @@ async def test_a_page_size_mismatch_is_refused_before_start_and_forced_the_decod
                                        "server has page_size=16, but decode server has page_size=1. Both servers must "
                                        "use the same --page-size value."), done
 
+
+
+def test_the_real_sglang_bench_prints_its_figures():
+    """bench/real_sglang.py --quick (one round, real then sim): its keys, never a figure."""
+    for reason in (real_sglang.missing_reason(), systemd_host.missing_reason()):
+        if reason:
+            pytest.skip(reason)
+    bench = Path(__file__).resolve().parents[2] / "bench" / "real_sglang.py"
+    done = subprocess.run([sys.executable, str(bench), "--quick"], capture_output=True, text=True, timeout=900,
+                          stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr[-3000:]
+    figures = json.loads(done.stdout)
+    keys = {"prefill_own", "decode_own", "prefill_checked", "decode_checked", "before", "reaction", "router",
+            "total", "overhead"}
+    assert set(figures["real"]) == set(figures["sim"]) == keys, figures
