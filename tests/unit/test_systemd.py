@@ -76,6 +76,13 @@ def test_parse_entry_of_systemds_executor_is_systemds_own_line():
     assert (e.source, e.invocation, e.system) == ("x.service", "inv3", True)
 
 
+def test_parse_entry_of_systemds_executor_that_journald_could_not_attribute_is_still_systemds():
+    """journald reads where a message came from once its process is gone: no _SYSTEMD_UNIT (systemd 252, loaded)."""
+    e = parse_entry(entry(_PID="61", UNIT="x.service", INVOCATION_ID="inv3", PRIORITY="3",
+                          MESSAGE="x.service: Failed at step EXEC spawning /v/bin/python: No such file or directory"))
+    assert (e.source, e.invocation, e.system) == ("x.service", "inv3", True)
+
+
 def test_parse_entry_of_a_server_line_naming_another_unit_is_the_servers():
     e = parse_entry(entry(_PID="77", _SYSTEMD_UNIT="x.service", _SYSTEMD_INVOCATION_ID="inv1", UNIT="y.service",
                           MESSAGE="hello"))

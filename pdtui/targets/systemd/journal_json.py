@@ -79,8 +79,9 @@ def parse_entry(line: bytes | str) -> LogEntry | None:
         return None
     pid, about = f.pid, f.about_unit
     # systemd's own lines on a unit: its manager's (PID 1), and its executor's in the unit's own cgroup before
-    # ExecStart runs ("Failed to locate executable …"), which name the unit they are about as their own.
-    system = about is not _ABSENT and ((pid if type(pid) is str else _first(pid)) == "1" or about == f.unit)
+    # ExecStart runs ("Failed to locate executable …"), which name the unit they are about as their own, or none
+    # when journald could not tell where they came from (the executor's process was gone).
+    system = about is not _ABSENT and ((pid if type(pid) is str else _first(pid)) == "1" or f.unit in (about, None))
     cursor, message = f.cursor, f.message
     unit = f.about_unit if system else f.unit
     invocation = f.about_invocation if system else f.invocation

@@ -73,6 +73,13 @@ def ended(props: Mapping[str, str]) -> str:
     return f"exit status {status}"
 
 
+def by_executor(props: Mapping[str, str]) -> bool:
+    """Whether systemd's executor ended the run before its ExecStart ran (one of systemd's own exit statuses): it
+    then says why in a line of its own (``Failed to locate executable …``)."""
+    status = props.get("ExecMainStatus", "")
+    return props.get("ExecMainCode") == EXITED and status.isdigit() and int(status) in SYSTEMD_EXITS
+
+
 def _signal(status: str) -> str:
     try:
         return f"{status}/{signal.Signals(int(status)).name.removeprefix('SIG')}"

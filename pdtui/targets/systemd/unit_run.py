@@ -27,12 +27,14 @@ from pdtui.gpus.inventory import gpu_holders
 from pdtui.hosts.base import HostDisconnected, HostError, HostUnreachable
 from pdtui.targets.systemd.commands import Commands, memory_lock, parse_timestamp, why_it_failed
 from pdtui.targets.systemd.host_session import HostSession
+from pdtui.targets.systemd.journal_json import parse_entry
 from pdtui.targets.systemd.shared_commands import attached_history
-from pdtui.targets.systemd.unit_results import ended, telling
+from pdtui.targets.systemd.unit_results import by_executor, ended, telling
 
 S = ServiceState
 RUNNING_STATES = ("active", "activating", "reloading")
 STOPPED_STATES = ("inactive", "failed")
+EXECUTOR_LINES_AGAIN = 0.2     # seconds between reads of an executor's lines not yet in the journal
 
 
 class UnitRun(ServiceRun):
@@ -367,11 +369,41 @@ class UnitRun(ServiceRun):
         journald hands lines to the tail up to 0.4 s after they were written
         (more on a loaded host), so a look can see a unit dead before its
         traceback has come. systemd's own line on its end comes after them:
-        wait for it, at most ``timing.last_lines``.
+        wait for it, at most ``timing.last_lines``. A unit its executor ended
+        before ExecStart ran (203/EXEC) is told by the executor's own line,
+        which the tail may never get: see :meth:`_executor_said`.
         """
+        attempt = self.attempt
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(self.w.timing.last_lines):
-                await self.attempt.end_logged.wait()
+                await attempt.end_logged.wait()
+                while self._looked is not None and by_executor(self._looked[1]) and \
+                        telling(attempt.system_lines, self.unit) is None:
+                    attempt.system_lines += await self._executor_said()
+                    await asyncio.sleep(EXECUTOR_LINES_AGAIN)
+
+    async def _executor_said(self) -> list[str]:
+        """systemd's lines on the current invocation, read from the journal by the invocation they name.
+
+        The executor writes from the process forked for ExecStart, which is gone
+        by the time journald reads where it came from: journald then cannot tell
+        its unit (no ``_SYSTEMD_UNIT``; 2 of 12 starts on a loaded host here),
+        and a tail that follows the unit never gets the line. The entry names
+        the unit and its invocation itself (``UNIT=``, ``INVOCATION_ID=``).
+        """
+        invocation = self.attempt.invocation
+        if invocation is None:
+            return []
+        session = self.units
+        argv = session.commands.journalctl("--output=json", "--all", "--no-pager", "--quiet",
+                                           f"INVOCATION_ID={invocation}")
+        try:
+            result = await session.read(argv)
+        except HostError:
+            return []        # its state alone says why, as without the line
+        told = set(self.attempt.system_lines)
+        return [entry.message for entry in map(parse_entry, result.stdout.splitlines())
+                if entry is not None and entry.system and entry.message not in told]
 
     def _unit_problem(self, props: Mapping[str, str]) -> str | None:
         """Why the unit's current invocation is over, if it is: it failed, stopped, waits to restart or restarted."""
