@@ -5,9 +5,9 @@ their phases (prefills and decodes):
 
 - **a stall**: no line for ``stall_after`` (the config's, else a quarter of the
   timeout, at least a minute and at most half the timeout) in a phase its
-  serving engine is known to hang in, or before its first phase line. Told once as a warning, and named again by
-  the timeout's reason (``stuck in CUDA graph capture since 0:30, no line for
-  4m30s``).
+  serving engine is known to hang in, or before its first phase line. Told
+  once as a warning, and named again by the timeout's reason (``stuck in CUDA
+  graph capture since 0:30, no line for 4m30s``).
 - **a slow phase**: a phase that has run three times as long as in the last
   successful run (and a minute): a phase that logs all along is no stall, but
   may be slow.

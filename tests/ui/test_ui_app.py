@@ -13,18 +13,7 @@ from textual.app import App
 from textual.drivers.headless_driver import HeadlessDriver
 from textual.widget import Widget
 from textual.widgets import Footer, Input
-from ui_fakes import (
-    HOSTILE_LINES,
-    OOM_LINE,
-    PLAN,
-    T0,
-    ScriptedSource,
-    decode_failed_script,
-    hostile_script,
-    ready_script,
-    settle,
-    starting_script,
-)
+from ui_fakes import settle
 
 from pdtui.engine.events import (
     CanaryResult,
@@ -47,6 +36,17 @@ from pdtui.engine.events import (
 )
 from pdtui.engine.intent import RestartHow
 from pdtui.engine.states import ServiceState as S
+from pdtui.sim.scripted import (
+    HOSTILE_LINES,
+    OOM_LINE,
+    PLAN,
+    T0,
+    ScriptedSource,
+    decode_failed_script,
+    hostile_script,
+    ready_script,
+    starting_script,
+)
 from pdtui.ui.app import PdtuiApp, terminal_driver
 from pdtui.ui.logview import FLOOD_PAINT_INTERVAL, PAINT_INTERVAL, LogView
 from pdtui.ui.screens import ConfirmScreen, HelpScreen, QuitScreen, RestartScreen

@@ -1,6 +1,5 @@
-from ui_fakes import PREFILL
-
 from pdtui.engine.events import ProbeResult
+from pdtui.sim.scripted import PREFILL
 from pdtui.ui.format import check_summary
 from pdtui.ui.model import ServiceView
 

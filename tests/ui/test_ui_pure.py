@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 from textual.theme import Theme
-from ui_fakes import PREFILL
 
 from pdtui.config import ConfigError
 from pdtui.config.fields import format_elapsed
 from pdtui.engine.events import GpuInfo, LineKind, LogRecord, StateChanged
 from pdtui.engine.states import ServiceState as S
+from pdtui.sim.scripted import PREFILL
 from pdtui.support.heap import YOUNG_THRESHOLD, QuietCollector
 from pdtui.support.text import MAX_LINE_CHARS, inert
 from pdtui.ui import themes

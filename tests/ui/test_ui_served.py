@@ -4,8 +4,9 @@ however the app ends."""
 from __future__ import annotations
 
 import pytest
-from ui_fakes import ScriptedSource, decode_failed_script, ready_script, settle
+from ui_fakes import settle
 
+from pdtui.sim.scripted import ScriptedSource, decode_failed_script, ready_script
 from pdtui.ui.app import PdtuiApp
 from pdtui.ui.screens import ConfirmScreen, RestartScreen
 from pdtui.web.options import REFUSED, WATCH, refusal

@@ -12,17 +12,17 @@ import pytest
 from textual.command import CommandList, CommandPalette
 from textual.pilot import Pilot
 from textual.widgets import Input
-from ui_fakes import (
+from ui_fakes import settle
+
+from pdtui.sim.scripted import (
     ScriptedSource,
     broken_pair_script,
     decode_failed_script,
     fabric_refused_script,
     hostile_script,
     ready_script,
-    settle,
     starting_script,
 )
-
 from pdtui.ui.app import PdtuiApp
 
 SIZES = {"wide": (160, 50), "medium": (100, 40), "narrow": (60, 24)}

@@ -1,27 +1,8 @@
-"""The UI tests' fakes: pdtui's scripted source and bring-ups (pdtui/sim/scripted.py), and waiting for a paint."""
+"""What the UI tests wait on beside pdtui's scripted bring-ups (pdtui/sim/scripted.py): the widgets' next paint."""
 
 from __future__ import annotations
 
-from pdtui.sim.scripted import (
-    HOSTILE_LINES,
-    OOM_LINE,
-    PLAN,
-    PREFILL,
-    T0,
-    ScriptedSource,
-    broken_pair_script,
-    decode_failed_script,
-    fabric_refused_script,
-    hostile_script,
-    ready_script,
-    starting_script,
-)
 from pdtui.ui.logview import PAINT_INTERVAL, LogView
-
-__all__ = [
-    "HOSTILE_LINES", "OOM_LINE", "PLAN", "PREFILL", "T0", "ScriptedSource", "broken_pair_script", "decode_failed_script",
-    "fabric_refused_script", "hostile_script", "ready_script", "starting_script", "settle",
-]
 
 
 async def settle(pilot) -> None:

@@ -395,10 +395,8 @@ class UnitRun(ServiceRun):
         if invocation is None:
             return []
         session = self.units
-        argv = session.commands.journalctl("--output=json", "--all", "--no-pager", "--quiet",
-                                           f"INVOCATION_ID={invocation}")
         try:
-            result = await session.read(argv)
+            result = await session.read(session.commands.invocation_history([invocation]))
         except HostError:
             return []        # its state alone says why, as without the line
         told = set(self.attempt.system_lines)
