@@ -38,7 +38,7 @@ async def test_a_failed_warm_up_fails_the_backend_whatever_health_says(sandbox, 
     assert done.exit_code == 1
     failed = rec.change("decode", "failed")
     assert failed.reason == "PD warm-up failed" and WARMUP_FAILED[generation] in (failed.line or "")
-    assert done.failures["router"] == "decode failed"
+    assert done.blocked["router"] == "decode failed"
     assert router_never_started(sandbox, rec)
 
 
@@ -49,7 +49,7 @@ async def test_a_taken_bootstrap_port_fails_the_prefill_before_the_router_starts
     assert done.exit_code == 1
     failed = rec.change("prefill", "failed")
     assert failed.reason == "bootstrap server failed" and "Server error: [Errno 98]" in (failed.line or "")
-    assert done.failures["router"] == "prefill failed"
+    assert done.blocked["router"] == "prefill failed"
     assert router_never_started(sandbox, rec)
 
 
