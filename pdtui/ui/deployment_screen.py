@@ -22,6 +22,7 @@ from textual.binding import Binding
 from textual.containers import Container, Vertical
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
+from textual.widget import Widget
 from textual.widgets import Footer
 
 from pdtui.config import BACKEND_ROLES
@@ -168,19 +169,26 @@ class DeploymentScreen(Screen[None]):
         """Share the height between the backend rows and the router rows.
 
         Wide: backends side by side in one row (weighted 3) above the routers;
-        otherwise every panel is stacked and weighted equally.
+        otherwise every panel is stacked and weighted equally. A stacked panel with nothing to show (blocked,
+        no line) folds to its few header lines and gives the rest to the others.
         """
         if not self.panels:
             return
-        routers = sum(panel.view.info.role == ROUTER_ROLE for panel in self.panels.values())
-        backends = len(self.panels) - routers
         wide = self.size.width >= WIDE
-        top = self.query_one("#backends")
-        bottom = self.query_one("#routers")
-        top.set_class(backends == 0, "-empty")
-        bottom.set_class(routers == 0, "-empty")
-        top.styles.height = f"{3 if wide else backends}fr"
-        bottom.styles.height = f"{routers}fr"
+        for panel in self.panels.values():
+            stacked = not wide or panel.view.info.role == ROUTER_ROLE
+            panel.set_class(stacked and panel.idle, "-folded")
+        self._share(self.query_one("#backends"), [p for p in self.panels.values() if p.view.info.role != ROUTER_ROLE],
+                    weight=3 if wide else None)
+        self._share(self.query_one("#routers"), [p for p in self.panels.values() if p.view.info.role == ROUTER_ROLE])
+
+    @staticmethod
+    def _share(rows: Widget, panels: list[ServicePanel], weight: int | None = None) -> None:
+        """A group's height: ``weight`` (or one part per open panel) of the screen, only its header lines when
+        every panel in it is folded, none when it has no panel."""
+        rows.set_class(not panels, "-empty")
+        open_panels = sum(not panel.has_class("-folded") for panel in panels)
+        rows.styles.height = f"{weight or open_panels}fr" if open_panels else "auto"
 
     # -- engine events ---------------------------------------------------------------
 
@@ -228,6 +236,8 @@ class DeploymentScreen(Screen[None]):
         serving = panel.view.figures is not None
         panel.view.apply(event)
         panel.redraw(self.elapsed.now())
+        if panel.idle != panel.has_class("-folded"):
+            self._relayout()
         if serving and panel.view.figures is None:
             panel.show_figures()
         if ServiceState.DEGRADED in (event.new, event.old) and event.new in SERVING_STATES:
@@ -276,6 +286,8 @@ class DeploymentScreen(Screen[None]):
         if panel is None or not event.lines:
             return
         panel.append(event.lines)
+        if panel.has_class("-folded"):
+            self._relayout()
         if self.merged is not None and self.has_class("-merged"):
             self.merged.log_view.append(event.lines, [event.service] * len(event.lines))
             self.merged.status.show_state(self.merged.log_view)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from pdtui.config.fields import format_elapsed
 from pdtui.engine.events import CanaryResult, Figures, GpuInfo, JobStatus, ProbeResult, ServiceInfo, ServingFigures
 from pdtui.engine.states import ServiceState
@@ -23,6 +25,12 @@ BADGE_LABELS: dict[ServiceState, str] = {
 """Badge text per state; the glyph keeps states apart when colour is off (NO_COLOR)."""
 
 BAR_GLYPHS = " ▁▂▃▄▅▆▇█"
+
+_DATED = re.compile(r"^(\[?)\d{4}-\d\d-\d\d[ T](\d\d:\d\d:\d\d)(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?(?=[\] ])")
+"""A line that opens with a date and time: SGLang's ``[2026-12-05 05:10:08 TP0]``, a router's
+``2026-12-05 05:10:08  INFO``, an ISO ``2026-12-05T05:10:08.123Z``."""
+_LEVEL_DATED = re.compile(r"^((?:\(\w+ pid=\d+\) )?[A-Z]+ )\d\d-\d\d (\d\d:\d\d:\d\d)(?= )")
+"""vLLM's ``(APIServer pid=1) INFO 12-05 05:10:08 [file.py:1]``: the level, then the month and day."""
 
 
 def service_title(info: ServiceInfo) -> str:
@@ -177,3 +185,16 @@ def throughput(event: ServingFigures) -> float:
         if value is not None:
             return value
     return 0.0
+
+
+def clock_only(line: str) -> str:
+    """``line`` with the date dropped from the time it opens with, if it opens with one.
+
+    A narrow panel's tail is today's lines: SGLang's ``[2026-12-05 05:10:08 TP0]`` takes 27 of 80 columns, its
+    ``[05:10:08 TP0]`` 14. Only the opening stamp changes; the rest of the line is left as it is.
+    """
+    for stamp in (_DATED, _LEVEL_DATED):
+        shortened, found = stamp.subn(r"\1\2", line, count=1)
+        if found:
+            return shortened
+    return line

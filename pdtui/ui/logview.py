@@ -31,12 +31,17 @@ from textual.timer import Timer
 
 from pdtui.engine.events import LineKind, LogRecord
 from pdtui.support.text import inert, make_visible
+from pdtui.ui.format import clock_only
 
 PAINT_INTERVAL = 0.05
 """A busy log repaints at most this often (20 times a second): live to the eye, cheap for the loop."""
 FLOOD_PAINT_INTERVAL = 0.1
 """The same for a log that scrolled more than a screenful since its last paint: too fast to read
 anyway, and a paint redraws every row. A multiple of ``PAINT_INTERVAL``, so views keep one beat."""
+
+DATES_FROM = 120
+"""A view narrower than this many cells draws each line's opening stamp without its date (``[05:10:08 TP0]``):
+room for the message in side-by-side and side-pane panels. Zoomed, saved and filtered lines keep the date."""
 
 STRIP_CACHE = 64
 """Strips kept for rows drawn lately: about a screenful, for scrolling by hand. Each strip holds a few derived
@@ -465,7 +470,8 @@ class LogView(ScrollView, can_focus=True):
         if self.tag_width:
             tag = row.tag[: self.tag_width].ljust(self.tag_width)
             pieces.append((f"{tag} │ ", self._style("logview--tag")))
-        pieces.append((row.shown, self._style(KIND_COMPONENTS.get(row.kind))))
+        shown = row.shown if self.size.width >= DATES_FROM else clock_only(row.shown)   # a resize forgets strips
+        pieces.append((shown, self._style(KIND_COMPONENTS.get(row.kind))))
         return Strip(_fit(pieces, width, self._style(None)), max(0, width))
 
 

@@ -16,8 +16,16 @@ from pdtui.engine.events import GpuInfo, JobStatus, LogRecord, ServiceInfo
 from pdtui.engine.states import ServiceState
 from pdtui.faces.pair_matrix import matrix_lines
 from pdtui.faces.timeline import phase_bar
-from pdtui.ui.format import canary_summary, check_summary, figures_summary, gpu_gauges, placement, service_title
-from pdtui.ui.logview import LogView
+from pdtui.ui.format import (
+    canary_summary,
+    check_summary,
+    clock_only,
+    figures_summary,
+    gpu_gauges,
+    placement,
+    service_title,
+)
+from pdtui.ui.logview import DATES_FROM, LogView
 from pdtui.ui.model import ServiceView
 
 STATE_CLASSES = {state: f"-{state.value.replace('_', '-')}" for state in ServiceState}
@@ -150,6 +158,11 @@ class ServicePanel(Vertical):
     def service(self) -> str:
         return self.view.info.name
 
+    @property
+    def idle(self) -> bool:
+        """Nothing to show but its header lines: blocked before it logged a line (a router whose backend failed)."""
+        return self.view.state is ServiceState.BLOCKED and self.log_view.total == 0
+
     def compose(self) -> ComposeResult:
         with Horizontal(classes="panel-header"):
             yield Static(Text(service_title(self.view.info), no_wrap=True, overflow="ellipsis"), classes="title")
@@ -166,6 +179,9 @@ class ServicePanel(Vertical):
     def on_mount(self) -> None:
         self.redraw(self._now)
         self.status.show_state(self.log_view)
+
+    def on_resize(self) -> None:
+        self.redraw(self._now)      # the pinned line's stamp is shortened in a narrow panel
 
     def redraw(self, now: float) -> None:
         """Update the badge, state classes and pinned line from :attr:`view` at elapsed ``now``."""
@@ -189,7 +205,8 @@ class ServicePanel(Vertical):
             self._show(self._pinned, None)
         else:
             marker = {ServiceState.BLOCKED: "⊘ ", ServiceState.PENDING: "… ", ServiceState.DEGRADED: "▼ "}.get(view.state, "✗ ")
-            self._show(self._pinned, Text(marker + view.pinned, no_wrap=True, overflow="ellipsis"))
+            pinned = view.pinned if self.content_size.width >= DATES_FROM else clock_only(view.pinned)
+            self._show(self._pinned, Text(marker + pinned, no_wrap=True, overflow="ellipsis"))
 
     def _show(self, line: Static, text: Text | None) -> None:
         """Show ``text`` on ``line`` (None hides it), only if it changed.

@@ -172,7 +172,37 @@ async def test_failure_line_stays_pinned_under_the_header() -> None:
         source.emit(burst("decode", 200))  # the OOM line scrolls out of the tail...
         await settle(pilot)
         assert not any("CUDA out of memory" in line for line in log_lines(app.deployment.panels["decode"].log_view))
-        assert "✗ [2025-10-16 09:06:38 TP0] Exception: Capture cuda graph failed: CUDA out of memory" in screen_text(app)
+        assert "✗ [09:06:38 TP0] Exception: Capture cuda graph failed: CUDA out of memory" in screen_text(app)
+
+
+async def test_a_narrow_panel_draws_the_lines_stamps_without_their_date_and_a_zoomed_one_with_it() -> None:
+    app, _ = make_app(decode_failed_script())
+    async with app.run_test(size=(200, 50)) as pilot:
+        await settle(pilot)
+        decode = app.deployment.panels["decode"]
+        assert decode.log_view.size.width < 120
+        assert "[09:06:09 TP0] Init torch distributed ends." in log_lines(decode.log_view)[0]
+        assert "✗ [09:06:38 TP0] Exception: Capture cuda graph failed" in screen_text(app), "the pinned line too"
+        decode.log_view.focus()
+        await pilot.press("z")
+        await settle(pilot)
+        assert "[2025-10-16 09:06:09 TP0] Init torch distributed ends." in log_lines(decode.log_view)[0]
+        assert "✗ [2025-10-16 09:06:38 TP0] Exception" in screen_text(app)
+        assert next(decode.log_view.rows()).shown.startswith("[2025-10-16 09:06:09 TP0]"), "the kept line is whole"
+
+
+async def test_a_blocked_router_folds_to_its_header_lines_and_unfolds_when_retried() -> None:
+    for size in ((200, 50), (60, 30)):
+        app, source = make_app(decode_failed_script())
+        async with app.run_test(size=size) as pilot:
+            await settle(pilot)
+            router = app.deployment.panels["router"]
+            border = 0 if app.screen.has_class("-narrow") else 2
+            assert router.outer_size.height == 3 + border, "title, placement, why it is blocked"
+            assert "⊘ decode failed" in screen_text(app)
+            source.emit(StateChanged("router", S.BLOCKED, S.PENDING, "retry", elapsed=40.0))
+            await settle(pilot)
+            assert router.outer_size.height > 3 + border + 3, "waiting for its start, it has its share again"
 
 
 async def test_the_verdict_follows_a_prefill_that_gets_ready_after_the_outcome() -> None:
@@ -853,6 +883,16 @@ async def test_an_idle_servers_samples_alike_repaint_nothing_and_a_change_repain
         await settle(pilot)
         assert sorted(set(drawn)) == ["Sparkline", "Static"]
         assert "812 tok/s · 1 running" in screen_text(app)
+
+
+async def test_a_figures_line_too_long_for_its_panel_ends_with_an_ellipsis() -> None:
+    app, source = make_app(ready_script())
+    async with app.run_test(size=(56, 40)) as pilot:
+        await settle(pilot)
+        source.emit(served("decode", 812.4, 61.0, running=12, queued=0, token_usage=0.012, ttft_p50=0.084))
+        await settle(pilot)
+        line = next(row for row in screen_text(app).splitlines() if "tok/s" in row)
+        assert line.rstrip().endswith("…") and "812 tok/s · 12 running" in line
 
 
 async def test_without_metrics_the_batch_lines_figures_say_which_flag_adds_the_rest() -> None:

@@ -17,7 +17,7 @@ from pdtui.sim.scripted import PREFILL
 from pdtui.support.heap import YOUNG_THRESHOLD, QuietCollector
 from pdtui.support.text import MAX_LINE_CHARS, inert
 from pdtui.ui import themes
-from pdtui.ui.format import bandwidth, figures_summary, gpu_gauges
+from pdtui.ui.format import bandwidth, clock_only, figures_summary, gpu_gauges
 from pdtui.ui.logview import Lines, Row
 from pdtui.ui.merged import merge_by_time
 from pdtui.ui.model import ElapsedClock, ServiceView
@@ -191,3 +191,18 @@ def test_a_prefills_kv_rate_reads_in_two_or_three_figures_with_its_failures() ->
     assert line == "58 prompt tok/s · KV 1.2 GB/s · 0 failed"
     decode = figures_summary(ServingFigures("decode", "metrics", Figures(generation_tps=35.0, kv_failed=3)))
     assert decode == "35 tok/s · 3 KV transfers failed"
+
+
+@pytest.mark.parametrize(("line", "shown"), [
+    ("[2026-12-05 05:10:08 TP0] Load weight begin.", "[05:10:08 TP0] Load weight begin."),
+    ("[2026-12-05 05:10:08 DP1 TP1 EP1] Init parallel begin.", "[05:10:08 DP1 TP1 EP1] Init parallel begin."),
+    ("[2025-02-17 05:27:24] INFO:     Started server process [1]", "[05:27:24] INFO:     Started server process [1]"),
+    ("2026-12-05 05:10:08  INFO smg::server: Starting router", "05:10:08  INFO smg::server: Starting router"),
+    ("2026-12-05T05:10:08.123456Z  INFO smg::worker: x", "05:10:08  INFO smg::worker: x"),
+    ("(APIServer pid=13145) INFO 12-05 06:39:50 [api_utils.py:347] up", "(APIServer pid=13145) INFO 06:39:50 [api_utils.py:347] up"),
+    ("a line quoting 2026-12-05 05:10:08 later on", "a line quoting 2026-12-05 05:10:08 later on"),
+    ("2026-12-05 05:10:08x is no stamp", "2026-12-05 05:10:08x is no stamp"),
+    ("Traceback (most recent call last):", "Traceback (most recent call last):"),
+])
+def test_a_narrow_panel_keeps_the_time_a_line_opens_with_and_drops_its_date(line: str, shown: str) -> None:
+    assert clock_only(line) == shown
