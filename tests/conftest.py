@@ -7,6 +7,7 @@ Textual app under ``run_test``, and its snapshots).
 - ``sandbox``: a simulated machine in the test's own folder, every process it
   started stopped (by PID) when the test ends, pass or fail.
 - ``each_journal``: the same, once on the real journal and once on the stand-in.
+- ``demo_sandbox``: the folder for a ``pdtui demo --sandbox`` the test runs, what it left running stopped at the end.
 - The real-SSH fixtures of tests/sshd.py (``sshd``, ``sshd_factory``,
   ``ssh_home``, ...), registered for every test module.
 - The private Slurm cluster of tests/slurm.py (``slurm``), likewise.
@@ -20,6 +21,7 @@ the whole suite on the stand-in.
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -31,6 +33,25 @@ from pdtui.sim.sandbox import Sandbox
 
 pytest_plugins = ["tests.sshd", "tests.conftest_sim", "tests.engine_helpers", "tests.slurm", "tests.systemd_host",
                   "tests.real_sglang"]
+
+SIGINT_IGNORED = "PDTUI_TESTS_SIGINT_IGNORED"
+"""Set when the suite was started with SIGINT ignored; the workers pytest-xdist starts read it."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The processes the tests start get SIGINT's default handling, as at a terminal, also when the suite runs from a
+    shell that ignores it (``nohup ... &``): the tests that press Ctrl-C signal them and expect it to act.
+
+    An ignored signal stays ignored across ``exec``, a handled one goes back to its default; so the suite's own
+    processes handle SIGINT by doing nothing. They still ignore it, as they were asked, and what they start does not.
+    """
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN or os.environ.get(SIGINT_IGNORED):
+        os.environ[SIGINT_IGNORED] = "1"
+        signal.signal(signal.SIGINT, _ignore)
+
+
+def _ignore(signum: int, frame: object) -> None:
+    """SIGINT handled by doing nothing: ignored here, its default in every process started from here."""
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -62,6 +83,16 @@ def _demo_ports() -> Iterator[None]:
 def sandbox(tmp_path: Path) -> Iterator[Sandbox]:
     with Sandbox.create(tmp_path / "sim") as box:
         yield box
+
+
+@pytest.fixture
+def demo_sandbox(tmp_path: Path) -> Iterator[Path]:
+    """The folder a demo the test starts keeps its simulated machine in (``--sandbox``): whatever is still running
+    there when the test ends is stopped by PID, also when the demo was killed or the test failed."""
+    root = tmp_path / "sim"
+    yield root
+    if root.exists():
+        Sandbox(root).stop_all()
 
 
 @pytest.fixture(params=["real", "stand-in"])

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from pdtui.sim.command_lines import REAL_ROUTERS, SIM_ROUTER, router_label
+from pdtui.sim.procs import running_with
+from pdtui.sim.sandbox import Sandbox
 from tests.engine_helpers import real_router_params
 
 STATES = {"pending", "starting", "waiting", "ready", "failed", "timed_out", "blocked"}
@@ -152,31 +156,35 @@ def test_a_host_name_that_does_not_resolve_exits_1_saying_so_once(tmp_path):
         assert result.stdout.count(f"FAILED    {reason}\n") == 3
 
 
-def test_interrupt_exits_130_and_leaves_no_process(tmp_path):
+def test_interrupt_exits_130_and_leaves_no_process():
+    """The demo in the temporary sandbox it makes itself: Ctrl-C while it waits exits 130, nothing runs on."""
     proc = subprocess.Popen([sys.executable, "-m", "pdtui", "demo", "--headless", "--startup", "30"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    err, left = "", ["the demo was never interrupted"]
     try:
         deadline = time.monotonic() + 30
         seen = ""
         while "waiting" not in seen and time.monotonic() < deadline:
             seen += proc.stdout.readline()
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
+        _, err = proc.communicate(timeout=30)
+        left = [str(found) for found in running_with(str(_demo_root(err)).encode())]
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.returncode == 130
+            _, err = proc.communicate()
+        root = _demo_root(err)
+        if root is not None and root.exists():
+            Sandbox(root).cleanup()        # what a failed run left
+    assert proc.returncode == 130, err
     assert "interrupted" in err
-    leftovers = subprocess.run(["pgrep", "-f", "pdtui.sim.worker --role"], capture_output=True, text=True)
-    assert leftovers.stdout.strip() == "" or not any(
-        _child_of_sandbox(pid) for pid in leftovers.stdout.split())
+    assert left == [], f"still running on the demo's sandbox: {left}"
 
 
-def _child_of_sandbox(pid: str) -> bool:
-    try:
-        return "pdtui-" in open(f"/proc/{pid}/cmdline").read()
-    except OSError:
-        return False
+def _demo_root(err: str) -> Path | None:
+    """The temporary sandbox a demo made, as its load line names it."""
+    found = re.search(r"its log: (\S+)/load\.log", err)
+    return Path(found[1]) if found else None
 
 
 def test_unknown_theme_is_refused_before_anything_starts():

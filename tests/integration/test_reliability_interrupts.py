@@ -16,8 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import SIGINT_IGNORED
 from tests.conftest_sim import assert_nothing_left, pdtui_until
 
+REPO = Path(__file__).resolve().parents[2]
 STEPS = ["preflight", "start backends", "wait for readiness", "start router", "probe router"]
 WAIT = 60
 
@@ -40,8 +42,8 @@ def assert_files_whole(sandbox: Path) -> None:
 
 
 @pytest.mark.parametrize("step", STEPS)
-def test_ctrl_c_during_each_step_exits_130_with_a_summary_and_leaves_nothing(tmp_path, step):
-    sandbox = tmp_path / "sim"
+def test_ctrl_c_during_each_step_exits_130_with_a_summary_and_leaves_nothing(demo_sandbox, step):
+    sandbox = demo_sandbox
     code, out, err = run_demo_until(sandbox, f"▶ {step}", "--headless")
     assert code == 130, out + err
     assert "Traceback" not in err
@@ -52,8 +54,8 @@ def test_ctrl_c_during_each_step_exits_130_with_a_summary_and_leaves_nothing(tmp
     assert_files_whole(sandbox)
 
 
-def test_ctrl_c_summary_names_what_was_commanded_while_waiting(tmp_path):
-    code, out, err = run_demo_until(tmp_path / "sim", "▶ wait for readiness", "--headless")
+def test_ctrl_c_summary_names_what_was_commanded_while_waiting(demo_sandbox):
+    code, out, err = run_demo_until(demo_sandbox, "▶ wait for readiness", "--headless")
     assert code == 130
     summary = next(line for line in err.splitlines() if line.startswith("pdtui: interrupted"))
     assert "during wait for readiness" in summary or "during start backends" in summary
@@ -61,8 +63,8 @@ def test_ctrl_c_summary_names_what_was_commanded_while_waiting(tmp_path):
     assert "systemctl start sglang-dsv4-router" not in summary
 
 
-def test_ctrl_c_with_json_ends_with_one_interrupted_object(tmp_path):
-    sandbox = tmp_path / "sim"
+def test_ctrl_c_with_json_ends_with_one_interrupted_object(demo_sandbox):
+    sandbox = demo_sandbox
     code, out, err = run_demo_until(sandbox, '"status": "running"', "--json")
     assert code == 130
     last = json.loads(out.strip().splitlines()[-1])
@@ -71,8 +73,8 @@ def test_ctrl_c_with_json_ends_with_one_interrupted_object(tmp_path):
     assert_nothing_left(sandbox)
 
 
-def test_second_ctrl_c_during_cleanup_still_stops_everything(tmp_path):
-    sandbox = tmp_path / "sim"
+def test_second_ctrl_c_during_cleanup_still_stops_everything(demo_sandbox):
+    sandbox = demo_sandbox
     proc = subprocess.Popen([sys.executable, "-m", "pdtui", "demo", "--headless", "--startup", "2",
                              "--sandbox", str(sandbox)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
@@ -98,10 +100,27 @@ def test_second_ctrl_c_during_cleanup_still_stops_everything(tmp_path):
     assert_files_whole(sandbox)
 
 
-def test_a_closed_terminal_stops_the_demo_cleanly(tmp_path):
+def test_a_closed_terminal_stops_the_demo_cleanly(demo_sandbox):
     """SIGHUP (the terminal or tmux pane closed) unwinds like Ctrl-C: nothing the demo started is left."""
-    sandbox = tmp_path / "sim"
+    sandbox = demo_sandbox
     code, out, err = run_demo_until(sandbox, "decode   waiting", "--headless", sig=signal.SIGHUP)
     assert code == 130, err
     assert "stopped the simulated deployment" in err
     assert_nothing_left(sandbox)
+
+
+IGNORING_SIGINT = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+                   "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])")
+"""Run the rest of the command line with SIGINT ignored, as a shell runs ``nohup ... &``."""
+
+
+@pytest.mark.parametrize("workers", ["0", "2"], ids=["one-process", "xdist"])
+def test_the_ctrl_c_tests_hold_when_the_suite_runs_with_sigint_ignored(workers):
+    """A suite started from a shell that ignores SIGINT: the demos its Ctrl-C tests interrupt still act on it."""
+    tests = ["tests/integration/test_cli.py::test_interrupt_exits_130_and_leaves_no_process",
+             "tests/integration/test_reliability_interrupts.py::"
+             "test_ctrl_c_during_each_step_exits_130_with_a_summary_and_leaves_nothing[wait for readiness]"]
+    env = {name: value for name, value in os.environ.items() if name != SIGINT_IGNORED}
+    result = subprocess.run([sys.executable, "-c", IGNORING_SIGINT, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                             "-n", workers, *tests], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0 and "2 passed" in result.stdout, result.stdout[-4000:] + result.stderr[-2000:]
