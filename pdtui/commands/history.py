@@ -13,9 +13,9 @@ import time
 from pathlib import Path
 from typing import TextIO
 
+from pdtui.config.fields import took
 from pdtui.engine.events import Drained
 from pdtui.faces.run_history import HistoryError, RunRecord, ServiceRecord, connect, load_runs
-from pdtui.faces.timeline import took
 from pdtui.support.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from pdtui.support.text import inert
 

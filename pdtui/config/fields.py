@@ -48,6 +48,20 @@ def format_duration(seconds: float) -> str:
     return "".join(parts) or "0s"
 
 
+def took(seconds: float) -> str:
+    """A phase's length, short: ``0.4s``, ``41s``, ``2m05s``, ``1h02m``."""
+    if seconds < 10:
+        return f"{seconds:.1f}s"
+    whole = round(seconds)
+    if whole < 60:
+        return f"{whole}s"
+    minutes, secs = divmod(whole, 60)
+    if minutes < 60:
+        return f"{minutes}m{secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"
+
+
 def format_elapsed(seconds: float) -> str:
     """Seconds as a clock shows time gone by: ``m:ss`` (or ``h:mm:ss``), as the badges and the verdict show it."""
     total = max(0, int(seconds))

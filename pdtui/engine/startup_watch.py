@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from pdtui.config.fields import format_duration, format_elapsed
+from pdtui.config.fields import format_duration, format_elapsed, took
 
 if TYPE_CHECKING:
     from pdtui.servers import PhaseTracking, ServingEngine
@@ -121,7 +121,7 @@ class StartupWatch:
             self.slow_told.add(phase)
             label = self.serving.phase_labels.get(phase, phase)
             told.append(f"{label} running for {format_duration(round(seconds))}, {seconds / last:.1f}× the last "
-                        f"successful run's {format_duration(round(last))}: it may be stuck")
+                        f"successful run's {took(last)}: it may be stuck")
         return told
 
     def where(self, serving: bool) -> str:

@@ -8,23 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from pdtui.config.fields import took
 from pdtui.servers import default_serving
-
-
-def took(seconds: float) -> str:
-    """A phase's length, short: ``0.4s``, ``41s``, ``2m05s``, ``1h02m``."""
-    if seconds < 10:
-        return f"{seconds:.1f}s"
-    whole = round(seconds)
-    if whole < 60:
-        return f"{whole}s"
-    minutes, secs = divmod(whole, 60)
-    if minutes < 60:
-        return f"{minutes}m{secs:02d}s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes:02d}m"
-
-
 
 
 def slower(phase: str, seconds: float, last: float) -> str:

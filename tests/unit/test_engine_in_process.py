@@ -396,7 +396,7 @@ async def test_a_phase_three_times_its_last_successful_length_is_told_while_it_r
     async with Bringing(failures={"decode": "hang"}, timeout="5m", baseline={"decode": {"cuda_graphs": 3.0}}) as run:
         await run.orchestrator.run()
     slow = [n for n in run.rec.of(Notice) if n.service == "decode" and "the last successful run's" in n.text]
-    assert [n.text for n in slow] == ["decode: graphs running for 1m, 20.0× the last successful run's 3s: it may be "
+    assert [n.text for n in slow] == ["decode: graphs running for 1m, 20.0× the last successful run's 3.0s: it may be "
                                       "stuck"]
     assert 30 + 60 <= slow[0].elapsed < 30 + 61
 

@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pdtui.faces.timeline import phase_bar, took
+from pdtui.config.fields import took
+from pdtui.faces.timeline import phase_bar
 from pdtui.servers.sglang.phases import NAMES, PHASES, PhaseTracker, durations, phase_of
 from pdtui.sim.wording import WORDINGS
 

@@ -9,6 +9,7 @@ from pdtui.servers.sglang.engine import SGLANG
 
 GRAPHS = "[2026-05-02 10:00:00 TP0] Capture decode CUDA graph begin. backend=full, avail mem=13.95 GB"
 WEIGHTS = "[2025-10-16 09:06:10 TP0] Load weight begin. avail mem=137.34 GB"
+WARMUP = "[2026-05-02 10:00:01] Start of pd disaggregation warmup ..."
 
 
 def watch(*, last: dict[str, float] | None = None, after: float = 60.0, watched: bool = True) -> StartupWatch:
@@ -92,6 +93,13 @@ def test_a_phase_three_times_its_last_length_is_told_once_while_it_runs() -> Non
     told = startup.warnings(130.0, started=0.0, timeout=3_000)
     assert told == ["graphs running for 2m, 3.0× the last successful run's 40s: it may be stuck"]
     assert startup.warnings(400.0, started=0.0, timeout=3_000) == []
+
+
+def test_a_last_length_under_a_second_is_told_in_tenths_not_as_0s() -> None:
+    startup = watch(last={"warmup": 0.32}, after=1_000.0)
+    enter(startup, WARMUP, now=1.0)
+    told = startup.warnings(61.0, started=0.0, timeout=3_000)
+    assert told == ["warm-up running for 1m, 187.5× the last successful run's 0.3s: it may be stuck"]
 
 
 def test_a_phase_without_a_last_length_is_never_slow() -> None:
