@@ -13,4 +13,9 @@ DEFAULT_TIMEOUT: dict[str, float] = {"prefill": 360.0, "decode": 360.0, "router"
 DEFAULT_UNHEALTHY_AFTER = 60.0   # after ready, health failing this long (and 3 checks in a row) fails a service
 DEFAULT_CANARY = 30.0           # after ready, a router's canary generation this often
 DEFAULT_BOOTSTRAP_PORT = 8998    # SGLang's --disaggregation-bootstrap-port default
+DEFAULT_DIST_PORT = 50000        # a server over several nodes meets there, on rank 0's host (--dist-init-addr)
 SGLANG_READY_LINE = "fired up and ready"
+# A rank >= 1 of a server over several nodes never says the above: it starts a dummy health server once its
+# schedulers are ready (0.5.23's words first, then the older releases').
+SGLANG_FOLLOWER_READY_LINE = (r"Dummy health check server started|Starting dummy health check server|"
+                              r"Dummy health check server scheduled")

@@ -62,6 +62,8 @@ def describe(path: NodePath) -> str:
         return f"'{path[2]}' of {path[0].removesuffix('s')} '{path[1]}'"
     if len(path) == 3 and path[0] == "services":
         return f"'{path[2]}' of service '{path[1]}'"
+    if len(path) == 4 and path[0] == "services" and path[2] == "hosts":
+        return f"rank {path[3]} of service '{path[1]}' (its hosts entry)"
     return "'" + ".".join(str(part) for part in path) + "'"
 
 

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict
 
+from pdtui.config.defaults import DEFAULT_DIST_PORT
 from pdtui.config.errors import fail, show
 from pdtui.config.fields import Bool, Port, check_absolute_dir, check_duration, check_int, check_text, list_of
 
@@ -78,7 +79,7 @@ class JobSpec(BaseModel):
     time: Annotated[float, BeforeValidator(check_duration)] | None = None     # the job's time limit
     exclusive: Bool = False
     queue_timeout: Annotated[float, BeforeValidator(check_duration)] | None = None   # default: the service's timeout
-    dist_port: Port = 50000         # a multi-node server's --dist-init-addr port, on its first node
+    dist_port: Port = DEFAULT_DIST_PORT   # a multi-node server's --dist-init-addr port, on its first node
     setup: Annotated[tuple[str, ...], BeforeValidator(list_of(_line, "a list of shell lines run before the command"))] = ()
     args: Annotated[tuple[str, ...], BeforeValidator(list_of(_option, "a list of extra sbatch options"))] = ()
 

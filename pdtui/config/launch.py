@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal, get_args
 from pydantic import BaseModel, BeforeValidator, ConfigDict
 
 from pdtui.config.errors import did_you_mean, fail, show
-from pdtui.config.fields import Port, check_int, check_text
+from pdtui.config.fields import Address, Port, check_int, check_text
 
 TransferBackend = Literal["mooncake", "nixl", "ascend", "mori", "mooncake_tcp", "fake"]
 RouterPackage = Literal["sglang-router", "smg"]
@@ -25,7 +25,8 @@ DEFAULT_ROUTER_PACKAGE = "sglang-router"
 ROUTER_PYTHON_PACKAGES = {"sglang-router": "sglang_router", "smg": "smg"}
 
 SERVER_KEYS = frozenset({"model", "tp", "transfer_backend", "bootstrap_port", "ib_device", "host", "python", "command",
-                         "args", "env"})
+                         "args", "env", "dist_port", "dist_addr"})
+RENDEZVOUS_KEYS = ("dist_port", "dist_addr")      # a server over several nodes' only
 ROUTER_KEYS = frozenset({"package", "policy", "prometheus_port", "host", "python", "command", "args", "env"})
 
 
@@ -100,10 +101,13 @@ class LaunchSpec(BaseModel):
     package: Annotated[str, BeforeValidator(_choice(ROUTER_PACKAGES, "a router package"))] = DEFAULT_ROUTER_PACKAGE
     policy: Annotated[str, BeforeValidator(lambda v: check_text(v, "a routing policy (cache_aware, round_robin, ...)"))] | None = None
     prometheus_port: Port | None = None
+    dist_port: Port | None = None     # a server over several nodes: where its ranks meet on rank 0's host
+    dist_addr: Address | None = None  # ... at this address (default: rank 0's host's)
 
 
-def check_launch_keys(name: str, role: str, launch: LaunchSpec) -> None:
-    """Each key given belongs to the role's kind of launch; an SGLang server names its model."""
+def check_launch_keys(name: str, role: str, launch: LaunchSpec, *, nnodes: int = 1) -> None:
+    """Each key given belongs to the role's kind of launch; an SGLang server names its model; only a server over
+    several nodes has a rendezvous."""
     if role == "other":
         raise fail(f"service '{name}' has role other: pdtui generates units for prefill, decode and router only",
                    "launch", on="key")
@@ -116,6 +120,9 @@ def check_launch_keys(name: str, role: str, launch: LaunchSpec) -> None:
     if launch.python is not None and launch.command is not None:
         raise fail(f"the launch of service '{name}' has both python and command, expected one of them",
                    "launch", "command", on="key")
+    for key in (k for k in RENDEZVOUS_KEYS if k in launch.model_fields_set and role != "router" and nnodes < 2):
+        raise fail(f"service '{name}' runs on one host: '{key}' is the rendezvous of a server over several nodes "
+                   "(hosts: [RANK0, RANK1, ...])", "launch", key, on="key")
     if launch.bootstrap_port is not None and role != "prefill":
         raise fail(f"service '{name}' is a {role}: only a prefill has a bootstrap_port", "launch", "bootstrap_port",
                    on="key")

@@ -10,7 +10,7 @@ from pydantic import ValidationError
 from pdtui.config.errors import ConfigError, NodePath, describe, show, unknown_key
 from pdtui.config.job import JobSpec
 from pdtui.config.launch import LaunchSpec
-from pdtui.config.schema import ClusterConfig, Deployment, HostConfig, ReadySpec, ServiceConfig
+from pdtui.config.schema import ClusterConfig, Deployment, HostConfig, NodeConfig, ReadySpec, ServiceConfig
 from pdtui.config.yamlpos import Positions, Walker, compose, read_text
 
 _USER_KEYS: dict[NodePath, tuple[str, ...]] = {
@@ -19,6 +19,7 @@ _USER_KEYS: dict[NodePath, tuple[str, ...]] = {
     ("clusters", "*"): tuple(f for f in ClusterConfig.model_fields if f != "name"),
     ("services", "*"): tuple(f for f in ServiceConfig.model_fields if f != "name"),
     ("services", "*", "ready"): tuple(ReadySpec.model_fields),
+    ("services", "*", "hosts"): tuple(NodeConfig.model_fields),
     ("services", "*", "launch"): tuple(LaunchSpec.model_fields),
     ("services", "*", "job"): tuple(JobSpec.model_fields),
 }
@@ -28,6 +29,7 @@ _EXPECTED: dict[NodePath, str] = {
     ("clusters", "*"): "a mapping of cluster settings (address or local, output_dir, ...)",
     ("services", "*"): "a mapping of service settings (host, unit, role, ...)",
     ("services", "*", "ready"): "a mapping of readiness checks (log, http, tcp)",
+    ("services", "*", "hosts"): "a host name, or a mapping of a node's host and its gpus, numa, port or unit",
     ("services", "*", "launch"): "a mapping of launch settings (model, tp, args, ...)",
     ("services", "*", "job"): "a mapping of job settings (partition, gpus_per_node, time, ...)",
 }

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from functools import cached_property
 from typing import Annotated, Any, ClassVar, Self
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from pdtui.config import graph
@@ -17,9 +17,11 @@ from pdtui.config.defaults import (
     BACKEND_ROLES,
     COMMANDS,
     DEFAULT_CANARY,
+    DEFAULT_DIST_PORT,
     DEFAULT_TIMEOUT,
     DEFAULT_UNHEALTHY_AFTER,
     ROLES,
+    SGLANG_FOLLOWER_READY_LINE,
     SGLANG_READY_LINE,
     Role,
 )
@@ -48,6 +50,8 @@ from pdtui.config.fields import (
 )
 from pdtui.config.job import SLURM_COMMANDS, JobSpec, OutputDir, check_job, check_word
 from pdtui.config.launch import LaunchSpec, check_launch_keys
+
+RANK_MARK = "@"     # a server's rank >= 1 is the service SERVER@RANK (no name the config gives has one)
 
 
 class _Model(BaseModel):
@@ -172,12 +176,38 @@ def _default_ready(role: str, port: Any) -> dict[str, Any]:
     return {"log": None, "http": None, "tcp": port is not None}
 
 
+class NodeConfig(_Model):
+    """One node of a server that spans several (an entry of its ``hosts:``): its host, and where they differ
+    from the server's, its GPUs, NUMA node and HTTP port (two nodes on one machine need ports of their own)."""
+
+    host: HostName
+    gpus: Annotated[tuple[int, ...], BeforeValidator(list_of(gpu_index, "a list of GPU indexes (integers)"))] | None = None
+    numa: NumaNode | None = None
+    port: Port | None = None
+    unit: Unit | None = None     # two nodes on one machine: a unit each
+
+    @model_validator(mode="before")
+    @classmethod
+    def _named(cls, data: Any) -> Any:
+        """A bare host name is a node on that host with the server's GPUs, NUMA node and port."""
+        return {"host": data} if isinstance(data, str) else data
+
+
+def _nodes(value: Any) -> Any:
+    """A server's nodes, rank 0 first: two at least (one node is ``host:``)."""
+    if not isinstance(value, (list, tuple)) or len(value) < 2:
+        got = f"{len(value)} host{'s' if len(value) != 1 else ''}" if isinstance(value, (list, tuple)) else show(value)
+        raise fail(f"expected a list of two or more hosts, rank 0 first (one host: host: NAME), got {got}")
+    return value
+
+
 class ServiceConfig(_Model):
     """One service of the deployment (a systemd unit on a host, or a Slurm job on a cluster) and how to tell
     it is ready."""
 
     name: str
     host: HostName               # where its commands run: its host, or (a job) its cluster's login host
+    hosts: Annotated[tuple[NodeConfig, ...], BeforeValidator(_nodes)] = ()   # a server over several nodes: rank 0 first
     cluster: HostName | None = None  # set for a Slurm job: ``host`` is then the cluster's name too
     unit: Unit | None = None     # a unit's name; a job is found by its job's name
     role: Annotated[Role, BeforeValidator(check_role)] = "other"
@@ -216,6 +246,22 @@ class ServiceConfig(_Model):
 
     @model_validator(mode="before")
     @classmethod
+    def _on_nodes(cls, data: Any) -> Any:
+        """A server over several nodes: its commands run on rank 0's host first, and ``host`` is that host."""
+        if not isinstance(data, Mapping) or "hosts" not in data:
+            return data
+        for key in ("host", "cluster"):
+            if key in data:
+                what = "a job's nodes are job: nodes: N" if key == "cluster" else "one host, or several"
+                raise fail(f"service '{data.get('name')}' has {key} and hosts, expected one of them ({what})", "hosts",
+                           on="key")
+        nodes = data["hosts"]
+        first = nodes[0] if isinstance(nodes, (list, tuple)) and nodes else None
+        host = first.get("host") if isinstance(first, Mapping) else first
+        return {**data, "host": host} if isinstance(host, str) else data
+
+    @model_validator(mode="before")
+    @classmethod
     def _role_defaults(cls, data: Any) -> Any:
         """Fill the timeout and readiness checks the role implies; a given ``ready``
         mapping overrides the role's checks key by key. A prefill's bootstrap port
@@ -241,6 +287,29 @@ class ServiceConfig(_Model):
             filled["bootstrap_port"] = port
             filled["launch"] = {k: v for k, v in launch.items() if k != "bootstrap_port"}
         return filled
+
+    _rank: int = PrivateAttr(default=0)
+
+    @property
+    def rank(self) -> int:
+        """Its node's rank in a server over several nodes (``nnodes``): 0 for the server itself (and for a server
+        of one node), 1 and up for the ranks the deployment adds after it, named ``SERVER@RANK``."""
+        return self._rank
+
+    @property
+    def nnodes(self) -> int:
+        return max(1, len(self.hosts))
+
+    @property
+    def server(self) -> str:
+        """The server it is a rank of: its own name, but for a rank >= 1 its rank 0's."""
+        return self.name.partition(RANK_MARK)[0]
+
+    @property
+    def follower(self) -> bool:
+        """A rank >= 1 of a server over several nodes: it serves no API of its own (only a dummy /health), the
+        router never sees it, and it is ready when its schedulers are."""
+        return self._rank > 0
 
     @property
     def is_router(self) -> bool:
@@ -284,7 +353,9 @@ class ServiceConfig(_Model):
         if self.unit in self.replaces:
             raise fail(f"service '{self.name}' cannot replace its own unit {self.unit}", "replaces", self.replaces.index(self.unit))
         if self.launch is not None:
-            check_launch_keys(self.name, self.role, self.launch)
+            check_launch_keys(self.name, self.role, self.launch, nnodes=self.nnodes)
+        if self.hosts:
+            self._check_nodes()
         if self.job is not None and self.cluster is not None:
             self._check_job(self.job)
         elif self.job is not None:
@@ -293,6 +364,47 @@ class ServiceConfig(_Model):
         elif self.unit is None:
             raise fail(f"service '{self.name}' is missing required key 'unit'", on="key")
         return self
+
+    def _check_nodes(self) -> None:
+        """A server over several nodes: an SGLang prefill or decode, the same number of GPUs on each node, a
+        tensor-parallel size its nodes share evenly."""
+        if self.role not in BACKEND_ROLES:
+            raise fail(f"service '{self.name}' is a {self.role}: only a prefill or decode server spans several "
+                       "nodes", "hosts", on="key")
+        counts = [len(self.gpus if node.gpus is None else node.gpus) for node in self.hosts]
+        for rank, node in enumerate(self.hosts):
+            if counts[rank] != counts[0]:
+                raise fail(f"rank {rank} of service '{self.name}' on '{node.host}' has {counts[rank]} GPUs, rank 0 "
+                           f"has {counts[0]}: SGLang runs tp / nnodes ranks on every node, expected the same number "
+                           "on each", "hosts", rank, *(("gpus",) if node.gpus is not None else ()))
+            for index, gpu in enumerate(node.gpus or ()):
+                if gpu in (node.gpus or ())[:index]:
+                    raise fail(f"GPU {gpu} is listed twice in rank {rank} of service '{self.name}'", "hosts", rank,
+                               "gpus", index)
+        tp = self.launch.tp if self.launch is not None else None
+        if tp is not None and tp % self.nnodes:
+            raise fail(f"tp {tp} of service '{self.name}' does not divide among its {self.nnodes} nodes: SGLang runs "
+                       f"tp / nnodes ranks on each, expected a multiple of {self.nnodes}", "launch", "tp")
+        if tp is not None and counts[0] and tp // self.nnodes > counts[0]:
+            raise fail(f"tp {tp} of service '{self.name}' puts {tp // self.nnodes} ranks on each of its "
+                       f"{self.nnodes} nodes, which have {counts[0]} GPUs each", "launch", "tp")
+
+    def ranks(self) -> tuple[ServiceConfig, ...]:
+        """Its ranks >= 1, each a service of its own on its node (rank 0 is this one): the same unit, flags and
+        timeouts; the node's host, GPUs, NUMA node and port; a follower's readiness; named ``NAME@RANK``."""
+        followers = []
+        for rank, node in enumerate(self.hosts[1:], 1):
+            update: dict[str, Any] = {
+                "name": f"{self.name}{RANK_MARK}{rank}", "host": node.host,
+                "gpus": self.gpus if node.gpus is None else node.gpus,
+                "numa": self.numa if node.numa is None else node.numa, "port": node.port or self.port,
+                "unit": node.unit or self.unit,
+                "ready": ReadySpec(log=SGLANG_FOLLOWER_READY_LINE, http="/health" if (node.port or self.port) else None),
+            }
+            follower = self.model_copy(update=update)
+            follower._rank = rank
+            followers.append(follower)
+        return tuple(followers)
 
     def _check_api_key_env(self, name: str) -> None:
         """A router's API key is read from pdtui's environment, under the name the config gives."""
@@ -359,6 +471,13 @@ class Deployment(_Model):
 
     @model_validator(mode="after")
     def _cross_checks(self) -> Deployment:
+        self._check_services()
+        wide = self.model_copy(update={"services": _with_ranks(self.services)})
+        wide._check_sharing()
+        wide._check_rendezvous()
+        return wide
+
+    def _check_services(self) -> None:
         for name in self.hosts.keys() & self.clusters.keys():
             raise fail(f"'{name}' names both a host and a cluster, expected names of their own", "clusters", name, on="key")
         for name, service in self.services.items():
@@ -369,8 +488,12 @@ class Deployment(_Model):
                 raise fail(
                     f"unknown host '{service.host}', expected one of {', '.join(self.hosts)}"
                     f"{did_you_mean(service.host, self.hosts)}",
-                    "services", name, "host",
+                    "services", name, "host" if not service.hosts else "hosts", *((0,) if service.hosts else ()),
                 )
+            for rank, node in enumerate(service.hosts):
+                if node.host not in self.hosts:
+                    raise fail(f"unknown host '{node.host}' for rank {rank}, expected one of {', '.join(self.hosts)}"
+                               f"{did_you_mean(node.host, self.hosts)}", "services", name, "hosts", rank)
             for index, dep in enumerate(service.after):
                 if dep == name:
                     raise fail(f"service '{name}' cannot come after itself", "services", name, "after", index)
@@ -380,9 +503,7 @@ class Deployment(_Model):
                         "services", name, "after", index,
                     )
         self._check_cycles()
-        self._check_sharing()
         self._check_router_urls()
-        return self
 
     def _check_router_urls(self) -> None:
         """A router unit's file names its backends' URLs: a backend that is a job has none until Slurm places it."""
@@ -392,6 +513,39 @@ class Deployment(_Model):
                 raise fail(f"router '{name}' is a unit on host '{svc.host}' but '{jobs[0]}' is a job on a node Slurm "
                            f"picks: its unit cannot name that URL; run the router as a job too (cluster: "
                            f"{self.services[jobs[0]].cluster})", "services", name, "host")
+
+    def _check_rendezvous(self) -> None:
+        """A server over several nodes meets at rank 0's host, on a port no other service of that host takes, at
+        an address every node reaches."""
+        for name, svc in self.services.items():
+            if svc.nnodes < 2 or svc.follower:
+                continue
+            port = dist_port(svc)
+            for other in self.services.values():
+                if other.host == svc.host and port in (other.port, other.bootstrap_port if not other.follower else None):
+                    raise fail(f"rendezvous port {port} of service '{name}' on host '{svc.host}' is already used by "
+                               f"service '{other.name}' (give launch: dist_port)", "services", name,
+                               *(("launch", "dist_port") if svc.launch and svc.launch.dist_port else ("hosts", 0)))
+            if svc.launch is not None and svc.launch.dist_addr is None and self.hosts[svc.host].local and not all(
+                    self.hosts[node.host].local for node in svc.hosts):
+                raise fail(f"rank 0 of service '{name}' is on '{svc.host}', this machine (local: true): its other "
+                           "nodes cannot reach it at 127.0.0.1, expected launch: dist_addr (an address they reach it "
+                           "at)", "services", name, "hosts", 0)
+
+    def dist_addr(self, svc: ServiceConfig) -> str:
+        """Where a server over several nodes meets (``--dist-init-addr``): its launch's ``dist_addr``, else rank 0's
+        host's address (loopback when it is this machine)."""
+        rank0 = self.services[svc.server]
+        host = self.hosts[rank0.host]
+        address = rank0.launch.dist_addr if rank0.launch is not None and rank0.launch.dist_addr else (
+            "127.0.0.1" if host.local else host.address or rank0.host)
+        return f"{address}:{dist_port(rank0)}"
+
+    def ranks_of(self, service: str) -> tuple[str, ...]:
+        """The services of the server ``service`` is (a rank of): rank 0 first; just itself for a server of one
+        node."""
+        server = self.services[service].server
+        return (server, *(f"{server}{RANK_MARK}{rank}" for rank in range(1, self.services[server].nnodes)))
 
     def _check_cycles(self) -> None:
         """The entry closing the first cycle (depth-first, in config order) is blamed."""
@@ -413,20 +567,21 @@ class Deployment(_Model):
             if svc.job is not None and (owner := units.setdefault((svc.host, f"job {svc.job.name}"), name)) != name:
                 raise fail(f"job name {svc.job.name} on cluster '{svc.host}' is already used by service '{owner}'",
                            "services", name, "job", "name")
+            at, whose = _config_path(svc), f"{_rank_words(self, name)}: " if svc.follower else ""
             if svc.unit is not None and (owner := units.setdefault((svc.host, svc.unit), name)) != name:
-                raise fail(f"unit {svc.unit} on host '{svc.host}' is already used by service '{owner}'", "services", name, "unit")
-            for key in ("port", "bootstrap_port"):
+                raise fail(f"{whose}unit {svc.unit} on host '{svc.host}' is already used by {_rank_words(self, owner)}",
+                           *at, "unit")
+            for key in ("port", "bootstrap_port") if not svc.follower else ("port",):   # the bootstrap is rank 0's
                 port = getattr(svc, key)
                 if port is not None and (owner := ports.setdefault((svc.host, port), name)) != name:
                     where = f"cluster '{svc.host}' (its jobs may share a node)" if svc.is_job else f"host '{svc.host}'"
-                    raise fail(f"port {port} on {where} is already used by service '{owner}'", "services", name, key)
+                    raise fail(f"{whose}port {port} on {where} is already used by {_rank_words(self, owner)}", *at, key)
             if svc.role not in BACKEND_ROLES:
                 continue
             for index, gpu in enumerate(svc.gpus):
                 if (owner := gpus.setdefault((svc.host, gpu), name)) != name:
-                    raise fail(
-                        f"GPU {gpu} on host '{svc.host}' is already used by service '{owner}'", "services", name, "gpus", index
-                    )
+                    raise fail(f"{whose}GPU {gpu} on host '{svc.host}' is already used by {_rank_words(self, owner)}",
+                               *at, "gpus", index)
 
     def levels(self) -> list[list[str]]:
         """Services by bring-up level (see :func:`graph.levels`)."""
@@ -447,7 +602,7 @@ class Deployment(_Model):
 
     def dependents(self, service: str) -> list[str]:
         """Every service that waits, directly or through others, for ``service`` (see :func:`graph.dependents`)."""
-        return graph.dependents(self._after(), service)
+        return graph.dependents(self._after(), self.services[service].server)   # a rank's are its server's
 
     def backend_url(self, router: ServiceConfig, backend: ServiceConfig) -> str:
         """The URL a router reaches a backend unit at: loopback on its own host, the backend host's address
@@ -510,3 +665,24 @@ def _router_after(services: Mapping[str, Any]) -> dict[str, Any]:
         for name, entry in services.items()
     }
 
+
+
+def _with_ranks(services: Mapping[str, ServiceConfig]) -> dict[str, ServiceConfig]:
+    """Every service, each server over several nodes followed by its ranks >= 1."""
+    return {rank.name: rank for svc in services.values() for rank in (svc, *svc.ranks())}
+
+
+def _config_path(svc: ServiceConfig) -> tuple[str | int, ...]:
+    """Where the config says what ``svc`` is: its entry, or for a rank >= 1 its node in its server's ``hosts``."""
+    return ("services", svc.server, "hosts", svc.rank) if svc.follower else ("services", svc.name)
+
+
+def _rank_words(deployment: Deployment, name: str) -> str:
+    """A service as an error names it: ``service 'decode'``, or ``rank 1 of service 'decode'``."""
+    svc = deployment.services[name]
+    return f"rank {svc.rank} of service '{svc.server}'" if svc.follower else f"service '{name}'"
+
+
+def dist_port(svc: ServiceConfig) -> int:
+    """The rendezvous port of a server over several nodes (``--dist-init-addr``'s, on rank 0's host)."""
+    return svc.launch.dist_port if svc.launch is not None and svc.launch.dist_port else DEFAULT_DIST_PORT

@@ -31,7 +31,8 @@ class FiguresWatch:
     def __init__(self, deployment: Deployment, runs: Mapping[str, ServiceRun], *, emit: Callable[[Event], None],
                  clock: Callable[[], float], elapsed: Callable[[], float], interval: float) -> None:
         self._runs = runs
-        self._ports = {name: cfg.port for name, cfg in deployment.services.items() if cfg.role in SAMPLED_ROLES and cfg.port}
+        self._ports = {name: cfg.port for name, cfg in deployment.services.items() if cfg.role in SAMPLED_ROLES and cfg.port
+                       and not cfg.follower}     # a rank >= 1 serves no figures of its own
         for serving in {serving_for(cfg).name: serving_for(cfg) for cfg in deployment.services.values()}.values():
             self._ports |= serving.metrics_ports(deployment)
         self._emit = emit

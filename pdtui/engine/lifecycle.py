@@ -62,12 +62,13 @@ class Lifecycle:
         self.rolling = False                        # a rolling restart under way (one at a time)
 
     def retry(self, service: str) -> bool:
-        """Start a failed or timed-out service again (a fresh attempt), and what it blocked."""
-        run = self.runs.get(service)
-        if run is None or run.state not in (S.FAILED, S.TIMED_OUT):
+        """Start a failed or timed-out service again (a fresh attempt; a server over several nodes, every rank),
+        and what it blocked."""
+        run = self._server(service)
+        if run is None or all(rank.state not in (S.FAILED, S.TIMED_OUT) for rank in self.ranks(run)):
             return False
-        self.launcher.launch(run, Action.RESTART, reason="retry")       # its next bring-up begins a fresh attempt
-        for name in self.deployment.dependents(service):
+        self._launch(run, Action.RESTART, reason="retry")       # its next bring-up begins a fresh attempt
+        for name in self.deployment.dependents(run.name):
             if self.runs[name].state in BAD_OUTCOMES:
                 self.launcher.launch(self.runs[name], Action.START, reason="retry")
         self.launcher.tell_outcome_again()
@@ -76,14 +77,15 @@ class Lifecycle:
     def restart_one(self, service: str, how: RestartHow = RestartHow.DRAIN) -> bool:
         """Restart one service now: a backend under serving routers drained (or its role rolled, this one first),
         or at once, what comes after it going back to waiting and proven again."""
-        run = self.runs.get(service)
-        if run is None or busy(run) or service in self.draining or (how is RestartHow.ROLLING and self.rolling):
+        run = self._server(service)
+        if run is None or any(busy(r) for r in self.ranks(run)) or run.name in self.draining or (
+                how is RestartHow.ROLLING and self.rolling):
             return False
         if how is RestartHow.NOW or (how is RestartHow.DRAIN and not self.intent.drain) or not self._serving_routers(run):
             self._restart_now([run], with_dependents=False)
         elif how is RestartHow.ROLLING:
             role = [r for r in self.runs.values() if r.cfg.role == run.cfg.role and r is not run
-                    and r.state in SERVING_STATES and not busy(r)]
+                    and not r.cfg.follower and r.state in SERVING_STATES and not busy(r)]
             self._start_roll([run, *role])
         else:
             self.draining.add(run.name)
@@ -94,8 +96,9 @@ class Lifecycle:
     def stop_one(self, service: str) -> bool:
         """Stop one service's unit now: drained out of its serving routers first, as ``down SERVICE`` does (what
         comes after it is told it runs without it when it is not)."""
-        run = self.runs.get(service)
-        if run is None or busy(run) or run.state is S.STOPPED or service in self.draining:
+        run = self._server(service)
+        if run is None or any(busy(r) for r in self.ranks(run)) or all(r.state is S.STOPPED for r in self.ranks(run)) \
+                or run.name in self.draining:
             return False
         self.take_out_and_stop([run])
         self.launcher.tell_outcome_again()
@@ -113,6 +116,7 @@ class Lifecycle:
 
         A backend under serving routers is drained instead (unless ``--no-drain`` or ``--with-dependents``): taken
         out of them, restarted, proven and put back, the routers serving throughout."""
+        runs = list({self.runs[run.cfg.server]: None for run in runs})     # a server over several nodes: as one
         if self.intent.rolling:
             self._start_roll(runs)
             return
@@ -134,7 +138,7 @@ class Lifecycle:
         """Restart ``runs`` at once; what comes after them goes back to waiting (or restarts, when asked)."""
         names = ", ".join(r.name for r in runs)
         for run in runs:
-            self.launcher.launch(run, Action.RESTART, reason="restart")
+            self._launch(run, Action.RESTART, reason="restart")
         for name in self._restart_dependents(runs):
             if self.runs[name] in runs:
                 continue
@@ -145,6 +149,8 @@ class Lifecycle:
         """Stop ``runs``, each once everything that comes after it has stopped (the router first)."""
         async def stop(run: ServiceRun) -> None:
             after_it = [self.runs[name] for name in self.deployment.dependents(run.name)]
+            if run.cfg.follower:      # after its rank 0, whose shutdown ends the others' schedulers
+                after_it.append(self.runs[run.cfg.server])
             await self.launcher.until(lambda: all(d.state in (S.STOPPED, S.FAILED) for d in after_it))
             await run.stop(disable=self.intent.disable)
 
@@ -153,8 +159,9 @@ class Lifecycle:
 
     def take_out_and_stop(self, runs: list[ServiceRun]) -> None:
         """``down SERVICE...``: stop ``runs`` alone, each backend under serving routers drained first (taken out of
-        them, its requests finished); the rest of the deployment goes on as it runs."""
-        for run in runs:
+        them, its requests finished); the rest of the deployment goes on as it runs. A server over several nodes
+        goes as one, named by any of its ranks."""
+        for run in dict.fromkeys(self.runs[run.cfg.server] for run in runs):
             self.draining.add(run.name)
             self._ask(self._drained_stop(run), f"drain and stop {run.name}")
 
@@ -168,9 +175,11 @@ class Lifecycle:
                 for name in self.deployment.dependents(run.name):
                     if self.runs[name].state in SERVING_STATES:
                         self._notice(self.runs[name], "warning", f"{name} degraded: {run.name} is being stopped")
-            if run.task and not run.task.done():
-                run.task.cancel()       # its watch: the stop is no failure
-            await run.stop(disable=self.intent.disable)
+            for rank in self.ranks(run):
+                if rank.task and not rank.task.done():
+                    rank.task.cancel()       # its watch: the stop is no failure
+            for rank in self.ranks(run):     # rank 0 first: its shutdown ends the others' schedulers
+                await rank.stop(disable=self.intent.disable)
         finally:
             if drain is not None:
                 self.launcher.emit(drain.told("stopped", self.launcher.elapsed()))
@@ -214,10 +223,10 @@ class Lifecycle:
                 self.draining.update(d.name for d in after)
                 restarted.update(d.name for d in after)
                 await self._restart_in_turn(run, after)
-                if run.state not in SERVING_STATES:
+                if (state := self._worst(run)) not in SERVING_STATES:
                     rest = [r.name for r in runs[n + 1:]]
                     if rest:
-                        self._notice(run, "error", f"rolling restart stopped at {run.name} ({run.state.value}): "
+                        self._notice(run, "error", f"rolling restart stopped at {run.name} ({state.value}): "
                                                    f"{', '.join(rest)} left as {'they run' if len(rest) > 1 else 'it runs'}")
                     return
         finally:
@@ -230,7 +239,7 @@ class Lifecycle:
         if self._serving_routers(run):
             await self._drained_restart(run, after)
             return
-        self.launcher.launch(run, Action.RESTART, reason="rolling restart")
+        self._launch(run, Action.RESTART, reason="rolling restart")
         await self._until_settled(run)
         for decode in after:
             await self._restart_in_turn(decode)
@@ -247,10 +256,10 @@ class Lifecycle:
                 self._restart_now([run], with_dependents=False)
                 await self._until_settled(run)      # a rolling restart goes on only once it is back
                 return
-            self.launcher.launch(run, Action.RESTART, reason="restart (drained)")
+            self._launch(run, Action.RESTART, reason="restart (drained)")
             await self._until_settled(run)
-            if run.state in BAD_OUTCOMES:
-                self._notice(run, "error", f"{run.name}: {run.state.value} after its restart: left out of {where}")
+            if (state := self._worst(run)) in BAD_OUTCOMES:
+                self._notice(run, "error", f"{run.name}: {state.value} after its restart: left out of {where}")
                 return
             for decode in after:
                 self._notice(decode, "info", f"{decode.name}: restarted after {run.name} (--with-dependents), before "
@@ -277,8 +286,28 @@ class Lifecycle:
                 self.launcher.changed()
 
     async def _until_settled(self, run: ServiceRun) -> None:
-        """Until a run just launched serves again, or has failed."""
-        await self.launcher.until(lambda: run.state in SERVING_STATES or run.state in BAD_OUTCOMES)
+        """Until a run just launched serves again (every rank of its server), or has failed (any)."""
+        ranks = self.ranks(run)
+        await self.launcher.until(lambda: all(r.state in SERVING_STATES for r in ranks)
+                                  or any(r.state in BAD_OUTCOMES for r in ranks))
+
+    def _worst(self, run: ServiceRun) -> ServiceState:
+        """How its server is: its rank 0's state, unless another rank failed (then that rank's)."""
+        return next((r.state for r in self.ranks(run) if r.state in BAD_OUTCOMES), run.state)
+
+    def ranks(self, run: ServiceRun) -> list[ServiceRun]:
+        """The runs of the server ``run`` is a rank of, rank 0 first (just ``run`` on one node)."""
+        return [self.runs[name] for name in self.deployment.ranks_of(run.name)]
+
+    def _server(self, service: str) -> ServiceRun | None:
+        """The run a command names, as the server it is: a rank >= 1 stands for its server's rank 0."""
+        run = self.runs.get(service)
+        return self.runs[run.cfg.server] if run is not None else None
+
+    def _launch(self, run: ServiceRun, action: Action, *, reason: str) -> None:
+        """``action`` for every rank of ``run``'s server, together: one rank alone cannot rejoin the others."""
+        for rank in self.ranks(run):
+            self.launcher.launch(rank, action, reason=reason)
 
     async def _proven(self, run: ServiceRun, routers: list[ServiceRun]) -> bool:
         """Its pair with each peer proven directly before it goes back (the routers' pair probes); a failed pair

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import math
 import time
@@ -41,6 +42,7 @@ from pdtui.engine.figures import FiguresWatch
 from pdtui.engine.intent import UP, Action, Intent, RestartHow, Verb
 from pdtui.engine.lifecycle import BAD_OUTCOMES, Lifecycle
 from pdtui.engine.preflight import Preflight, finding, overridden, refuses
+from pdtui.engine.ranks import RankWatch
 from pdtui.engine.service_run import ServiceRun
 from pdtui.engine.session import Session
 from pdtui.engine.states import FINAL_STATES, ServiceState
@@ -69,6 +71,9 @@ class Orchestrator:
                  smoke: bool = True, canary: bool = True, pairs: bool | None = None, timing: Timing = DEFAULT_TIMING,
                  intent: Intent = UP, baseline: Mapping[str, Mapping[str, float]] | None = None) -> None:
         self.deployment = deployment
+        if intent.services:     # a server over several nodes, named by any of its ranks: every rank
+            intent = dataclasses.replace(intent, services=tuple(dict.fromkeys(
+                rank for name in intent.services for rank in deployment.ranks_of(name))))
         self.intent = intent
         self.host_factory = host_factory
         self.clock = clock
@@ -97,6 +102,8 @@ class Orchestrator:
         self._done_task: asyncio.Task | None = None
         self._last_done: Done | None = None
         self._lifecycle = Lifecycle(deployment, self._runs, intent, self)
+        self._rank_watches = [RankWatch([self._runs[n] for n in deployment.ranks_of(name)], self)
+                              for name, cfg in deployment.services.items() if cfg.nnodes > 1 and not cfg.follower]
 
     # -- the public face ---------------------------------------------------
     def subscribe(self, callback: Callable[[Event], None]) -> None:
@@ -111,6 +118,8 @@ class Orchestrator:
         verb = self.intent.verb
         self._begin()
         self._follow_journals()
+        for watch in self._rank_watches if verb in (Verb.UP, Verb.RESTART) else ():    # looking never stops
+            watch.start()
         await self._preflight_hosts(sample_gpus=True)
         refused = {r.name for r in self._runs.values() if r.state in BAD_OUTCOMES}    # by the preflight
         if verb is Verb.DOWN and self.intent.services:
@@ -184,6 +193,7 @@ class Orchestrator:
         tasks += [self._done_task] if self._done_task is not None else []
         tasks += self._checks.samplers if self._checks is not None else []
         tasks += self._lifecycle.asked
+        tasks += [watch.task for watch in self._rank_watches if watch.task is not None]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -284,7 +294,7 @@ class Orchestrator:
         """Until what ``run`` comes after is ready: False (and ``run`` blocked) when one of those failed, or when a
         router's backends refuse each other as they run. Its helpers (the looks at ``run``, the backends'
         accounts) end with the wait: the life that follows keeps none of them."""
-        deps = [self._runs[d] for d in run.cfg.after]
+        deps = [self._runs[rank] for d in run.cfg.after for rank in self.deployment.ranks_of(d)]    # every node
         looking = asyncio.create_task(run.keep_looking())
         checking = run.cfg.is_router and self.intent.verb in (Verb.UP, Verb.RESTART)
         infos: dict[str, asyncio.Task] = {}
@@ -398,6 +408,8 @@ class Orchestrator:
         verb = self.intent.verb
         if self._lifecycle.draining:
             return False        # a backend is out of its routers until it is proven and put back
+        if any(watch.unsettled for watch in self._rank_watches):
+            return False        # a server's rank failed: its other ranks are being stopped
         if verb is Verb.DOWN and self.intent.services:
             return all(r.state in DOWN if r.name in self.intent.services
                        else r.state in FINAL_STATES or r.judged for r in runs)
@@ -439,8 +451,10 @@ class Orchestrator:
         return S.READY
 
     def left_running(self) -> tuple[str, ...]:
-        """Units this bring-up started that were running when last looked at."""
-        return tuple(r.unit for r in self._runs.values() if r.started_by_us and r.running)
+        """Units this bring-up started that were running when last looked at (a rank's named with its host: its
+        server's unit runs on each of its nodes)."""
+        return tuple(f"{r.unit} on {r.cfg.host}" if r.cfg.nnodes > 1 else r.unit
+                     for r in self._runs.values() if r.started_by_us and r.running)
 
     def _update_steps(self) -> None:
         if self._steps_handle is not None:

@@ -260,8 +260,9 @@ class ServiceRun:
         """Start a fresh attempt and see it through (:meth:`_wait_ready`, :meth:`_watch`); True if it was ready."""
         raise NotImplementedError
 
-    async def stop(self, *, disable: bool = False) -> None:
-        """Stop it and wait until it has stopped: STOPPED, or FAILED naming what still runs."""
+    async def stop(self, *, disable: bool = False, why: str = "") -> None:
+        """Stop it and wait until it has stopped: STOPPED (its reason ending in ``why``, when given: what it was
+        stopped for), or FAILED naming what still runs."""
         raise NotImplementedError
 
     async def _check_unit(self) -> None:

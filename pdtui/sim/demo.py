@@ -40,6 +40,7 @@ import yaml
 
 from pdtui.commands.units_command import write_units
 from pdtui.config import Deployment, parse_config
+from pdtui.config.schema import RANK_MARK
 from pdtui.sim import real_sglang
 from pdtui.sim.command_lines import REAL_ROUTERS, SIM_ROUTER, default_router, sim_python
 from pdtui.sim.knobs import DEFAULT_GENERATION, DEFAULT_MODEL, DEMO_FAIL_MODES, FABRIC_FAIL_MODES, FAIL_MODES
@@ -71,6 +72,8 @@ SHAPE_BACKENDS: dict[str, tuple[Backend, ...]] = {
 }
 FABRIC = "fabric"             # --fail fabric:MODE breaks the host's, not a service
 REFERENCE_SHAPE = "1p1d"      # the reference deployment's: the only shape that takes its ports
+WIDE = "decode"               # --nodes N: the reference decode spans N nodes (its GPUs 4-7 on each)
+MAX_NODES = 4
 # What --slurm adds to the worker's failure modes: a job Slurm cannot place yet.
 SLURM_FAIL_MODES = {"pending": "its job asks for more GPUs than the cluster has free: it waits in the queue "
                                "(Resources) until its timeout"}
@@ -93,19 +96,22 @@ class DemoOptions:
     canary: str = "10s"               # the router's canary interval: often enough to watch it work
     shape: str = REFERENCE_SHAPE      # a key of SHAPE_BACKENDS: how many prefills and decodes
     real: str | None = None           # real SGLang on the CPU serving this model (its path), not the sim's workers
+    nodes: int = 1                    # the decode spans this many nodes (gpu0, gpu1, ...: a sandbox each)
 
     @property
     def backends(self) -> tuple[Backend, ...]:
         return SHAPE_BACKENDS[self.shape]
 
 
-def parse_failure(text: str, slurm: bool = False, shape: str = REFERENCE_SHAPE) -> tuple[str, str]:
+def parse_failure(text: str, slurm: bool = False, shape: str = REFERENCE_SHAPE, nodes: int = 1) -> tuple[str, str]:
     """``SERVICE:MODE`` as given to ``--fail``, SERVICE a prefill or decode of ``shape`` (with ``--slurm``, a
-    Slurm mode too); ValueError with a one-line message otherwise."""
+    Slurm mode too; with ``nodes``, a rank of the wide decode, ``decode@1``); ValueError with a one-line message
+    otherwise."""
     service, sep, mode = text.partition(":")
     if service == FABRIC:
         return _fabric_failure(text, mode, slurm)
     backends = {backend.name: backend for backend in SHAPE_BACKENDS[shape]}
+    backends |= {f"{WIDE}{RANK_MARK}{rank}": backends[WIDE] for rank in range(1, nodes)}
     modes = {**FAIL_MODES, **DEMO_FAIL_MODES, **(SLURM_FAIL_MODES if slurm else {})}
     if sep and mode in modes and service not in backends:
         raise ValueError(f"--fail {text}: the {shape} demo has no service {service!r}; its prefills and decodes: "
@@ -152,7 +158,8 @@ def ports_for(options: DemoOptions) -> dict[str, int]:
     """
     backends = options.backends
     names = [*(b.name for b in backends), "router", *(f"{b.name}/bootstrap" for b in backends if b.role == "prefill"),
-             "metrics"]
+             "metrics", *(f"{WIDE}{RANK_MARK}{rank}" for rank in range(1, options.nodes)),
+             *([f"{WIDE}/dist"] if options.nodes > 1 else [])]
     wanted = REFERENCE_PORTS if options.reference_ports and options.shape == REFERENCE_SHAPE else {}
     ports: dict[str, int] = {}
     for name in names:
@@ -166,14 +173,21 @@ def ports_for(options: DemoOptions) -> dict[str, int]:
 def build(sandbox: Sandbox, options: DemoOptions) -> Deployment:
     """Write the demo's config with a ``launch:`` per service, install the units ``pdtui units`` makes of
     it in ``sandbox``, and return its deployment (loaded like any user's)."""
-    sysfs = write_tree(sandbox.root / "sys", FabricShape.failing(options.failures.get(FABRIC)))
-    host = {"local": True, "commands": sandbox.commands, "unit_dir": str(sandbox.root / "units"), "sysfs": str(sysfs)}
-    text = yaml.safe_dump(config(options, ports_for(options), host), sort_keys=False)
+    machines = {"gpu0": sandbox, **{f"gpu{n}": sandbox.node(f"gpu{n}") for n in range(1, options.nodes)}}
+    hosts = {name: _local_host(machine, options) for name, machine in machines.items()}
+    text = yaml.safe_dump(config(options, ports_for(options), hosts), sort_keys=False)
     path = sandbox.root / "demo.yaml"
     path.write_text(text)
     deployment = parse_config(text, str(path))
-    write_units(render_units(deployment), sandbox.root / "units")
+    for name, machine in machines.items():
+        write_units([unit for unit in render_units(deployment) if unit.host == name], machine.root / "units")
     return deployment
+
+
+def _local_host(machine: Sandbox, options: DemoOptions) -> dict[str, Any]:
+    """A host of the demo: a sandbox of this machine, reached directly, its fabric as ``--fail fabric:`` breaks it."""
+    sysfs = write_tree(machine.root / "sys", FabricShape.failing(options.failures.get(FABRIC)))
+    return {"local": True, "commands": machine.commands, "unit_dir": str(machine.root / "units"), "sysfs": str(sysfs)}
 
 
 def build_slurm(cluster: PrivateCluster, options: DemoOptions) -> Deployment:
@@ -200,18 +214,21 @@ def build_slurm(cluster: PrivateCluster, options: DemoOptions) -> Deployment:
     return parse_config(text, str(path))
 
 
-def config(options: DemoOptions, ports: dict[str, int], host: dict[str, Any]) -> dict[str, Any]:
-    """The demo's config (as YAML would hold it): every service as a unit on the one host ``host`` describes."""
+def config(options: DemoOptions, ports: dict[str, int], hosts: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The demo's config (as YAML would hold it): every service as a unit on gpu0, but the wide decode's ranks >= 1
+    on gpu1 and up (``hosts``: each host's settings), each its own port (they share this machine)."""
     placed: dict[str, dict[str, Any]] = {
-        backend.name: {"unit": f"sglang-dsv4-{backend.name}",
+        backend.name: {"host": "gpu0", "unit": f"sglang-dsv4-{backend.name}",
                        **({} if options.real else {"gpus": list(backend.gpus), "numa": backend.numa})}
         for backend in options.backends}
-    placed["router"] = {"unit": "sglang-dsv4-router"}
-    return {
-        "name": "tiny-gpt2-pd (real SGLang demo)" if options.real else "dsv4-flash-pd (demo)",
-        "hosts": {"gpu0": host},
-        "services": {name: {"host": "gpu0", **placed[name], **svc} for name, svc in _services(options, ports).items()},
-    }
+    placed["router"] = {"host": "gpu0", "unit": "sglang-dsv4-router"}
+    if options.nodes > 1:
+        wide = placed[WIDE]
+        wide["hosts"] = [wide.pop("host"), *({"host": f"gpu{rank}", "port": ports[f"{WIDE}{RANK_MARK}{rank}"]}
+                                             for rank in range(1, options.nodes))]
+    name = "tiny-gpt2-pd (real SGLang demo)" if options.real else "dsv4-flash-pd (demo)"
+    return {"name": name, "hosts": hosts,
+            "services": {name: {**placed[name], **svc} for name, svc in _services(options, ports).items()}}
 
 
 def _services(options: DemoOptions, ports: dict[str, int]) -> dict[str, dict]:
@@ -239,8 +256,10 @@ def _backend(options: DemoOptions, backend: Backend, ports: dict[str, int]) -> d
     args = ["--startup", f"{startup:g}", "--generation", options.generation, "--enable-metrics",
             *_failure_args(options, backend.name, ports)]
     # With site-packages (no -S): its /metrics is prometheus_client's.
-    launch = {"command": [sys.executable, "-m", "pdtui.sim.worker"], "model": DEFAULT_MODEL, "tp": len(backend.gpus),
-              "host": "127.0.0.1", "ib_device": nic_beside(backend.gpus[0]), "args": args}
+    nodes = options.nodes if backend.name == WIDE else 1
+    launch = {"command": [sys.executable, "-m", "pdtui.sim.worker"], "model": DEFAULT_MODEL,
+              "tp": len(backend.gpus) * nodes, "host": "127.0.0.1", "ib_device": nic_beside(backend.gpus[0]),
+              "args": args, **({"dist_port": ports[f"{WIDE}/dist"]} if nodes > 1 else {})}
     return {"role": backend.role, "port": ports[backend.name], **bootstrap, "timeout": options.timeout,
             "launch": launch}
 
@@ -249,6 +268,10 @@ def _failure_args(options: DemoOptions, service: str, ports: dict[str, int]) -> 
     """The worker flags that play the failure asked for ``service``: a worker's own mode, a broken pair (the
     first prefill's bootstrap port unreachable from this decode), or a page size the prefills do not run."""
     mode = options.failures.get(service)
+    ranks = [(name, mode) for name, mode in options.failures.items() if name.startswith(f"{service}{RANK_MARK}")]
+    if ranks:       # a rank >= 1 of the wide decode: its launch (all ranks') says which node plays it
+        name, mode = ranks[0]
+        return ["--fail", mode, "--fail-rank", name.rpartition(RANK_MARK)[2]]
     if mode in FAIL_MODES:
         return ["--fail", mode]
     if "page-size" in options.failures.values():     # every prefill says its page size; that decode another

@@ -30,6 +30,9 @@ def add_options(demo: argparse.ArgumentParser) -> None:
                       help="how many prefills and decodes share the eight simulated GPUs: 1p1d (the reference "
                            "deployment: prefill, decode), 1p2d (prefill, decode-0, decode-1) or 2p2d (prefill-0, "
                            f"prefill-1, decode-0, decode-1); default {SHAPES[0]}")
+    demo.add_argument("--nodes", type=int, default=1, metavar="N",
+                      help="the decode spans N simulated machines (gpu0, gpu1, ...; 2 to 4), one server of N ranks, "
+                           "as the field's large deployments run: --fail decode@1:MODE breaks its rank 1")
     demo.add_argument("--slurm", action="store_true",
                       help="run the three as jobs on a private one-node Slurm cluster of this machine, gone when the "
                            "demo ends (root and Debian's slurmctld, slurmd, slurm-client and munge)")
@@ -65,8 +68,11 @@ def run(args: argparse.Namespace) -> int:
     if args.slurm and args.shape != demo.REFERENCE_SHAPE:
         return usage_error(f"demo --slurm runs the {demo.REFERENCE_SHAPE} shape only (one prefill job, one decode "
                            f"job); --shape {args.shape} runs without --slurm")
+    wide = nodes_error(args)
+    if wide:
+        return usage_error(wide)
     try:
-        failures = dict(demo.parse_failure(f, slurm=args.slurm, shape=args.shape) for f in args.fail)
+        failures = dict(demo.parse_failure(f, slurm=args.slurm, shape=args.shape, nodes=args.nodes) for f in args.fail)
         parse_duration(args.timeout)
         router = router_for(args.router)
         reference_ports = demo.reference_ports_wanted(os.environ)
@@ -84,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"pdtui demo: the router is {router_label(router)}", file=sys.stderr)
     options = demo.DemoOptions(failures, STARTUP if args.startup is None else args.startup, args.timeout,
                                router=router, generation=args.generation or demo.DEFAULT_GENERATION,
-                               reference_ports=reference_ports, shape=args.shape, real=real)
+                               reference_ports=reference_ports, shape=args.shape, real=real, nodes=args.nodes)
     if args.slurm:
         return run_on_slurm(args, options)
     sandbox = Sandbox.create(args.sandbox)
@@ -114,6 +120,20 @@ def run(args: argparse.Namespace) -> int:
         kept = f"; kept its sandbox {sandbox.root}" if args.sandbox else " and removed its sandbox"
         print(f"pdtui demo: stopped the {'demo' if args.real else 'simulated'} deployment{kept}", file=sys.stderr)
     return code
+
+
+def nodes_error(args: argparse.Namespace) -> str | None:
+    """What ``--nodes`` cannot be combined with, in one line (None: nothing)."""
+    from pdtui.sim import demo
+    if args.nodes == 1:
+        return None
+    if not 2 <= args.nodes <= demo.MAX_NODES:
+        return f"demo --nodes expects 2 to {demo.MAX_NODES} (the decode's machines), got {args.nodes}"
+    others = [flag for flag, given in (("--slurm", args.slurm), ("--real", args.real),
+                                       (f"--shape {args.shape}", args.shape != demo.REFERENCE_SHAPE)) if given]
+    if others:
+        return f"demo --nodes runs the simulated {demo.REFERENCE_SHAPE} shape on units: not with {', '.join(others)}"
+    return None
 
 
 def real_model(args: argparse.Namespace) -> str | int:

@@ -1,7 +1,7 @@
 """The sim's second journal: a real journal file, written by systemd-journal-remote, read by the real journalctl.
 
 When it is on (``ROOT/journal/real/`` exists), the sandbox runs ONE
-``systemd-journal-remote --split-mode=none --listen-raw=real/remote.sock
+``systemd-journal-remote --split-mode=none --listen-raw=ROOT/jr.sock
 --output=real/sandbox.journal``, as journald is one per machine. Every
 :class:`pdtui.sim.journal.Journal` object (a supervisor has one for the whole
 run of its unit, PID-1 lines included) connects to that socket and sends each
@@ -55,7 +55,9 @@ WRITE_TIMEOUT = 10.0
 START_TIMEOUT = 10.0
 STOP_GRACE = 3.0
 FILE = "sandbox.journal"
-SOCKET = "remote.sock"
+# At the sandbox's top, the path short: a socket's path holds 107 bytes at most, and a test's sandbox (or a machine
+# beside it, ROOT/nodes/NAME) is deep in pytest's temporary folders.
+SOCKET = "jr.sock"
 _N_ENTRIES = 152
 """Offset of ``n_entries`` (le64) in a journal file's header: how far a writer has got."""
 
@@ -127,7 +129,7 @@ def export_entry(fields: Mapping[str, str | bytes | list[int]]) -> bytes:
 
 
 def socket_path(root: Path) -> Path:
-    return real_dir(root) / SOCKET
+    return root / SOCKET
 
 
 def journal_file(root: Path) -> Path:

@@ -168,6 +168,15 @@ class Sandbox:
         elif path.exists():
             path.rename(archived)
 
+    def node(self, name: str) -> Sandbox:
+        """Another simulated machine beside this one (``ROOT/nodes/NAME``), for a server over several nodes: its own
+        units, journal and GPUs, stopped and removed with this sandbox."""
+        return Sandbox.create(self.root / "nodes" / name, real_journal=self.real_journal)
+
+    def nodes(self) -> list[Sandbox]:
+        """The machines :meth:`node` made beside this one."""
+        return [Sandbox(path) for path in sorted((self.root / "nodes").glob("*")) if path.is_dir()]
+
     @property
     def spawned_dir(self) -> Path:
         return self.root / "spawned"
@@ -211,6 +220,8 @@ class Sandbox:
                 list(pool.map(self._stop_locked, names))
         for stray in self._unrecorded_supervisors():
             terminate(stray, STOP_GRACE + 3.0)      # it stops its unit's process as it goes
+        for node in self.nodes():
+            node.stop_all()
         realjournal.stop_remote(self.root)   # last: once the supervisors' last lines are in
 
     def _unrecorded_supervisors(self) -> list[ProcId]:

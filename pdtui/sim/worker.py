@@ -33,6 +33,7 @@ from typing import TextIO
 from pdtui.sim.bootstrap import BootstrapServer, PrefillInfo
 from pdtui.sim.httpserve import set_on_signal
 from pdtui.sim.knobs import DEFAULT_MODEL, FAIL_AFTER, FAIL_FOR, FAIL_MODES
+from pdtui.sim.rendezvous import Group
 from pdtui.sim.serving import DEFAULT_CAPACITY, MAX_TOTAL_TOKENS, Load, Prefilled, Serving
 from pdtui.sim.wording import DEFAULT_GENERATION, GENERATIONS, WORDINGS
 from pdtui.sim.worker_http import FailWindow, WorkerServer, WorkerState
@@ -44,6 +45,7 @@ WARMUP_LOAD = Load(running=0, queued=0, used_tokens=0, token_usage=0.0, gen_thro
 SMALL_POOL = ("KV pool holds 64 tokens, fewer than --context-length 32768. One full-length request cannot fit, so long "
               "requests will be refused or truncated at serving time. Lower --context-length, raise "
               "--mem-fraction-static, or free memory taken before the pool is sized.")
+FOLLOWER_STOP_WAIT = 5.0    # seconds a rank >= 1 stopped alone waits for rank 0's shutdown
 STARTUP_TIMINGS = ("Engine startup timings (s): load_weight=28.12, kv_cache_allocation=1.87, scheduler_e2e=61.40, "
                    "cuda_graph={prefill=0.00, decode=14.92, target_verify=0.00, draft_prefill=0.00, draft_decode=0.00, "
                    "draft_extend=0.00}, tokenizer_e2e=66.83")
@@ -100,10 +102,15 @@ class Worker:
         self.bootstrap: BootstrapServer | None = None
         self.squatter: socket.socket | None = None
         self.words = WORDINGS[args.generation]
-        self.log = Log(" TP0" if (args.tp or len(self.gpus)) > 1 or not self.words.rank_prefix_when_many else "")
+        first_tp = args.node_rank * max(1, (args.tp or len(self.gpus) * args.nnodes) // args.nnodes)
+        self.log = Log(f" TP{first_tp}" if (args.tp or len(self.gpus)) > 1 or not self.words.rank_prefix_when_many
+                       else "")
+        self.group = Group(args.node_rank, args.nnodes, args.dist_init_addr, self.stop, self.log.main) \
+            if args.nnodes > 1 else None
         self.serving = Serving(args.role, args.max_running_requests or DEFAULT_CAPACITY)
         self.state = WorkerState(role=args.role, model=args.model, host=args.host, port=args.port,
                                  bootstrap_port=args.bootstrap_port, tp_size=len(self.gpus),
+                                 dummy=args.node_rank > 0,
                                  access_log=self.log.main, serving=self.serving,
                                  fail_generate=args.fail == "generate-500",
                                  transfer_errors=args.fail == "transfer-errors", error_log=self.log.tp_error,
@@ -164,14 +171,20 @@ class Worker:
         if self.args.attention_backend == "torch_native":
             log.main("Cuda graph is disabled because of using torch native attention backend")
         log.main(f"server_args={server_args_repr(self.args, self.gpus, as_dict=self.words.args_as_dict)}")
-        if self.args.role == "prefill" and self.words.bootstrap_first:
+        if self.args.role == "prefill" and self.words.bootstrap_first and not self.follower:
             self._start_bootstrap()
         if not self.at(0.05):
             return 0
         log.tp(self.words.parallel[0])
-        if fail == "hang-dist":
+        if fail == "hang-dist":         # a rank >= 1: it never reaches rank 0, and says so as it retries
+            if self.group is not None and self.follower:
+                self.group.never_join()
             self.stop.wait()
             return 0
+        if self.group is not None:
+            met = self._meet()
+            if met is not None:
+                return met
         if fail == "nccl":
             return self._crash(nccl_traceback(), 0.1)
         steps = [
@@ -190,7 +203,7 @@ class Worker:
             return self._crash(mooncake_traceback(), 0.47)
         if fail == "crash":
             return self._crash(unknown_traceback(), 0.47, header=False)
-        if self.args.role == "prefill" and not self.words.bootstrap_first:
+        if self.args.role == "prefill" and not self.words.bootstrap_first and not self.follower:
             self._start_bootstrap()
         if graphs(self.args) and not self._steps([(0.50, log.tp, self.words.graph_begin)]):
             return 0
@@ -200,6 +213,32 @@ class Worker:
             self.stop.wait()
             return 0
         return self._serve()
+
+    @property
+    def follower(self) -> bool:
+        """A rank >= 1 of a server over several nodes: no HTTP API, no bootstrap server, a dummy /health."""
+        return self.args.node_rank > 0
+
+    def _meet(self) -> int | None:
+        """The ranks meet at rank 0 (an exit status if they cannot: stopped meanwhile, or rank 0's port taken);
+        the steps after it keep their spacing from the moment all have joined."""
+        assert self.group is not None
+        began = time.monotonic()
+        try:
+            if not self.group.meet():
+                return 0
+        except OSError as exc:
+            return self._crash(listen_traceback(self.group.port, exc), 0.0)
+        self.t0 += time.monotonic() - began
+        self.group.watch(self._peer_lost)
+        return None
+
+    def _peer_lost(self, peer: str) -> None:
+        """Another rank of this server went away: this one's next collective fails (gloo), its scheduler raises
+        and the process tree is killed, as SGLang's does."""
+        self.log.error_block(gloo_traceback(peer))
+        self.log.write(f"{Log.stamp()} {self.words.sigquit}\n", sys.stderr)
+        os._exit(1)
 
     def _start_bootstrap(self) -> None:
         """The prefill's bootstrap server; one that cannot bind logs SGLang's error and the server goes on."""
@@ -236,6 +275,8 @@ class Worker:
         return True
 
     def _serve(self) -> int | None:
+        if self.follower:
+            return self._dummy_health()
         log = self.log
         steps = [
             *([(0.75, log.main, self.words.graph_end)] if graphs(self.args) else []),
@@ -256,6 +297,22 @@ class Worker:
             return 0
         log.main(f"INFO:     Uvicorn running on http://{self.args.host}:{self.args.port} (Press CTRL+C to quit)")
         return self._warm_up()
+
+    def _dummy_health(self) -> int | None:
+        """A rank >= 1 once its schedulers are ready: no tokenizer, no API, a dummy health server (0.5.23's)."""
+        steps = [
+            *([(0.75, self.log.tp, self.words.graph_end)] if graphs(self.args) else []),
+            (0.76, self.log.tp, f"max_total_num_tokens={MAX_TOTAL_TOKENS}, chunked_prefill_size=8192, "
+                                f"max_prefill_tokens=16384, max_running_requests={self.serving.capacity}, "
+                                "context_len=32768, available_gpu_mem=12.51 GB"),
+        ]
+        if not self._steps(steps) or not self.at(0.9):
+            return 0
+        if not self._bind():
+            return 1
+        self.state.healthy.set()
+        self.log.main(f"Dummy health check server started in background thread at {self.args.host}:{self.args.port}")
+        return None
 
     def _bind(self) -> bool:
         """Bind the HTTP port now, as uvicorn does; the real ERROR line if it is taken."""
@@ -328,7 +385,7 @@ class Worker:
             if traceback_at is not None and now >= traceback_at:
                 traceback_at = None
                 self.log.error_block(request_traceback(), prefix="")
-            due = int((now - start) * rate) - written
+            due = 0 if self.follower else int((now - start) * rate) - written
             if due > 0:
                 self.log.write(self._batch_lines(due))
                 written += due
@@ -398,6 +455,8 @@ class Worker:
         return 1
 
     def _shutdown(self) -> None:
+        if self.group is not None:
+            self._leave(self.group)
         if self.bootstrap is not None:
             self.bootstrap.stop()
         if self.squatter is not None:
@@ -410,6 +469,16 @@ class Worker:
                 self.log.main(f"INFO:     {message}")
         self.server.shutdown()
         self.server.server_close()
+
+
+    def _leave(self, group: Group) -> None:
+        """Rank 0 tells the others to end; a rank >= 1 stopped on its own waits for that, as SGLang's does (the
+        sim a few seconds only: the real one until its unit's stop timeout kills it)."""
+        if self.follower and self.stop.is_set() and not group.told_to_end.is_set():
+            self.log.main(f"SIGTERM received on node_rank {self.args.node_rank}; waiting for the rank-0 ShutdownReq "
+                          "broadcast (the server's shutdown goes through rank 0)")
+            group.told_to_end.wait(FOLLOWER_STOP_WAIT)
+        group.leave()
 
 
 def _frame(path: str, line: int, func: str, code: str) -> list[str]:
@@ -448,6 +517,32 @@ def oom_traceback(gpu: int) -> list[str]:
         f"of 95.00 GiB of which 312.06 MiB is free. Including non-PyTorch memory, this process has 94.68 GiB memory "
         f"in use. Of the allocated memory 91.20 GiB is allocated by PyTorch, and 1.94 GiB is reserved by PyTorch but "
         f"unallocated.",
+        "",
+    ]
+
+
+def gloo_traceback(peer: str) -> list[str]:
+    """A scheduler's next collective after another rank of its server died (gloo's CPU group, as sglang#7458)."""
+    return [
+        "Scheduler hit an exception: Traceback (most recent call last):",
+        *_frame("managers/scheduler.py", 2730, "run_scheduler_process", "scheduler.event_loop_overlap()"),
+        *_frame("managers/scheduler.py", 1081, "recv_requests",
+                "recv_reqs = broadcast_pyobj(recv_reqs, self.tp_group.rank, self.tp_cpu_group)"),
+        *_frame("utils/common.py", 1270, "broadcast_pyobj", "dist.broadcast(tensor_size, src=src, group=dist_group)"),
+        f"RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer [{peer}]",
+        "",
+    ]
+
+
+def listen_traceback(port: int, exc: OSError) -> list[str]:
+    """Rank 0 cannot listen at its --dist-init-addr (torch's TCPStore server)."""
+    return [
+        "Scheduler hit an exception: Traceback (most recent call last):",
+        *_frame("distributed/parallel_state.py", 1318, "init_distributed_environment",
+                "torch.distributed.init_process_group("),
+        f"torch.distributed.DistNetworkError: The server socket has failed to listen on any local network address. "
+        f"port: {port}, useIpv6: false, code: -{exc.errno}, name: {errno.errorcode.get(exc.errno or 0, 'EUNKNOWN')}, "
+        f"message: {exc.strerror or 'address already in use'}",
         "",
     ]
 
@@ -623,7 +718,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--disable-cuda-graph", action="store_true")
     parser.add_argument("--kv-cache-dtype", default="auto")
     parser.add_argument("--revision", default=None)
+    parser.add_argument("--nnodes", type=int, default=1)
+    parser.add_argument("--node-rank", type=int, default=0)
+    parser.add_argument("--dist-init-addr", "--nccl-init-addr", dest="dist_init_addr", default=None)
+    parser.add_argument("--fail-rank", type=int, default=0,
+                        help="a server over several nodes: the node whose rank plays --fail (sim only)")
     args, _sglang_only = parser.parse_known_args(argv)
+    if args.nnodes > 1 and not args.dist_init_addr:
+        parser.error("--nnodes above 1 needs --dist-init-addr HOST:PORT")
+    if not 0 <= args.node_rank < args.nnodes:
+        parser.error(f"--node-rank must be 0 to {args.nnodes - 1}")
+    if args.fail_rank != args.node_rank:
+        args.fail = None       # another node's to play
     if args.log_rate <= 0:
         parser.error("--log-rate must be positive")
     if args.max_running_requests is not None and args.max_running_requests < 1:

@@ -76,6 +76,7 @@ class WorkerState:
     error_log: Callable[[str], None] = print
     healthy: threading.Event = field(default_factory=threading.Event)
     server_args: dict[str, Any] = field(default_factory=dict)    # what /server_info adds: the args as resolved
+    dummy: bool = False         # a rank >= 1 of a server over several nodes: SGLang's dummy health app alone
 
     def generation_fails(self) -> bool:
         """Whether this generation answers 500: always (generate-500), or inside the window that the first
@@ -181,10 +182,21 @@ class WorkerHandler(JsonHandler):
         self.invalid = True
         self.state.access_log("WARNING:  Invalid HTTP request received.")
 
+    def _dummy(self, route: str) -> None:
+        """SGLang's dummy health app of a rank >= 1: 200 whatever its schedulers do, /metrics when enabled."""
+        if route in ("/health", "/health_generate", "/ping"):
+            self.reply(200)
+        elif route == "/metrics" and self.state.metrics is not None:
+            self.reply(200, *self.state.metrics())
+        else:
+            self.reply_json(404, {"detail": "Not Found"})
+
     def do_GET(self) -> None:
         route = self.path.split("?", 1)[0]
         state = self.state
-        if route in ("/health", "/health_generate"):
+        if state.dummy:
+            self._dummy(route)
+        elif route in ("/health", "/health_generate"):
             self.reply(200 if state.healthy.is_set() else 503)
         elif route in ("/get_model_info", "/model_info"):
             self.reply_json(200, state.model_info())
@@ -201,6 +213,10 @@ class WorkerHandler(JsonHandler):
 
     def do_POST(self) -> None:
         route = self.path.split("?", 1)[0]
+        if self.state.dummy:
+            self.read_body()
+            self.reply_json(404, {"detail": "Not Found"})
+            return
         try:
             request = self.read_json()
         except ValueError:

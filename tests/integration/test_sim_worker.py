@@ -300,3 +300,44 @@ def test_a_small_kv_pool_is_warned_about_and_a_decode_then_waits_in_its_warm_up(
     with pytest.raises(subprocess.TimeoutExpired):
         worker.wait(timeout=1.0)
     assert procs.stop(worker) == 0
+
+
+def wide_ranks(procs: Procs, *extra: str) -> tuple[subprocess.Popen[str], subprocess.Popen[str], int, int]:
+    """Rank 0 and rank 1 of one simulated decode over two nodes (this machine twice), started side by side."""
+    ports, dist = (free_port(), free_port()), f"127.0.0.1:{free_port()}"
+    ranks = [procs.start(worker_process_argv("decode", ports[rank], "--tp", "2", "--nnodes", "2", "--node-rank",
+                                             str(rank), "--dist-init-addr", dist, *extra, startup=0.3))
+             for rank in (0, 1)]
+    return ranks[0], ranks[1], ports[0], ports[1]
+
+
+def test_a_rank_above_0_serves_only_a_dummy_health_once_the_ranks_met(procs: Procs):
+    rank0, rank1, port0, port1 = wide_ranks(procs)
+    lines = read_until(rank1, "Dummy health check server started in background thread at 127.0.0.1:")
+    assert any(" TP1] Init parallel ends." in line for line in lines)
+    assert not any("fired up and ready" in line or "Uvicorn running" in line for line in lines)
+    assert status(f"http://127.0.0.1:{port1}/health") == 200 and status(f"http://127.0.0.1:{port1}/ping") == 200
+    assert status(f"http://127.0.0.1:{port1}/server_info") == 404      # no API of its own
+    read_until(rank0, "fired up and ready")
+    assert status(f"http://127.0.0.1:{port0}/server_info") == 200
+
+
+def test_rank_0_ending_ends_the_others_and_a_rank_dying_takes_the_others_down(procs: Procs):
+    rank0, rank1, _, _ = wide_ranks(procs)
+    read_until(rank1, "Dummy health check server started")
+    read_until(rank0, "fired up and ready")
+    assert procs.stop(rank0) == 0
+    assert rank1.wait(10) == 0          # rank 0's shutdown told it to end
+    rank0, rank1, _, _ = wide_ranks(procs, "--fail", "crash-after-ready", "--fail-rank", "1")
+    read_until(rank1, "Dummy health check server started")
+    assert rank1.wait(10) == 1
+    assert rank0.wait(10) == 1
+    assert "Connection closed by peer [127.0.0.1:" in rank0.stderr.read()
+
+
+def test_a_rank_that_cannot_reach_rank_0_says_so_as_it_retries(procs: Procs):
+    rank1 = procs.start(worker_process_argv("decode", free_port(), "--nnodes", "2", "--node-rank", "1",
+                                            "--dist-init-addr", f"127.0.0.1:{free_port()}", startup=0.3),
+                        stderr=subprocess.DEVNULL)
+    lines = read_until(rank1, "[c10d] TCP client failed to connect/validate to host 127.0.0.1:")
+    assert " - retrying (try=" in lines[-1] and not any("Init parallel ends" in line for line in lines)

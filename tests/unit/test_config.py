@@ -139,7 +139,7 @@ def test_alias_bomb_is_stopped() -> None:
 
 def test_typo_wins_over_the_missing_key_it_causes() -> None:
     error = config_error(BASE.replace("    host: gpu0\n    unit: sglang-prefill", "    hots: gpu0\n    unit: sglang-prefill"))
-    assert error.message == "unknown key 'hots' in service 'prefill' (did you mean 'host'?)"
+    assert error.message == "unknown key 'hots' in service 'prefill' (did you mean 'hosts'?)"
 
 
 def test_unknown_key_far_from_any_known_one_has_no_suggestion() -> None:

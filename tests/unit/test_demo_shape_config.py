@@ -23,7 +23,7 @@ PLACES = {
 
 def deployment(options: demo.DemoOptions, ports: dict[str, int] | None = None) -> Deployment:
     """The demo's config for ``options``, loaded as pdtui loads any (a host that is never reached)."""
-    config = demo.config(options, ports or demo.ports_for(options), {"local": True})
+    config = demo.config(options, ports or demo.ports_for(options), {"gpu0": {"local": True}})
     return parse_config(yaml.safe_dump(config, sort_keys=False), "demo.yaml")
 
 

@@ -124,3 +124,12 @@ def test_the_hints_looked_for_first_never_hide_a_phase_line(parts):
     line = "".join(parts)
     found = _PLAIN.search(line)
     assert phase_of(line) == (found.lastgroup if found else None)
+
+
+@pytest.mark.parametrize("line", [
+    "[2026-12-05 10:00:00] Dummy health check server started in background thread at 0.0.0.0:30000",
+    "[2025-06-01 10:00:00] Starting dummy health check server at 0.0.0.0:30000",
+])
+def test_a_rank_above_0_ends_its_start_up_at_its_dummy_health_server(line):
+    """It never prints the ready line: its schedulers are ready when its dummy health server starts."""
+    assert phase_of(line) == "ready"

@@ -191,6 +191,21 @@ FATAL = {
         "prefill and decode have different TP sizes, which this SGLang cannot pair",
     "[2026-06-09 11:38:46] Rank 0 scheduler is dead. Please check if there are relevant logs.": "a scheduler died",
     "Exception: Capture cuda graph failed: CUDA error: out of memory": "CUDA graph capture failed",
+    # A server over several nodes, when another rank died or never came (sglang#7458, #3226, #3836, #3932).
+    "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer [10.0.0.2]:45623":
+        "a peer rank's connection closed (gloo): another node of this server died",
+    "RuntimeError: Gloo connectFullMesh failed with [../third_party/gloo/gloo/transport/tcp/pair.cc:144] no error":
+        "the ranks could not connect to each other (gloo)",
+    "[rank3]:[E1203 10:21:12.345 ProcessGroupNCCL.cpp:616] [Rank 3] Watchdog caught collective operation timeout: "
+    "WorkNCCL(SeqNum=1042, OpType=ALLREDUCE, NumelIn=7168, NumelOut=7168, Timeout(ms)=600000) ran for 600077 "
+    "milliseconds before timing out.": "a collective timed out (NCCL's watchdog): a rank of this server stopped answering",
+    "[rank3]:[E1203 10:21:12.346 ProcessGroupNCCL.cpp:1785] [PG 0 (default_pg) Rank 3] Exception (either an error or "
+    "timeout) detected by watchdog at work: 1042, last enqueued NCCL work: 1042": "NCCL operations failed or timed out",
+    "[rank3]:[E1203 10:21:12.347 ProcessGroupNCCL.cpp:630] Some NCCL operations have failed or timed out. Due to the "
+    "asynchronous nature of CUDA kernels, subsequent GPU operations might run on corrupted/incomplete data.":
+        "NCCL operations failed or timed out",
+    "[2026-12-05 10:21:12] Scheduler or DataParallelController 4242 terminated with -9":
+        "this rank's scheduler ended",
 }
 
 
@@ -236,6 +251,11 @@ def test_lines_that_only_look_bad_never_fail(line):
     ("[2026-06-09 12:03:12 TP0] Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=True)",
      "the scheduler's watchdog fired (a forward pass or a collective is stuck)"),
     ("[2026-06-09 12:03:13 TP0] Pyspy dump for PID 4242:", "SGLang dumped its stacks (py-spy): it found itself stuck"),
+    # sglang#2561: a rank >= 1 that cannot reach rank 0's --dist-init-addr retries, and says so, until c10d gives up.
+    ("[W1203 10:11:12.345 socket.cpp:755] [c10d] TCP client failed to connect/validate to host 10.0.0.1:5757 - "
+     "retrying (try=0, timeout=600000ms, delay=1000ms): The client socket has timed out after 600000ms while trying "
+     "to connect to (10.0.0.1, 5757).",
+     "this rank cannot reach the rendezvous at rank 0's --dist-init-addr (c10d, retrying)"),
 ])
 def test_a_server_that_says_it_is_stuck_is_a_hang_warning_not_a_failure(line, reason):
     found = SGLANG.signature(line)

@@ -123,9 +123,9 @@ class ToyRun(ServiceRun):
             return True
         return False
 
-    async def stop(self, *, disable: bool = False) -> None:
+    async def stop(self, *, disable: bool = False, why: str = "") -> None:
         self.transition(S.STOPPING, "toy stop")
-        self.transition(S.STOPPED, "stopped")
+        self.transition(S.STOPPED, f"stopped: {why}" if why else "stopped")
 
     async def _check_unit(self) -> None:
         """A toy process never dies."""

@@ -28,7 +28,7 @@ class BootstrapAccepts:
     name = BOOTSTRAP
 
     def applies(self, cfg: ServiceConfig) -> bool:
-        return cfg.role == "prefill" and bool(cfg.port)
+        return cfg.role == "prefill" and bool(cfg.port) and not cfg.follower     # rank 0's alone
 
     async def run(self, probed: Probed) -> Check:
         learned = probed.learned

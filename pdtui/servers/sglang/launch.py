@@ -54,15 +54,18 @@ def listen_host(deployment: Deployment, svc: ServiceConfig) -> str:
     comes after it (or it is a job: its router's job may land on another node), else loopback."""
     if svc.launch is not None and svc.launch.host:
         return svc.launch.host
-    remote = svc.is_job or any(router.host != svc.host for router in deployment.routers_of(svc.name))
+    remote = svc.is_job or any(router.host != svc.host for router in deployment.routers_of(svc.server))
     return "0.0.0.0" if remote else "127.0.0.1"
 
 
 def _server_argv(deployment: Deployment, svc: ServiceConfig, launch: LaunchSpec) -> list[str]:
     argv = [*_program(launch, SERVER_MODULE), "--model-path", launch.model or "", "--tp",
-            str(launch.tp or max(1, svc.gpu_count)), "--host", listen_host(deployment, svc)]
+            str(launch.tp or max(1, svc.gpu_count) * svc.nnodes), "--host", listen_host(deployment, svc)]
     if svc.port is not None:
         argv += ["--port", str(svc.port)]
+    if svc.nnodes > 1:      # one unit per node, each its rank of the one server
+        argv += ["--nnodes", str(svc.nnodes), "--node-rank", str(svc.rank), "--dist-init-addr",
+                 deployment.dist_addr(svc)]
     argv += ["--disaggregation-mode", svc.role, "--disaggregation-transfer-backend", launch.transfer_backend]
     if svc.role == "prefill":
         argv += ["--disaggregation-bootstrap-port", str(svc.bootstrap_port or DEFAULT_BOOTSTRAP_PORT)]

@@ -258,7 +258,7 @@ def _ports(role: str, words: tuple[str, ...]) -> tuple[tuple[int, str], ...]:
     ports = []
     if (port := side.flag("--port")) is not None and port.isdigit():
         ports.append((int(port), "--port"))
-    if role == "prefill":
+    if role == "prefill" and _rank0_here(side):       # a rank >= 1 registers with rank 0's
         boot = side.flag("--disaggregation-bootstrap-port") or str(DEFAULT_BOOTSTRAP_PORT)
         if boot.isdigit():
             ports.append((int(boot), "bootstrap server (--disaggregation-bootstrap-port)"))

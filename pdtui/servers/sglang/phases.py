@@ -51,7 +51,10 @@ PHASES: tuple[Phase, ...] = (
     _phase("cuda_graphs", r"Capture (?:\w+ )?(?:cuda|CUDA) graph begin", "graphs", (" graph begin",)),
     _phase("http", r"Started server process|Uvicorn running on", "http", ("Started server process", "Uvicorn running on")),
     _phase("warmup", r"Start of (?:prefill|pd disaggregation|co-locate) warmup", "warm-up", ("Start of ",)),
-    _phase("ready", r"The server is fired up and ready to roll", "ready", ("fired up and ready to roll",)),
+    # A rank >= 1 of a server over several nodes: ready once its dummy health server runs (0.5.23, then older).
+    _phase("ready", r"The server is fired up and ready to roll|Dummy health check server (?:started|scheduled)|"
+                    r"Starting dummy health check server", "ready",
+           ("fired up and ready to roll", "ummy health check server")),
 )
 
 NAMES: tuple[str, ...] = tuple(p.name for p in PHASES)

@@ -89,8 +89,22 @@ SGLANG_SIGNATURES: tuple[Signature, ...] = (
     signature(r"CUDA error: unspecified launch failure", "CUDA error: unspecified launch failure", 3),
     signature(r"\.cu:\d+: .*Assertion `.*` failed", "a CUDA kernel's assert failed (device-side assert)", 8,
               hint="Assertion `"),
-    signature(r"\[c10d\].*(?:likely a timeout|timed out after \d+ ?ms)", "the distributed rendezvous timed out (c10d)", 8,
-              hint="[c10d]"),
+    signature(r"\[c10d\](?!.* - retrying).*(?:likely a timeout|timed out after \d+ ?ms)",
+              "the distributed rendezvous timed out (c10d)", 8, hint="[c10d]"),
+    # A server over several nodes: its ranks reach each other at rank 0's --dist-init-addr, then talk in
+    # collectives. SGLang tells no other node when one dies: the others learn at their next collective.
+    signature(r"\[c10d\] TCP client failed to connect/validate to host .* - retrying",
+              "this rank cannot reach the rendezvous at rank 0's --dist-init-addr (c10d, retrying)", 2, H,
+              hint="TCP client failed to connect"),
+    signature(r"Gloo connectFullMesh failed", "the ranks could not connect to each other (gloo)", 3),
+    signature(r"gloo.*Connection closed by peer", "a peer rank's connection closed (gloo): another node of this "
+              "server died", 3, hint="Connection closed by peer"),
+    signature(r"Watchdog caught collective operation timeout",
+              "a collective timed out (NCCL's watchdog): a rank of this server stopped answering", 8),
+    signature(r"Some NCCL operations have failed or timed out|Exception \(either an error or timeout\) detected by "
+              r"watchdog", "NCCL operations failed or timed out", 7),
+    signature(r"Scheduler or DataParallelController \d+ terminated with", "this rank's scheduler ended", 5,
+              hint="terminated with"),
     signature(r"PD Disaggregation does NOT support PD different TP sizes",
               "prefill and decode have different TP sizes, which this SGLang cannot pair", 3),
     # A process of the server died.

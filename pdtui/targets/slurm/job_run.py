@@ -343,7 +343,7 @@ class JobRun(ServiceRun):
         self.w.emit(Notice("warning", message, self.name, self.w.elapsed()))
 
     # -- down ------------------------------------------------------------------------
-    async def stop(self, *, disable: bool = False) -> None:
+    async def stop(self, *, disable: bool = False, why: str = "") -> None:
         """Cancel its job and wait until Slurm says it ended: STOPPED, or FAILED naming what still runs.
 
         (A job has nothing to disable: ``disable`` changes nothing.)
@@ -363,7 +363,7 @@ class JobRun(ServiceRun):
             if problem:
                 self.transition(S.FAILED, problem)
                 return
-            self.transition(S.STOPPED, f"cancelled: job {self.job.job_id} {self.job.state}")
+            self.transition(S.STOPPED, f"cancelled: job {self.job.job_id} {self.job.state}" + (f": {why}" if why else ""))
         except HostError as exc:
             self._settle(S.FAILED, str(exc))
 

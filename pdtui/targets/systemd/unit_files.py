@@ -64,8 +64,8 @@ def render_unit(deployment: Deployment, svc: ServiceConfig, systemd: int | None 
         service_lines += ["NUMAPolicy=bind", f"NUMAMask={svc.numa}", "CPUAffinity=numa"]
     service_lines += [
         f"ExecStart={_exec_line(argv)}",
-        "Restart=on-failure",
-        f"RestartSec={RESTART_SEC}",
+        # A rank of a server over several nodes is never restarted alone: it cannot rejoin the others.
+        *(["Restart=on-failure", f"RestartSec={RESTART_SEC}"] if svc.nnodes == 1 else ["Restart=no"]),
         f"TimeoutStartSec={svc.timeout:g}",
         *(["LimitMEMLOCK=infinity"] if not svc.is_router else []),   # RDMA transfer engines pin memory
         # SIGTERM to the server's main process alone: it drains, then stops its own processes. systemd's default

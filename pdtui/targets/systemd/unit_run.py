@@ -255,7 +255,7 @@ class UnitRun(ServiceRun):
             self.w.emit(Notice("warning", f"could not enable {self.cfg.unit} (it runs, but will not start at boot): "
                                           f"{problem}", self.name, self.w.elapsed()))
 
-    async def stop(self, *, disable: bool = False) -> None:
+    async def stop(self, *, disable: bool = False, why: str = "") -> None:
         """Stop the unit (``systemctl stop``, or ``disable --now``), wait until it is inactive and its GPUs'
         memory is released; STOPPED, or FAILED naming what still runs or what still holds GPU memory."""
         session, clock = self.units, self.w.clock
@@ -267,7 +267,8 @@ class UnitRun(ServiceRun):
                 self._settle(S.FAILED, f"unit {self.cfg.unit} not found on {self.cfg.host}")
                 return
             if not self.running and not disable:
-                self._settle(S.STOPPED, f"unit {self.cfg.unit} was not running ({self.active_state or 'inactive'})")
+                self._settle(S.STOPPED, f"unit {self.cfg.unit} was not running ({self.active_state or 'inactive'})"
+                                        + (f": {why}" if why else ""))
                 return
             argv = session.commands.disable_now(self.unit) if disable else session.commands.stop(self.unit)
             verb = "systemctl disable --now" if disable else "systemctl stop"
@@ -283,7 +284,7 @@ class UnitRun(ServiceRun):
             how = "stopped and disabled" if disable else "stopped"
             if self.active_state == "failed":    # it did not end cleanly (killed at systemd's stop timeout, say)
                 how += f" (the unit ended failed: {self.attempt.unit_problem or 'see its log'})"
-            self.transition(S.STOPPED, how)
+            self.transition(S.STOPPED, f"{how}: {why}" if why else how)
         except HostError as exc:
             self._settle(S.FAILED, str(exc))
 

@@ -1,0 +1,108 @@
+"""A server over several nodes: its ranks, one unit each, live and fail as one server.
+
+SGLang tells no other node when one rank dies: the survivors sit in their next
+collective until it times out (gloo's peer gone, NCCL's watchdog at 600 s, the
+scheduler's own at 300 s), and a rank started again alone cannot rejoin the
+group the others still hold. So the first rank that fails or times out fails
+its server: :class:`RankWatch` stops every other rank (rank 0 first: on rank 0's
+shutdown SGLang tells the others to end), says which rank failed, where and
+why, and that a retry restarts all of them. While it does, the bring-up's
+outcome waits (:attr:`RankWatch.stopping`): nothing left running when it is told.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from pdtui.engine.events import Event, Notice
+from pdtui.engine.service_run import ServiceRun
+from pdtui.engine.states import ServiceState
+
+S = ServiceState
+FAILING = frozenset({S.FAILED, S.TIMED_OUT})
+AT_REST = frozenset({S.FAILED, S.TIMED_OUT, S.BLOCKED, S.STOPPED})    # nothing of its own to stop
+
+
+class Teller(Protocol):
+    def emit(self, event: Event) -> None: ...
+
+    def elapsed(self) -> float: ...
+
+    def changed(self) -> None: ...
+
+
+def rank_words(run: ServiceRun) -> str:
+    """``rank 1 on gpu-b``: a rank as the user finds it, by its node."""
+    return f"rank {run.cfg.rank} on {run.cfg.host}"
+
+
+class RankWatch:
+    """One server's ranks (rank 0 first): the first that fails takes the others down with it."""
+
+    def __init__(self, ranks: Sequence[ServiceRun], teller: Teller) -> None:
+        self.ranks = list(ranks)
+        self.teller = teller
+        self.stopping = False
+        self.task: asyncio.Task | None = None
+
+    @property
+    def server(self) -> str:
+        return self.ranks[0].name
+
+    @property
+    def unsettled(self) -> bool:
+        """A rank failed and the others are not all at rest yet (being stopped, or about to be): the outcome
+        waits. Looked at as it is, in the turn the failure came: the watch's own wake comes turns later."""
+        if self.task is None:
+            return False        # not watched (a look at how they run stops nothing)
+        return self.stopping or any(r.state in FAILING for r in self.ranks) and any(
+            r.state not in AT_REST for r in self.ranks)
+
+    def start(self) -> None:
+        self.task = asyncio.create_task(self._watch(), name=f"ranks of {self.server}")
+
+    async def _watch(self) -> None:
+        """Each time a rank fails: the rest stopped; then, once a retry or restart set every rank going again,
+        watched anew."""
+        while True:
+            failed = await self._first(lambda run: run.state in FAILING)
+            await self.take_down(failed)
+            await self._first(lambda run: all(r.state not in FAILING for r in self.ranks))
+
+    async def _first(self, condition: Callable[[ServiceRun], bool]) -> ServiceRun:
+        """The first rank for which ``condition`` holds, looked at on each rank's own steps."""
+        waits = {asyncio.ensure_future(run.reaches(functools.partial(condition, run))): run for run in self.ranks}
+        try:
+            done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in waits:
+                task.cancel()
+        return waits[next(iter(done))]
+
+    async def take_down(self, failed: ServiceRun) -> None:
+        """Every rank but ``failed`` stopped, rank 0 first, each told why; the server's failure said once."""
+        others = [run for run in self.ranks if run is not failed and run.state not in AT_REST]
+        why = f"its server's {rank_words(failed)} {failed.state.value.replace('_', ' ')}"
+        if others:
+            self._tell("error", f"{self.server}: {rank_words(failed)} {failed.state.value.replace('_', ' ')}: "
+                                f"stopping {', '.join(rank_words(r) for r in others)} too: a rank cannot go on alone "
+                                "(the others wait in their next collective until it times out) nor rejoin alone; a "
+                                "retry restarts every rank")
+        self.stopping = True
+        try:
+            for run in others:
+                if run.task is not None and not run.task.done():
+                    run.task.cancel()       # its wait or watch: what follows is the server's failure
+                if run.state not in FAILING:
+                    run.transition(S.FAILED, why)
+            for run in others:               # rank 0 first: its shutdown ends the others' schedulers
+                await run.stop(why=why)
+        finally:
+            self.stopping = False
+            self.teller.changed()
+
+    def _tell(self, level: str, text: str) -> None:
+        self.teller.emit(Notice(level, text, self.server, self.teller.elapsed()))
