@@ -302,7 +302,7 @@ class Orchestrator:
             if checking:    # each backend's account is asked once it runs: not in the start's busy turns
                 await self.until(lambda: all(d.state not in NOT_RUNNING_YET for d in deps))
                 infos = {d.name: asyncio.create_task(self._server_info(d)) for d in deps
-                         if d.cfg.role in BACKEND_ROLES and d.cfg.port}
+                         if d.cfg.role in BACKEND_ROLES and d.cfg.port and not d.cfg.follower}   # rank 0 tells
             ready = S.READY     # looked up once: the condition is looked at after every change
             await self.until(lambda: all(d.state is ready for d in deps) or any(d.state in BAD_OUTCOMES for d in deps))
             bad = [d for d in deps if d.state in BAD_OUTCOMES] or [d for d in deps if d.state is not S.READY]

@@ -13,6 +13,7 @@ outcome waits (:attr:`RankWatch.stopping`): nothing left running when it is told
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 from collections.abc import Callable, Sequence
 from typing import Protocol
@@ -22,6 +23,7 @@ from pdtui.engine.service_run import ServiceRun
 from pdtui.engine.states import ServiceState
 
 S = ServiceState
+CAUSE_GRACE = 5.0       # seconds a rank that failed because a peer went waits for that peer's own failure
 FAILING = frozenset({S.FAILED, S.TIMED_OUT})
 AT_REST = frozenset({S.FAILED, S.TIMED_OUT, S.BLOCKED, S.STOPPED})    # nothing of its own to stop
 
@@ -42,10 +44,12 @@ def rank_words(run: ServiceRun) -> str:
 class RankWatch:
     """One server's ranks (rank 0 first): the first that fails takes the others down with it."""
 
-    def __init__(self, ranks: Sequence[ServiceRun], teller: Teller) -> None:
+    def __init__(self, ranks: Sequence[ServiceRun], teller: Teller, *, grace: float = CAUSE_GRACE) -> None:
         self.ranks = list(ranks)
         self.teller = teller
+        self.grace = grace
         self.stopping = False
+        self.handled = False        # the failure of the ranks as they are now was dealt with
         self.task: asyncio.Task | None = None
 
     @property
@@ -54,12 +58,12 @@ class RankWatch:
 
     @property
     def unsettled(self) -> bool:
-        """A rank failed and the others are not all at rest yet (being stopped, or about to be): the outcome
-        waits. Looked at as it is, in the turn the failure came: the watch's own wake comes turns later."""
+        """A rank failed and the watch has not dealt with it yet (its cause found, the others stopped and told):
+        the outcome waits. Looked at as it is, in the turn the failure came: the watch's own wake comes turns
+        later."""
         if self.task is None:
             return False        # not watched (a look at how they run stops nothing)
-        return self.stopping or any(r.state in FAILING for r in self.ranks) and any(
-            r.state not in AT_REST for r in self.ranks)
+        return self.stopping or not self.handled and any(r.state in FAILING for r in self.ranks)
 
     def start(self) -> None:
         self.task = asyncio.create_task(self._watch(), name=f"ranks of {self.server}")
@@ -69,8 +73,12 @@ class RankWatch:
         watched anew."""
         while True:
             failed = await self._first(lambda run: run.state in FAILING)
-            await self.take_down(failed)
+            self.stopping = True
+            await self.take_down(await self._cause(failed))
+            self.handled = True
+            self.teller.changed()
             await self._first(lambda run: all(r.state not in FAILING for r in self.ranks))
+            self.handled = False
 
     async def _first(self, condition: Callable[[ServiceRun], bool]) -> ServiceRun:
         """The first rank for which ``condition`` holds, looked at on each rank's own steps."""
@@ -82,14 +90,35 @@ class RankWatch:
                 task.cancel()
         return waits[next(iter(done))]
 
+    async def _cause(self, first: ServiceRun) -> ServiceRun:
+        """The rank whose failure is the cause: ``first``, unless it says only that another rank went (gloo's peer
+        closed, NCCL's watchdog); then the rank that fails within ``grace`` with a cause of its own, if one does
+        (a dead rank's lines may come later than its peers', over another host's connection)."""
+        if not first.serving.peer_lost(first.reason):
+            return first
+
+        def cause() -> ServiceRun | None:
+            return next((r for r in self.ranks if r.state in FAILING and not r.serving.peer_lost(r.reason)), None)
+
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self.grace):
+                await self._first(lambda run: cause() is not None)
+        return cause() or first
+
     async def take_down(self, failed: ServiceRun) -> None:
-        """Every rank but ``failed`` stopped, rank 0 first, each told why; the server's failure said once."""
-        others = [run for run in self.ranks if run is not failed and run.state not in AT_REST]
-        why = f"its server's {rank_words(failed)} {failed.state.value.replace('_', ' ')}"
+        """Every rank but ``failed`` stopped (a rank that failed too, once its unit still runs), rank 0 first, each
+        told why; the server's failure said once."""
+        others = [run for run in self.ranks if run is not failed and (
+            run.state not in AT_REST or run.state in FAILING and run.running)]
+        what = f"{rank_words(failed)} {failed.state.value.replace('_', ' ')}"
+        why = f"its server's {what}"
+        fell = [run for run in self.ranks if run is not failed and run not in others and run.state in FAILING]
         if others:
-            self._tell("error", f"{self.server}: {rank_words(failed)} {failed.state.value.replace('_', ' ')}: "
-                                f"stopping {', '.join(rank_words(r) for r in others)} too: a rank cannot go on alone "
-                                "(the others wait in their next collective until it times out) nor rejoin alone; a "
+            self._tell("error", f"{self.server}: {what}: stopping {', '.join(rank_words(r) for r in others)} too: a "
+                                "rank cannot go on alone (the others wait in their next collective until it times "
+                                "out) nor rejoin alone; a retry restarts every rank")
+        elif fell:
+            self._tell("error", f"{self.server}: {what}, and {', '.join(rank_words(r) for r in fell)} with it; a "
                                 "retry restarts every rank")
         self.stopping = True
         try:

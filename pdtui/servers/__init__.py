@@ -111,6 +111,9 @@ class ServingEngine(Protocol):
     def backend_checks(self) -> tuple[ReadinessCheck, ...]:
         """Its own readiness checks of a backend, after the generic ones (TCP, HTTP)."""
 
+    def peer_lost(self, reason: str) -> bool:
+        """Whether a rank's failure says another rank of its server went first (a consequence, not the cause)."""
+
     metrics_hint: str                        # what its servers' figures beyond their batch lines need ("TTFT needs ...")
     failed_transfers_series: str             # the counter of a server's failed KV transfers, as a warning names it
 

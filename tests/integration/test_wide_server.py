@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import asyncio
 
+import yaml
+
+from pdtui.config import parse_config
 from pdtui.engine.events import LogLines, Notice, PhaseStarted
 from pdtui.engine.intent import Intent, RestartHow, Verb
 from pdtui.engine.orchestrator import Orchestrator
 from pdtui.hosts import make_host
 from tests.engine_helpers import FAST, Recorder, bring_up, reference, until_it_fails
+from tests.sshd import trust
 
 
 def rank_unit_active(sandbox, node: str | None) -> str:
@@ -100,3 +104,42 @@ async def test_down_of_one_rank_stops_its_whole_server_and_nothing_else(sandbox)
     assert done.ok, done
     assert rec.states("decode")[-1] == rec.states("decode@1")[-1] == "stopped"
     assert "stopped" not in rec.states("prefill") and rank_unit_active(sandbox, "gpu1") != "active"
+
+
+def over_ssh(sandbox, servers, failures=None):
+    """The demo's two-node deployment (``failures`` as ``--fail``) with gpu0 and gpu1 reached over real SSH: each
+    its own sshd on 127.0.0.1 running that machine's systemctl, journalctl and nvidia-smi."""
+    deployment = reference(sandbox, nodes=2, failures=failures)
+    config = yaml.safe_load((sandbox.root / "demo.yaml").read_text())
+    machines = {"gpu0": sandbox, "gpu1": sandbox.nodes()[0]}
+    config["hosts"] = {name: {"address": "127.0.0.1", "port": server.port, "sysfs": config["hosts"][name]["sysfs"],
+                              "commands": {tool: str(machines[name].bin_dir / tool)
+                                           for tool in ("systemctl", "journalctl", "nvidia-smi")}}
+                       for name, server in zip(machines, servers, strict=True)}
+    assert deployment.services["decode@1"].host == "gpu1"
+    return parse_config(yaml.safe_dump(config, sort_keys=False), str(sandbox.root / "ssh.yaml"))
+
+
+def ssh_servers(sshd_factory, ssh_home) -> list:
+    servers = [sshd_factory.start() for _ in range(2)]
+    for server in servers:
+        trust(ssh_home, server)
+    return servers
+
+
+async def test_over_ssh_a_two_node_decode_comes_up_ready_one_connection_per_host(sandbox, sshd_factory, ssh_home):
+    servers = ssh_servers(sshd_factory, ssh_home)
+    done, rec, _ = await bring_up(over_ssh(sandbox, servers))
+    assert done.ok, done
+    assert rec.index("decode@1", "ready") < rec.index("router", "starting")
+    assert [s.accepted_connections() for s in servers] == [1, 1]     # one connection per host, every rank's too
+
+
+async def test_over_ssh_a_rank_killed_fails_its_server_and_stops_its_peer(sandbox, sshd_factory, ssh_home):
+    servers = ssh_servers(sshd_factory, ssh_home)
+    rec = await until_it_fails(over_ssh(sandbox, servers, {"decode@1": "crash-after-ready"}), "decode@1")
+    # Rank 0's lines (gloo: its peer closed) may come before rank 1's own over the other connection: the cause is
+    # still rank 1's crash, and rank 0 is stopped, or found dead of its peer's end.
+    told = [n.text for n in rec.of(Notice) if n.level == "error" and n.service == "decode"]
+    assert any(text.startswith("decode: rank 1 on gpu1 failed") for text in told), told
+    assert rec.states("decode")[-1] in ("stopped", "failed") and rank_unit_active(sandbox, None) != "active"

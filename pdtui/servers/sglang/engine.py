@@ -40,6 +40,9 @@ class SGLang:
     def batch_figures(self, message: str) -> Figures | None:
         return metrics.batch_figures(message)
 
+    def peer_lost(self, reason: str) -> bool:
+        return any(words in reason for words in signatures.PEER_LOST)
+
     def backend_checks(self) -> tuple[ReadinessCheck, ...]:
         return (BootstrapAccepts(),)
 

@@ -37,6 +37,10 @@ MEMLOCK_ADVICE = ("raise the unit's locked-memory limit: LimitMEMLOCK=infinity, 
                   "(Mooncake's troubleshooting guide)")
 WARM_UP, BOOTSTRAP = "warm-up", "bootstrap"
 BOOTSTRAP_FAILED = "bootstrap server failed"
+# What a rank says when another rank of its server went first: a consequence; the other rank's failure is the cause.
+PEER_CLOSED = "a peer rank's connection closed (gloo): another node of this server died"
+PEER_SILENT = "a collective timed out (NCCL's watchdog): a rank of this server stopped answering"
+PEER_LOST = (PEER_CLOSED, PEER_SILENT, "Connection closed by peer", "Watchdog caught collective operation timeout")
 _COMPONENTS = "TokenizerManager|DetokenizerManager|DataParallelController|MultiTokenizerRouter|MultiDetokenizerRouter"
 
 SGLANG_SIGNATURES: tuple[Signature, ...] = (
@@ -97,10 +101,8 @@ SGLANG_SIGNATURES: tuple[Signature, ...] = (
               "this rank cannot reach the rendezvous at rank 0's --dist-init-addr (c10d, retrying)", 2, H,
               hint="TCP client failed to connect"),
     signature(r"Gloo connectFullMesh failed", "the ranks could not connect to each other (gloo)", 3),
-    signature(r"gloo.*Connection closed by peer", "a peer rank's connection closed (gloo): another node of this "
-              "server died", 3, hint="Connection closed by peer"),
-    signature(r"Watchdog caught collective operation timeout",
-              "a collective timed out (NCCL's watchdog): a rank of this server stopped answering", 8),
+    signature(r"gloo.*Connection closed by peer", PEER_CLOSED, 3, hint="Connection closed by peer"),
+    signature(r"Watchdog caught collective operation timeout", PEER_SILENT, 8),
     signature(r"Some NCCL operations have failed or timed out|Exception \(either an error or timeout\) detected by "
               r"watchdog", "NCCL operations failed or timed out", 7),
     signature(r"Scheduler or DataParallelController \d+ terminated with", "this rank's scheduler ended", 5,
