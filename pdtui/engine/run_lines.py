@@ -23,7 +23,7 @@ from pdtui.engine.log_entry import LogEntry
 from pdtui.engine.readiness import FailureCandidate, LineJudge
 from pdtui.engine.signatures import Severity, Signature
 from pdtui.engine.states import JUDGED_STATES, SERVING_STATES, ServiceState
-from pdtui.engine.tracebacks import without_stamp
+from pdtui.engine.tracebacks import TracebackWatch, without_stamp
 
 if TYPE_CHECKING:
     from pdtui.engine.service_run import ServiceRun
@@ -43,6 +43,7 @@ class RunLines:
         self.run = run
         self.judge = judge
         self.pending: list[LogRecord] = []
+        self.rank = 0           # the rank the line being judged comes from (a labelled output's; else 0)
 
     def take(self, entry: LogEntry) -> None:
         """A line from its target's output: held back while a start's history is read."""
@@ -94,27 +95,44 @@ class RunLines:
     def _judge(self, entry: LogEntry) -> LineKind:
         """What a line of the invocation under way tells."""
         run, attempt, message = self.run, self.run.attempt, entry.message
+        rank = 0
+        if run.ranks_to_join and (labelled := run.rank_of(message)) is not None:
+            rank, message = labelled        # judged without its node's label; a failure's line keeps it
+        self.rank = rank
         kind, signature = self.judge.judge(message, entry.priority)
         now = run.w.clock()
         attempt.startup.line(now)
-        if attempt.tracebacks.feed(message, now):
+        tracebacks = attempt.tracebacks if not rank else attempt.rank_tracebacks.setdefault(rank, TracebackWatch())
+        if tracebacks.feed(message, now):
             attempt.warning = message
             if attempt.failure is not None:
                 run.wake.set()     # the cause a decided crash may wait for
         if signature is not None:
-            self._signature(signature, message)
-        if not attempt.phases.over and run.cfg.role in PHASED_ROLES:
+            self._signature(signature, message if signature.severity is not Severity.FATAL else entry.message)
+        if rank and run.serving.follower_ready(message):
+            self._joined(rank)
+        elif rank:
+            pass                    # a rank >= 1's start-up: rank 0's lines are its server's phases and figures
+        elif not attempt.phases.over and run.cfg.role in PHASED_ROLES:
             self._phase(message, entry.realtime)
         elif run.state in SERVING_STATES and run.serving.batch_line(message):
             attempt.batch_line, attempt.batch_at = message, now
         if kind is LineKind.READY:
-            attempt.log_ok = True
+            attempt.ready_line = True
+            attempt.log_ok = len(attempt.joined) >= run.ranks_to_join    # and every rank of its output said so
             run.wake.set()
         elif run.state is S.WAITING and not attempt.fresh_line and (attempt.log_ok or not run.cfg.ready.log) \
                 and not run.serving.request_line(message):
             attempt.fresh_line = True   # a service that logs while it is probed is often becoming ready (a line
             run.wake.set()              # of a request, pdtui's own probe's among them, tells nothing of that)
         return kind
+
+    def _joined(self, rank: int) -> None:
+        """A rank >= 1 of the run's own output said it is ready (its line labelled with its rank)."""
+        attempt = self.run.attempt
+        attempt.joined.add(rank)
+        attempt.log_ok = attempt.ready_line and len(attempt.joined) >= self.run.ranks_to_join
+        self.run.wake.set()
 
     def _phase(self, message: str, at: float | None) -> None:
         """Tell a start-up phase as its first line comes (dated by the journal, for true durations)."""
@@ -146,7 +164,8 @@ class RunLines:
             return
         attempt.hangs_told.add(signature.reason)
         where = attempt.startup.where(serving=run.state in SERVING_STATES)
-        run.notice("warning", f"{run.name}: {signature.reason} {where}: {message}")
+        who = f"{run.rank_words(self.rank)}: " if self.rank else ""
+        run.notice("warning", f"{run.name}: {who}{signature.reason} {where}: {message}")
 
     def _transfer_error(self, message: str) -> None:
         """A per-request KV transfer error: a warning naming the service, told at the 1st, 10th, 100th..."""

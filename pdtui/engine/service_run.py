@@ -88,6 +88,9 @@ class Attempt:
     buffered: list[LogEntry] = field(default_factory=list)
     backfilled: set[str] = field(default_factory=set)
     log_ok: bool = False
+    ready_line: bool = False                      # its ready line came (log_ok once every rank joined too)
+    joined: set[int] = field(default_factory=set)  # the ranks >= 1 whose lines said they are ready (one output's)
+    rank_tracebacks: dict[int, TracebackWatch] = field(default_factory=dict)   # ... and each one's tracebacks
     failure: FailureCandidate | None = None
     failure_at: float | None = None
     unit_problem: str | None = None
@@ -232,6 +235,18 @@ class ServiceRun:
     def placed(self) -> tuple[str | None, str | None]:
         """Its job's id and node, for the state it tells (a unit has neither)."""
         return None, None
+
+    ranks_to_join = 0
+    """How many ranks >= 1 print into this run's own output (a Slurm job over several nodes): it is ready only once
+    each said it is. A unit per node has none: each rank is a run of its own."""
+
+    def rank_of(self, message: str) -> tuple[int, str] | None:
+        """The rank a line of its output comes from and the line without its label, where its target labels them."""
+        return None
+
+    def rank_words(self, rank: int) -> str:
+        """A rank of its output as the user finds it: ``rank 1``, and where its target knows it, its node."""
+        return f"rank {rank}"
 
     # -- what its target's run implements ------------------------------------------
     @property
@@ -570,7 +585,9 @@ class ServiceRun:
         told = self.attempt.last_checks
         pending = [name for name, (ok, _) in told.items() if not ok]
         if self.cfg.ready.log and not self.attempt.log_ok:
-            pending.insert(0, f"log line /{self.cfg.ready.log}/")
+            missing = [str(rank) for rank in range(1, self.ranks_to_join + 1) if rank not in self.attempt.joined]
+            pending.insert(0, f"log line /{self.cfg.ready.log}/" if not self.attempt.ready_line else
+                           f"rank {', '.join(missing)}'s ready line (its dummy health server)")
         details = [f"{n} ({told[n][1]})" if n in told else n for n in pending]
         return f"not ready after {self.cfg.timeout:g}s: waiting for " + (", ".join(details) or "readiness")
 

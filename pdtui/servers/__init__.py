@@ -111,6 +111,9 @@ class ServingEngine(Protocol):
     def backend_checks(self) -> tuple[ReadinessCheck, ...]:
         """Its own readiness checks of a backend, after the generic ones (TCP, HTTP)."""
 
+    def follower_ready(self, message: str) -> bool:
+        """Whether a line says a rank >= 1 of a server over several nodes is ready (it prints no ready line)."""
+
     def peer_lost(self, reason: str) -> bool:
         """Whether a rank's failure says another rank of its server went first (a consequence, not the cause)."""
 

@@ -192,7 +192,8 @@ def _local_host(machine: Sandbox, options: DemoOptions) -> dict[str, Any]:
 
 def build_slurm(cluster: PrivateCluster, options: DemoOptions) -> Deployment:
     """Write the demo's config as jobs on ``cluster`` (its ``demo.yaml``) and return its deployment."""
-    services = _services(options, ports_for(options))
+    ports = ports_for(options)
+    services = _services(options, ports)
     pythonpath = {"PYTHONPATH": package_env()["PYTHONPATH"]}     # the sim's programs run without site-packages
     for svc in services.values():
         svc["launch"]["env"] = pythonpath
@@ -203,6 +204,11 @@ def build_slurm(cluster: PrivateCluster, options: DemoOptions) -> Deployment:
             return {}
         if options.failures.get(name) == "pending":     # it yields to the other (nice): that one gets its GPUs first
             return {"gpus_per_node": PENDING_GPUS, "args": ["--nice=100"]}
+        if name == WIDE and options.nodes > 1:          # one job over the nodes, its ranks met at its first node's
+            launch = services[name]["launch"]
+            ranks = [services[name]["port"], *(ports[f"{WIDE}{RANK_MARK}{r}"] for r in range(1, options.nodes))]
+            launch["args"] = [*launch["args"], "--rank-ports", ",".join(map(str, ranks))]   # one machine's nodes
+            return {"gpus_per_node": JOB_GPUS, "nodes": options.nodes, "dist_port": launch.pop("dist_port")}
         return {"gpus_per_node": JOB_GPUS}
 
     config = {"name": "dsv4-flash-pd (slurm demo)",

@@ -32,7 +32,8 @@ def add_options(demo: argparse.ArgumentParser) -> None:
                            f"prefill-1, decode-0, decode-1); default {SHAPES[0]}")
     demo.add_argument("--nodes", type=int, default=1, metavar="N",
                       help="the decode spans N simulated machines (gpu0, gpu1, ...; 2 to 4), one server of N ranks, "
-                           "as the field's large deployments run: --fail decode@1:MODE breaks its rank 1")
+                           "as the field's large deployments run: --fail decode@1:MODE breaks its rank 1; with "
+                           "--slurm, one job over N nodes of the private cluster")
     demo.add_argument("--slurm", action="store_true",
                       help="run the three as jobs on a private one-node Slurm cluster of this machine, gone when the "
                            "demo ends (root and Debian's slurmctld, slurmd, slurm-client and munge)")
@@ -129,10 +130,10 @@ def nodes_error(args: argparse.Namespace) -> str | None:
         return None
     if not 2 <= args.nodes <= demo.MAX_NODES:
         return f"demo --nodes expects 2 to {demo.MAX_NODES} (the decode's machines), got {args.nodes}"
-    others = [flag for flag, given in (("--slurm", args.slurm), ("--real", args.real),
+    others = [flag for flag, given in (("--real", args.real),
                                        (f"--shape {args.shape}", args.shape != demo.REFERENCE_SHAPE)) if given]
     if others:
-        return f"demo --nodes runs the simulated {demo.REFERENCE_SHAPE} shape on units: not with {', '.join(others)}"
+        return f"demo --nodes runs the simulated {demo.REFERENCE_SHAPE} shape: not with {', '.join(others)}"
     return None
 
 
@@ -168,12 +169,12 @@ def run_on_slurm(args: argparse.Namespace, options) -> int:
     from pdtui.sim import demo
     from pdtui.sim.slurm_cluster import ClusterError, ClusterUnavailable, PrivateCluster
     try:
-        cluster = PrivateCluster.start()
+        cluster = PrivateCluster.start(nodes=options.nodes)
     except (ClusterUnavailable, ClusterError) as exc:
         return usage_error(f"demo --slurm: {exc}")
     try:
         if not args.json:
-            print(f"pdtui demo: a private Slurm cluster runs the jobs (node {cluster.node}, {cluster.gpus} GPUs, "
+            print(f"pdtui demo: a private Slurm cluster runs the jobs (node {', '.join(cluster.nodes)}, {cluster.gpus} GPUs, "
                   f"in {cluster.root})", file=sys.stderr)
         deployment = demo.build_slurm(cluster, options)
         code = bring_up(deployment, make_host, args,

@@ -88,7 +88,7 @@ class Group:
         tries = 0
         self.stop.wait(FIRST_COMPLAINT)
         while not self.stop.is_set():
-            tries += int(COMPLAINT_EVERY / RETRY)
+            tries += int((FIRST_COMPLAINT if not tries else COMPLAINT_EVERY) / RETRY)
             self.complain(self._retry_line(tries))
             self.stop.wait(COMPLAINT_EVERY)
 

@@ -18,6 +18,7 @@ runs jobs as their user, and mknod); without it, or without the programs,
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import signal
@@ -67,14 +68,23 @@ def unavailable() -> str | None:
     return None
 
 
-def slurm_conf(root: Path, node: str, cpus: int, ports: tuple[int, int], gpus: int = GPUS) -> str:
+def slurm_conf(root: Path, node: str, cpus: int, ports: tuple[int, int], gpus: int = GPUS,
+               nodes: tuple[tuple[str, int], ...] = ()) -> str:
     """The cluster's slurm.conf: one node with ``gpus`` GPUs in one partition, everything in ``root``.
 
     Memory is not a consumable resource and a core may be shared by four jobs
     (a 2-core machine runs prefill, decode and router at once); GPUs are never
     shared, so a job asking for GPUs that are taken waits (Resources).
+
+    ``nodes``: several nodes instead, each (name, slurmd port), all of them this
+    machine (Slurm's multiple-slurmd: a slurmd per node, ``slurmd -N NAME``).
     """
     ctld, slurmd = ports
+    each = "-%n" if nodes else ""
+    lines = ([f"NodeName={name} NodeHostname={node} NodeAddr=127.0.0.1 Port={port} CPUs={cpus} Gres=gpu:{gpus} "
+              "State=UNKNOWN" for name, port in nodes] if nodes else
+             [f"NodeName={node} NodeAddr=127.0.0.1 CPUs={cpus} Gres=gpu:{gpus} State=UNKNOWN"])
+    partition = ",".join(name for name, _ in nodes) if nodes else node
     return "\n".join([
         "ClusterName=pdtui",
         f"SlurmctldHost={node}(127.0.0.1)",
@@ -86,11 +96,11 @@ def slurm_conf(root: Path, node: str, cpus: int, ports: tuple[int, int], gpus: i
         "SlurmUser=root",
         "SlurmdUser=root",
         f"StateSaveLocation={root}/state",
-        f"SlurmdSpoolDir={root}/spool",
+        f"SlurmdSpoolDir={root}/spool{'/%n' if nodes else ''}",
         f"SlurmctldPidFile={root}/run/slurmctld.pid",
-        f"SlurmdPidFile={root}/run/slurmd.pid",
+        f"SlurmdPidFile={root}/run/slurmd{each}.pid",
         f"SlurmctldLogFile={root}/log/slurmctld.log",
-        f"SlurmdLogFile={root}/log/slurmd.log",
+        f"SlurmdLogFile={root}/log/slurmd{each}.log",
         f"PlugStackConfig={root}/plugstack.conf",    # not the machine's /etc/slurm/plugstack.conf
         "ProctrackType=proctrack/linuxproc",
         "TaskPlugin=task/none",
@@ -101,23 +111,27 @@ def slurm_conf(root: Path, node: str, cpus: int, ports: tuple[int, int], gpus: i
         "GresTypes=gpu",
         "ReturnToService=2",
         f"KillWait={KILL_WAIT}",
-        f"NodeName={node} NodeAddr=127.0.0.1 CPUs={cpus} Gres=gpu:{gpus} State=UNKNOWN",
-        f"PartitionName=gpu Nodes={node} Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4",
+        *lines,
+        f"PartitionName=gpu Nodes={partition} Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4",
         "",
     ])
 
 
-def gres_conf(root: Path, node: str, gpus: int = GPUS) -> str:
-    return f"NodeName={node} Name=gpu File={root}/dev/nvidia[0-{gpus - 1}]\n"
+def gres_conf(root: Path, nodes: list[str], gpus: int = GPUS) -> str:
+    """Every node's GPUs: the same device files on each (they are one machine)."""
+    return "".join(f"NodeName={node} Name=gpu File={root}/dev/nvidia[0-{gpus - 1}]\n" for node in nodes)
 
 
 class PrivateCluster:
     """A running private cluster in :attr:`root`; :meth:`stop` (or leaving a ``with``) ends it."""
 
-    def __init__(self, root: Path, *, gpus: int = GPUS, remove: bool = False) -> None:
+    def __init__(self, root: Path, *, gpus: int = GPUS, nodes: int = 1, remove: bool = False) -> None:
         self.root = root
         self.gpus = gpus
-        self.node = socket.gethostname().split(".")[0]
+        self.host = socket.gethostname().split(".")[0]
+        # One node is this machine by its name; several are names of their own, each a slurmd of this machine.
+        self.nodes = [self.host] if nodes == 1 else [f"node{index}" for index in range(1, nodes + 1)]
+        self.node = self.nodes[0]
         self.conf = root / "slurm.conf"
         self._remove = remove
         self._daemons: list[tuple[str, subprocess.Popen[bytes]]] = []
@@ -150,8 +164,10 @@ class PrivateCluster:
 
     # -- start -------------------------------------------------------------------------
     @classmethod
-    def start(cls, root: Path | None = None, *, gpus: int = GPUS, timeout: float = START_TIMEOUT) -> PrivateCluster:
-        """Make the folder (a new temporary one when ``root`` is None, removed at stop) and start the cluster.
+    def start(cls, root: Path | None = None, *, gpus: int = GPUS, nodes: int = 1,
+              timeout: float = START_TIMEOUT) -> PrivateCluster:
+        """Make the folder (a new temporary one when ``root`` is None, removed at stop) and start the cluster
+        (``nodes``: that many nodes, each a slurmd of this machine with ``gpus`` GPUs).
 
         Raises ClusterUnavailable when it cannot run here, ClusterError when it did not come up
         (everything started is stopped again first).
@@ -161,7 +177,7 @@ class PrivateCluster:
             raise ClusterUnavailable(reason)
         made = root is None
         folder = Path(tempfile.mkdtemp(prefix="pdtui-slurm-")) if root is None else Path(root)
-        cluster = cls(folder.resolve(), gpus=gpus, remove=made)
+        cluster = cls(folder.resolve(), gpus=gpus, nodes=nodes, remove=made)
         try:
             cluster._lay_out()
             cluster._start_daemons(timeout)
@@ -191,8 +207,11 @@ class PrivateCluster:
                 raise ClusterUnavailable(f"cannot make the GPU files of a private Slurm cluster "
                                          f"(mknod {device} c 1 3: {exc.strerror})") from None
         ports = (free_port(), free_port())
-        self.conf.write_text(slurm_conf(root, self.node, os.cpu_count() or 1, ports, self.gpus))
-        (root / "gres.conf").write_text(gres_conf(root, self.node, self.gpus))
+        several = tuple((name, free_port()) for name in self.nodes) if len(self.nodes) > 1 else ()
+        for name, _ in several:
+            (root / "spool" / name).mkdir(exist_ok=True)
+        self.conf.write_text(slurm_conf(root, self.host, os.cpu_count() or 1, ports, self.gpus, several))
+        (root / "gres.conf").write_text(gres_conf(root, self.nodes, self.gpus))
         (root / "plugstack.conf").write_text("")
 
     def _start_daemons(self, timeout: float) -> None:
@@ -203,11 +222,13 @@ class PrivateCluster:
         self._wait("munged", timeout, lambda: (root / "munge" / "munge.socket").exists(), "its socket")
         self._spawn("slurmctld", "-D", "-f", str(self.conf))
         self._wait("slurmctld", timeout, self._controller_up, "scontrol ping to answer UP")
-        self._spawn("slurmd", "-D", "-f", str(self.conf))
-        self._wait("slurmd", timeout, self._node_idle, f"node {self.node} to be idle")
+        for node in self.nodes:
+            name = "slurmd" if len(self.nodes) == 1 else f"slurmd-{node}"
+            self._spawn(name, "-D", "-f", str(self.conf), *(["-N", node] if len(self.nodes) > 1 else []))
+            self._wait(name, timeout, functools.partial(self._node_idle, node), f"node {node} to be idle")
 
     def _spawn(self, name: str, *args: str) -> None:
-        path = program(name)
+        path = program(name.partition("-")[0])
         assert path is not None, f"{name}: checked by unavailable()"
         with open(self.root / "log" / f"{name}.out", "wb") as out:
             proc = subprocess.Popen([path, *args], stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
@@ -244,14 +265,14 @@ class PrivateCluster:
         except subprocess.TimeoutExpired:
             return False
 
-    def _node_idle(self) -> bool:
+    def _node_idle(self, node: str) -> bool:
         """The node registered and schedulable; a node that came up down or drained is resumed once."""
         try:
-            state = self.client("sinfo", "-h", "-N", "-n", self.node, "-o", "%T", timeout=5).stdout.strip().lower()
+            state = self.client("sinfo", "-h", "-N", "-n", node, "-o", "%T", timeout=5).stdout.strip().lower()
         except subprocess.TimeoutExpired:
             return False
         if state.startswith(("down", "drain")):
-            self.client("scontrol", "update", f"nodename={self.node}", "state=resume")
+            self.client("scontrol", "update", f"nodename={node}", "state=resume")
         return state == "idle"
 
     # -- stop --------------------------------------------------------------------------

@@ -723,6 +723,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--dist-init-addr", "--nccl-init-addr", dest="dist_init_addr", default=None)
     parser.add_argument("--fail-rank", type=int, default=0,
                         help="a server over several nodes: the node whose rank plays --fail (sim only)")
+    parser.add_argument("--rank-ports", type=_port_list, default=None, metavar="PORT,PORT...",
+                        help="ranks that share this machine (a private cluster's nodes all are): rank R listens on "
+                             "the R-th of these instead of --port (sim only)")
     args, _sglang_only = parser.parse_known_args(argv)
     if args.nnodes > 1 and not args.dist_init_addr:
         parser.error("--nnodes above 1 needs --dist-init-addr HOST:PORT")
@@ -730,6 +733,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error(f"--node-rank must be 0 to {args.nnodes - 1}")
     if args.fail_rank != args.node_rank:
         args.fail = None       # another node's to play
+    if args.rank_ports is not None:
+        if len(args.rank_ports) != args.nnodes:
+            parser.error(f"--rank-ports needs one port per node ({args.nnodes}), got {len(args.rank_ports)}")
+        args.port = args.rank_ports[args.node_rank]
     if args.log_rate <= 0:
         parser.error("--log-rate must be positive")
     if args.max_running_requests is not None and args.max_running_requests < 1:
@@ -739,6 +746,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if args.page_size is None:
         args.page_size = 1 if args.attention_backend == "torch_native" else 64
     return args
+
+
+def _port_list(text: str) -> list[int]:
+    """``PORT,PORT...`` in order."""
+    try:
+        return [int(word) for word in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected PORT,PORT..., got {text!r}") from None
 
 
 def _ports(text: str) -> frozenset[int]:

@@ -190,6 +190,11 @@ async def test_a_unit_that_restarts_itself_is_seen_failing_through_its_restart_l
     (RestartSec=10): no process runs, so it is failed, not attached to."""
     done, rec, orchestrator = await bring_up(installed)
     assert done.ok, done
+    # Its restart held off for minutes (a drop-in): the look below, on a loaded machine, comes while no process runs.
+    dropin = f"/etc/systemd/system/{UNITS['decode']}.d"
+    systemd_host.run("sh", "-c", f"mkdir -p {dropin} && printf '[Service]\\nRestartSec=300\\n' > {dropin}/slow.conf "
+                                 "&& systemctl daemon-reload")
+    assert show(systemd_host, UNITS["decode"], "RestartUSec")["RestartUSec"] == "5min"
     pid = show(systemd_host, UNITS["decode"], "MainPID")["MainPID"]
     systemd_host.run("kill", "-9", pid)
     _until(lambda: show(systemd_host, UNITS["decode"], "SubState")["SubState"] == "auto-restart")

@@ -17,6 +17,7 @@ from pdtui.targets.slurm.parse import (
     exit_words,
     first_host,
     gres_indices,
+    hostnames,
     index_list,
     key_values,
     parse_elapsed,
@@ -189,3 +190,15 @@ def test_exit_codes_in_words() -> None:
 ])
 def test_how_a_job_ended_in_slurms_words(state: str, reason: str, code: str, words: str) -> None:
     assert ended_words(JobRow("7", state, reason, "gpu01", "", "x"), code) == words
+
+
+@pytest.mark.parametrize(("hostlist", "names"), [
+    ("gpu[03-05,07],login", ["gpu03", "gpu04", "gpu05", "gpu07", "login"]),
+    ("node[1-2]", ["node1", "node2"]),
+    ("a,b", ["a", "b"]),
+    ("n1", ["n1"]),
+    ("gpu[08-10]x", ["gpu08x", "gpu09x", "gpu10x"]),
+])
+def test_a_hostlist_is_every_node_in_order_as_scontrol_show_hostnames(hostlist, names):
+    """A job over several nodes runs rank R on its R-th node: a failure's rank names its node."""
+    assert hostnames(hostlist) == names

@@ -69,11 +69,13 @@ def test_a_job_on_two_nodes_runs_the_server_once_per_node_with_its_rank() -> Non
     dep = parse_config(SLURM)
     lines = render_script(dep, dep.services["decode"]).text.splitlines()
     assert "#SBATCH --nodes=2" in lines and "--tp 8" in lines[-1]
-    assert lines[-2] == 'head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)'
+    assert lines[-3] == 'head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)'
+    assert lines[-2] == 'head_addr=$(scontrol show node -o "$head" | grep -o "NodeAddr=[^ ]*" | cut -d= -f2)'
     words = shlex.split(lines[-1])
-    assert words[:6] == ["exec", "srun", "--nodes=$SLURM_JOB_NUM_NODES", "--ntasks-per-node=1", "--kill-on-bad-exit=1", "bash"]
-    assert words[7] == 'exec "$@" --nnodes "$SLURM_NNODES" --node-rank "$SLURM_NODEID" --dist-init-addr "$0"'
-    assert words[8] == "$head:50000" and words[9:] == command_line(dep, dep.services["decode"])
+    assert words[:7] == ["exec", "srun", "--nodes=$SLURM_JOB_NUM_NODES", "--ntasks-per-node=1", "--kill-on-bad-exit=1",
+                         "--label", "bash"]
+    assert words[8] == 'exec "$@" --nnodes "$SLURM_NNODES" --node-rank "$SLURM_NODEID" --dist-init-addr "$0"'
+    assert words[9] == "${head_addr:-$head}:50000" and words[10:] == command_line(dep, dep.services["decode"])
 
 
 def test_time_limits_as_sbatch_takes_them() -> None:

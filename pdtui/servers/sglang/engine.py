@@ -40,6 +40,9 @@ class SGLang:
     def batch_figures(self, message: str) -> Figures | None:
         return metrics.batch_figures(message)
 
+    def follower_ready(self, message: str) -> bool:
+        return phases.follower_ready(message)
+
     def peer_lost(self, reason: str) -> bool:
         return any(words in reason for words in signatures.PEER_LOST)
 

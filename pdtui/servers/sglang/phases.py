@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 from ahocorasick_rs import AhoCorasick
 
+from pdtui.config.defaults import SGLANG_FOLLOWER_READY_LINE
+
 
 @dataclass(frozen=True, slots=True)
 class Phase:
@@ -52,8 +54,7 @@ PHASES: tuple[Phase, ...] = (
     _phase("http", r"Started server process|Uvicorn running on", "http", ("Started server process", "Uvicorn running on")),
     _phase("warmup", r"Start of (?:prefill|pd disaggregation|co-locate) warmup", "warm-up", ("Start of ",)),
     # A rank >= 1 of a server over several nodes: ready once its dummy health server runs (0.5.23, then older).
-    _phase("ready", r"The server is fired up and ready to roll|Dummy health check server (?:started|scheduled)|"
-                    r"Starting dummy health check server", "ready",
+    _phase("ready", rf"The server is fired up and ready to roll|{SGLANG_FOLLOWER_READY_LINE}", "ready",
            ("fired up and ready to roll", "ummy health check server")),
 )
 
@@ -69,6 +70,14 @@ _INDEX = {name: i for i, name in enumerate(NAMES)}
 _ANY = re.compile("|".join(f"(?P<{p.name}>{p.start.pattern})" for p in PHASES))
 _HINTS: tuple[str, ...] = tuple(hint for p in PHASES for hint in p.hints)
 _HINTED = AhoCorasick(list(_HINTS)).find_matches_as_indexes
+
+
+_FOLLOWER_READY = re.compile(SGLANG_FOLLOWER_READY_LINE)
+
+
+def follower_ready(message: str) -> bool:
+    """Whether a rank >= 1's line says it is ready: its dummy health server started."""
+    return "ummy health check server" in message and _FOLLOWER_READY.search(message) is not None
 
 
 def phase_of(message: str) -> str | None:

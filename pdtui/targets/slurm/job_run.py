@@ -18,13 +18,14 @@ Slurm's words, unless a line of its output said more.
 from __future__ import annotations
 
 import asyncio
+import re
 import shlex
 
-from pdtui.config import Deployment, ServiceConfig
+from pdtui.config import BACKEND_ROLES, Deployment, ServiceConfig
 from pdtui.config.fields import format_duration
 from pdtui.engine.events import JobStatus, Notice, ServiceInfo
 from pdtui.engine.intent import Action
-from pdtui.engine.readiness import LineJudge
+from pdtui.engine.readiness import FailureCandidate, LineJudge
 from pdtui.engine.service_run import ServiceRun
 from pdtui.engine.states import JUDGED_STATES, ServiceState
 from pdtui.gpus.nvidia_smi import gpu_ranges
@@ -32,10 +33,11 @@ from pdtui.hosts.base import LOOPBACK_ADDRESS, HostDisconnected, HostError, Host
 from pdtui.targets.slurm.cluster_session import ClusterSession
 from pdtui.targets.slurm.commands import SlurmCommands, line_count
 from pdtui.targets.slurm.job_output import JobOutput
-from pdtui.targets.slurm.parse import JobRow, ended_words, first_host, parse_elapsed
+from pdtui.targets.slurm.parse import JobRow, ended_words, first_host, hostnames, parse_elapsed
 from pdtui.targets.slurm.script import job_of, output_path, render_script, script_path
 
 S = ServiceState
+LABEL = re.compile(r"(\d+): ")     # srun --label: the task's rank before each line of a job over several nodes
 STOPPED_BY = ("COMPLETED", "CANCELLED")   # a job that ended so was stopped, not failed (a watch says so)
 DRAIN_TIMEOUT = 5.0     # a job that ended: how long its last lines may take to come through its follower
 
@@ -47,6 +49,7 @@ class JobRun(ServiceRun):
         super().__init__(cfg, judge)
         self.job: JobRow | None = None           # the current attempt's job, as last looked at
         self.node = ""                           # where it runs (its first node), once it does
+        self.nodes: list[str] = []               # every node it runs on, rank 0's first
         self.gpus: tuple[int, ...] = ()          # the GPU indices Slurm gave it there
         self.output: JobOutput | None = None    # its current job's output, followed by ``follower``
         self.follower: asyncio.Task | None = None
@@ -73,6 +76,36 @@ class JobRun(ServiceRun):
 
     def placed(self) -> tuple[str | None, str | None]:
         return (self.job.job_id if self.job else None), self.node or None
+
+    @property
+    def ranks_to_join(self) -> int:    # type: ignore[override]
+        """A server over several nodes: its ranks >= 1 print into its one output, each line labelled (srun
+        --label): it is ready once each said so."""
+        return job_of(self.cfg).nodes - 1 if self.cfg.role in BACKEND_ROLES else 0
+
+    def _crash_reason(self, failure: FailureCandidate) -> str:
+        """A server over several nodes: the rank whose line it was, and its node (srun gives node i task i); a
+        rank that says only that a peer went (gloo, NCCL's watchdog) names the rank whose own exception came."""
+        reason = super()._crash_reason(failure)
+        labelled = self.rank_of(failure.line) if self.ranks_to_join else None
+        if labelled is None:
+            return reason
+        told = f"{self.rank_words(labelled[0])}: {reason}"
+        if not self.serving.peer_lost(reason):
+            return told
+        causes = [(rank, watch.cause) for rank, watch in sorted(self.attempt.rank_tracebacks.items())
+                  if rank != labelled[0] and watch.cause and not self.serving.peer_lost(watch.cause)]
+        if labelled[0] != 0 and self.attempt.tracebacks.cause and not self.serving.peer_lost(self.attempt.tracebacks.cause):
+            causes.insert(0, (0, self.attempt.tracebacks.cause))
+        return f"{self.rank_words(causes[0][0])}: {causes[0][1]} (then {told})" if causes else told
+
+    def rank_words(self, rank: int) -> str:
+        return f"rank {rank}" + (f" on {self.nodes[rank]}" if rank < len(self.nodes) else "")
+
+    def rank_of(self, message: str) -> tuple[int, str] | None:
+        """srun --label's ``N: `` before each line: the task's rank, one task per node."""
+        found = LABEL.match(message)
+        return (int(found[1]), message[found.end():]) if found else None
 
     def names_for(self, router: ServiceConfig) -> frozenset[str]:
         """A router knows a job by its node's address (the URL it was given) or the node's name."""
@@ -299,7 +332,10 @@ class JobRun(ServiceRun):
         self.attempt.started_at = self.w.clock() - (ran or 0.0)
         self._tell_job()
         gpus = f", GPUs {gpu_ranges(self.gpus)}" if self.gpus else ""
-        self.transition(S.WAITING, f"{how}: job {job.job_id} running on {self.node or '?'}{gpus}")
+        nodes = detail.nodes if detail is not None else job.nodes
+        self.nodes = hostnames(nodes)
+        where = f"{nodes} (rank 0 on {self.node})" if self.ranks_to_join and nodes else self.node or "?"
+        self.transition(S.WAITING, f"{how}: job {job.job_id} running on {where}{gpus}")
         self.lines.release_held()
 
     async def _judge_ended(self) -> None:

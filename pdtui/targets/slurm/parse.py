@@ -205,6 +205,27 @@ def first_host(hostlist: str) -> str:
     return f"{prefix}{first}{suffix}"
 
 
+def hostnames(hostlist: str) -> list[str]:
+    """Every node of a hostlist expression, in order: ``gpu[03-05,07],login`` -> gpu03 gpu04 gpu05 gpu07 login (as
+    ``scontrol show hostnames``)."""
+    names = []
+    for match in _HOSTLIST.finditer(hostlist.strip()):
+        prefix, ranges, suffix = match.groups()
+        prefix = prefix.lstrip(",")
+        if not prefix and not ranges:
+            continue
+        if not ranges:
+            names.append(prefix + suffix)
+            continue
+        for part in ranges.split(","):
+            low, _, high = part.partition("-")
+            if not high:
+                names.append(f"{prefix}{low}{suffix}")
+                continue
+            names += [f"{prefix}{n:0{len(low)}d}{suffix}" for n in range(int(low), int(high) + 1)]
+    return names
+
+
 def parse_elapsed(text: str) -> float | None:
     """A duration as Slurm prints it (``RunTime=``): ``MM:SS``, ``HH:MM:SS``, ``D-HH:MM:SS``; None otherwise."""
     days, dash, clock = text.strip().rpartition("-") if "-" in text else ("0", "", text.strip())

@@ -117,6 +117,9 @@ def _exec(argv: list[str], job: JobSpec) -> list[str]:
     if job.nodes == 1:
         return [f"exec {command}"]
     per_node = 'exec "$@" --nnodes "$SLURM_NNODES" --node-rank "$SLURM_NODEID" --dist-init-addr "$0"'
+    # The first node by the address Slurm reaches it at (its NodeAddr; its name when Slurm says none). Each line of
+    # the output labelled with its node's rank (--label): pdtui tells the nodes apart by it.
     return ['head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
-            f'exec srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 --kill-on-bad-exit=1 '
-            f'bash -c {shlex.quote(per_node)} "$head:{job.dist_port}" {command}']
+            'head_addr=$(scontrol show node -o "$head" | grep -o "NodeAddr=[^ ]*" | cut -d= -f2)',
+            f'exec srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 --kill-on-bad-exit=1 --label '
+            f'bash -c {shlex.quote(per_node)} "${{head_addr:-$head}}:{job.dist_port}" {command}']
