@@ -3,9 +3,18 @@ ready only once every rank is, a rank's failure named by its rank and node."""
 
 from __future__ import annotations
 
+import pytest
+
 from pdtui.engine.events import LogLines, Notice
 from pdtui.sim import demo
 from tests.engine_helpers import bring_up
+
+
+@pytest.fixture
+def slurm_two_nodes(slurm_two_node_cluster):
+    """The session's two-node cluster, every job a test left behind cancelled, pass or fail."""
+    yield slurm_two_node_cluster
+    slurm_two_node_cluster.cancel_all()
 
 
 def two_node_decode(cluster, failures=None, timeout="30s"):
