@@ -23,9 +23,10 @@ from pdtui.commands import units_command as units
 from pdtui.config import Deployment, parse_config
 from pdtui.engine.events import Notice
 from pdtui.hosts import make_host
+from pdtui.sim.ports import free_port
 from pdtui.sim.systemd_host import SystemdHost
 from tests.conftest_sim import pdtui_until
-from tests.engine_helpers import bring_up
+from tests.engine_helpers import bring_up, until_it_fails
 from tests.systemd_host import install, real_deployment
 
 UNITS = {"prefill": "t-prefill.service", "decode": "t-decode.service", "router": "t-router.service"}
@@ -307,3 +308,32 @@ def _until(check, timeout: float = 20.0) -> None:
             pytest.fail(f"not within {timeout}s: {check}")
         time.sleep(0.05)
 
+
+
+# -- a server over several nodes -------------------------------------------------------------------------------
+
+
+async def test_a_two_node_decode_on_real_units_is_ready_and_a_killed_rank_stops_its_server(systemd_host, tmp_path):
+    """Rank 1 on a second host entry of the same container (a unit and a port of its own): real units with
+    Restart=no, ready as one; rank 1 killed fails the server, and rank 0's real unit is stopped."""
+    config = yaml.safe_load(Path(real_deployment(systemd_host, tmp_path).source).read_text())
+    config["hosts"]["gpu1"] = dict(config["hosts"]["gpu0"])
+    decode = config["services"]["decode"]
+    decode["hosts"] = [decode.pop("host"), {"host": "gpu1", "port": free_port(), "unit": "t-decode-r1"}]
+    decode["launch"] |= {"tp": 2, "dist_port": free_port()}
+    path = tmp_path / "wide.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    wide = parse_config(path.read_text(), str(path))
+    await install(wide)
+    assert "Restart=no" in systemd_host.run("systemctl", "cat", "t-decode-r1.service").stdout
+    done, rec, _ = await bring_up(wide)
+    assert done.ok, done
+    assert rec.index("decode@1", "ready") < rec.index("router", "starting")
+
+    def kill_rank_1(_done) -> None:
+        systemd_host.run("kill", "-9", show(systemd_host, "t-decode-r1.service", "MainPID")["MainPID"])
+
+    watched = await until_it_fails(wide, "decode@1", meanwhile=kill_rank_1, timeout=60)
+    told = [n.text for n in watched.of(Notice) if n.level == "error" and n.service == "decode"]
+    assert any(text.startswith("decode: rank 1 on gpu1 ") for text in told), told
+    _until(lambda: show(systemd_host, UNITS["decode"], "ActiveState")["ActiveState"] != "active")
