@@ -7,7 +7,7 @@ group the others still hold. So the first rank that fails or times out fails
 its server: :class:`RankWatch` stops every other rank (rank 0 first: on rank 0's
 shutdown SGLang tells the others to end), says which rank failed, where and
 why, and that a retry restarts all of them. While it does, the bring-up's
-outcome waits (:attr:`RankWatch.stopping`): nothing left running when it is told.
+outcome waits (:attr:`RankWatch.unsettled`): nothing left running when it is told.
 """
 
 from __future__ import annotations
@@ -48,7 +48,6 @@ class RankWatch:
         self.ranks = list(ranks)
         self.teller = teller
         self.grace = grace
-        self.stopping = False
         self.handled = False        # the failure of the ranks as they are now was dealt with
         self.task: asyncio.Task | None = None
 
@@ -63,7 +62,7 @@ class RankWatch:
         later."""
         if self.task is None:
             return False        # not watched (a look at how they run stops nothing)
-        return self.stopping or not self.handled and any(r.state in FAILING for r in self.ranks)
+        return not self.handled and any(r.state in FAILING for r in self.ranks)
 
     def start(self) -> None:
         self.task = asyncio.create_task(self._watch(), name=f"ranks of {self.server}")
@@ -73,10 +72,11 @@ class RankWatch:
         watched anew."""
         while True:
             failed = await self._first(lambda run: run.state in FAILING)
-            self.stopping = True
-            await self.take_down(await self._cause(failed))
-            self.handled = True
-            self.teller.changed()
+            try:
+                await self.take_down(await self._cause(failed))
+            finally:
+                self.handled = True
+                self.teller.changed()
             await self._first(lambda run: all(r.state not in FAILING for r in self.ranks))
             self.handled = False
 
@@ -120,18 +120,13 @@ class RankWatch:
         elif fell:
             self._tell("error", f"{self.server}: {what}, and {', '.join(rank_words(r) for r in fell)} with it; a "
                                 "retry restarts every rank")
-        self.stopping = True
-        try:
-            for run in others:
-                if run.task is not None and not run.task.done():
-                    run.task.cancel()       # its wait or watch: what follows is the server's failure
-                if run.state not in FAILING:
-                    run.transition(S.FAILED, why)
-            for run in others:               # rank 0 first: its shutdown ends the others' schedulers
-                await run.stop(why=why)
-        finally:
-            self.stopping = False
-            self.teller.changed()
+        for run in others:
+            if run.task is not None and not run.task.done():
+                run.task.cancel()       # its wait or watch: what follows is the server's failure
+            if run.state not in FAILING:
+                run.transition(S.FAILED, why)
+        for run in others:               # rank 0 first: its shutdown ends the others' schedulers
+            await run.stop(why=why)
 
     def _tell(self, level: str, text: str) -> None:
         self.teller.emit(Notice(level, text, self.server, self.teller.elapsed()))

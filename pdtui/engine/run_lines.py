@@ -109,28 +109,27 @@ class RunLines:
                 run.wake.set()     # the cause a decided crash may wait for
         if signature is not None:
             self._signature(signature, message if signature.severity is not Severity.FATAL else entry.message)
-        if rank and run.serving.follower_ready(message):
-            self._joined(rank)
-        elif rank:
-            pass                    # a rank >= 1's start-up: rank 0's lines are its server's phases and figures
+        if rank:                    # a rank >= 1's start-up: rank 0's lines are its server's phases and figures
+            if run.serving.follower_ready(message):
+                attempt.joined.add(rank)
+                self._log_ok()
         elif not attempt.phases.over and run.cfg.role in PHASED_ROLES:
             self._phase(message, entry.realtime)
         elif run.state in SERVING_STATES and run.serving.batch_line(message):
             attempt.batch_line, attempt.batch_at = message, now
         if kind is LineKind.READY:
             attempt.ready_line = True
-            attempt.log_ok = len(attempt.joined) >= run.ranks_to_join    # and every rank of its output said so
-            run.wake.set()
+            self._log_ok()
         elif run.state is S.WAITING and not attempt.fresh_line and (attempt.log_ok or not run.cfg.ready.log) \
                 and not run.serving.request_line(message):
             attempt.fresh_line = True   # a service that logs while it is probed is often becoming ready (a line
             run.wake.set()              # of a request, pdtui's own probe's among them, tells nothing of that)
         return kind
 
-    def _joined(self, rank: int) -> None:
-        """A rank >= 1 of the run's own output said it is ready (its line labelled with its rank)."""
+    def _log_ok(self) -> None:
+        """Its ready line came, and every rank >= 1 of its own output said it is ready too (a job over several
+        nodes'; a unit has none)."""
         attempt = self.run.attempt
-        attempt.joined.add(rank)
         attempt.log_ok = attempt.ready_line and len(attempt.joined) >= self.run.ranks_to_join
         self.run.wake.set()
 

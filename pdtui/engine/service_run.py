@@ -236,9 +236,11 @@ class ServiceRun:
         """Its job's id and node, for the state it tells (a unit has neither)."""
         return None, None
 
-    ranks_to_join = 0
-    """How many ranks >= 1 print into this run's own output (a Slurm job over several nodes): it is ready only once
-    each said it is. A unit per node has none: each rank is a run of its own."""
+    @property
+    def ranks_to_join(self) -> int:
+        """How many ranks >= 1 print into this run's own output (a Slurm job over several nodes): it is ready only
+        once each said it is. A unit per node has none: each rank is a run of its own."""
+        return 0
 
     def rank_of(self, message: str) -> tuple[int, str] | None:
         """The rank a line of its output comes from and the line without its label, where its target labels them."""

@@ -274,10 +274,10 @@ def _failure_args(options: DemoOptions, service: str, ports: dict[str, int]) -> 
     """The worker flags that play the failure asked for ``service``: a worker's own mode, a broken pair (the
     first prefill's bootstrap port unreachable from this decode), or a page size the prefills do not run."""
     mode = options.failures.get(service)
-    ranks = [(name, mode) for name, mode in options.failures.items() if name.startswith(f"{service}{RANK_MARK}")]
+    ranks = [(name, failure) for name, failure in options.failures.items() if name.startswith(f"{service}{RANK_MARK}")]
     if ranks:       # a rank >= 1 of the wide decode: its launch (all ranks') says which node plays it
-        name, mode = ranks[0]
-        return ["--fail", mode, "--fail-rank", name.rpartition(RANK_MARK)[2]]
+        name, failure = ranks[0]
+        return ["--fail", failure, "--fail-rank", name.rpartition(RANK_MARK)[2]]
     if mode in FAIL_MODES:
         return ["--fail", mode]
     if "page-size" in options.failures.values():     # every prefill says its page size; that decode another

@@ -78,7 +78,7 @@ class JobRun(ServiceRun):
         return (self.job.job_id if self.job else None), self.node or None
 
     @property
-    def ranks_to_join(self) -> int:    # type: ignore[override]
+    def ranks_to_join(self) -> int:
         """A server over several nodes: its ranks >= 1 print into its one output, each line labelled (srun
         --label): it is ready once each said so."""
         return job_of(self.cfg).nodes - 1 if self.cfg.role in BACKEND_ROLES else 0
@@ -93,10 +93,9 @@ class JobRun(ServiceRun):
         told = f"{self.rank_words(labelled[0])}: {reason}"
         if not self.serving.peer_lost(reason):
             return told
-        causes = [(rank, watch.cause) for rank, watch in sorted(self.attempt.rank_tracebacks.items())
+        watches = {0: self.attempt.tracebacks, **self.attempt.rank_tracebacks}
+        causes = [(rank, watch.cause) for rank, watch in sorted(watches.items())
                   if rank != labelled[0] and watch.cause and not self.serving.peer_lost(watch.cause)]
-        if labelled[0] != 0 and self.attempt.tracebacks.cause and not self.serving.peer_lost(self.attempt.tracebacks.cause):
-            causes.insert(0, (0, self.attempt.tracebacks.cause))
         return f"{self.rank_words(causes[0][0])}: {causes[0][1]} (then {told})" if causes else told
 
     def rank_words(self, rank: int) -> str:
