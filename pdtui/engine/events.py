@@ -62,6 +62,8 @@ class ServiceInfo:
     restart_command: str = ""    # what a restart or stop from the UI runs, exactly, on ``host``
     stop_command: str = ""
     job: bool = False            # a Slurm job (``unit`` is its job's name, ``host`` its cluster)
+    rank: int = 0                # its node's rank in a server over several nodes
+    server: str = ""             # a rank >= 1: the server it is a rank of (rank 0's name); drawn in that one's panel
 
 
 @dataclass(frozen=True, slots=True)
@@ -288,6 +290,7 @@ class JobStatus:
     node: str = ""               # its node (its first, on several), once it runs
     gpus: tuple[int, ...] = ()   # the GPU indices Slurm gave it there
     exit_code: str = ""          # once it ended: "1:0"
+    nodes: tuple[tuple[str, tuple[int, ...]], ...] = ()   # a job over several nodes: each node and its GPUs, in rank order
     elapsed: float = 0.0
 
 
@@ -327,6 +330,16 @@ class Notice:
 
 
 @dataclass(frozen=True, slots=True)
+class ServerFailed:
+    """A server over several nodes failed as one: ``cause`` is the rank whose own failure took it down (the
+    others may have failed too, of its loss, before it told its own cause)."""
+
+    service: str               # the server (its rank 0's name)
+    cause: str                 # the rank's service: ``decode@1``, or the server's own name for rank 0
+    elapsed: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
 class Done:
     """Last event of a bring-up."""
 
@@ -342,7 +355,7 @@ class Done:
 
 Event = (PlanReady | StepChanged | StateChanged | LogLines | PhaseStarted | ProbeResult | PairMatrix | RouterBackends
          | PreflightFinding | Drained | CanaryResult | ServingFigures | UnitStatus | JobStatus | HostStatus | GpuSample
-         | Notice | Done)
+         | Notice | ServerFailed | Done)
 
 
 class EventSource(Protocol):

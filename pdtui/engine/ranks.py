@@ -18,7 +18,7 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from pdtui.engine.events import Event, Notice
+from pdtui.engine.events import Event, Notice, ServerFailed
 from pdtui.engine.service_run import ServiceRun
 from pdtui.engine.states import ServiceState
 
@@ -112,6 +112,7 @@ class RankWatch:
             run.state not in AT_REST or run.state in FAILING and run.running)]
         what = f"{rank_words(failed)} {failed.state.value.replace('_', ' ')}"
         why = f"its server's {what}"
+        self.teller.emit(ServerFailed(self.server, failed.name, self.teller.elapsed()))
         fell = [run for run in self.ranks if run is not failed and run not in others and run.state in FAILING]
         if others:
             self._tell("error", f"{self.server}: {what}: stopping {', '.join(rank_words(r) for r in others)} too: a "

@@ -164,7 +164,7 @@ class RunLines:
         attempt.hangs_told.add(signature.reason)
         where = attempt.startup.where(serving=run.state in SERVING_STATES)
         who = f"{run.rank_words(self.rank)}: " if self.rank else ""
-        run.notice("warning", f"{run.name}: {who}{signature.reason} {where}: {message}")
+        run.notice("warning", f"{run.who}: {who}{signature.reason} {where}: {message}")
 
     def _transfer_error(self, message: str) -> None:
         """A per-request KV transfer error: a warning naming the service, told at the 1st, 10th, 100th..."""

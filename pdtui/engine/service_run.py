@@ -333,6 +333,11 @@ class ServiceRun:
         self._awaited.append((condition, future))
         return future
 
+    @property
+    def who(self) -> str:
+        """How its notices name it: ``decode``, or a rank >= 1 by its server and node, ``decode: rank 1 on gpu-b``."""
+        return f"{self.cfg.server}: rank {self.cfg.rank} on {self.cfg.host}" if self.cfg.follower else self.name
+
     def notice(self, level: str, text: str) -> None:
         """Tell something about this service that is not a change of its state."""
         self.w.emit(Notice(level, text, self.name, self.w.elapsed()))
@@ -351,7 +356,7 @@ class ServiceRun:
     def _tell_advice(self) -> None:
         """Under a failure, what to check next, where a source says it (docs/signatures.md names each)."""
         if self.attempt.advice:
-            self.notice("info", f"{self.name}: next: {self.attempt.advice}")
+            self.notice("info", f"{self.who}: next: {self.attempt.advice}")
 
     # -- down ----------------------------------------------------------------------
     def _settle(self, state: ServiceState, reason: str) -> None:
@@ -375,7 +380,7 @@ class ServiceRun:
                 self._tell_advice()
                 return
             for warning in attempt.startup.warnings(clock(), attempt.started_at, self.cfg.timeout):
-                self.notice("warning", f"{self.name}: {warning}")
+                self.notice("warning", f"{self.who}: {warning}")
             probing = attempt.log_ok or not self.cfg.ready.log
             now = clock()
             if attempt.fresh_line:

@@ -30,6 +30,7 @@ from pdtui.engine.events import (
     PreflightFinding,
     ProbeResult,
     RouterBackends,
+    ServerFailed,
     ServingFigures,
     StateChanged,
     StepChanged,
@@ -44,7 +45,7 @@ from pdtui.support.text import inert
 KINDS = {PlanReady: "plan", StepChanged: "step", StateChanged: "state", LogLines: "log", PhaseStarted: "phase",
          ProbeResult: "probe", PairMatrix: "pairs", RouterBackends: "workers", Drained: "drain", CanaryResult: "canary",
          PreflightFinding: "preflight", ServingFigures: "figures", UnitStatus: "unit", JobStatus: "job", HostStatus: "host",
-         GpuSample: "gpus", Notice: "notice", Done: "done"}
+         GpuSample: "gpus", Notice: "notice", ServerFailed: "server_failed", Done: "done"}
 LOUD_STATES = (ServiceState.READY, ServiceState.DEGRADED, ServiceState.FAILED, ServiceState.TIMED_OUT,
                ServiceState.STOPPED)
 

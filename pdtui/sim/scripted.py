@@ -18,11 +18,14 @@ from pdtui.engine.events import (
     LineKind,
     LogLines,
     LogRecord,
+    Notice,
     PairMatrix,
     PairResult,
+    PhaseStarted,
     PlanReady,
     PreflightFinding,
     ProbeResult,
+    ServerFailed,
     ServiceInfo,
     StateChanged,
     Step,
@@ -117,9 +120,9 @@ def sglang(second: int, text: str, rank: str = " TP0") -> str:
     return f"[2025-10-16 09:06:{second:02d}{rank}] {text}"
 
 
-def lines(service: str, items: Sequence[tuple[int, str, LineKind]], elapsed: float) -> LogLines:
+def lines(service: str, items: Sequence[tuple[int, str, LineKind]], elapsed: float, rank: str = " TP0") -> LogLines:
     records = tuple(
-        LogRecord(sglang(second, text), kind, T0 + second, f"c-{service}-{second}-{i}")
+        LogRecord(sglang(second, text, rank), kind, T0 + second, f"c-{service}-{second}-{i}")
         for i, (second, text, kind) in enumerate(items)
     )
     return LogLines(service, records, elapsed)
@@ -295,3 +298,68 @@ def hostile_script() -> list[Event]:
     records = tuple(LogRecord(text, N, T0 + 20 + i) for i, text in enumerate(HOSTILE_LINES))
     return [*starting_script()[:-1], LogLines("prefill", records, 40.0)]
 
+
+
+WIDE_DECODE = ServiceInfo("decode", "decode", "sglang-dsv4-decode", "gpu-a", (0, 1, 2, 3, 4, 5, 6, 7), 0, 30002, (),
+                          900.0, "systemctl restart sglang-dsv4-decode", "systemctl stop sglang-dsv4-decode")
+WIDE_RANK_1 = ServiceInfo("decode@1", "decode", "sglang-dsv4-decode", "gpu-b", (0, 1, 2, 3, 4, 5, 6, 7), 0, 30002, (),
+                          900.0, "systemctl restart sglang-dsv4-decode", "systemctl stop sglang-dsv4-decode", rank=1,
+                          server="decode")
+WIDE_PREFILL = ServiceInfo("prefill", "prefill", "sglang-dsv4-prefill", "gpu-p", (0, 1, 2, 3, 4, 5, 6, 7), 0, 30000,
+                           (), 900.0, "systemctl restart sglang-dsv4-prefill", "systemctl stop sglang-dsv4-prefill")
+WIDE_PLAN = PlanReady("dsv4-wide", (WIDE_PREFILL, WIDE_DECODE, WIDE_RANK_1,
+                                    ServiceInfo("router", "router", "sglang-dsv4-router", "gpu-p", (), None, 30001,
+                                                ("prefill", "decode"), 120.0)), tuple(Step))
+GLOO_LINE = ("RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer "
+             "[10.0.0.2]:50000")
+
+
+def wide_stalled_script() -> list[Event]:
+    """A decode over two nodes: rank 0 loads its weights while rank 1 has said nothing since its distributed init
+    began, four minutes ago."""
+    starts = [StateChanged(name, S.PENDING, S.STARTING, elapsed=1.0) for name in ("prefill", "decode", "decode@1")]
+    waits = [StateChanged(name, S.STARTING, S.WAITING, elapsed=2.0) for name in ("prefill", "decode", "decode@1")]
+    return [
+        WIDE_PLAN,
+        StepChanged(Step.PREFLIGHT, StepStatus.DONE, elapsed=1.0),
+        StepChanged(Step.START_BACKENDS, StepStatus.RUNNING, elapsed=1.0),
+        *starts, *waits,
+        StepChanged(Step.START_BACKENDS, StepStatus.DONE, elapsed=2.0),
+        PhaseStarted("decode", "distributed", 3.0, T0 + 3),
+        PhaseStarted("decode@1", "distributed", 3.0, T0 + 3),
+        lines("decode@1", [(3, "Init parallel begin.", N)], 3.0, " TP8"),
+        lines("decode", [(3, "Init parallel begin.", N), (4, "Init parallel ends. elapsed=0.10 s", N)], 4.0),
+        PhaseStarted("decode", "weights", 10.0, T0 + 10),
+        lines("decode", BOOT[1:3], 30.0),
+        lines("prefill", BOOT, 31.0),
+        Notice("warning", "decode: rank 1 on gpu-b: no line for 4m in distributed init (since 0:03): it may be stuck; "
+                          "not ready after 15m it fails", "decode@1", 243.0),
+        StepChanged(Step.WAIT_READY, StepStatus.RUNNING, "prefill, decode loading", elapsed=245.0),
+    ]
+
+
+def wide_failed_script() -> list[Event]:
+    """Rank 1 of the two-node decode runs out of GPU memory; rank 0 dies of its loss (gloo's peer closed) first, and
+    the engine blames rank 1: the server failed as one, the router never started."""
+    failing = [
+        (38, OOM_LINE, LineKind.FAIL),
+        (38, "Received sigquit from a child proces. It usually means the child failed.", N),
+    ]
+    return [
+        *wide_stalled_script()[:-2],
+        lines("decode@1", [(20, "Load weight begin. avail mem=137.34 GB", N), *failing], 38.0, " TP8"),
+        lines("decode", [(38, GLOO_LINE, LineKind.FAIL)], 38.0),
+        StateChanged("decode", S.WAITING, S.FAILED, "scheduler crashed (TP0): " + GLOO_LINE, None, 38.0),
+        StateChanged("decode@1", S.WAITING, S.FAILED, "CUDA out of memory", sglang(38, OOM_LINE, " TP8"), 38.5),
+        ServerFailed("decode", "decode@1", 38.5),
+        Notice("error", "decode: rank 1 on gpu-b failed, and rank 0 on gpu-a with it; a retry restarts every rank",
+               "decode", 38.5),
+        StateChanged("router", S.PENDING, S.BLOCKED, "decode failed", None, 38.5),
+        StepChanged(Step.WAIT_READY, StepStatus.FAILED, "decode failed", elapsed=38.5),
+        StepChanged(Step.START_ROUTER, StepStatus.SKIPPED, elapsed=38.5),
+        StepChanged(Step.PROBE_ROUTER, StepStatus.SKIPPED, elapsed=38.5),
+        StepChanged(Step.DONE, StepStatus.SKIPPED, elapsed=38.5),
+        Done(False, 1, {}, {"decode": "scheduler crashed (TP0): " + GLOO_LINE, "decode@1": "CUDA out of memory"},
+             ("sglang-dsv4-prefill", "sglang-dsv4-decode on gpu-a"), 38.5, waiting=("prefill",),
+             blocked={"router": "decode failed"}),
+    ]

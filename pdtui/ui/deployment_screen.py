@@ -44,6 +44,8 @@ from pdtui.engine.events import (
     PlanReady,
     PreflightFinding,
     ProbeResult,
+    ServerFailed,
+    ServiceInfo,
     ServingFigures,
     StateChanged,
     StepChanged,
@@ -57,7 +59,7 @@ from pdtui.ui.filterbar import FilterBar
 from pdtui.ui.header import PlanStrip, TitleBar
 from pdtui.ui.logview import LogView
 from pdtui.ui.merged import MergedPane
-from pdtui.ui.model import ElapsedClock
+from pdtui.ui.model import ElapsedClock, ServiceView
 from pdtui.ui.notify import desktop_notification
 from pdtui.ui.panel import ServicePanel
 from pdtui.ui.screens import ConfirmScreen, HelpScreen, QuitScreen, RestartScreen
@@ -109,6 +111,7 @@ class DeploymentScreen(Screen[None]):
         self.baseline = baseline               # each service's phase lengths in its last successful run
         self.elapsed = ElapsedClock(clock or time.monotonic)
         self.panels: dict[str, ServicePanel] = {}
+        self._owners: dict[str, ServicePanel] = {}     # every service's panel: a rank >= 1 is drawn in its server's
         self.merged: MergedPane | None = None
         self.done: Done | None = None
         self.in_progress = True
@@ -137,14 +140,23 @@ class DeploymentScreen(Screen[None]):
         self.app.start_engine()
 
     def _mount_panels(self, plan: PlanReady) -> None:
+        """A panel per service, but one per server over several nodes: its ranks >= 1 are rows of rank 0's."""
         backends = self.query_one("#backends")
         routers = self.query_one("#routers")
+        ranks: dict[str, list[ServiceInfo]] = {}
         for info in plan.services:
-            panel = ServicePanel(info, log_limit=self.log_limit)
-            panel.view.last = dict(self.baseline.get(info.name, {}))
+            if info.server:
+                ranks.setdefault(info.server, []).append(info)
+        for info in plan.services:
+            if info.server:
+                continue
+            panel = ServicePanel(info, log_limit=self.log_limit, ranks=ranks.get(info.name, ()))
             self.panels[info.name] = panel
+            for view in panel.ranks:
+                view.last = dict(self.baseline.get(view.info.name, {}))
+                self._owners[view.info.name] = panel
             (routers if info.role == ROUTER_ROLE else backends).mount(panel)
-        self.merged = MergedPane(list(self.panels), log_limit=self.log_limit)
+        self.merged = MergedPane(list(self._owners), log_limit=self.log_limit)
         self.query_one("#body").mount(self.merged)
         self._relayout()
         self._tell_shown()
@@ -225,16 +237,23 @@ class DeploymentScreen(Screen[None]):
     def _on_step(self, event: StepChanged) -> None:
         self.plan.apply(event)
 
+    def _view(self, service: str) -> tuple[ServicePanel, ServiceView] | None:
+        """The panel a service is drawn in, and its view there (a rank's own, in its server's panel)."""
+        panel = self._owners.get(service)
+        view = panel.rank(service) if panel is not None else None
+        return (panel, view) if panel is not None and view is not None else None
+
     @apply.register
     def _on_state(self, event: StateChanged) -> None:
-        panel = self.panels.get(event.service)
-        if panel is None:
+        found = self._view(event.service)
+        if found is None:
             return
+        panel, view = found
         self.plan.follow(event)
         if not self.in_progress and not event.new.is_final:
             self._retry_started()
         serving = panel.view.figures is not None
-        panel.view.apply(event)
+        view.apply(event)
         panel.redraw(self.elapsed.now())
         if panel.idle != panel.has_class("-folded"):
             self._relayout()
@@ -252,6 +271,14 @@ class DeploymentScreen(Screen[None]):
             self.notify(f"{event.service} ready again: {event.reason}", markup=False)
         self._system_line(event.service, f"· {event.service} {event.new.value}: {event.reason}",
                           LineKind.WARN if event.new is ServiceState.DEGRADED else LineKind.SYSTEM)
+
+    @apply.register
+    def _on_server_failed(self, event: ServerFailed) -> None:
+        """A server over several nodes failed as one: the rank blamed speaks for it."""
+        panel = self.panels.get(event.service)
+        if panel is not None:
+            panel.cause = event.cause
+            panel.redraw(self.elapsed.now())
 
     @apply.register
     def _on_canary(self, event: CanaryResult) -> None:
@@ -282,25 +309,32 @@ class DeploymentScreen(Screen[None]):
 
     @apply.register
     def _on_lines(self, event: LogLines) -> None:
-        panel = self.panels.get(event.service)
-        if panel is None or not event.lines:
+        self._append(event.service, event.lines, event.elapsed)
+
+    def _system_line(self, service: str | None, text: str, kind: LineKind = LineKind.SYSTEM) -> None:
+        """One line of pdtui's own in a service's log (a check's outcome, a notice): not a line the service said."""
+        if service is not None:
+            self._append(service, (LogRecord(text, kind),), None)
+
+    def _append(self, service: str, lines: tuple[LogRecord, ...], heard: float | None) -> None:
+        """Lines into a service's panel (and the log of every service, when open); ``heard``: the elapsed time the
+        service's own lines came at (None for pdtui's)."""
+        panel = self._owners.get(service)
+        if panel is None or not lines:
             return
-        panel.append(event.lines)
+        panel.append(lines, service, heard)
         if panel.has_class("-folded"):
             self._relayout()
         if self.merged is not None and self.has_class("-merged"):
-            self.merged.log_view.append(event.lines, [event.service] * len(event.lines))
+            self.merged.log_view.append(lines, [service] * len(lines))
             self.merged.status.show_state(self.merged.log_view)
-
-    def _system_line(self, service: str | None, text: str, kind: LineKind = LineKind.SYSTEM) -> None:
-        if service is not None and service in self.panels:
-            self._on_lines(LogLines(service, (LogRecord(text, kind),)))
 
     @apply.register
     def _on_phase(self, event: PhaseStarted) -> None:
-        panel = self.panels.get(event.service)
-        if panel is not None:
-            ended = panel.view.apply_phase(event)
+        found = self._view(event.service)
+        if found is not None:
+            panel, view = found
+            ended = view.apply_phase(event)
             panel.redraw(self.elapsed.now())
             if ended is not None:
                 self.notify(f"{event.service}: {slower(*ended)}", severity="warning", timeout=15, markup=False)
@@ -308,10 +342,10 @@ class DeploymentScreen(Screen[None]):
     @apply.register
     def _on_probe(self, event: ProbeResult) -> None:
         """Show a check's latest result under the header; log it only when its outcome changes."""
-        panel = self.panels.get(event.service)
-        if panel is not None:
-            panel.view.apply_probe(event)
-            panel.redraw(self.elapsed.now())
+        found = self._view(event.service)
+        if found is not None:
+            found[1].apply_probe(event)
+            found[0].redraw(self.elapsed.now())
         key = (event.service, event.check)
         if self._probes.get(key) == event.ok:
             return
@@ -330,10 +364,10 @@ class DeploymentScreen(Screen[None]):
 
     @apply.register
     def _on_unit(self, event: UnitStatus) -> None:
-        panel = self.panels.get(event.service)
-        if panel is not None:
-            panel.view.apply_unit(event)
-            panel.redraw(self.elapsed.now())
+        found = self._view(event.service)
+        if found is not None:
+            found[1].apply_unit(event)
+            found[0].redraw(self.elapsed.now())
 
     @apply.register
     def _on_job(self, event: JobStatus) -> None:
@@ -348,10 +382,10 @@ class DeploymentScreen(Screen[None]):
 
     @apply.register
     def _on_gpus(self, event: GpuSample) -> None:
-        for panel in self.panels.values():
-            info = panel.view.info
-            if info.host == event.host and info.gpus:
-                panel.placement.show_gpus([gpu for gpu in event.gpus if gpu.index in info.gpus])
+        for service, panel in self._owners.items():
+            view = panel.rank(service)
+            if view is not None and view.info.host == event.host and view.info.gpus:
+                panel.show_gpus(service, [gpu for gpu in event.gpus if gpu.index in view.info.gpus])
 
     @apply.register
     def _on_notice(self, event: Notice) -> None:
@@ -459,7 +493,7 @@ class DeploymentScreen(Screen[None]):
                 next(iter(self.panels.values())).log_view.focus()
             return
         self.minimize()
-        self.merged.rebuild([list(panel.log_view.rows()) for panel in self.panels.values()])
+        self.merged.rebuild([list(panel.merged_rows()) for panel in self.panels.values()])
         self.add_class("-merged")
         self._tell_shown()
         self.merged.log_view.focus()
@@ -501,8 +535,8 @@ class DeploymentScreen(Screen[None]):
         if panel is None:
             self.notify("focus a service panel to retry it", severity="warning")
             return
-        if not panel.view.retryable:
-            self.notify(f"{panel.service} is {panel.view.state.value}: only a failed or timed-out service can be retried",
+        if not panel.lead.retryable:      # a server over several nodes: any rank failed (it stopped the others)
+            self.notify(f"{panel.service} is {panel.lead.state.value}: only a failed or timed-out service can be retried",
                         severity="warning", markup=False)
             return
         if self.source.retry(panel.service):
@@ -604,8 +638,9 @@ class DeploymentScreen(Screen[None]):
         await self.app.leave(code, self.left_running())
 
     def _started_units(self) -> list[str]:
-        """Units pdtui started in this session, in plan order."""
-        units = [panel.view.info.unit for panel in self.panels.values() if panel.view.started]
+        """Units pdtui started in this session, in plan order (a server's over several nodes each with its host)."""
+        units = [f"{view.info.unit} on {view.info.host}" if panel.wide else view.info.unit
+                 for panel in self.panels.values() for view in panel.ranks if view.started]
         if self.done is not None:
             units += [unit for unit in self.done.left_running if unit not in units]
         return units

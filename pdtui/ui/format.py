@@ -39,16 +39,19 @@ def service_title(info: ServiceInfo) -> str:
     return f"{info.name}{role}  {'job ' if info.job else ''}{info.unit} @ {info.host}"
 
 
-def placement(info: ServiceInfo, job: JobStatus | None = None) -> str:
-    """GPUs, NUMA node, port and dependencies as one short line; a job's id, node and the GPUs Slurm gave it."""
-    parts: list[str] = []
+def placement(info: ServiceInfo, job: JobStatus | None = None, nodes: int = 1) -> str:
+    """GPUs, NUMA node, port and dependencies as one short line; a job's id, node and the GPUs Slurm gave it (on
+    each node, for a job over several). A server over several ``nodes`` says how many: each has a row of its own."""
+    parts: list[str] = [f"{nodes} nodes"] if nodes > 1 else []
     if job is not None:
         parts.append(f"job {inert(job.job_id)} {inert(job.state)}" + (f" on {inert(job.node)}" if job.node else ""))
-        if job.gpus:
+        if len(job.nodes) > 1:
+            parts += [f"{inert(node)} GPU {' '.join(map(str, gpus))}" if gpus else inert(node) for node, gpus in job.nodes]
+        elif job.gpus:
             parts.append("GPU " + " ".join(str(gpu) for gpu in job.gpus))
-    if info.gpus:
+    if info.gpus and nodes == 1:
         parts.append("GPU " + " ".join(str(gpu) for gpu in info.gpus))
-    if info.numa is not None:
+    if info.numa is not None and nodes == 1:
         parts.append(f"NUMA {info.numa}")
     if info.port is not None:
         parts.append(f":{info.port}")

@@ -43,6 +43,9 @@ DATES_FROM = 120
 """A view narrower than this many cells draws each line's opening stamp without its date (``[05:10:08 TP0]``):
 room for the message in side-by-side and side-pane panels. Zoomed, saved and filtered lines keep the date."""
 
+MAX_TAG_WIDTH = 12
+"""The widest tag a tagged view gives its lines' source (a service, a node): longer ones are cut."""
+
 STRIP_CACHE = 64
 """Strips kept for rows drawn lately: about a screenful, for scrolling by hand. Each strip holds a few derived
 strips and their caches, so a large cache makes every full garbage collection slower."""

@@ -10,10 +10,8 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Static
 
-from pdtui.ui.logview import LogView, Row
+from pdtui.ui.logview import MAX_TAG_WIDTH, LogView, Row
 from pdtui.ui.panel import LogStatus
-
-MAX_TAG_WIDTH = 12
 
 
 def _keyed(rows: Iterable[Row], order: int) -> Iterator[tuple[float, int, int, Row]]:

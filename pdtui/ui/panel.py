@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from rich.cells import cell_len
 from rich.text import Text
@@ -25,8 +25,9 @@ from pdtui.ui.format import (
     placement,
     service_title,
 )
-from pdtui.ui.logview import DATES_FROM, LogView
+from pdtui.ui.logview import DATES_FROM, MAX_TAG_WIDTH, LogView, Row
 from pdtui.ui.model import ServiceView
+from pdtui.ui.nodes import lead, node_labels, node_lines, pinned
 
 STATE_CLASSES = {state: f"-{state.value.replace('_', '-')}" for state in ServiceState}
 
@@ -44,9 +45,10 @@ class PlacementLine(Widget):
     job: reactive[JobStatus | None] = reactive(None)
     """A Slurm job's id, state, node and GPUs, as Slurm last told them."""
 
-    def __init__(self, info: ServiceInfo) -> None:
+    def __init__(self, info: ServiceInfo, nodes: int = 1) -> None:
         super().__init__()
         self.info = info
+        self.nodes = nodes      # a server over several nodes: each node's GPUs are on its row, not here
 
     def show_gpus(self, gpus: list[GpuInfo]) -> None:
         """Take the newest reading of each GPU (a sample may carry only some of them)."""
@@ -55,8 +57,8 @@ class PlacementLine(Widget):
 
     def render(self) -> Text:
         width = self.size.width or 80
-        where = placement(self.info, self.job)
-        if not self.gpus:
+        where = placement(self.info, self.job, self.nodes)
+        if not self.gpus or self.nodes > 1:
             return Text(where, no_wrap=True, overflow="ellipsis")
         if self.screen.has_class("-narrow"):
             gauges = gpu_gauges(list(self.gpus), width - len(where) - 3)
@@ -134,15 +136,29 @@ def _extent(text: Text) -> tuple[int, int]:
 
 
 class ServicePanel(Vertical):
-    """A service's live view: title, badge, placement, pinned failure line, journal tail."""
+    """A service's live view: title, badge, placement, pinned failure line, journal tail.
+
+    A server over several nodes is one panel: a row per node (its rank, host, GPUs, state and phase), its badge
+    and pinned line the rank that speaks for the server (ui/nodes.py), one log of every rank's lines, each
+    labelled with its node.
+    """
 
     ALLOW_MAXIMIZE = True
 
-    def __init__(self, info: ServiceInfo, *, log_limit: int) -> None:
+    def __init__(self, info: ServiceInfo, *, log_limit: int, ranks: Sequence[ServiceInfo] = ()) -> None:
         super().__init__(classes=info.role)
         self.view = ServiceView(info)
-        self.log_view = LogView(log_limit, tag=info.name)
-        self.placement = PlacementLine(info)
+        self.ranks = [self.view, *(ServiceView(rank) for rank in ranks)]
+        """Each rank's own view, rank 0 (:attr:`view`) first; a server of one node has only its own."""
+        self.cause: str | None = None       # the rank the engine blamed for its server's failure
+        labels = node_labels([rank.info for rank in self.ranks]) if ranks else [info.name]
+        self.labels = {rank.info.name: label for rank, label in zip(self.ranks, labels, strict=True)}
+        tag_width = min(MAX_TAG_WIDTH, max(map(len, labels))) if ranks else 0
+        self.log_view = LogView(log_limit, tag=labels[0], tag_width=tag_width)
+        self.placement = PlacementLine(info, len(self.ranks))
+        self._node_rows = Static(classes="nodes")
+        self._node_gpus: dict[str, tuple[GpuInfo, ...]] = {}     # each rank's GPUs' newest reading, by its service
+        self._last_lines: dict[str, float] = {}                  # when each rank's newest line came (elapsed)
         self._badge = Static(classes="badge")
         self._phases = Static(classes="phases")
         self._checks = Static(classes="checks")
@@ -159,6 +175,20 @@ class ServicePanel(Vertical):
         return self.view.info.name
 
     @property
+    def wide(self) -> bool:
+        """A server over several nodes."""
+        return len(self.ranks) > 1
+
+    @property
+    def lead(self) -> ServiceView:
+        """The view that speaks for the panel: its own, or for a server over several nodes the leading rank's."""
+        return lead(self.ranks, self.cause) if self.wide else self.view
+
+    def rank(self, service: str) -> ServiceView | None:
+        """One of its ranks' views, by the rank's service."""
+        return next((view for view in self.ranks if view.info.name == service), None)
+
+    @property
     def idle(self) -> bool:
         """Nothing to show but its header lines: blocked before it logged a line (a router whose backend failed)."""
         return self.view.state is ServiceState.BLOCKED and self.log_view.total == 0
@@ -168,6 +198,7 @@ class ServicePanel(Vertical):
             yield Static(Text(service_title(self.view.info), no_wrap=True, overflow="ellipsis"), classes="title")
             yield self._badge
         yield self.placement
+        yield self._node_rows
         yield self._phases
         yield self._checks
         yield self._pairs
@@ -186,12 +217,14 @@ class ServicePanel(Vertical):
     def redraw(self, now: float) -> None:
         """Update the badge, state classes and pinned line from :attr:`view` at elapsed ``now``."""
         self._now = now
-        view = self.view
-        self._show(self._badge, Text(view.badge(now), no_wrap=True))
-        if view.state is not self._state_shown:      # each tick redraws: classes only on a change
-            self._state_shown = view.state
+        view, speaker = self.view, self.lead
+        self._show(self._badge, Text(speaker.badge(now), no_wrap=True))
+        if speaker.state is not self._state_shown:      # each tick redraws: classes only on a change
+            self._state_shown = speaker.state
             for state, css_class in STATE_CLASSES.items():
-                self.set_class(state is view.state, css_class)
+                self.set_class(state is speaker.state, css_class)
+        rows = node_lines(self.ranks, now, self._node_gpus, self._last_lines) if self.wide else None
+        self._show(self._node_rows, Text(rows, no_wrap=True, overflow="ellipsis") if rows else None)
         bar = phase_bar(view.phases, view.last, view.running(now)) if view.phases else None
         self._show(self._phases, Text(bar, no_wrap=True, overflow="ellipsis") if bar else None)
         parts = [check_summary(list(view.checks.values()))] if view.checks else []
@@ -201,12 +234,14 @@ class ServicePanel(Vertical):
         self._show(self._checks, Text(checks, no_wrap=True, overflow="ellipsis") if checks else None)
         matrix = "\n".join(matrix_lines(view.pairs.pairs, reasons=False)) if view.pairs and view.pairs.pairs else None
         self._show(self._pairs, Text(matrix, no_wrap=True, overflow="ellipsis") if matrix else None)
-        if view.pinned is None:
+        who, line = pinned(self.ranks, self.cause)
+        if line is None:
             self._show(self._pinned, None)
         else:
-            marker = {ServiceState.BLOCKED: "⊘ ", ServiceState.PENDING: "… ", ServiceState.DEGRADED: "▼ "}.get(view.state, "✗ ")
-            pinned = view.pinned if self.content_size.width >= DATES_FROM else clock_only(view.pinned)
-            self._show(self._pinned, Text(marker + pinned, no_wrap=True, overflow="ellipsis"))
+            marker = {ServiceState.BLOCKED: "⊘ ", ServiceState.PENDING: "… ",
+                      ServiceState.DEGRADED: "▼ "}.get(speaker.state, "✗ ")
+            line = line if self.content_size.width >= DATES_FROM else clock_only(line)
+            self._show(self._pinned, Text(marker + who + line, no_wrap=True, overflow="ellipsis"))
 
     def _show(self, line: Static, text: Text | None) -> None:
         """Show ``text`` on ``line`` (None hides it), only if it changed.
@@ -227,7 +262,29 @@ class ServicePanel(Vertical):
         """The newest serving figures (or none: it stopped serving)."""
         self.figures.show(self.view)
 
-    def append(self, records: tuple[LogRecord, ...]) -> None:
-        """Add a batch of journal lines."""
-        self.log_view.append(records)
+    def show_gpus(self, service: str, gpus: list[GpuInfo]) -> None:
+        """The newest reading of a rank's GPUs (of them alone): on the placement line, or on its node's row."""
+        if not self.wide:
+            self.placement.show_gpus(gpus)
+            return
+        latest = {gpu.index: gpu for gpu in (*self._node_gpus.get(service, ()), *gpus)}
+        view = self.rank(service)
+        if view is not None:
+            self._node_gpus[service] = tuple(latest[index] for index in view.info.gpus if index in latest)
+            self.redraw(self._now)
+
+    def append(self, records: tuple[LogRecord, ...], service: str = "", heard: float | None = None) -> None:
+        """Add a batch of lines of ``service`` (the panel's own, or one of its ranks'): its own, which came at
+        elapsed ``heard``, or pdtui's about it (``heard`` None)."""
+        service = service or self.service
+        if heard is not None:
+            self._last_lines[service] = heard
+        label = self.labels.get(service, self.log_view.tag)
+        self.log_view.append(records, [label] * len(records) if self.wide else None)
         self.status.show_state(self.log_view)
+
+    def merged_rows(self) -> Iterator[Row]:
+        """Its lines for the log of every service, each tagged with its service (a rank's, for a wide server)."""
+        services = {label: service for service, label in self.labels.items()}
+        for row in self.log_view.rows():
+            yield row._replace(tag=services.get(row.tag, row.tag)) if self.wide else row

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pdtui.engine.events import LogLines, Notice
+from pdtui.engine.events import JobStatus, LogLines, Notice
 from pdtui.sim import demo
 from tests.engine_helpers import bring_up
 
@@ -27,6 +27,9 @@ async def test_a_two_node_decode_job_is_ready_once_both_ranks_are_and_the_router
     done, rec, _ = await bring_up(two_node_decode(slurm_two_nodes))
     assert done.ok, done
     assert "running on node[1-2] (rank 0 on node1)" in rec.change("decode", "waiting").reason
+    running = [e for e in rec.of(JobStatus) if e.service == "decode" and e.state == "RUNNING"][-1]
+    assert [node for node, _ in running.nodes] == ["node1", "node2"]
+    assert all(gpus for _, gpus in running.nodes), running.nodes     # each node's GPUs, read from scontrol -d
     lines = [r.text for e in rec.of(LogLines) if e.service == "decode" for r in e.lines]
     assert any(line.startswith("1: ") and "Dummy health check server started" in line for line in lines)
     script = next(slurm_two_nodes.jobs_dir.glob("*-router.sbatch")).read_text()

@@ -62,7 +62,10 @@ async def test_a_rank_that_dies_once_serving_takes_its_whole_server_down(sandbox
 async def test_a_rank_that_never_joins_is_named_while_rank_0_waits_for_it(sandbox):
     done, rec, _ = await bring_up(reference(sandbox, nodes=2, timeout="6s", failures={"decode@1": "hang-dist"}))
     told = [n.text for n in rec.of(Notice) if n.service == "decode@1"]
-    assert any("cannot reach the rendezvous" in text and "in distributed init" in text for text in told), told
+    assert any(text.startswith("decode: rank 1 on gpu1: this rank cannot reach the rendezvous") and
+               "in distributed init" in text for text in told), told
+    assert any(text.startswith("decode: rank 1 on gpu1: no line for ") and "in distributed init" in text
+               for text in told), told       # a stall, named by the rank's node
     # Rank 0 waits at the rendezvous: as a server of one node, a timed-out rank is left as it runs, to be looked at.
     assert {rec.states("decode")[-1], rec.states("decode@1")[-1]} <= {"timed_out", "stopped"}
     # Both ranks wait in distributed init with the same timeout: whichever is judged first times out, the other is

@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
-import html
-import re
 from pathlib import Path
 
 import pytest
-from rich.cells import cell_len
 from textual.app import App
 from textual.drivers.headless_driver import HeadlessDriver
 from textual.widget import Widget
 from textual.widgets import Footer, Input
-from ui_fakes import settle
+from ui_fakes import RecordingApp, log_lines, make_app, screen_text, settle
 
 from pdtui.engine.events import (
     CanaryResult,
@@ -48,52 +45,8 @@ from pdtui.sim.scripted import (
     starting_script,
 )
 from pdtui.ui.app import PdtuiApp, terminal_driver
-from pdtui.ui.logview import FLOOD_PAINT_INTERVAL, PAINT_INTERVAL, LogView
+from pdtui.ui.logview import FLOOD_PAINT_INTERVAL, PAINT_INTERVAL
 from pdtui.ui.screens import ConfirmScreen, HelpScreen, QuitScreen, RestartScreen
-
-
-class RecordingApp(PdtuiApp):
-    """The app, keeping the message of every notification it shows."""
-
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        self.notices: list[str] = []
-
-    def notify(self, message: str, **kwargs: object) -> None:  # type: ignore[override]
-        self.notices.append(message)
-        super().notify(message, **kwargs)  # type: ignore[arg-type]
-
-
-def make_app(script: list, **kwargs: object) -> tuple[RecordingApp, ScriptedSource]:
-    source = ScriptedSource(script)
-    kwargs.setdefault("clock", lambda: 0.0)
-    return RecordingApp(source, **kwargs), source
-
-
-def log_lines(view: LogView) -> list[str]:
-    """The log as drawn: one string per visible row."""
-    return [view.render_line(y).text for y in range(view.scrollable_content_region.height)]
-
-
-SVG_TEXT = re.compile(r'<text [^>]*\bx="([\d.]+)"[^>]*-line-(\d+)\)">([^<]*)</text>')
-SVG_CELL = 20 * 0.61
-"""The width of one cell in Rich's SVG export (its font size times its aspect ratio)."""
-
-
-def screen_text(app: PdtuiApp) -> str:
-    """The screen as drawn, one string per row, read back from Textual's own SVG screenshot.
-
-    The SVG leaves out runs of blank cells, so each run of text is placed at its column;
-    the line breaks it keeps as text are dropped.
-    """
-    rows: dict[int, str] = {}
-    for x, row, text in SVG_TEXT.findall(app.export_screenshot()):
-        if text == "\n":
-            continue
-        line = rows.get(int(row), "")
-        gap = round(float(x) / SVG_CELL) - cell_len(line)
-        rows[int(row)] = line + " " * gap + html.unescape(text).replace("\xa0", " ")
-    return "\n".join(rows.get(y, "") for y in range(max(rows, default=-1) + 1))
 
 
 def badge(app: PdtuiApp, service: str) -> str:

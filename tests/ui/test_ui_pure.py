@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 from dataclasses import fields
 from pathlib import Path
@@ -11,16 +12,17 @@ from textual.theme import Theme
 
 from pdtui.config import ConfigError
 from pdtui.config.fields import format_elapsed
-from pdtui.engine.events import GpuInfo, LineKind, LogRecord, StateChanged
+from pdtui.engine.events import GpuInfo, JobStatus, LineKind, LogRecord, StateChanged
 from pdtui.engine.states import ServiceState as S
-from pdtui.sim.scripted import PREFILL
+from pdtui.sim.scripted import PREFILL, WIDE_DECODE
 from pdtui.support.heap import YOUNG_THRESHOLD, QuietCollector
 from pdtui.support.text import MAX_LINE_CHARS, inert
 from pdtui.ui import themes
-from pdtui.ui.format import bandwidth, clock_only, figures_summary, gpu_gauges
+from pdtui.ui.format import bandwidth, clock_only, figures_summary, gpu_gauges, placement
 from pdtui.ui.logview import Lines, Row
 from pdtui.ui.merged import merge_by_time
 from pdtui.ui.model import ElapsedClock, ServiceView
+from pdtui.ui.nodes import lead, node_labels, node_line, pinned
 from pdtui.ui.notify import desktop_notification
 from pdtui.ui.themes import KEYS, available_themes, read_theme
 
@@ -206,3 +208,53 @@ def test_a_prefills_kv_rate_reads_in_two_or_three_figures_with_its_failures() ->
 ])
 def test_a_narrow_panel_keeps_the_time_a_line_opens_with_and_drops_its_date(line: str, shown: str) -> None:
     assert clock_only(line) == shown
+
+
+def _rank_views(*states: S) -> list[ServiceView]:
+    views = [ServiceView(dataclasses.replace(WIDE_DECODE, name="decode" if r == 0 else f"decode@{r}", rank=r,
+                                             host=f"gpu-{r}", server="" if r == 0 else "decode")) for r in range(len(states))]
+    for view, state in zip(views, states, strict=True):
+        view.state = state
+    return views
+
+
+def test_a_wide_server_is_led_by_a_failed_rank_else_by_the_rank_furthest_from_serving() -> None:
+    assert lead(_rank_views(S.READY, S.WAITING, S.READY)).info.rank == 1
+    assert lead(_rank_views(S.STOPPED, S.FAILED, S.STOPPING)).info.rank == 1
+    assert lead(_rank_views(S.READY, S.READY)).info.rank == 0
+    assert lead(_rank_views(S.STOPPED, S.STOPPING)).info.rank == 1      # down: rank 0 ended first, rank 1 ends
+    both_failed = _rank_views(S.FAILED, S.FAILED)
+    assert lead(both_failed).info.rank == 0
+    assert lead(both_failed, cause="decode@1").info.rank == 1            # the engine's blame decides
+    assert lead(_rank_views(S.STARTING, S.READY), cause="decode@1").info.rank == 0   # a retry: blame is over
+
+
+def test_a_pinned_line_of_another_rank_names_its_node() -> None:
+    views = _rank_views(S.FAILED, S.FAILED)
+    views[0].pinned, views[1].pinned = "its server's rank 1 on gpu-1 failed", "CUDA out of memory"
+    assert pinned(views, cause="decode@1") == ("rank 1 on gpu-1: ", "CUDA out of memory")
+    assert pinned(views) == ("", "its server's rank 1 on gpu-1 failed")
+
+
+def test_node_labels_are_hosts_unless_two_ranks_share_one() -> None:
+    views = _rank_views(S.PENDING, S.PENDING)
+    assert node_labels([v.info for v in views]) == ["gpu-0", "gpu-1"]
+    shared = [dataclasses.replace(v.info, host="box") for v in views]
+    assert node_labels(shared) == ["0:box", "1:box"]
+
+
+def test_a_starting_ranks_row_says_how_long_it_has_been_silent_from_a_minute() -> None:
+    view = _rank_views(S.WAITING)[0]
+    view.since = 10.0
+    assert "no line for" not in node_line(view, 69.0)
+    assert node_line(view, 70.0).endswith("no line for 1m")
+    assert node_line(view, 400.0, last_line=200.0).endswith("no line for 3m")
+    view.state = S.READY
+    assert "no line for" not in node_line(view, 400.0)
+
+
+def test_a_job_over_several_nodes_shows_each_nodes_gpus() -> None:
+    job = JobStatus("decode", "12", "RUNNING", "", "node1", (0, 1), nodes=(("node1", (0, 1)), ("node2", (2, 3))))
+    info = dataclasses.replace(PREFILL, gpus=(), numa=None, after=())
+    assert placement(info, job) == "job 12 RUNNING on node1 · node1 GPU 0 1 · node2 GPU 2 3 · :30000"
+    assert placement(info, dataclasses.replace(job, nodes=())) == "job 12 RUNNING on node1 · GPU 0 1 · :30000"

@@ -22,6 +22,8 @@ from pdtui.sim.scripted import (
     hostile_script,
     ready_script,
     starting_script,
+    wide_failed_script,
+    wide_stalled_script,
 )
 from pdtui.ui.app import PdtuiApp
 
@@ -33,6 +35,8 @@ SCRIPTS: dict[str, Callable[[], list]] = {
     "hostile_lines": hostile_script,
     "broken_pair": broken_pair_script,
     "fabric_refused": fabric_refused_script,
+    "wide_stalled": wide_stalled_script,
+    "wide_failed": wide_failed_script,
 }
 
 

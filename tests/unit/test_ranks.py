@@ -6,7 +6,7 @@ import asyncio
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 
-from pdtui.engine.events import Notice
+from pdtui.engine.events import Notice, ServerFailed
 from pdtui.engine.ranks import RankWatch
 from pdtui.engine.states import ServiceState
 from pdtui.servers import default_serving
@@ -53,9 +53,13 @@ class Rank:
 class Teller:
     def __init__(self) -> None:
         self.told: list[Notice] = []
+        self.blamed: list[str] = []         # each ServerFailed's cause
 
     def emit(self, event) -> None:
-        self.told.append(event)
+        if isinstance(event, ServerFailed):
+            self.blamed.append(event.cause)
+        else:
+            self.told.append(event)
 
     def elapsed(self) -> float:
         return 0.0
@@ -99,6 +103,7 @@ async def test_a_rank_that_failed_only_because_a_peer_went_is_not_blamed_when_th
     ranks[1].transition(S.FAILED, CRASH)    # the cause, later over its own connection
     await settle(watch)
     assert teller.told[0].text.startswith("decode: rank 1 on gpu-1 failed: stopping rank 0 on gpu-0 too")
+    assert teller.blamed == ["decode@1"]    # the panel's rank to speak for the server
     assert ranks[0].stopped == ["decode"]   # its unit still ran
     watch.task.cancel()
 

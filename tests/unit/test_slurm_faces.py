@@ -29,7 +29,7 @@ def test_state_events_carry_the_job_id_and_node() -> None:
 def test_a_job_event_is_kind_job_with_slurms_words() -> None:
     event = json.loads(to_json(RUNNING))
     assert event == {"kind": "job", "service": "decode", "job_id": "12", "state": "RUNNING", "reason": "",
-                     "node": "gpu07", "gpus": [4, 5, 6, 7], "exit_code": "", "elapsed": 3.0}
+                     "node": "gpu07", "gpus": [4, 5, 6, 7], "exit_code": "", "nodes": [], "elapsed": 3.0}
 
 
 def test_headless_names_the_cluster_and_tells_a_queued_jobs_new_reason_once() -> None:

@@ -114,6 +114,16 @@ def test_scontrol_of_a_multi_node_job_lists_each_node_set() -> None:
     job = parse_job(text)
     assert job is not None and job.gpus == {"gpu01": tuple(range(8)), "gpu02": (0, 2, 4, 6)}
     assert job.gpu_indices == tuple(range(8))
+    assert job.node_gpus() == (("gpu01", tuple(range(8))), ("gpu02", (0, 2, 4, 6)))
+
+
+def test_each_node_of_a_node_set_gets_its_gpus_in_the_node_lists_order() -> None:
+    text = ("JobId=31 JobName=wide\n   JobState=RUNNING Reason=None\n   NodeList=gpu[01-03]\n   BatchHost=gpu01\n"
+            "     Nodes=gpu[01-02] CPU_IDs=0-7 Mem=0 GRES=gpu:8(IDX:0-7)\n"
+            "     Nodes=gpu03 CPU_IDs=0-3 Mem=0 GRES=gpu:4(IDX:4-7)\n")
+    job = parse_job(text)
+    assert job is not None
+    assert job.node_gpus() == (("gpu01", tuple(range(8))), ("gpu02", tuple(range(8))), ("gpu03", (4, 5, 6, 7)))
 
 
 def test_scontrol_of_an_unknown_job() -> None:

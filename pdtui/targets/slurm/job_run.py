@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import re
 import shlex
+from dataclasses import replace
 
 from pdtui.config import BACKEND_ROLES, Deployment, ServiceConfig
 from pdtui.config.fields import format_duration
@@ -49,7 +50,7 @@ class JobRun(ServiceRun):
         super().__init__(cfg, judge)
         self.job: JobRow | None = None           # the current attempt's job, as last looked at
         self.node = ""                           # where it runs (its first node), once it does
-        self.nodes: list[str] = []               # every node it runs on, rank 0's first
+        self.nodes: tuple[tuple[str, tuple[int, ...]], ...] = ()   # every node it runs on (rank 0's first), its GPUs
         self.gpus: tuple[int, ...] = ()          # the GPU indices Slurm gave it there
         self.output: JobOutput | None = None    # its current job's output, followed by ``follower``
         self.follower: asyncio.Task | None = None
@@ -99,7 +100,7 @@ class JobRun(ServiceRun):
         return f"{self.rank_words(causes[0][0])}: {causes[0][1]} (then {told})" if causes else told
 
     def rank_words(self, rank: int) -> str:
-        return f"rank {rank}" + (f" on {self.nodes[rank]}" if rank < len(self.nodes) else "")
+        return f"rank {rank}" + (f" on {self.nodes[rank][0]}" if rank < len(self.nodes) else "")
 
     def rank_of(self, message: str) -> tuple[int, str] | None:
         """srun --label's ``N: `` before each line: the task's rank, one task per node."""
@@ -205,10 +206,9 @@ class JobRun(ServiceRun):
         if job is None:
             return
         status = JobStatus(self.name, job.job_id, job.state, job.reason, self.node, self.gpus, job.exit_code,
-                           self.w.elapsed())
+                           self.nodes if len(self.nodes) > 1 else (), self.w.elapsed())
         told = self._told
-        if told is None or (told.job_id, told.state, told.reason, told.node, told.gpus, told.exit_code) != (
-                status.job_id, status.state, status.reason, status.node, status.gpus, status.exit_code):
+        if told is None or replace(told, elapsed=status.elapsed) != status:
             self._told = status
             self.w.emit(status)
 
@@ -218,7 +218,7 @@ class JobRun(ServiceRun):
         self._stop_following()
         # Lines come once the job runs; those that come before it is seen running are judged then.
         self.attempt = self.fresh_attempt(collecting=True)
-        self.job, self.node, self.gpus, self.address = None, "", (), LOOPBACK_ADDRESS
+        self.job, self.node, self.gpus, self.nodes, self.address = None, "", (), (), LOOPBACK_ADDRESS
         try:
             live = await self._live()
             if live is not None and action is not Action.RESTART:
@@ -329,10 +329,10 @@ class JobRun(ServiceRun):
         self.address = await self.cluster.address(self.node) if self.node else LOOPBACK_ADDRESS
         ran = parse_elapsed(detail.fields.get("RunTime", "")) if detail is not None else None
         self.attempt.started_at = self.w.clock() - (ran or 0.0)
+        nodes = detail.nodes if detail is not None else job.nodes
+        self.nodes = detail.node_gpus() if detail is not None else tuple((node, ()) for node in hostnames(nodes))
         self._tell_job()
         gpus = f", GPUs {gpu_ranges(self.gpus)}" if self.gpus else ""
-        nodes = detail.nodes if detail is not None else job.nodes
-        self.nodes = hostnames(nodes)
         where = f"{nodes} (rank 0 on {self.node})" if self.ranks_to_join and nodes else self.node or "?"
         self.transition(S.WAITING, f"{how}: job {job.job_id} running on {where}{gpus}")
         self.lines.release_held()

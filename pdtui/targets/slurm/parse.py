@@ -139,6 +139,11 @@ class JobDetail:
         """The GPU indices of its first node (a multi-node job gets the same on each, as a rule)."""
         return next(iter(self.gpus.values()), ())
 
+    def node_gpus(self) -> tuple[tuple[str, tuple[int, ...]], ...]:
+        """Each of its nodes, in its NodeList's order (its ranks' under ``srun``), with the GPUs Slurm gave it."""
+        given = {host: gpus for nodes, gpus in self.gpus.items() for host in hostnames(nodes)}
+        return tuple((host, given.get(host, ())) for host in hostnames(self.nodes))
+
 
 def parse_job(text: str) -> JobDetail | None:
     """``scontrol show job -d JOBID``; None when it names no job (``Invalid job id specified``)."""

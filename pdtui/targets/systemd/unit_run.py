@@ -82,7 +82,8 @@ class UnitRun(ServiceRun):
         cfg, commands = self.cfg, Commands.for_host(deployment.hosts[self.cfg.host])
         return ServiceInfo(cfg.name, cfg.role, self.unit, cfg.host, tuple(cfg.gpus), cfg.numa, cfg.port,
                            tuple(cfg.after), cfg.timeout, shlex.join(commands.restart(self.unit)),
-                           shlex.join(commands.stop(self.unit)))
+                           shlex.join(commands.stop(self.unit)), rank=cfg.rank,
+                           server=cfg.server if cfg.follower else "")
 
     async def bring_up(self, action: Action = Action.START) -> bool:
         """Start a fresh attempt and see it through; True if it was ready (and its watch has ended).
