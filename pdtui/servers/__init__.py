@@ -189,6 +189,9 @@ class CommandFlags:
     numa: str                       # the NUMA node it binds itself to
     backends: Mapping[str, str]     # a router's backend URLs of each role
     server: str                     # the server's program, as a note names it
+    nnodes: str = "--nnodes"        # a server over several nodes: how many, this unit's rank, where they meet
+    node_rank: str = "--node-rank"
+    dist_init_addr: str = "--dist-init-addr"
 
 
 def serving_for(cfg: ServiceConfig) -> ServingEngine:

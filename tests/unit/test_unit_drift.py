@@ -15,6 +15,8 @@ from pdtui.targets.systemd.unit_files import render_units
 
 REFERENCE = load_config(data_dir("sample_configs") / "reference.yaml")
 GENERATED = {u.service: u.text for u in render_units(REFERENCE)}
+WIDE = load_config(data_dir("sample_configs") / "wide-ep.yaml")
+WIDE_UNITS = {u.service: u.text for u in render_units(WIDE)}
 
 
 def drift(service: str, text: str, *extra: str):
@@ -93,3 +95,41 @@ def test_words_are_split_as_the_shell_lexer_splits_them(text: str) -> None:
     except ValueError:
         expected = plain.split()
     assert _split(text) == expected
+
+
+def wide_drift(service: str, text: str):
+    return service_drift(WIDE, WIDE.services[service], parse_installed([("/etc/systemd/system/x.service", text)]))
+
+
+@pytest.mark.parametrize("service", ["decode", "decode@1", "decode@8", "prefill@3"])
+def test_a_generated_rank_unit_has_no_drift(service):
+    assert wide_drift(service, WIDE_UNITS[service]) == []
+
+
+def test_a_unit_that_is_another_rank_is_an_error_naming_both():
+    text = WIDE_UNITS["decode@1"].replace("--node-rank 1", "--node-rank 2")
+    [found] = wide_drift("decode@1", text)
+    assert found.level == "error"
+    assert found.text == ("decode@1: its unit runs as rank 2 of 9 nodes (--node-rank, --nnodes), the config says rank 1 "
+                          "of 9 nodes")
+
+
+def test_a_rank_unit_without_the_rank_flags_runs_a_server_of_its_own():
+    words = shlex.split(WIDE_UNITS["decode@1"].split("ExecStart=")[1].splitlines()[0])
+    at = words.index("--nnodes")
+    text = WIDE_UNITS["decode@1"].replace(shlex.join(words[at:at + 6]), "")
+    [found] = wide_drift("decode@1", text)
+    assert found.text == "decode@1: its unit runs a server of one node (no --nnodes), the config says rank 1 of 9 nodes"
+
+
+def test_a_unit_of_one_node_run_as_a_rank_is_an_error():
+    text = GENERATED["decode"].replace("--tp 4", "--tp 4 --nnodes 2 --node-rank 0 --dist-init-addr 10.0.0.1:5000")
+    [found] = drift("decode", text)
+    assert found.text == ("decode: its unit runs as rank 0 of 2 nodes (--node-rank, --nnodes), the config says a server "
+                          "of one node")
+
+
+def test_a_rank_that_meets_its_peers_elsewhere_is_an_error():
+    address = WIDE.dist_addr(WIDE.services["decode@1"])
+    [found] = wide_drift("decode@1", WIDE_UNITS["decode@1"].replace(address, "10.9.9.9:5757"))
+    assert found.text == f"decode@1: its unit meets its other ranks at 10.9.9.9:5757 (--dist-init-addr), the config says {address}"

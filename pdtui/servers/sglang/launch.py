@@ -64,7 +64,7 @@ def _server_argv(deployment: Deployment, svc: ServiceConfig, launch: LaunchSpec)
     if svc.port is not None:
         argv += ["--port", str(svc.port)]
     if svc.nnodes > 1:      # one unit per node, each its rank of the one server
-        argv += ["--nnodes", str(svc.nnodes), "--node-rank", str(svc.rank), "--dist-init-addr",
+        argv += [FLAGS.nnodes, str(svc.nnodes), FLAGS.node_rank, str(svc.rank), FLAGS.dist_init_addr,
                  deployment.dist_addr(svc)]
     argv += ["--disaggregation-mode", svc.role, "--disaggregation-transfer-backend", launch.transfer_backend]
     if svc.role == "prefill":

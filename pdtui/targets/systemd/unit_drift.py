@@ -176,7 +176,7 @@ def service_drift(deployment: Deployment, svc: ServiceConfig, unit: InstalledUni
     if svc.role not in ("prefill", "decode"):
         return []
     return [*_gpu_drift(svc, unit, serving.command_flags), *_numa_drift(svc, unit, serving.command_flags),
-            *_server_flags_drift(svc, unit, serving)]
+            *_server_flags_drift(svc, unit, serving), *_rank_drift(deployment, svc, unit, serving.command_flags)]
 
 
 def _gpu_drift(svc: ServiceConfig, unit: InstalledUnit, flags: CommandFlags) -> list[Drift]:
@@ -226,6 +226,22 @@ def _server_flags_drift(svc: ServiceConfig, unit: InstalledUnit, serving: Servin
             found.append(Drift(svc.name, "error", f"{svc.name}: its unit's bootstrap server is on port {boot}, "
                                                   f"the config says {svc.bootstrap_port}"))
     return found
+
+
+def _rank_drift(deployment: Deployment, svc: ServiceConfig, unit: InstalledUnit, flags: CommandFlags) -> list[Drift]:
+    """A unit that is another rank, of another number of nodes, or meets its peers elsewhere than the config says:
+    its server would wait in distributed init for a rank that never comes, or two ranks would both be one."""
+    nnodes, rank = unit.flag(flags.nnodes), unit.flag(flags.node_rank) or "0"
+    if (nnodes or "1", rank) != (str(svc.nnodes), str(svc.rank)):
+        runs = (f"runs as rank {rank} of {nnodes} nodes ({flags.node_rank}, {flags.nnodes})" if nnodes is not None
+                else f"runs a server of one node (no {flags.nnodes})")
+        config = f"rank {svc.rank} of {svc.nnodes} nodes" if svc.nnodes > 1 else "a server of one node"
+        return [Drift(svc.name, "error", f"{svc.name}: its unit {runs}, the config says {config}")]
+    meets = unit.flag(flags.dist_init_addr)
+    if svc.nnodes > 1 and meets is not None and meets != deployment.dist_addr(svc):
+        return [Drift(svc.name, "error", f"{svc.name}: its unit meets its other ranks at {meets} ({flags.dist_init_addr}), "
+                                         f"the config says {deployment.dist_addr(svc)}")]
+    return []
 
 
 def _router_drift(deployment: Deployment, svc: ServiceConfig, unit: InstalledUnit, flags: CommandFlags) -> list[Drift]:
