@@ -14,6 +14,7 @@ from dataclasses import asdict
 from enum import Enum
 from typing import TextIO
 
+from pdtui.config.schema import RANK_MARK
 from pdtui.engine.events import (
     CanaryResult,
     Done,
@@ -145,7 +146,8 @@ class LinePrinter:
         if isinstance(event, PreflightFinding):
             return self._line(event.elapsed, f"{event.level}: {inert(event.text, 400)}")
         if isinstance(event, Notice):
-            who = f"{event.service}: " if event.service and not event.text.startswith(f"{event.service}") else ""
+            server = (event.service or "").partition(RANK_MARK)[0]    # a rank's notice names its server and node
+            who = f"{event.service}: " if server and not event.text.startswith(server) else ""
             return self._line(event.elapsed, f"{event.level}: {who}{inert(event.text, 300)}")
         if isinstance(event, LogLines):
             if not self.logs:

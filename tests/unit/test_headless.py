@@ -41,3 +41,13 @@ def test_a_failed_outcome_names_what_failed_and_apart_what_was_not_decided_yet()
     assert data["failures"] == {"decode": "CUDA out of memory"}
     assert data["blocked"] == {"router": "decode failed"}
     assert data["waiting"] == ["prefill"]
+
+
+def test_a_ranks_notice_that_names_its_server_and_node_is_not_named_again():
+    from pdtui.engine.events import ServerFailed
+    from pdtui.faces.headless import LinePrinter, to_json
+    told = Notice("warning", "decode: rank 1 on gpu-b: no line for 4m in distributed init", "decode@1", 243.0)
+    assert LinePrinter().format(told) == "[  243.0s] warning: decode: rank 1 on gpu-b: no line for 4m in distributed init"
+    assert LinePrinter().format(Notice("info", "cleared", "decode@1", 1.0)) == "[    1.0s] info: decode@1: cleared"
+    assert json.loads(to_json(ServerFailed("decode", "decode@1", 38.5))) == {
+        "kind": "server_failed", "service": "decode", "cause": "decode@1", "elapsed": 38.5}
