@@ -9,7 +9,7 @@ from typing import Annotated, Any
 from pydantic import BeforeValidator
 from pydantic_core import PydanticCustomError
 
-from pdtui.config.defaults import ROLES
+from pdtui.config.defaults import ENGINES, ROLES
 from pdtui.config.errors import did_you_mean, fail, show
 
 DURATION_EXPECTED = "a duration like 90s, 6m, 1h or a number of seconds"
@@ -120,6 +120,13 @@ def check_bool(value: Any) -> bool:
 def check_role(value: Any) -> str:
     if value not in ROLES:
         raise fail(f"expected a role: one of {', '.join(ROLES)}, got {show(value)}{did_you_mean(value, ROLES)}")
+    return value
+
+
+def check_engine(value: Any) -> str:
+    if value not in ENGINES:
+        raise fail(f"expected a serving engine: one of {', '.join(ENGINES)}, got {show(value)}"
+                   f"{did_you_mean(value, ENGINES)}")
     return value
 
 

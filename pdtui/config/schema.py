@@ -18,11 +18,13 @@ from pdtui.config.defaults import (
     COMMANDS,
     DEFAULT_CANARY,
     DEFAULT_DIST_PORT,
+    DEFAULT_ENGINE,
     DEFAULT_TIMEOUT,
     DEFAULT_UNHEALTHY_AFTER,
+    ENGINES,
+    READY_LINES,
     ROLES,
     SGLANG_FOLLOWER_READY_LINE,
-    SGLANG_READY_LINE,
     Role,
 )
 from pdtui.config.errors import did_you_mean, fail, show, unknown_key
@@ -39,6 +41,7 @@ from pdtui.config.fields import (
     Unit,
     UserName,
     check_duration,
+    check_engine,
     check_env_name,
     check_interval_or_off,
     check_name,
@@ -168,9 +171,9 @@ def _argv(command: str, value: Any) -> tuple[str, ...]:
     return tuple(argv)
 
 
-def _default_ready(role: str, port: Any) -> dict[str, Any]:
+def _default_ready(role: str, port: Any, engine: str) -> dict[str, Any]:
     if role in BACKEND_ROLES:
-        return {"log": SGLANG_READY_LINE, "http": "/health", "tcp": False}
+        return {"log": READY_LINES[engine], "http": "/health", "tcp": False}
     if role == "router":
         return {"log": None, "http": None, "tcp": True}
     return {"log": None, "http": None, "tcp": port is not None}
@@ -211,6 +214,7 @@ class ServiceConfig(_Model):
     cluster: HostName | None = None  # set for a Slurm job: ``host`` is then the cluster's name too
     unit: Unit | None = None     # a unit's name; a job is found by its job's name
     role: Annotated[Role, BeforeValidator(check_role)] = "other"
+    engine: Annotated[str, BeforeValidator(check_engine)] = DEFAULT_ENGINE   # what it runs (a router: whose router)
     gpus: Annotated[tuple[int, ...], BeforeValidator(list_of(gpu_index, "a list of GPU indexes (integers)"))] = ()
     numa: NumaNode | None = None
     port: Port | None = None
@@ -275,8 +279,10 @@ class ServiceConfig(_Model):
         if role == "router":
             filled.setdefault("canary", DEFAULT_CANARY)
         ready = data.get("ready", {})
+        engine = data.get("engine", DEFAULT_ENGINE)
         if isinstance(ready, Mapping):
-            filled["ready"] = {**_default_ready(role, data.get("port")), **ready}
+            filled["ready"] = {**_default_ready(role, data.get("port"), engine if engine in ENGINES else DEFAULT_ENGINE),
+                               **ready}
         launch = data.get("launch")
         if role == "prefill" and isinstance(launch, Mapping) and "bootstrap_port" in launch:
             port = launch["bootstrap_port"]
@@ -443,6 +449,7 @@ class Deployment(_Model):
     services: dict[str, ServiceConfig]
     source: str = "<config>"
     strict: Bool = False
+    engine: Annotated[str, BeforeValidator(check_engine)] = DEFAULT_ENGINE   # every service's, unless it says its own
 
     @model_validator(mode="before")
     @classmethod
@@ -457,6 +464,9 @@ class Deployment(_Model):
                 named[section] = {key: _named(section, what, key, entry) for key, entry in entries.items()}
         if isinstance(named.get("services"), Mapping):
             named["services"] = _job_names(data.get("name"), _router_after(named["services"]))
+            if data.get("engine") in ENGINES:       # else its own error, at its own key
+                named["services"] = {key: {"engine": data["engine"], **entry} if isinstance(entry, Mapping) else entry
+                                     for key, entry in named["services"].items()}
         if "hosts" not in data and "clusters" not in data:
             raise fail("the top level is missing required key 'hosts' (or 'clusters', for Slurm jobs)", on="key")
         return named

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Protocol
 
+from pdtui.config.defaults import DEFAULT_ENGINE
 from pdtui.engine.intent import RestartHow
 from pdtui.engine.states import ServiceState
 
@@ -62,6 +63,7 @@ class ServiceInfo:
     restart_command: str = ""    # what a restart or stop from the UI runs, exactly, on ``host``
     stop_command: str = ""
     job: bool = False            # a Slurm job (``unit`` is its job's name, ``host`` its cluster)
+    engine: str = DEFAULT_ENGINE  # the serving engine it runs (a router: whose router it is)
     rank: int = 0                # its node's rank in a server over several nodes
     server: str = ""             # a rank >= 1: the server it is a rank of (rank 0's name); drawn in that one's panel
 

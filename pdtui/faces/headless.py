@@ -14,6 +14,7 @@ from dataclasses import asdict
 from enum import Enum
 from typing import TextIO
 
+from pdtui.config.defaults import DEFAULT_ENGINE
 from pdtui.config.schema import RANK_MARK
 from pdtui.engine.events import (
     CanaryResult,
@@ -40,7 +41,7 @@ from pdtui.engine.events import (
 )
 from pdtui.engine.states import ServiceState
 from pdtui.faces.timeline import finished, slower
-from pdtui.servers import default_serving
+from pdtui.servers import serving_named
 from pdtui.support.text import inert
 
 KINDS = {PlanReady: "plan", StepChanged: "step", StateChanged: "state", LogLines: "log", PhaseStarted: "phase",
@@ -100,6 +101,7 @@ class LinePrinter:
         self.title = "bringing up"
         self.baseline = baseline or {}       # each service's phase lengths in its last successful run
         self.phases: dict[str, list[tuple[str, float | None]]] = {}
+        self.engines: dict[str, str] = {}       # each service's serving engine, from the plan
         self.jobs: dict[str, JobStatus] = {}  # each service's job as last told
 
     def __call__(self, event: Event) -> None:
@@ -114,6 +116,7 @@ class LinePrinter:
     def format(self, event: Event) -> str | None:
         if isinstance(event, PlanReady):
             self.width = max([len(s.name) for s in event.services] + [8])
+            self.engines = {s.name: s.engine for s in event.services}
             self.title = event.title
             hosts, clusters = ({s.host for s in event.services if s.job == job} for job in (False, True))
             where = " and ".join(f"{len(found)} {kind}{'s' * (len(found) != 1)}"
@@ -163,8 +166,10 @@ class LinePrinter:
         starts.append((event.phase, event.at))
         text = self._line(event.elapsed, f"{event.service:<{self.width}} phase {event.phase}")
         ended, last = finished(starts), self.baseline.get(event.service, {})
-        if ended is not None and default_serving().slow(ended[1], last.get(ended[0])):
-            text = self._line(event.elapsed, f"warning: {event.service}: {slower(*ended, last[ended[0]])}") + "\n" + text
+        engine = self.engines.get(event.service, DEFAULT_ENGINE)
+        if ended is not None and serving_named(engine).slow(ended[1], last.get(ended[0])):
+            warning = slower(*ended, last[ended[0]], engine=engine)
+            text = self._line(event.elapsed, f"warning: {event.service}: {warning}") + "\n" + text
         return text
 
     def _job(self, event: JobStatus) -> str | None:

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pdtui.config.defaults import DEFAULT_ENGINE
 from pdtui.engine.events import (
     Done,
     Drained,
@@ -30,7 +31,7 @@ from pdtui.engine.events import (
     UnitStatus,
 )
 from pdtui.engine.states import ServiceState
-from pdtui.servers import default_serving
+from pdtui.servers import serving_named
 
 FILE_NAME = "history.sqlite3"
 OUTCOMES = {ServiceState.READY: "ready", ServiceState.DEGRADED: "degraded", ServiceState.FAILED: "failed",
@@ -84,9 +85,10 @@ class ServiceRecord:
     end_elapsed: float | None = None
     time_to_ready: float | None = None
     phases: list[tuple[str, float | None]] = field(default_factory=list)   # (phase, journal time it began)
+    engine: str = DEFAULT_ENGINE        # the serving engine it ran, whose phases they are (not kept in the file)
 
     def durations(self) -> dict[str, float]:
-        return default_serving().phase_durations([(name, at) for name, at in self.phases if at is not None])
+        return serving_named(self.engine).phase_durations([(name, at) for name, at in self.phases if at is not None])
 
 
 @dataclass
@@ -264,7 +266,8 @@ class HistoryRecorder:
             return
         self.run = RunRecord(plan.deployment, plan.title, self.clock())
         for info in plan.services:
-            self.run.services[info.name] = ServiceRecord(info.name, info.role, info.host, info.unit, info.after)
+            self.run.services[info.name] = ServiceRecord(info.name, info.role, info.host, info.unit, info.after,
+                                                         engine=info.engine)
 
     def _state(self, service: ServiceRecord, event: StateChanged) -> None:
         new = event.new

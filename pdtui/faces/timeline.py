@@ -1,25 +1,26 @@
 """Start-up phases as text: the panel's phase bar and the report's timeline share these words.
 
 Pure functions of (phase, start time) pairs; the names, short labels and what
-counts as slow are the serving engine's (:func:`pdtui.servers.default_serving`).
+counts as slow are the server's serving engine's (:func:`pdtui.servers.serving_named`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
+from pdtui.config.defaults import DEFAULT_ENGINE
 from pdtui.config.fields import took
-from pdtui.servers import default_serving
+from pdtui.servers import serving_named
 
 
-def slower(phase: str, seconds: float, last: float) -> str:
-    """The warning's words: ``weights took 41s, 3.2× the last successful run's 13s``."""
-    label = default_serving().phase_labels.get(phase, phase)
+def slower(phase: str, seconds: float, last: float, *, engine: str = DEFAULT_ENGINE) -> str:
+    """The warning's words: ``weights took 41s, 3.2× the last successful run's 13s`` (``engine``: the server's)."""
+    label = serving_named(engine).phase_labels.get(phase, phase)
     return f"{label} took {took(seconds)}, {seconds / last:.1f}× the last successful run's {took(last)}"
 
 
 def phase_bar(starts: list[tuple[str, float | None]], last: Mapping[str, float] | None = None,
-              running: float | None = None) -> str:
+              running: float | None = None, *, engine: str = DEFAULT_ENGINE) -> str:
     """One line: each phase begun so far with its duration (``weights 41s · kv 3.0s · graphs 2m10s…``).
 
     The phase under way shows how long it has run so far (``running`` seconds,
@@ -30,7 +31,7 @@ def phase_bar(starts: list[tuple[str, float | None]], last: Mapping[str, float] 
     has run, three times as long or more.
     """
     dated: list[tuple[str, float]] = [(name, at) for name, at in starts if at is not None]
-    serving = default_serving()
+    serving = serving_named(engine)
     lengths = serving.phase_durations(dated)
     parts = []
     for index, (name, _) in enumerate(starts):
@@ -38,9 +39,9 @@ def phase_bar(starts: list[tuple[str, float | None]], last: Mapping[str, float] 
             break
         label = serving.phase_labels.get(name, name)
         if name in lengths:
-            parts.append(f"{label} {took(lengths[name])}{_then(lengths[name], (last or {}).get(name))}")
+            parts.append(f"{label} {took(lengths[name])}{_then(lengths[name], (last or {}).get(name), engine)}")
         elif index == len(starts) - 1 and running is not None:
-            parts.append(f"{label} {took(running)}…{_then(running, (last or {}).get(name))}")
+            parts.append(f"{label} {took(running)}…{_then(running, (last or {}).get(name), engine)}")
         elif index == len(starts) - 1:
             parts.append(f"{label} …")
         else:
@@ -48,10 +49,11 @@ def phase_bar(starts: list[tuple[str, float | None]], last: Mapping[str, float] 
     return " · ".join(parts)
 
 
-def _then(seconds: float, last: float | None) -> str:
+def _then(seconds: float, last: float | None, engine: str) -> str:
     if last is None:
         return ""
-    return f" (last {took(last)}, {seconds / last:.1f}×)" if default_serving().slow(seconds, last) else f" (last {took(last)})"
+    slow = serving_named(engine).slow(seconds, last)
+    return f" (last {took(last)}, {seconds / last:.1f}×)" if slow else f" (last {took(last)})"
 
 
 def finished(starts: list[tuple[str, float | None]]) -> tuple[str, float] | None:

@@ -13,10 +13,13 @@ its tokens, the KV transfer series, the pairs) are in engine/checks/.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any, Protocol
+
+from pdtui.config.defaults import DEFAULT_ENGINE
 
 if TYPE_CHECKING:
     from pdtui.config import Deployment, ServiceConfig
@@ -194,14 +197,24 @@ class CommandFlags:
     dist_init_addr: str = "--dist-init-addr"
 
 
-def serving_for(cfg: ServiceConfig) -> ServingEngine:
-    """The serving engine a service runs: SGLang, the one pdtui knows (a config key will choose between two)."""
-    return default_serving()
+ENGINES: Mapping[str, str] = {"sglang": "pdtui.servers.sglang.engine"}
+"""Each serving engine a config may name (``engine:``; the config's own list is config/defaults.py's), by the
+module whose ``ENGINE`` it is: a third engine is a package more and a line here."""
 
 
 @cache
+def serving_named(name: str) -> ServingEngine:
+    """A serving engine by its name in the config. Its package is imported at the first call, once (it imports this
+    module's types)."""
+    engine: ServingEngine = importlib.import_module(ENGINES[name]).ENGINE
+    return engine
+
+
+def serving_for(cfg: ServiceConfig) -> ServingEngine:
+    """The serving engine a service runs (a router: the engine whose router it is), as its config says."""
+    return serving_named(cfg.engine)
+
+
 def default_serving() -> ServingEngine:
-    """The serving engine of what has no service at hand (a phase's words in the faces, the run history). Imported
-    at the first call, once (its package imports this module's types): every service run asks."""
-    from pdtui.servers.sglang.engine import SGLANG
-    return SGLANG
+    """The serving engine of what has no service at hand (the run history of a deployment no longer configured)."""
+    return serving_named(DEFAULT_ENGINE)

@@ -337,7 +337,8 @@ class DeploymentScreen(Screen[None]):
             ended = view.apply_phase(event)
             panel.redraw(self.elapsed.now())
             if ended is not None:
-                self.notify(f"{event.service}: {slower(*ended)}", severity="warning", timeout=15, markup=False)
+                self.notify(f"{event.service}: {slower(*ended, engine=view.info.engine)}", severity="warning",
+                            timeout=15, markup=False)
 
     @apply.register
     def _on_probe(self, event: ProbeResult) -> None:

@@ -25,7 +25,7 @@ from pdtui.engine.events import (
 from pdtui.engine.states import SERVING_STATES, ServiceState
 from pdtui.engine.tracebacks import HEADER
 from pdtui.faces.timeline import finished
-from pdtui.servers import default_serving
+from pdtui.servers import serving_named
 from pdtui.support.text import inert
 from pdtui.ui.format import BADGE_LABELS, throughput
 
@@ -147,7 +147,7 @@ class ServiceView:
         self.phases.append((event.phase, event.at))
         self.phase_since = event.elapsed if event.phase != "ready" else None
         ended = finished(self.phases)
-        if ended is not None and default_serving().slow(ended[1], self.last.get(ended[0])):
+        if ended is not None and serving_named(self.info.engine).slow(ended[1], self.last.get(ended[0])):
             return ended[0], ended[1], self.last[ended[0]]
         return None
 

@@ -14,7 +14,7 @@ from pdtui.config.fields import format_duration, format_elapsed
 from pdtui.engine.events import GpuInfo, ServiceInfo
 from pdtui.engine.states import ServiceState
 from pdtui.gpus.nvidia_smi import gpu_ranges
-from pdtui.servers import default_serving
+from pdtui.servers import serving_named
 from pdtui.ui.format import gpu_gauges
 from pdtui.ui.model import ServiceView
 
@@ -72,7 +72,7 @@ def node_line(view: ServiceView, now: float, gpus: Sequence[GpuInfo] = (), last_
     starting = view.state in (S.STARTING, S.WAITING)
     if starting and view.phases and view.phases[-1][0] != "ready":
         running = view.running(now)
-        label = default_serving().phase_labels.get(view.phases[-1][0], view.phases[-1][0])
+        label = serving_named(info.engine).phase_labels.get(view.phases[-1][0], view.phases[-1][0])
         parts.append(f"{label} {format_elapsed(running)}" if running is not None else label)
     heard = max((at for at in (last_line, view.since) if at is not None), default=None)
     if starting and heard is not None and now - heard >= QUIET_AFTER:

@@ -225,7 +225,7 @@ class ServicePanel(Vertical):
                 self.set_class(state is speaker.state, css_class)
         rows = node_lines(self.ranks, now, self._node_gpus, self._last_lines) if self.wide else None
         self._show(self._node_rows, Text(rows, no_wrap=True, overflow="ellipsis") if rows else None)
-        bar = phase_bar(view.phases, view.last, view.running(now)) if view.phases else None
+        bar = phase_bar(view.phases, view.last, view.running(now), engine=view.info.engine) if view.phases else None
         self._show(self._phases, Text(bar, no_wrap=True, overflow="ellipsis") if bar else None)
         parts = [check_summary(list(view.checks.values()))] if view.checks else []
         if view.canary is not None:

@@ -471,3 +471,30 @@ def test_an_api_key_env_must_name_a_variable_and_belong_to_a_router(monkeypatch)
     assert "expected the name of an environment variable" in str(config_error(BASE + "    api_key_env: s3cret key\n"))
     decode_keyed = BASE.replace("    port: 30002\n", "    port: 30002\n    api_key_env: PD_ROUTER_KEY\n")
     assert "only a router has an API key" in str(config_error(decode_keyed))
+
+
+@pytest.fixture
+def second_engine(monkeypatch):
+    """A second serving engine the config may name, with a ready line of its own: the seam a package fills."""
+    from pdtui.config import defaults, fields, schema
+    engines = (*defaults.ENGINES, "other")
+    monkeypatch.setattr(fields, "ENGINES", engines)
+    monkeypatch.setattr(schema, "ENGINES", engines)
+    monkeypatch.setitem(defaults.READY_LINES, "other", "Application startup complete")
+    return "other"
+
+
+def test_every_service_runs_the_default_engine_unless_the_config_says():
+    deployment = parse_config(BASE)
+    assert {svc.engine for svc in deployment.services.values()} == {"sglang"}
+    assert deployment.services["decode"].ready.log == "fired up and ready"
+
+
+def test_the_deployments_engine_is_every_services_and_a_service_may_say_its_own(second_engine):
+    text = BASE.replace("name: demo\n", "name: demo\nengine: other\n").replace(
+        "    role: prefill\n", "    role: prefill\n    engine: sglang\n")
+    deployment = parse_config(text)
+    engines = {name: svc.engine for name, svc in deployment.services.items()}
+    assert engines == {"prefill": "sglang", "decode": "other", "router": "other"}
+    assert deployment.services["decode"].ready.log == "Application startup complete"   # its engine's ready line
+    assert deployment.services["prefill"].ready.log == "fired up and ready"

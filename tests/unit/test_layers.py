@@ -105,16 +105,22 @@ def _sglang_imports(node: ast.AST) -> list[ast.AST]:
 
 
 def test_only_the_servers_interface_names_sglang():
-    """Everything but SGLang's own package reaches it through pdtui.servers (serving_for, default_serving), whose
-    functions import it lazily: a second serving engine is a package and an entry there, not edits across pdtui."""
+    """Everything but SGLang's own package reaches it through pdtui.servers (serving_for, serving_named), which
+    imports it by its name in ENGINES at the first call: a second serving engine is a package and an entry there,
+    not edits across pdtui."""
     own = PACKAGE / "servers" / "sglang"
     offenders = {str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py")
-                 if own not in p.parents and p != PACKAGE / "servers" / "__init__.py" and _sglang_imports(ast.parse(p.read_text()))}
+                 if own not in p.parents and _sglang_imports(ast.parse(p.read_text()))}
     assert offenders == set()
-    tree = ast.parse((PACKAGE / "servers" / "__init__.py").read_text())
-    lazy = [f for f in tree.body if isinstance(f, ast.FunctionDef) and f.name in ("serving_for", "default_serving")]
-    allowed = {id(node) for f in lazy for node in _sglang_imports(f)}
-    assert allowed and [node.lineno for node in _sglang_imports(tree) if id(node) not in allowed] == []
+
+
+def test_every_engine_the_config_may_name_is_a_package_of_servers():
+    from pdtui.config.defaults import ENGINES as CONFIG_ENGINES
+    from pdtui.servers import ENGINES, serving_named
+    assert tuple(ENGINES) == CONFIG_ENGINES
+    for name, module in ENGINES.items():
+        assert module.startswith(f"pdtui.servers.{name}.")
+        assert serving_named(name).name == name
 
 
 def test_each_target_builds_on_the_engine_and_never_on_another_target():

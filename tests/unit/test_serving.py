@@ -13,7 +13,7 @@ from pdtui.engine.events import Figures
 from pdtui.engine.figures import failed_transfers
 from pdtui.engine.service_run import Attempt
 from pdtui.engine.startup_watch import StartupWatch
-from pdtui.servers.sglang.engine import SGLANG
+from pdtui.servers.sglang.engine import ENGINE as SGLANG
 from pdtui.servers.sglang.metrics import (
     batch_figures,
     batch_line,

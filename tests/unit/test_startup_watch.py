@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from pdtui.engine.startup_watch import StartupWatch, stall_after
-from pdtui.servers.sglang.engine import SGLANG
+from pdtui.servers.sglang.engine import ENGINE as SGLANG
 
 GRAPHS = "[2026-05-02 10:00:00 TP0] Capture decode CUDA graph begin. backend=full, avail mem=13.95 GB"
 WEIGHTS = "[2025-10-16 09:06:10 TP0] Load weight begin. avail mem=137.34 GB"

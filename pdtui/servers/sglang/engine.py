@@ -109,4 +109,5 @@ class SGLang:
         return launch.runs_server(words)
 
 
-SGLANG = SGLang()
+ENGINE = SGLang()
+"""What :func:`pdtui.servers.serving_named` finds for ``engine: sglang``."""

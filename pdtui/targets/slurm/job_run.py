@@ -127,7 +127,7 @@ class JobRun(ServiceRun):
         cancel = shlex.join(SlurmCommands.for_cluster(cluster).cancel_named(self.unit))
         restart = f"{cancel}; sbatch {script_path(cluster.output_dir, self.unit)}"
         return ServiceInfo(cfg.name, cfg.role, self.unit, cfg.host, (), None, cfg.port, tuple(cfg.after), cfg.timeout,
-                           restart, cancel, job=True)
+                           restart, cancel, job=True, engine=cfg.engine)
 
     async def close(self) -> None:
         """Stop following its job's output."""

@@ -82,7 +82,7 @@ class UnitRun(ServiceRun):
         cfg, commands = self.cfg, Commands.for_host(deployment.hosts[self.cfg.host])
         return ServiceInfo(cfg.name, cfg.role, self.unit, cfg.host, tuple(cfg.gpus), cfg.numa, cfg.port,
                            tuple(cfg.after), cfg.timeout, shlex.join(commands.restart(self.unit)),
-                           shlex.join(commands.stop(self.unit)), rank=cfg.rank,
+                           shlex.join(commands.stop(self.unit)), engine=cfg.engine, rank=cfg.rank,
                            server=cfg.server if cfg.follower else "")
 
     async def bring_up(self, action: Action = Action.START) -> bool:
