@@ -182,7 +182,7 @@ class RouterProving:
         decodes = [peers[b.service] for b in backends if b.role == "decode"]
         if wanted is False or not prefills or not decodes or (wanted is None and len(prefills) * len(decodes) < 2):
             return None
-        return PairProbe(prefills, decodes, self.run.serving.pair_request, clock=self.run.w.clock,
+        return PairProbe(prefills, decodes, self.run.serving.pair, clock=self.run.w.clock,
                          transfer_error=self.transfer_error_since)
 
     async def _kv_reading(self) -> KvReading:

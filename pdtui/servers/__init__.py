@@ -14,10 +14,10 @@ its tokens, the KV transfer series, the pairs) are in engine/checks/.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pdtui.config.defaults import DEFAULT_ENGINE
 
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from pdtui.engine.checks.base import ReadinessCheck
     from pdtui.engine.checks.kv_transfer import KvTotals
     from pdtui.engine.events import Figures
-    from pdtui.engine.http import HttpProber
+    from pdtui.engine.http import HttpProber, HttpResult
     from pdtui.engine.signatures import Signature
 
 
@@ -65,6 +65,26 @@ class TransferPath:
     backend: str
     rdma: bool
     devices: tuple[str, ...] = ()
+
+
+class PairSend(Protocol):
+    """Sends one request of a pair's to its prefill or its decode, as pdtui's probes send (their timeout, their
+    address): the serving engine says what, in what order."""
+
+    def __call__(self, side: Literal["prefill", "decode"], path: str, body: dict[str, Any]) -> Awaitable[HttpResult]:
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class PairAnswers:
+    """A pair's request as each side answered it, and how its KV transfer's failure is found: what a log line of
+    this request's transfer names (``needle``), and what an answer's error holds when it is a transfer's
+    (``transfer_mark``; None: an answer never says)."""
+
+    prefilled: HttpResult
+    decoded: HttpResult
+    needle: str = ""
+    transfer_mark: str | None = None
 
 
 class PhaseTracking(Protocol):
@@ -152,9 +172,11 @@ class ServingEngine(Protocol):
                            decode: tuple[str, Mapping[str, Any]]) -> list[Mismatch]:
         """A ready prefill and decode, as each says it runs: what keeps them from moving KV between them."""
 
-    def pair_request(self, prompt: str, *, bootstrap_host: str, bootstrap_port: int,
-                     max_new_tokens: int) -> tuple[str, dict[str, Any]]:
-        """The path and body that pair one prefill with one decode when sent to both (a fresh transfer id)."""
+    async def pair(self, send: PairSend, prompt: str, *, max_new_tokens: int,
+                   bootstrap: tuple[str, int]) -> PairAnswers:
+        """One generation through one prefill and one decode, sent (by ``send``) as its router would send it:
+        what proves that pair, whatever the router would choose. ``bootstrap``: where the router says the decode
+        finds the prefill (its host and bootstrap port), for an engine whose request names it."""
 
     # What the targets write and the faces tell: its own, so neither imports its package.
 

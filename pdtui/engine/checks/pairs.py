@@ -1,9 +1,10 @@
-"""Every prefill × decode pair proven directly, bypassing the router: SGLang's PD request to both sides.
+"""Every prefill × decode pair proven directly, bypassing the router: its serving engine's PD request.
 
 The router may send the smoke request through one healthy pair while another
 can never transfer (a decode that cannot reach one prefill's bootstrap
 server, a prefill with stale transfer state). So after the router is proven,
-each pair gets one request of its own (its serving engine's: SGLang's in servers/sglang/pd_request.py), the
+each pair gets one request of its own, sent as its serving engine's router sends it
+(:meth:`pdtui.servers.ServingEngine.pair`: SGLang's to both sides at once, servers/sglang/pd_request.py), the
 smoke's prompt so that real KV pages move, judged by the decode's tokens
 (generation.py); a prefill that answers an error fails its pairs too.
 Bounded: pairs run side by side up to :data:`AT_ONCE`, each within
@@ -15,7 +16,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, replace
-from typing import Protocol
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from pdtui.config import DEFAULT_BOOTSTRAP_PORT
@@ -25,6 +26,7 @@ from pdtui.engine.checks.workers import Backend, worker_matches
 from pdtui.engine.events import PairResult
 from pdtui.engine.http import HttpResult
 from pdtui.engine.tracebacks import transfer_exception
+from pdtui.servers import PairAnswers, PairSend
 
 AT_ONCE = 8              # pairs proven side by side
 PAIR_TIMEOUT = 30.0      # seconds for one pair's request (a transfer that never completes waits much longer)
@@ -32,10 +34,10 @@ NAME = "pairs"
 
 
 class PairRequest(Protocol):
-    """The serving engine's request that pairs a prefill and a decode: its path and body (a fresh transfer id)."""
+    """The serving engine's pair request (:meth:`pdtui.servers.ServingEngine.pair`)."""
 
-    def __call__(self, prompt: str, *, bootstrap_host: str, bootstrap_port: int,
-                 max_new_tokens: int) -> tuple[str, dict]: ...
+    def __call__(self, send: PairSend, prompt: str, *, max_new_tokens: int,
+                 bootstrap: tuple[str, int]) -> Awaitable[PairAnswers]: ...
 
 
 class TransferError(Protocol):
@@ -72,22 +74,26 @@ async def prove_pairs(pairs: Sequence[PairEnds], request: PairRequest, *, clock:
 async def prove_pair(pair: PairEnds, request: PairRequest, *, clock: Callable[[], float],
                      transfer_error: TransferError | None = None) -> PairResult:
     prefill, decode = pair.prefill, pair.decode
-    path, body = request(SMOKE_PROMPT, bootstrap_host=pair.bootstrap_host, bootstrap_port=pair.bootstrap_port,
-                         max_new_tokens=MAX_TOKENS)
-    room = body.get("bootstrap_room")
+
+    def send(side: str, path: str, body: dict[str, Any]) -> Awaitable[HttpResult]:
+        return _send(prefill if side == "prefill" else decode, path, body)
+
     started = clock()
-    prefilled, decoded = await asyncio.gather(_send(prefill, path, body), _send(decode, path, body))
+    answers = await request(send, SMOKE_PROMPT, max_new_tokens=MAX_TOKENS,
+                            bootstrap=(pair.bootstrap_host, pair.bootstrap_port))
+    prefilled, decoded = answers.prefilled, answers.decoded
     verdict = judge(decoded)
     names = (prefill.cfg.name, decode.cfg.name)
     failed = not (verdict.ok and prefilled.ok)
-    # pairs run side by side: only a line that names this request's room is this pair's
-    quoted = await transfer_error(names, started, failed, f"bootstrap_room={room}") if transfer_error else None
+    # pairs run side by side: only a line that names this request (SGLang: its room) is this pair's
+    quoted = await transfer_error(names, started, failed, answers.needle) if transfer_error else None
 
     def result(ok: bool, detail: str) -> PairResult:
         return PairResult(prefill.cfg.name, decode.cfg.name, ok, detail, decoded.latency)
 
-    if quoted is None:
-        quoted = _transfer_answer(decode.cfg.name, decoded) or _transfer_answer(prefill.cfg.name, prefilled)
+    if quoted is None and answers.transfer_mark is not None:
+        mark = answers.transfer_mark
+        quoted = _transfer_answer(decode.cfg.name, decoded, mark) or _transfer_answer(prefill.cfg.name, prefilled, mark)
     if quoted:
         return result(False, f"KV transfer failed: {quoted}")
     if not verdict.ok:
@@ -97,11 +103,11 @@ async def prove_pair(pair: PairEnds, request: PairRequest, *, clock: Callable[[]
     return result(True, verdict.detail)
 
 
-def _transfer_answer(service: str, answer: HttpResult) -> str | None:
-    """A transfer failure as the server answered it (its error names the request's room), when its log line has
-    not come through the journal in time: the same words."""
+def _transfer_answer(service: str, answer: HttpResult, mark: str) -> str | None:
+    """A transfer failure as the server answered it (its error holds ``mark``: SGLang's names a room), when its
+    log line has not come through the journal in time: the same words."""
     said = error_message(answer, limit=None) if not answer.ok else None
-    return f"{service}: {transfer_exception(said)}" if said and "bootstrap_room=" in said else None
+    return f"{service}: {transfer_exception(said)}" if said and mark in said else None
 
 
 async def _send(end: Probed, path: str, body: dict) -> HttpResult:

@@ -11,7 +11,7 @@ from pdtui.engine.checks.kv_transfer import KvTotals
 from pdtui.engine.events import Figures
 from pdtui.engine.http import HttpProber
 from pdtui.engine.signatures import Signature
-from pdtui.servers import Mismatch, ServerCommand, TransferPath
+from pdtui.servers import Mismatch, PairAnswers, PairSend, ServerCommand, TransferPath
 from pdtui.servers.sglang import launch, metrics, pairing, pd_request, phases, signatures
 from pdtui.servers.sglang.bootstrap_check import BootstrapAccepts
 from pdtui.servers.sglang.server_info import read_server_info
@@ -86,10 +86,9 @@ class SGLang:
                            decode: tuple[str, Mapping[str, Any]]) -> list[Mismatch]:
         return pairing.running_mismatches(prefill, decode)
 
-    def pair_request(self, prompt: str, *, bootstrap_host: str, bootstrap_port: int,
-                     max_new_tokens: int) -> tuple[str, dict[str, Any]]:
-        return pd_request.pd_generate(prompt, bootstrap_host=bootstrap_host, bootstrap_port=bootstrap_port,
-                                      max_new_tokens=max_new_tokens)
+    async def pair(self, send: PairSend, prompt: str, *, max_new_tokens: int,
+                   bootstrap: tuple[str, int]) -> PairAnswers:
+        return await pd_request.pair(send, prompt, max_new_tokens=max_new_tokens, bootstrap=bootstrap)
 
     title = "SGLang"
 

@@ -10,10 +10,15 @@ it proves that pair, whatever the router would choose.
 
 from __future__ import annotations
 
+import asyncio
 import random
 from typing import Any
 
+from pdtui.servers import PairAnswers, PairSend
+
 GENERATE = "/generate"
+ROOM = "bootstrap_room="
+"""What SGLang's transfer errors name a request by (its log lines, and a failed side's answer)."""
 
 
 def new_room() -> int:
@@ -26,3 +31,11 @@ def pd_generate(prompt: str, *, bootstrap_host: str, bootstrap_port: int,
     """The path and the native ``/generate`` body both sides of a pair get (greedy, a fresh room)."""
     return GENERATE, {"text": prompt, "sampling_params": {"max_new_tokens": max_new_tokens, "temperature": 0},
                       "bootstrap_host": bootstrap_host, "bootstrap_port": bootstrap_port, "bootstrap_room": new_room()}
+
+
+async def pair(send: PairSend, prompt: str, *, max_new_tokens: int, bootstrap: tuple[str, int]) -> PairAnswers:
+    """The same request to both sides at once, as the router sends it: a transfer error names its room."""
+    path, body = pd_generate(prompt, bootstrap_host=bootstrap[0], bootstrap_port=bootstrap[1],
+                             max_new_tokens=max_new_tokens)
+    prefilled, decoded = await asyncio.gather(send("prefill", path, body), send("decode", path, body))
+    return PairAnswers(prefilled, decoded, f"{ROOM}{body['bootstrap_room']}", ROOM)
