@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from pdtui.config import ClusterConfig, Deployment, ServiceConfig
 from pdtui.config.job import JobSpec
-from pdtui.servers import serving_for
+from pdtui.servers import CommandFlags, serving_for
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,7 @@ def render_script(deployment: Deployment, svc: ServiceConfig, backend_urls: Mapp
         *(f"#SBATCH {option}" for option in sbatch_options(cluster, job)),
         *(f"export {key}={shlex.quote(value)}" for key, value in (svc.launch.env if svc.launch else {}).items()),
         *job.setup,
-        *_exec(argv, job),
+        *_exec(argv, job, serving.command_flags),
         "",
     ]
     return JobScript(svc.name, job.name, cluster.output_dir, script_path(cluster.output_dir, job.name), "\n".join(lines))
@@ -110,13 +110,14 @@ def slurm_time(seconds: float) -> str:
     return f"{days}-{hours:02d}:{minutes:02d}:{secs:02d}"
 
 
-def _exec(argv: list[str], job: JobSpec) -> list[str]:
-    """The command: run as it is on one node; on several, once per node with its rank (``$0`` is the first
-    node's address, ``$@`` the command)."""
+def _exec(argv: list[str], job: JobSpec, flags: CommandFlags) -> list[str]:
+    """The command: run as it is on one node; on several, once per node with its rank by its serving engine's
+    ``flags`` (``$0`` is the first node's address, ``$@`` the command)."""
     command = shlex.join(argv)
     if job.nodes == 1:
         return [f"exec {command}"]
-    per_node = 'exec "$@" --nnodes "$SLURM_NNODES" --node-rank "$SLURM_NODEID" --dist-init-addr "$0"'
+    per_node = (f'exec "$@" {flags.nnodes} "$SLURM_NNODES" {flags.node_rank} "$SLURM_NODEID" '
+                f'{flags.dist_init_addr} "$0"')
     # The first node by the address Slurm reaches it at (its NodeAddr; its name when Slurm says none). Each line of
     # the output labelled with its node's rank (--label): pdtui tells the nodes apart by it.
     return ['head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
