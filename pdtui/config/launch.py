@@ -28,6 +28,13 @@ SERVER_KEYS = frozenset({"model", "tp", "transfer_backend", "bootstrap_port", "i
                          "args", "env", "dist_port", "dist_addr"})
 RENDEZVOUS_KEYS = ("dist_port", "dist_addr")      # a server over several nodes' only
 ROUTER_KEYS = frozenset({"package", "policy", "prometheus_port", "host", "python", "command", "args", "env"})
+# What each serving engine's launch takes: vLLM's server has no bootstrap server, InfiniBand device or rendezvous
+# here, and its router is vllm-router alone.
+ENGINE_SERVER_KEYS = {"sglang": SERVER_KEYS,
+                      "vllm": frozenset({"model", "tp", "transfer_backend", "host", "python", "command", "args", "env"})}
+ENGINE_ROUTER_KEYS = {"sglang": ROUTER_KEYS, "vllm": ROUTER_KEYS - {"package"}}
+ENGINE_TRANSFER_BACKENDS = {"sglang": TRANSFER_BACKENDS, "vllm": ("nixl", "mooncake")}
+ENGINE_TITLES = {"sglang": "SGLang", "vllm": "vLLM"}
 
 
 def _choice(choices: tuple[str, ...], what: str) -> Any:
@@ -105,18 +112,25 @@ class LaunchSpec(BaseModel):
     dist_addr: Address | None = None  # ... at this address (default: rank 0's host's)
 
 
-def check_launch_keys(name: str, role: str, launch: LaunchSpec, *, nnodes: int = 1) -> None:
-    """Each key given belongs to the role's kind of launch; an SGLang server names its model; only a server over
-    several nodes has a rendezvous."""
+def check_launch_keys(name: str, role: str, launch: LaunchSpec, *, nnodes: int = 1, engine: str = "sglang") -> None:
+    """Each key given belongs to the role's kind of launch, of its serving engine; a server names its model; only a
+    server over several nodes has a rendezvous."""
     if role == "other":
         raise fail(f"service '{name}' has role other: pdtui generates units for prefill, decode and router only",
                    "launch", on="key")
-    allowed, kind = (ROUTER_KEYS, "a router") if role == "router" else (SERVER_KEYS, "an SGLang server")
+    title = ENGINE_TITLES.get(engine, engine)
+    router = "a router" if engine == "sglang" else f"{title}'s router"
+    allowed, kind = ((ENGINE_ROUTER_KEYS[engine], router) if role == "router"
+                     else (ENGINE_SERVER_KEYS[engine], f"{'an' if title[0] in 'AEIOSaeio' else 'a'} {title} server"))
     for key in sorted(launch.model_fields_set - allowed):
         raise fail(f"'{key}' is not a launch key of {kind} (service '{name}' is a {role}); expected one of "
                    f"{', '.join(sorted(allowed))}", "launch", key, on="key")
     if role != "router" and launch.model is None:
         raise fail(f"the launch of service '{name}' needs a model (its --model-path)", "launch", on="key")
+    backends = ENGINE_TRANSFER_BACKENDS[engine]
+    if role != "router" and "transfer_backend" in launch.model_fields_set and launch.transfer_backend not in backends:
+        raise fail(f"expected a KV transfer backend of {title}: one of {', '.join(backends)}, got "
+                   f"{show(launch.transfer_backend)}", "launch", "transfer_backend")
     if launch.python is not None and launch.command is not None:
         raise fail(f"the launch of service '{name}' has both python and command, expected one of them",
                    "launch", "command", on="key")

@@ -349,6 +349,11 @@ class ServiceConfig(_Model):
         for index, gpu in enumerate(self.gpus):
             if gpu in self.gpus[:index]:
                 raise fail(f"GPU {gpu} is listed twice in service '{self.name}'", "gpus", index)
+        if self.engine != "sglang" and (self.bootstrap_port is not None or self.hosts):
+            key, what = (("bootstrap_port", "a bootstrap server") if self.bootstrap_port is not None
+                         else ("hosts", "a server over several nodes"))
+            raise fail(f"service '{self.name}' runs {self.engine}: {what} is SGLang's here (a vLLM prefill is found "
+                       "through its NIXL side channel, and pdtui brings up a vLLM server on one node)", key, on="key")
         if self.bootstrap_port is not None and self.role != "prefill":
             raise fail(f"service '{self.name}' is a {self.role}: only a prefill has a bootstrap_port", "bootstrap_port", on="key")
         if "canary" in self.model_fields_set and not self.is_router:
@@ -359,7 +364,7 @@ class ServiceConfig(_Model):
         if self.unit in self.replaces:
             raise fail(f"service '{self.name}' cannot replace its own unit {self.unit}", "replaces", self.replaces.index(self.unit))
         if self.launch is not None:
-            check_launch_keys(self.name, self.role, self.launch, nnodes=self.nnodes)
+            check_launch_keys(self.name, self.role, self.launch, nnodes=self.nnodes, engine=self.engine)
         if self.hosts:
             self._check_nodes()
         if self.job is not None and self.cluster is not None:

@@ -193,6 +193,12 @@ class ServingEngine(Protocol):
     def phase_durations(self, starts: Sequence[tuple[str, float]]) -> dict[str, float]:
         """Each phase's length from (phase, start) pairs in order; the last has none: nothing ended it yet."""
 
+    def environment(self, deployment: Deployment, cfg: ServiceConfig) -> Mapping[str, str]:
+        """What a service's environment needs beside its launch's own ``env`` (which wins where both set one)."""
+
+    def pd_roles(self, words: Sequence[str]) -> frozenset[str] | None:
+        """The PD roles a server's command line may play (None: it says none, a wrapper script may set it)."""
+
     command_flags: CommandFlags              # how a unit written by hand is read back against the config
 
     def runs_server(self, words: Sequence[str]) -> bool:

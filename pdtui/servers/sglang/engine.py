@@ -12,9 +12,11 @@ from pdtui.engine.events import Figures
 from pdtui.engine.http import HttpProber
 from pdtui.engine.signatures import Signature
 from pdtui.servers import Mismatch, PairAnswers, PairSend, ServerCommand, TransferPath
+from pdtui.servers.ports import metrics_ports
 from pdtui.servers.sglang import launch, metrics, pairing, pd_request, phases, signatures
 from pdtui.servers.sglang.bootstrap_check import BootstrapAccepts
 from pdtui.servers.sglang.server_info import read_server_info
+from pdtui.support.argv import flag_value
 
 
 class SGLang:
@@ -59,7 +61,7 @@ class SGLang:
         return sample, metrics.figures_between(previous, sample, role)
 
     def metrics_ports(self, deployment: Deployment) -> Mapping[str, int]:
-        return launch.prometheus_ports(deployment)
+        return metrics_ports(deployment, self.name)
 
     def kv_totals(self, text: str) -> KvTotals:
         return metrics.kv_totals(text)
@@ -67,7 +69,8 @@ class SGLang:
     def planned_command(self, deployment: Deployment, cfg: ServiceConfig) -> ServerCommand | None:
         if cfg.launch is None:
             return None
-        return ServerCommand(tuple(launch.command_line(deployment, cfg)), dict(cfg.launch.env),
+        return ServerCommand(tuple(launch.command_line(deployment, cfg)), {**self.environment(deployment, cfg),
+                                                                           **cfg.launch.env},
                              f"its launch: block in {deployment.source}")
 
     def pair_mismatches(self, prefill: tuple[str, ServerCommand], decode: tuple[str, ServerCommand]) -> list[Mismatch]:
@@ -101,6 +104,13 @@ class SGLang:
 
     def phase_durations(self, starts: Sequence[tuple[str, float]]) -> dict[str, float]:
         return phases.durations(starts)
+
+    def environment(self, deployment: Deployment, cfg: ServiceConfig) -> Mapping[str, str]:
+        return {}
+
+    def pd_roles(self, words: Sequence[str]) -> frozenset[str] | None:
+        mode = flag_value(words, launch.FLAGS.mode)
+        return frozenset({mode}) if mode is not None else None
 
     command_flags = launch.FLAGS
 

@@ -13,7 +13,6 @@ from pdtui.config import DEFAULT_BOOTSTRAP_PORT, Deployment, ServiceConfig
 from pdtui.config.launch import ROUTER_PYTHON_PACKAGES, LaunchSpec
 from pdtui.servers import CommandFlags
 
-DEFAULT_PROMETHEUS_PORT = 29000       # the routers' own default, taken by the first router on a host
 SERVER_MODULE = "sglang.launch_server"
 DEFAULT_PORT = 30000                  # the server's own, without --port
 
@@ -96,29 +95,3 @@ def _router_argv(deployment: Deployment, svc: ServiceConfig, launch: LaunchSpec,
     if prometheus_port is not None:
         argv += ["--prometheus-host", host, "--prometheus-port", str(prometheus_port)]
     return argv + list(launch.args)
-
-
-def prometheus_ports(deployment: Deployment) -> dict[str, int]:
-    """Each router's Prometheus port: its own, else 29000 up, one no other service of its host uses.
-
-    The routers' exporter is always on, at 29000 by default: a second router on
-    the same host would panic at start.
-    """
-    taken: dict[str, set[int]] = {}
-    for svc in deployment.services.values():
-        ports = {p for p in (svc.port, svc.bootstrap_port) if p is not None}
-        if svc.launch is not None and svc.launch.prometheus_port is not None:
-            ports.add(svc.launch.prometheus_port)
-        taken.setdefault(svc.host, set()).update(ports)
-    chosen: dict[str, int] = {}
-    for name, svc in deployment.services.items():
-        if not svc.is_router or svc.launch is None:
-            continue
-        port = svc.launch.prometheus_port
-        if port is None:
-            port = DEFAULT_PROMETHEUS_PORT
-            while port in taken[svc.host]:
-                port += 1
-            taken[svc.host].add(port)
-        chosen[name] = port
-    return chosen

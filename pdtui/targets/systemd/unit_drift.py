@@ -213,12 +213,12 @@ def _server_flags_drift(svc: ServiceConfig, unit: InstalledUnit, serving: Servin
     elif svc.port is not None and port != str(svc.port):
         found.append(Drift(svc.name, "error", f"{svc.name}: its unit listens on port {port} ({flags.port}), "
                                               f"the config says {svc.port}"))
-    mode = unit.flag(flags.mode)
-    if mode is None and not serving.runs_server(words):
+    roles = serving.pd_roles(words)
+    if roles is None and not serving.runs_server(words):
         found.append(Drift(svc.name, "note", f"{svc.name}: its unit does not say its disaggregation mode (it runs "
                                              f"{words[0]}, not {flags.server}); the config says {svc.role}"))
-    elif mode != svc.role:
-        said = f"runs as {flags.mode} {mode}" if mode else f"runs without {flags.mode} (not PD)"
+    elif roles is None or svc.role not in roles:
+        said = f"runs as {' or '.join(sorted(roles))} ({flags.mode})" if roles else f"runs without {flags.mode} (not PD)"
         found.append(Drift(svc.name, "error", f"{svc.name}: its unit {said}, the config says {svc.role}"))
     if svc.role == "prefill" and svc.bootstrap_port is not None:
         boot = unit.flag(flags.bootstrap_port) or str(flags.default_bootstrap_port)

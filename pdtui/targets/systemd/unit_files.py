@@ -58,7 +58,8 @@ def render_unit(deployment: Deployment, svc: ServiceConfig, systemd: int | None 
     if numactl:
         argv = ["numactl", f"--cpunodebind={svc.numa}", f"--membind={svc.numa}", *argv]
     service_lines = ["Type=simple"]
-    env = ({"CUDA_VISIBLE_DEVICES": ",".join(map(str, svc.gpus))} if svc.gpus else {}) | dict(launch.env)
+    env = (({"CUDA_VISIBLE_DEVICES": ",".join(map(str, svc.gpus))} if svc.gpus else {})
+           | dict(serving.environment(deployment, svc)) | dict(launch.env))
     service_lines += [f"Environment={_quote_env(key, value)}" for key, value in env.items()]
     if svc.numa is not None and not numactl:
         service_lines += ["NUMAPolicy=bind", f"NUMAMask={svc.numa}", "CPUAffinity=numa"]
