@@ -2,7 +2,7 @@
 
 A router's run (service_run.py) asks this object for its verdicts; it
 builds the probe (engine/checks/router.py) from the router's backends as the
-config and their runs know them, reads the prefills' KV transfer series and
+config and their runs know them, reads the KV transfer series (of the side that counts them) and
 quotes a backend's transfer error by the request's room, and tells the faces
 what each step found (``ProbeResult``, ``PairMatrix``). One per attempt: a
 restarted router proves itself afresh (the model, the smoke failures, the
@@ -186,11 +186,13 @@ class RouterProving:
                          transfer_error=self.transfer_error_since)
 
     async def _kv_reading(self) -> KvReading:
-        """Each prefill's KV transfer series now (None: no ``/metrics``). A prefill observes every transfer it
-        sends and counts those that failed, its bootstrap's too: its decodes' series would only repeat them."""
-        prefills = [peer for name in self.run.cfg.after if (peer := self.run.w.peers[name]).cfg.role == "prefill"]
-        reading: dict[str, KvTotals | None] = {peer.name: None for peer in prefills if not peer.has_metrics}
-        if asked := [peer.kv_totals() for peer in prefills if peer.has_metrics]:    # none: no loop turn spent
+        """The KV transfer series now of each backend whose serving engine counts transfers on its side (None: no
+        ``/metrics``): SGLang's prefill observes every transfer it sends and counts those that failed, its
+        bootstrap's too; vLLM's decode pulls the KV and counts it. The other side's would only repeat them."""
+        counting = [peer for name in self.run.cfg.after
+                    if (peer := self.run.w.peers[name]).cfg.role == peer.serving.kv_series_role]
+        reading: dict[str, KvTotals | None] = {peer.name: None for peer in counting if not peer.has_metrics}
+        if asked := [peer.kv_totals() for peer in counting if peer.has_metrics]:    # none: no loop turn spent
             reading |= dict(await asyncio.gather(*asked))
         return reading
 

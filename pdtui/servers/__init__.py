@@ -69,9 +69,10 @@ class TransferPath:
 
 class PairSend(Protocol):
     """Sends one request of a pair's to its prefill or its decode, as pdtui's probes send (their timeout, their
-    address): the serving engine says what, in what order."""
+    address): the serving engine says what, in what order. A POST of ``body``; a GET without one."""
 
-    def __call__(self, side: Literal["prefill", "decode"], path: str, body: dict[str, Any]) -> Awaitable[HttpResult]:
+    def __call__(self, side: Literal["prefill", "decode"], path: str,
+                 body: dict[str, Any] | None = None) -> Awaitable[HttpResult]:
         ...
 
 
@@ -82,9 +83,10 @@ class PairAnswers:
     (``transfer_mark``; None: an answer never says)."""
 
     prefilled: HttpResult
-    decoded: HttpResult
+    decoded: HttpResult | None      # None: the decode was not asked (``failure`` says why)
     needle: str = ""
     transfer_mark: str | None = None
+    failure: str | None = None      # what the engine saw fail before the decode's answer could say
 
 
 class PhaseTracking(Protocol):
@@ -141,6 +143,8 @@ class ServingEngine(Protocol):
         """Whether a rank's failure says another rank of its server went first (a consequence, not the cause)."""
 
     metrics_hint: str                        # what its servers' figures beyond their batch lines need ("TTFT needs ...")
+    kv_series_role: str                      # the role whose servers count each KV transfer (SGLang's prefill sends,
+                                             # vLLM's decode pulls): the series read around a request
     failed_transfers_series: str             # the counter of a server's failed KV transfers, as a warning names it
 
     def figures(self, text: str, at: float, previous: Any, role: str) -> tuple[Any, Figures]:
@@ -225,7 +229,7 @@ class CommandFlags:
     dist_init_addr: str = "--dist-init-addr"
 
 
-ENGINES: Mapping[str, str] = {"sglang": "pdtui.servers.sglang.engine"}
+ENGINES: Mapping[str, str] = {"sglang": "pdtui.servers.sglang.engine", "vllm": "pdtui.servers.vllm.engine"}
 """Each serving engine a config may name (``engine:``; the config's own list is config/defaults.py's), by the
 module whose ``ENGINE`` it is: a third engine is a package more and a line here."""
 

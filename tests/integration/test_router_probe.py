@@ -73,7 +73,7 @@ async def test_smoke_answer_through_the_pd_path(sandbox, real_router):
     assert re.fullmatch(r"4 tokens in \d+ ms for a 1,034-token prompt \(finish length, 'The quick brown fox' in "
                         r"content\)", smoke.detail), smoke.detail
     kv = probes(rec, "kv")[-1]
-    assert kv.ok and kv.detail == "KV path proven by tokens only (no server exports SGLang's KV transfer series)"
+    assert kv.ok and kv.detail == "KV path proven by tokens only (no server exports its KV transfer series)"
     assert probes(rec, "workers")[-1].detail == "2 of 2 backends healthy"
 
 

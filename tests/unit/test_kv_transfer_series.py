@@ -71,9 +71,9 @@ def test_a_failed_transfer_counter_that_rose_fails_naming_the_service():
 def test_without_metrics_or_series_the_path_is_proven_by_tokens_only():
     none = kv_seen({"prefill": None}, {"prefill": None})
     assert not none.moved and not none.failed
-    assert none.words == "KV path proven by tokens only (no server exports SGLang's KV transfer series)"
+    assert none.words == "KV path proven by tokens only (no server exports its KV transfer series)"
     still = kv_seen({"prefill": kv_totals(prefill_metrics(1, 6.0))}, {"prefill": kv_totals(prefill_metrics(1, 6.0))})
-    assert still.words == "KV path proven by tokens only (the prefills' KV transfer series did not move)"
+    assert still.words == "KV path proven by tokens only (the servers' KV transfer series did not move)"
 
 
 def test_a_large_transfer_is_told_in_gigabytes():

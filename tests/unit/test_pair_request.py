@@ -11,7 +11,7 @@ from typing import Any
 from pdtui.engine.checks.generation import MAX_TOKENS
 from pdtui.engine.checks.pairs import PairEnds, prove_pair
 from pdtui.engine.http import HttpResult
-from pdtui.servers import PairAnswers, PairSend
+from pdtui.servers import PairAnswers, PairSend, serving_named
 from pdtui.servers.sglang.engine import ENGINE as SGLANG
 
 GENERATION = {"choices": [{"text": " fox", "finish_reason": "length"}], "usage": {"completion_tokens": 4}}
@@ -23,7 +23,7 @@ class Prober:
     def __init__(self, name: str, answer, sent: list) -> None:
         self.name, self.answer, self.sent = name, answer, sent
 
-    async def request(self, method: str, port: int, path: str, *, body: dict, timeout: float,
+    async def request(self, method: str, port: int, path: str, *, body: dict | None, timeout: float,
                       address: str) -> HttpResult:
         self.sent.append((self.name, path, body))
         await asyncio.sleep(0)
@@ -82,3 +82,31 @@ async def test_an_engine_whose_answers_never_name_a_transfer_is_judged_by_the_de
                    lambda *_: (500, {"error": {"message": "Internal server error"}}))
     result = await prove_pair(pair, two_legs, clock=lambda: 0.0)
     assert not result.ok and result.detail == "HTTP 500: Internal server error", result.detail
+
+
+def vllm_server(side: str, *, params: dict | None = None):
+    """A vLLM server's answers: its model list, and a prefill leg's kv_transfer_params (when it runs a producer)."""
+    def answer(path: str, body: dict | None):
+        if body is None:
+            return 200, {"object": "list", "data": [{"id": "tiny", "root": "/models/tiny"}]}
+        extra = {"kv_transfer_params": params} if side == "prefill" and params is not None else {}
+        return 200, {**GENERATION, **extra}
+    return answer
+
+
+async def test_vllm_pairs_by_the_prefills_leg_then_the_decodes_with_what_the_prefill_said_of_its_kv():
+    params = {"do_remote_prefill": True, "remote_engine_id": "e1", "remote_host": "127.0.0.1", "remote_port": 5600}
+    pair, sent = ends(vllm_server("prefill", params=params), vllm_server("decode"))
+    result = await prove_pair(pair, serving_named("vllm").pair, clock=lambda: 0.0)
+    assert result.ok, result
+    assert [(name, path) for name, path, _ in sent] == [("prefill", "/v1/models"), ("prefill", "/v1/completions"),
+                                                         ("decode", "/v1/completions")]
+    assert sent[1][2]["model"] == sent[2][2]["model"] == "tiny"
+    assert sent[1][2]["kv_transfer_params"]["do_remote_decode"] is True and sent[2][2]["kv_transfer_params"] == params
+
+
+async def test_a_vllm_prefill_that_keeps_no_kv_for_a_decode_fails_its_pairs_without_asking_the_decode():
+    pair, sent = ends(vllm_server("prefill"), vllm_server("decode"))
+    result = await prove_pair(pair, serving_named("vllm").pair, clock=lambda: 0.0)
+    assert not result.ok and "without kv_transfer_params" in result.detail
+    assert [name for name, _, _ in sent] == ["prefill", "prefill"]

@@ -13,12 +13,12 @@ from pdtui.engine.events import Figures
 from pdtui.engine.figures import failed_transfers
 from pdtui.engine.service_run import Attempt
 from pdtui.engine.startup_watch import StartupWatch
+from pdtui.servers.prometheus import histogram_quantile
 from pdtui.servers.sglang.engine import ENGINE as SGLANG
 from pdtui.servers.sglang.metrics import (
     batch_figures,
     batch_line,
     figures_between,
-    histogram_quantile,
     parse_metrics,
     router_figures_between,
 )

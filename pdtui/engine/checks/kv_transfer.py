@@ -29,9 +29,10 @@ class KvTotals:
     failed: float = 0.0          # requests whose transfer failed
     bootstrap_failed: float = 0.0
     exported: bool = True        # False: its /metrics has none of the series (yet: each appears once first used)
+    side: str = "prefill"        # the side that counted them: the one that sent the KV, or that pulled it
 
 
-# Each prefill's totals by service; None: no /metrics.
+# Each counting server's totals by service (its serving engine says which side counts); None: no /metrics.
 KvReading = Mapping[str, "KvTotals | None"]
 KvMeter = Callable[[], Awaitable[KvReading]]
 
@@ -47,7 +48,7 @@ class KvSeen:
 
 def kv_seen(before: KvReading, after: KvReading) -> KvSeen:
     """What the series say of the generation between two readings, in words for its check line."""
-    failures, moved = [], []
+    failures, moved, into = [], [], False
     for service, now in after.items():
         then = before.get(service)
         if now is None or then is None:
@@ -58,12 +59,13 @@ def kv_seen(before: KvReading, after: KvReading) -> KvSeen:
                 failures.append(f"{label} on {service} (+{rise:g})")
         if now.transfers > then.transfers:
             moved.append((service, now.megabytes - then.megabytes))
+            into = into or now.side == "decode"
     if failures:
         return KvSeen(True, bool(moved), "; ".join(failures))
     if moved:
         megabytes = sum(mb for _, mb in moved)
-        return KvSeen(False, True, f"KV moved prefill→decode, {format_size(megabytes)} from "
+        return KvSeen(False, True, f"KV moved prefill→decode, {format_size(megabytes)} {'into' if into else 'from'} "
                                    f"{', '.join(s for s, _ in moved)}")
     if not any(totals is not None and totals.exported for totals in after.values()):
-        return KvSeen(False, False, "KV path proven by tokens only (no server exports SGLang's KV transfer series)")
-    return KvSeen(False, False, "KV path proven by tokens only (the prefills' KV transfer series did not move)")
+        return KvSeen(False, False, "KV path proven by tokens only (no server exports its KV transfer series)")
+    return KvSeen(False, False, "KV path proven by tokens only (the servers' KV transfer series did not move)")

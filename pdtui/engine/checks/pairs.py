@@ -75,13 +75,16 @@ async def prove_pair(pair: PairEnds, request: PairRequest, *, clock: Callable[[]
                      transfer_error: TransferError | None = None) -> PairResult:
     prefill, decode = pair.prefill, pair.decode
 
-    def send(side: str, path: str, body: dict[str, Any]) -> Awaitable[HttpResult]:
+    def send(side: str, path: str, body: dict[str, Any] | None = None) -> Awaitable[HttpResult]:
         return _send(prefill if side == "prefill" else decode, path, body)
 
     started = clock()
     answers = await request(send, SMOKE_PROMPT, max_new_tokens=MAX_TOKENS,
                             bootstrap=(pair.bootstrap_host, pair.bootstrap_port))
     prefilled, decoded = answers.prefilled, answers.decoded
+    if decoded is None:
+        return PairResult(prefill.cfg.name, decode.cfg.name, False,
+                          answers.failure or f"{prefill.cfg.name} answered {prefilled.describe()}", prefilled.latency)
     verdict = judge(decoded)
     names = (prefill.cfg.name, decode.cfg.name)
     failed = not (verdict.ok and prefilled.ok)
@@ -110,9 +113,10 @@ def _transfer_answer(service: str, answer: HttpResult, mark: str) -> str | None:
     return f"{service}: {transfer_exception(said)}" if said and mark in said else None
 
 
-async def _send(end: Probed, path: str, body: dict) -> HttpResult:
+async def _send(end: Probed, path: str, body: dict | None) -> HttpResult:
     assert end.cfg.port is not None
-    return await end.prober.request("POST", end.cfg.port, path, body=body, timeout=PAIR_TIMEOUT, address=end.address)
+    return await end.prober.request("GET" if body is None else "POST", end.cfg.port, path, body=body,
+                                    timeout=PAIR_TIMEOUT, address=end.address)
 
 
 def pairs_check(results: Sequence[PairResult]) -> Check:

@@ -38,7 +38,8 @@ class RouterProbe:
     ``transfer_error`` tells whether a backend logged a KV transfer error since
     a moment (of ``clock``): such a line during the smoke request fails that
     step, quoted, whatever the router answered. ``kv_meter`` reads the
-    prefills' KV transfer series, before and after the smoke request.
+    KV transfer series of the side that counts them (SGLang's prefills, vLLM's decodes), before and after the
+    smoke request.
     ``pairs``, when given, proves each prefill × decode pair after the smoke.
     """
 
@@ -147,9 +148,9 @@ class RouterProbe:
         return replace(check, final=self.smoke_failures >= 3)
 
     async def _kv_moved(self, before: KvReading) -> Check:
-        """The smoke's tokens came: what the prefills' KV transfer series say of it (a prefill observes a
-        transfer as it completes, which may be a moment after the answer: read again for up to ``settle``, unless
-        no prefill serves ``/metrics`` at all)."""
+        """The smoke's tokens came: what the KV transfer series say of it (a server observes a transfer as it
+        completes, which may be a moment after the answer: read again for up to ``settle``, unless no counting
+        server serves ``/metrics`` at all)."""
         assert self.kv_meter is not None
         deadline = self.clock() + self.settle
         while True:

@@ -52,6 +52,7 @@ class SGLang:
         return (BootstrapAccepts(),)
 
     metrics_hint = f"TTFT needs {metrics.METRICS_FLAG}"
+    kv_series_role = "prefill"      # it sends, and counts what failed, its bootstrap's too
     failed_transfers_series = f"{metrics.TRANSFER_FAILED}_total"
 
     def figures(self, text: str, at: float, previous: Any, role: str) -> tuple[metrics.MetricsSample, Figures]:

@@ -12,15 +12,14 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterable
+from dataclasses import replace
 
-from prometheus_client.metrics_core import Metric
-from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
 from pdtui.engine.checks.kv_transfer import KvTotals
 from pdtui.engine.events import Figures
+from pdtui.servers.prometheus import MetricsSample, families, recent_quantile
 
 RUNNING = "sglang:num_running_reqs"
 QUEUED = "sglang:num_queue_reqs"
@@ -57,15 +56,6 @@ _BATCH_HINTS = ("batch. #", "batch, #", "batch [")
 _FIELD = re.compile(r"(#[\w-]+|token usage|gen throughput \(token/s\)): ([\d.]+)")
 
 
-@dataclass(frozen=True, slots=True)
-class MetricsSample:
-    """One reading of ``/metrics``: each gauge and counter summed over its series, each histogram's buckets."""
-
-    at: float                                            # the engine's clock when it was read
-    values: Mapping[str, float] = field(default_factory=dict)
-    buckets: Mapping[str, tuple[tuple[float, float], ...]] = field(default_factory=dict)   # (le, cumulative)
-
-
 def parse_metrics(text: str, at: float) -> MetricsSample:
     """The figures pdtui reads from a server's Prometheus text (ValueError when it is not that).
 
@@ -74,7 +64,7 @@ def parse_metrics(text: str, at: float) -> MetricsSample:
     """
     values: dict[str, float] = {}
     buckets: dict[str, dict[float, float]] = {}
-    for family in _families(text, FIGURE_FAMILIES):
+    for family in families(text, FIGURE_FAMILIES):
         if family.name in EVERY_RANK:
             for sample in family.samples:
                 if sample.name.endswith(("_sum", "_total")) and math.isfinite(sample.value):
@@ -93,16 +83,6 @@ def parse_metrics(text: str, at: float) -> MetricsSample:
             elif family.type in ("gauge", "counter", "untyped") and not sample.name.endswith("_created"):
                 values[family.name] = values.get(family.name, 0.0) + sample.value
     return MetricsSample(at, values, {name: tuple(sorted(counts.items())) for name, counts in buckets.items()})
-
-
-def _families(text: str, names: tuple[str, ...]) -> Iterable[Metric]:
-    """The families ``names`` (and any whose name begins with one of them) of a Prometheus text, parsed by
-    prometheus_client: their samples with their ``# HELP`` and ``# TYPE`` lines, the other lines left out (1.2 ms
-    for a prefill's whole text, 0.1 ms for its KV series). A text with none of those lines is parsed whole, so that
-    one that is not Prometheus' still raises ValueError."""
-    heads = tuple(f"# {kind} {name}" for kind in ("HELP", "TYPE") for name in names)
-    kept = [line for line in text.splitlines() if line.startswith(names) or line.startswith(heads)]
-    return text_string_to_metric_families("\n".join(kept) + "\n" if kept else text)
 
 
 def _first_rank(samples: Iterable[Sample]) -> Iterable[Sample]:
@@ -126,7 +106,7 @@ def figures_between(previous: MetricsSample | None, current: MetricsSample, role
     running, queued, generation = values.get(RUNNING), values.get(QUEUED), values.get(GEN_THROUGHPUT)
     load = Figures(running=int(running) if running is not None else None,
                    queued=int(queued) if queued is not None else None, token_usage=values.get(TOKEN_USAGE),
-                   ttft_p50=_recent_quantile(0.5, previous, current, TTFT))
+                   ttft_p50=recent_quantile(0.5, previous, current, TTFT))
     failed = values.get(TRANSFER_FAILED)
     if failed is not None or KV_MB_SUM in values:
         load = replace(load, kv_failed=int(failed or 0))
@@ -147,35 +127,8 @@ def router_figures_between(previous: MetricsSample | None, current: MetricsSampl
     active = values.get(ACTIVE)
     circuits = values.get(OPEN_CIRCUITS)
     return Figures(running=int(active) if active is not None else None, requests_ps=routed,
-                   latency_p50=_recent_quantile(0.5, previous, current, ROUTED_SECONDS),
+                   latency_p50=recent_quantile(0.5, previous, current, ROUTED_SECONDS),
                    open_circuits=int(circuits) if circuits is not None else None)
-
-
-def _recent_quantile(q: float, previous: MetricsSample | None, current: MetricsSample, name: str) -> float | None:
-    """The ``q`` quantile of the observations made between the two samples (all of them without a previous)."""
-    now = current.buckets.get(name)
-    if not now:
-        return None
-    before = dict(previous.buckets.get(name, ())) if previous is not None else {}
-    return histogram_quantile(q, [(le, count - before.get(le, 0.0)) for le, count in now])
-
-
-def histogram_quantile(q: float, buckets: list[tuple[float, float]]) -> float | None:
-    """The ``q`` quantile of cumulative ``(le, count)`` buckets, interpolated inside its bucket as Prometheus'
-    ``histogram_quantile`` does; None with no observation. A quantile in the ``+Inf`` bucket is the highest
-    finite bound."""
-    if not buckets or buckets[-1][1] <= 0:
-        return None
-    rank = q * buckets[-1][1]
-    lower_bound, lower_count = 0.0, 0.0
-    for le, count in buckets:
-        if count >= rank:
-            if math.isinf(le):
-                return lower_bound
-            inside = count - lower_count
-            return lower_bound + (le - lower_bound) * ((rank - lower_count) / inside if inside else 1.0)
-        lower_bound, lower_count = le, count
-    return lower_bound
 
 
 def batch_line(message: str) -> bool:
@@ -209,7 +162,7 @@ def kv_totals(text: str) -> KvTotals:
     """The KV transfer totals in a server's Prometheus text, zero where a series is absent (ValueError when the
     text is not Prometheus')."""
     sums: dict[str, float] = {}
-    for family in _families(text, KV_FAMILIES):
+    for family in families(text, KV_FAMILIES):
         for sample in family.samples:
             total = _WANTED.get(sample.name)
             if total is not None and math.isfinite(sample.value):

@@ -9,17 +9,27 @@ have no torch-distributed line) is simply absent.
 Phases only move forward, in table order: a later rank's "Load weight begin"
 after the KV cache was allocated, or the second of the per-graph CUDA graph
 lines, starts nothing.
+
+How long a phase took and when it is slow are every engine's alike (pdtui/servers/phase_timing.py): this module
+re-exports them, as SGLang's engine reads them from here.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ahocorasick_rs import AhoCorasick
 
 from pdtui.config.defaults import SGLANG_FOLLOWER_READY_LINE
+from pdtui.servers.phase_timing import (  # noqa: F401  (re-exported: callers reach them as this module's)
+    SLOW,
+    SLOW_FLOOR,
+    STILL_RUNNING_FLOOR,
+    durations,
+    slow,
+    slow_from,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,30 +125,3 @@ class PhaseTracker:
             return None
         self.current = phase
         return phase
-
-
-SLOW = 3.0
-"""A phase this many times as long as in the last successful run (or more) is warned about."""
-SLOW_FLOOR = 1.0
-"""Below this many seconds a phase is never slow: 0.1 s against 0.02 s is noise, not news."""
-STILL_RUNNING_FLOOR = 60.0
-"""A phase still under way is called slow only after this many seconds too (and three times its last run's)."""
-
-
-def slow(seconds: float, last: float | None) -> bool:
-    """A phase that took three times as long as in the last successful run (and a second)."""
-    return last is not None and last > 0 and seconds >= SLOW_FLOOR and seconds >= SLOW * last
-
-
-def slow_from(last: float) -> float:
-    """How long a phase still under way runs before it is slow: three times its last length, and a minute."""
-    return max(STILL_RUNNING_FLOOR, SLOW * last, SLOW_FLOOR)
-
-
-def durations(starts: Sequence[tuple[str, float]]) -> dict[str, float]:
-    """Each phase's duration from (phase, start time) pairs in order: until the next phase's start.
-
-    The last phase (the ready line, or the one a failure cut short) has none.
-    """
-    pairs = zip(starts, starts[1:], strict=False)
-    return {name: round(max(0.0, after - at), 3) for (name, at), (_, after) in pairs}
