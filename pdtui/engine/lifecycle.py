@@ -60,6 +60,7 @@ class Lifecycle:
         self.asked: set[asyncio.Task] = set()       # what a face asked for (pairs proven again) while it runs
         self.draining: set[str] = set()             # backends out of their routers until proven and put back
         self.rolling = False                        # a rolling restart under way (one at a time)
+        self._told_undrained: set[str] = set()      # backends told a router in front cannot drain them
 
     def retry(self, service: str) -> bool:
         """Start a failed or timed-out service again (a fresh attempt; a server over several nodes, every rank),
@@ -168,7 +169,7 @@ class Lifecycle:
     async def _drained_stop(self, run: ServiceRun) -> None:
         drain = None
         try:
-            routers = self._serving_routers(run) if self.intent.drain else []
+            routers = self._serving_routers(run, back=False) if self.intent.drain else []
             if routers:
                 drain = await self._taken_out(run, routers, "stopping", back=False)
             else:
@@ -202,12 +203,21 @@ class Lifecycle:
         self._notice(run, "info", self._drained_words(run, where, await drain.until_idle(), doing))
         return drain
 
-    def _serving_routers(self, run: ServiceRun) -> list[ServiceRun]:
-        """The routers in front of a backend that serve now (a drain takes it out of these)."""
+    def _serving_routers(self, run: ServiceRun, *, back: bool = True) -> list[ServiceRun]:
+        """The routers in front of a backend that serve now and can take it out, and (``back``) back in (a drain
+        takes it out of these). One whose worker API cannot put a worker back (vllm-router's, in PD mode) is told,
+        once per backend, and left as it runs: a drain through it would leave the backend out for good."""
         if run.cfg.role not in BACKEND_ROLES:
             return []
-        return [self.runs[name] for name in self.deployment.dependents(run.name)
-                if self.runs[name].cfg.is_router and self.runs[name].state in SERVING_STATES and self.runs[name].cfg.port]
+        serving = [self.runs[name] for name in self.deployment.dependents(run.name)
+                   if self.runs[name].cfg.is_router and self.runs[name].state in SERVING_STATES and self.runs[name].cfg.port]
+        stuck = [router for router in serving if back and not router.serving.router_puts_back]
+        if stuck and run.name not in self._told_undrained:
+            self._told_undrained.add(run.name)
+            names = ", ".join(router.name for router in stuck)
+            self._notice(run, "warning", f"{run.name}: not drained out of {names}: its worker API cannot put a "
+                                         "worker back; it goes on sending requests until its health checks notice")
+        return [router for router in serving if router not in stuck]
 
     async def _roll(self, runs: list[ServiceRun]) -> None:
         """One at a time: each drained, restarted, proven and back in before the next begins; a service that is

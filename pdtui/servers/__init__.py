@@ -143,6 +143,7 @@ class ServingEngine(Protocol):
         """Whether a rank's failure says another rank of its server went first (a consequence, not the cause)."""
 
     metrics_hint: str                        # what its servers' figures beyond their batch lines need ("TTFT needs ...")
+    router_puts_back: bool                   # its router's worker API puts a worker taken out back (a drain's end)
     kv_series_role: str                      # the role whose servers count each KV transfer (SGLang's prefill sends,
                                              # vLLM's decode pulls): the series read around a request
     failed_transfers_series: str             # the counter of a server's failed KV transfers, as a warning names it

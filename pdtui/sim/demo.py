@@ -78,6 +78,17 @@ MAX_NODES = 4
 SLURM_FAIL_MODES = {"pending": "its job asks for more GPUs than the cluster has free: it waits in the queue "
                                "(Resources) until its timeout"}
 JOB_GPUS, PENDING_GPUS = 4, 6     # of the cluster's eight: prefill and decode fit, a 6-GPU job beside a 4 waits
+VLLM = "vllm"                     # --engine vllm: the workers play vLLM's servers, vllm-router in front
+VLLM_ROUTER_MODULE = "vllm_router.launch_router"
+SIDE_CHANNEL = "side-channel"
+# What a vLLM worker of the demo can be made to do (--fail SERVICE:MODE with --engine vllm).
+VLLM_FAIL_MODES = {"block-size": "start-up dies: no block size its attention backend takes (EngineCore failed to "
+                                 "start)",
+                   "kv-memory": "start-up dies: the KV cache does not fit the memory left",
+                   "hang": "start-up stops after its weights load, the HTTP port never listening",
+                   "crash-after-ready": "its engine core dies a few seconds after it is ready",
+                   "side-channel": "it takes the other server's NIXL side-channel port: it hangs at start, as vLLM "
+                                   "does"}
 # A real router waits for the requests in flight when stopped, up to 180 s by default, and the demo's load
 # always has some: the demo's stops within a second.
 REAL_ROUTER_ARGS = ["--shutdown-grace-period-secs", "1"]
@@ -97,22 +108,24 @@ class DemoOptions:
     shape: str = REFERENCE_SHAPE      # a key of SHAPE_BACKENDS: how many prefills and decodes
     real: str | None = None           # real SGLang on the CPU serving this model (its path), not the sim's workers
     nodes: int = 1                    # the decode spans this many nodes (gpu0, gpu1, ...: a sandbox each)
+    engine: str = "sglang"            # which serving engine the workers play: sglang, or vllm (vllm-router in front)
 
     @property
     def backends(self) -> tuple[Backend, ...]:
         return SHAPE_BACKENDS[self.shape]
 
 
-def parse_failure(text: str, slurm: bool = False, shape: str = REFERENCE_SHAPE, nodes: int = 1) -> tuple[str, str]:
+def parse_failure(text: str, slurm: bool = False, shape: str = REFERENCE_SHAPE, nodes: int = 1,
+                  engine: str = "sglang") -> tuple[str, str]:
     """``SERVICE:MODE`` as given to ``--fail``, SERVICE a prefill or decode of ``shape`` (with ``--slurm``, a
-    Slurm mode too; with ``nodes``, a rank of the wide decode, ``decode@1``); ValueError with a one-line message
-    otherwise."""
+    Slurm mode too; with ``nodes``, a rank of the wide decode, ``decode@1``; with ``engine`` vllm, vLLM's modes);
+    ValueError with a one-line message otherwise."""
     service, sep, mode = text.partition(":")
-    if service == FABRIC:
+    if service == FABRIC and engine != VLLM:
         return _fabric_failure(text, mode, slurm)
     backends = {backend.name: backend for backend in SHAPE_BACKENDS[shape]}
     backends |= {f"{WIDE}{RANK_MARK}{rank}": backends[WIDE] for rank in range(1, nodes)}
-    modes = {**FAIL_MODES, **DEMO_FAIL_MODES, **(SLURM_FAIL_MODES if slurm else {})}
+    modes = VLLM_FAIL_MODES if engine == VLLM else {**FAIL_MODES, **DEMO_FAIL_MODES, **(SLURM_FAIL_MODES if slurm else {})}
     if sep and mode in modes and service not in backends:
         raise ValueError(f"--fail {text}: the {shape} demo has no service {service!r}; its prefills and decodes: "
                          f"{', '.join(backends)}")
@@ -158,7 +171,7 @@ def ports_for(options: DemoOptions) -> dict[str, int]:
     """
     backends = options.backends
     names = [*(b.name for b in backends), "router", *(f"{b.name}/bootstrap" for b in backends if b.role == "prefill"),
-             "metrics", *(f"{WIDE}{RANK_MARK}{rank}" for rank in range(1, options.nodes)),
+             "metrics", "side-channel", *(f"{WIDE}{RANK_MARK}{rank}" for rank in range(1, options.nodes)),
              *([f"{WIDE}/dist"] if options.nodes > 1 else [])]
     wanted = REFERENCE_PORTS if options.reference_ports and options.shape == REFERENCE_SHAPE else {}
     ports: dict[str, int] = {}
@@ -223,16 +236,20 @@ def build_slurm(cluster: PrivateCluster, options: DemoOptions) -> Deployment:
 def config(options: DemoOptions, ports: dict[str, int], hosts: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """The demo's config (as YAML would hold it): every service as a unit on gpu0, but the wide decode's ranks >= 1
     on gpu1 and up (``hosts``: each host's settings), each its own port (they share this machine)."""
+    prefix = "vllm" if options.engine == VLLM else "sglang"
     placed: dict[str, dict[str, Any]] = {
-        backend.name: {"host": "gpu0", "unit": f"sglang-dsv4-{backend.name}",
+        backend.name: {"host": "gpu0", "unit": f"{prefix}-dsv4-{backend.name}",
                        **({} if options.real else {"gpus": list(backend.gpus), "numa": backend.numa})}
         for backend in options.backends}
-    placed["router"] = {"host": "gpu0", "unit": "sglang-dsv4-router"}
+    placed["router"] = {"host": "gpu0", "unit": f"{prefix}-dsv4-router"}
     if options.nodes > 1:
         wide = placed[WIDE]
         wide["hosts"] = [wide.pop("host"), *({"host": f"gpu{rank}", "port": ports[f"{WIDE}{RANK_MARK}{rank}"]}
                                              for rank in range(1, options.nodes))]
     name = "tiny-gpt2-pd (real SGLang demo)" if options.real else "dsv4-flash-pd (demo)"
+    if options.engine == VLLM:
+        return {"name": "dsv4-flash-vllm (demo)", "engine": VLLM, "hosts": hosts,
+                "services": {name: {**placed[name], **svc} for name, svc in _vllm_services(options, ports).items()}}
     return {"name": name, "hosts": hosts,
             "services": {name: {**placed[name], **svc} for name, svc in _services(options, ports).items()}}
 
@@ -248,6 +265,27 @@ def _services(options: DemoOptions, ports: dict[str, int]) -> dict[str, dict]:
         "after": [backend.name for backend in options.backends],
         "launch": {"command": router, "host": "127.0.0.1", "prometheus_port": ports["metrics"],
                    **({"package": options.router, "args": REAL_ROUTER_ARGS} if options.router in REAL_ROUTERS else {})}}
+    return services
+
+
+def _vllm_services(options: DemoOptions, ports: dict[str, int]) -> dict[str, dict]:
+    """vLLM's servers (the stand-in of pdtui/sim/vllm_worker.py, NIXL between them) and the real vllm-router."""
+    services: dict[str, dict] = {}
+    clash = SIDE_CHANNEL in options.failures.values()      # every server given one side-channel port
+    for backend in options.backends:
+        startup = options.startup * 0.8 if backend.role == "prefill" else options.startup
+        mode = options.failures.get(backend.name)
+        args = ["--startup", f"{startup:g}", *(["--fail", mode] if mode and mode != SIDE_CHANNEL else [])]
+        env = {"VLLM_NIXL_SIDE_CHANNEL_PORT": str(ports["side-channel"])} if clash else {}
+        services[backend.name] = {
+            "role": backend.role, "port": ports[backend.name], "timeout": options.timeout,
+            "launch": {"command": [sys.executable, "-m", "pdtui.sim.vllm_worker"], "model": DEFAULT_MODEL,
+                       "tp": len(backend.gpus), "host": "127.0.0.1", "args": args, "env": env}}
+    services["router"] = {
+        "role": "router", "port": ports["router"], "timeout": options.timeout, "canary": options.canary,
+        "after": [backend.name for backend in options.backends],
+        "launch": {"command": [sys.executable, "-m", VLLM_ROUTER_MODULE], "host": "127.0.0.1",
+                   "prometheus_port": ports["metrics"]}}
     return services
 
 

@@ -34,6 +34,11 @@ def add_options(demo: argparse.ArgumentParser) -> None:
                       help="the decode spans N simulated machines (gpu0, gpu1, ...; 2 to 4), one server of N ranks, "
                            "as the field's large deployments run: --fail decode@1:MODE breaks its rank 1; with "
                            "--slurm, one job over N nodes of the private cluster")
+    demo.add_argument("--engine", choices=("sglang", "vllm"), default="sglang",
+                      help="the serving engine the simulated workers play: sglang (default), or vllm: vLLM's servers "
+                           "with NIXL between them and the real vllm-router in front (pip install vllm-router); "
+                           "its --fail modes: block-size, kv-memory, hang, crash-after-ready, side-channel (both "
+                           "servers given one NIXL side-channel port: refused before start)")
     demo.add_argument("--slurm", action="store_true",
                       help="run the three as jobs on a private one-node Slurm cluster of this machine, gone when the "
                            "demo ends (root and Debian's slurmctld, slurmd, slurm-client and munge)")
@@ -69,13 +74,14 @@ def run(args: argparse.Namespace) -> int:
     if args.slurm and args.shape != demo.REFERENCE_SHAPE:
         return usage_error(f"demo --slurm runs the {demo.REFERENCE_SHAPE} shape only (one prefill job, one decode "
                            f"job); --shape {args.shape} runs without --slurm")
-    wide = nodes_error(args)
+    wide = nodes_error(args) or engine_error(args)
     if wide:
         return usage_error(wide)
     try:
-        failures = dict(demo.parse_failure(f, slurm=args.slurm, shape=args.shape, nodes=args.nodes) for f in args.fail)
+        failures = dict(demo.parse_failure(f, slurm=args.slurm, shape=args.shape, nodes=args.nodes, engine=args.engine)
+                        for f in args.fail)
         parse_duration(args.timeout)
-        router = router_for(args.router)
+        router = "vllm-router" if args.engine == demo.VLLM else router_for(args.router)
         reference_ports = demo.reference_ports_wanted(os.environ)
     except ValueError as exc:
         return usage_error(str(exc))
@@ -91,7 +97,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"pdtui demo: the router is {router_label(router)}", file=sys.stderr)
     options = demo.DemoOptions(failures, STARTUP if args.startup is None else args.startup, args.timeout,
                                router=router, generation=args.generation or demo.DEFAULT_GENERATION,
-                               reference_ports=reference_ports, shape=args.shape, real=real, nodes=args.nodes)
+                               reference_ports=reference_ports, shape=args.shape, real=real, nodes=args.nodes,
+                               engine=args.engine)
     if args.slurm:
         return run_on_slurm(args, options)
     sandbox = Sandbox.create(args.sandbox)
@@ -134,6 +141,22 @@ def nodes_error(args: argparse.Namespace) -> str | None:
                                        (f"--shape {args.shape}", args.shape != demo.REFERENCE_SHAPE)) if given]
     if others:
         return f"demo --nodes runs the simulated {demo.REFERENCE_SHAPE} shape: not with {', '.join(others)}"
+    return None
+
+
+def engine_error(args: argparse.Namespace) -> str | None:
+    """What ``--engine vllm`` cannot be combined with, or lacks, in one line (None: nothing)."""
+    import importlib.util
+
+    from pdtui.sim import demo
+    if args.engine != demo.VLLM:
+        return None
+    others = [flag for flag, given in (("--real", args.real), ("--slurm", args.slurm), ("--nodes", args.nodes > 1),
+                                       ("--generation", args.generation), ("--router", args.router)) if given]
+    if others:
+        return f"demo --engine vllm runs simulated vLLM servers behind vllm-router: not with {', '.join(others)}"
+    if importlib.util.find_spec("vllm_router") is None:
+        return "demo --engine vllm: vllm-router is not installed here (pip install vllm-router, or pdtui[router])"
     return None
 
 

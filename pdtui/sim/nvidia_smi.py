@@ -39,6 +39,7 @@ BUS_NUMBERS = ("18", "2A", "3A", "5D", "9A", "AB", "BA", "DB")
 CPU_AFFINITY = ("0-55,112-167", "56-111,168-223")
 NICS = 4
 STATE_FILE = "gpus.json"
+SIM_WORKERS = frozenset({"pdtui.sim.worker", "pdtui.sim.vllm_worker"})     # the stand-ins that fill their GPUs
 
 # A sim worker's footprint: CUDA context at once, weights and KV cache over LOAD_SECONDS.
 WORKER_START_MIB = 520
@@ -167,7 +168,7 @@ def _workers(root: Path, now: float) -> list[tuple[int, str, list[int], float]]:
     for name in store.started_names():
         state, unit = store.read_state(name), store.load(name)
         child = state.child_proc()
-        if unit is None or child is None or "pdtui.sim.worker" not in unit.argv or not child.alive():
+        if unit is None or child is None or not SIM_WORKERS & set(unit.argv) or not child.alive():
             continue
         found.append((child.pid, unit.argv[0], _worker_gpus(unit.argv, unit.env), now - state.since_us / 1e6))
     return found

@@ -53,6 +53,7 @@ class SGLang:
 
     metrics_hint = f"TTFT needs {metrics.METRICS_FLAG}"
     kv_series_role = "prefill"      # it sends, and counts what failed, its bootstrap's too
+    router_puts_back = True         # POST /workers (engine/router_workers.py)
     failed_transfers_series = f"{metrics.TRANSFER_FAILED}_total"
 
     def figures(self, text: str, at: float, previous: Any, role: str) -> tuple[metrics.MetricsSample, Figures]:

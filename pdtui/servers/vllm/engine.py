@@ -52,6 +52,9 @@ class VLLM:
 
     metrics_hint = metrics.METRICS_HINT
     kv_series_role = "decode"       # NIXL's default pull: the decode reads the KV, and counts it
+    # vllm-router 0.1.17 in PD mode takes a worker out (DELETE /workers/{url}) but refuses one back (POST /workers:
+    # 400 "PD router requires specific add_prefill_server or add_decode_server methods").
+    router_puts_back = False
     failed_transfers_series = f"{metrics.TRANSFER_FAILED}_total"
 
     def figures(self, text: str, at: float, previous: Any, role: str) -> tuple[Any, Figures]:
