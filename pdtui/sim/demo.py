@@ -171,7 +171,8 @@ def ports_for(options: DemoOptions) -> dict[str, int]:
     """
     backends = options.backends
     names = [*(b.name for b in backends), "router", *(f"{b.name}/bootstrap" for b in backends if b.role == "prefill"),
-             "metrics", "side-channel", *(f"{WIDE}{RANK_MARK}{rank}" for rank in range(1, options.nodes)),
+             "metrics", *([SIDE_CHANNEL] if options.engine == VLLM else []),
+             *(f"{WIDE}{RANK_MARK}{rank}" for rank in range(1, options.nodes)),
              *([f"{WIDE}/dist"] if options.nodes > 1 else [])]
     wanted = REFERENCE_PORTS if options.reference_ports and options.shape == REFERENCE_SHAPE else {}
     ports: dict[str, int] = {}
@@ -276,7 +277,7 @@ def _vllm_services(options: DemoOptions, ports: dict[str, int]) -> dict[str, dic
         startup = options.startup * 0.8 if backend.role == "prefill" else options.startup
         mode = options.failures.get(backend.name)
         args = ["--startup", f"{startup:g}", *(["--fail", mode] if mode and mode != SIDE_CHANNEL else [])]
-        env = {"VLLM_NIXL_SIDE_CHANNEL_PORT": str(ports["side-channel"])} if clash else {}
+        env = {"VLLM_NIXL_SIDE_CHANNEL_PORT": str(ports[SIDE_CHANNEL])} if clash else {}
         services[backend.name] = {
             "role": backend.role, "port": ports[backend.name], "timeout": options.timeout,
             "launch": {"command": [sys.executable, "-m", "pdtui.sim.vllm_worker"], "model": DEFAULT_MODEL,
