@@ -59,11 +59,12 @@ def real_router(request) -> str:
 
 
 def reference(sandbox, *, failures=None, startup=0.5, timeout="30s", generation=demo.DEFAULT_GENERATION, router=None,
-              shape=demo.REFERENCE_SHAPE, nodes=1):
+              shape=demo.REFERENCE_SHAPE, nodes=1, engine="sglang"):
     """The demo's deployment of ``shape`` built in ``sandbox`` (ports the OS picks), its units installed (``nodes``:
-    the decode spans that many machines, sandboxes beside ``sandbox``)."""
+    the decode spans that many machines, sandboxes beside ``sandbox``; ``engine`` vllm: vLLM's stand-ins behind
+    vllm-router)."""
     options = demo.DemoOptions(failures or {}, startup, timeout, generation=generation, reference_ports=False,
-                               shape=shape, nodes=nodes)
+                               shape=shape, nodes=nodes, engine=engine)
     return demo.build(sandbox, options if router is None else dataclasses.replace(options, router=router))
 
 

@@ -171,7 +171,7 @@ def ports_for(options: DemoOptions) -> dict[str, int]:
     """
     backends = options.backends
     names = [*(b.name for b in backends), "router", *(f"{b.name}/bootstrap" for b in backends if b.role == "prefill"),
-             "metrics", *([SIDE_CHANNEL] if options.engine == VLLM else []),
+             "metrics", *(f"{b.name}/{SIDE_CHANNEL}" for b in backends if options.engine == VLLM),
              *(f"{WIDE}{RANK_MARK}{rank}" for rank in range(1, options.nodes)),
              *([f"{WIDE}/dist"] if options.nodes > 1 else [])]
     wanted = REFERENCE_PORTS if options.reference_ports and options.shape == REFERENCE_SHAPE else {}
@@ -272,12 +272,15 @@ def _services(options: DemoOptions, ports: dict[str, int]) -> dict[str, dict]:
 def _vllm_services(options: DemoOptions, ports: dict[str, int]) -> dict[str, dict]:
     """vLLM's servers (the stand-in of pdtui/sim/vllm_worker.py, NIXL between them) and the real vllm-router."""
     services: dict[str, dict] = {}
-    clash = SIDE_CHANNEL in options.failures.values()      # every server given one side-channel port
+    clash = SIDE_CHANNEL in options.failures.values()      # every server given the first one's side-channel port
+    first = options.backends[0].name
     for backend in options.backends:
         startup = options.startup * 0.8 if backend.role == "prefill" else options.startup
         mode = options.failures.get(backend.name)
         args = ["--startup", f"{startup:g}", *(["--fail", mode] if mode and mode != SIDE_CHANNEL else [])]
-        env = {"VLLM_NIXL_SIDE_CHANNEL_PORT": str(ports[SIDE_CHANNEL])} if clash else {}
+        # Ports the OS picked, as every port of the demo: vLLM's default 5600 would be another demo's too.
+        side = ports[f"{first if clash else backend.name}/{SIDE_CHANNEL}"]
+        env = {"VLLM_NIXL_SIDE_CHANNEL_PORT": str(side)}
         services[backend.name] = {
             "role": backend.role, "port": ports[backend.name], "timeout": options.timeout,
             "launch": {"command": [sys.executable, "-m", "pdtui.sim.vllm_worker"], "model": DEFAULT_MODEL,
