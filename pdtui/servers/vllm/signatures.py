@@ -83,6 +83,10 @@ VLLM_SOURCED: tuple[tuple[Signature, str], ...] = (
     (signature(r"EngineCore failed to start", "the engine core failed to start", 5),
      f"`v1/engine/core.py`; {REPRODUCED}"),
     (signature(r"WorkerProc hit an exception", "a worker process crashed", 4), "`v1/executor/multiproc_executor.py`"),
+    # A worker killed by a signal logs nothing itself: its engine core says so, with the exit code (-N: signal N).
+    (signature(r"Worker proc \S+ died unexpectedly", "a worker process died (its exit code -N is signal N: -4 "
+               "SIGILL, -9 SIGKILL, often the kernel's OOM killer)", 6, hint="died unexpectedly"),
+     f"`v1/executor/multiproc_executor.py`; {REPRODUCED}"),
     (signature(r"EngineCore encountered a fatal error", "the engine core crashed", 4), "`v1/engine/core.py`"),
     (signature(r"Engine core initialization failed", "the engine core failed to start (its cause is logged above)", 3),
      f"`v1/engine/utils.py`; {REPRODUCED}"),
