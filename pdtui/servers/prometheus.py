@@ -56,3 +56,15 @@ def histogram_quantile(q: float, buckets: list[tuple[float, float]]) -> float | 
             return lower_bound + (le - lower_bound) * ((rank - lower_count) / inside if inside else 1.0)
         lower_bound, lower_count = le, count
     return lower_bound
+
+
+def summed(text: str, names: tuple[str, ...], wanted: Mapping[str, str]) -> dict[str, float]:
+    """The samples of ``names``' families whose name ``wanted`` maps, summed under what it maps them to over every
+    series (finite values only); empty when none is there."""
+    sums: dict[str, float] = {}
+    for family in families(text, names):
+        for sample in family.samples:
+            total = wanted.get(sample.name)
+            if total is not None and math.isfinite(sample.value):
+                sums[total] = sums.get(total, 0.0) + sample.value
+    return sums

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from pdtui.config import DEFAULT_BOOTSTRAP_PORT, Deployment, ServiceConfig
 from pdtui.config.launch import ROUTER_PYTHON_PACKAGES, LaunchSpec
 from pdtui.servers import CommandFlags
+from pdtui.servers.programs import listen_host, program
 
 SERVER_MODULE = "sglang.launch_server"
 DEFAULT_PORT = 30000                  # the server's own, without --port
@@ -42,23 +43,8 @@ def command_line(deployment: Deployment, svc: ServiceConfig, prometheus_port: in
     return _server_argv(deployment, svc, svc.launch)
 
 
-def _program(launch: LaunchSpec, module: str) -> list[str]:
-    if launch.command is not None:
-        return list(launch.command)
-    return [launch.python or "/usr/bin/python3", "-m", module]
-
-
-def listen_host(deployment: Deployment, svc: ServiceConfig) -> str:
-    """Where a backend listens: its launch's ``host``, else every address when a router on another host
-    comes after it (or it is a job: its router's job may land on another node), else loopback."""
-    if svc.launch is not None and svc.launch.host:
-        return svc.launch.host
-    remote = svc.is_job or any(router.host != svc.host for router in deployment.routers_of(svc.server))
-    return "0.0.0.0" if remote else "127.0.0.1"
-
-
 def _server_argv(deployment: Deployment, svc: ServiceConfig, launch: LaunchSpec) -> list[str]:
-    argv = [*_program(launch, SERVER_MODULE), "--model-path", launch.model or "", "--tp",
+    argv = [*program(launch, SERVER_MODULE), "--model-path", launch.model or "", "--tp",
             str(launch.tp or max(1, svc.gpu_count) * svc.nnodes), "--host", listen_host(deployment, svc)]
     if svc.port is not None:
         argv += ["--port", str(svc.port)]
@@ -75,7 +61,7 @@ def _server_argv(deployment: Deployment, svc: ServiceConfig, launch: LaunchSpec)
 
 def _router_argv(deployment: Deployment, svc: ServiceConfig, launch: LaunchSpec, prometheus_port: int | None,
                  backend_urls: Mapping[str, str]) -> list[str]:
-    argv = [*_program(launch, f"{ROUTER_PYTHON_PACKAGES[launch.package]}.launch_router"), "--pd-disaggregation"]
+    argv = [*program(launch, f"{ROUTER_PYTHON_PACKAGES[launch.package]}.launch_router"), "--pd-disaggregation"]
 
     def url(backend: ServiceConfig) -> str:
         return backend_urls.get(backend.name) or deployment.backend_url(svc, backend)

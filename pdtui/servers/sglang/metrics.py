@@ -19,7 +19,7 @@ from prometheus_client.samples import Sample
 
 from pdtui.engine.checks.kv_transfer import KvTotals
 from pdtui.engine.events import Figures
-from pdtui.servers.prometheus import MetricsSample, families, recent_quantile
+from pdtui.servers.prometheus import MetricsSample, families, recent_quantile, summed
 
 RUNNING = "sglang:num_running_reqs"
 QUEUED = "sglang:num_queue_reqs"
@@ -161,12 +161,7 @@ _WANTED = {f"{KV_TRANSFER_LATENCY}_count": "transfers", f"{KV_TRANSFER_MB}_sum":
 def kv_totals(text: str) -> KvTotals:
     """The KV transfer totals in a server's Prometheus text, zero where a series is absent (ValueError when the
     text is not Prometheus')."""
-    sums: dict[str, float] = {}
-    for family in families(text, KV_FAMILIES):
-        for sample in family.samples:
-            total = _WANTED.get(sample.name)
-            if total is not None and math.isfinite(sample.value):
-                sums[total] = sums.get(total, 0.0) + sample.value
+    sums = summed(text, KV_FAMILIES, _WANTED)
     if not sums:
         return KvTotals(exported=False)
     return KvTotals(sums.get("transfers", 0.0), sums.get("megabytes", 0.0), sums.get("failed", 0.0),

@@ -18,6 +18,7 @@ from pdtui.config import Deployment, ServiceConfig
 from pdtui.config.launch import LaunchSpec
 from pdtui.servers import CommandFlags
 from pdtui.servers.ports import SIDE_CHANNEL_ENV, side_channel_port
+from pdtui.servers.programs import listen_host, program
 from pdtui.support.argv import flag_value
 
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"    # runs as `vllm serve` does, whatever the wheel is named
@@ -59,21 +60,6 @@ def command_line(deployment: Deployment, svc: ServiceConfig, prometheus_port: in
     return _server_argv(deployment, svc, svc.launch)
 
 
-def _program(launch: LaunchSpec, module: str) -> list[str]:
-    if launch.command is not None:
-        return list(launch.command)
-    return [launch.python or "/usr/bin/python3", "-m", module]
-
-
-def listen_host(deployment: Deployment, svc: ServiceConfig) -> str:
-    """Where a server listens: its launch's ``host``, else every address when its router runs on another host, else
-    loopback."""
-    if svc.launch is not None and svc.launch.host:
-        return svc.launch.host
-    remote = svc.is_job or any(router.host != svc.host for router in deployment.routers_of(svc.name))
-    return "0.0.0.0" if remote else "127.0.0.1"
-
-
 def kv_transfer_config(svc: ServiceConfig, launch: LaunchSpec) -> str:
     """``--kv-transfer-config``'s JSON: its connector, the side it plays, and a CPU server's KV buffer."""
     config: dict[str, str] = {"kv_connector": CONNECTORS[backend(launch)], "kv_role": KV_ROLES[svc.role]}
@@ -83,7 +69,7 @@ def kv_transfer_config(svc: ServiceConfig, launch: LaunchSpec) -> str:
 
 
 def _server_argv(deployment: Deployment, svc: ServiceConfig, launch: LaunchSpec) -> list[str]:
-    argv = [*_program(launch, SERVER_MODULE), "--model", launch.model or "", "--host", listen_host(deployment, svc)]
+    argv = [*program(launch, SERVER_MODULE), "--model", launch.model or "", "--host", listen_host(deployment, svc)]
     if svc.port is not None:
         argv += ["--port", str(svc.port)]
     tp = launch.tp or (len(svc.gpus) if svc.gpus else None)
@@ -107,7 +93,7 @@ def environment(deployment: Deployment, svc: ServiceConfig) -> dict[str, str]:
 
 def _router_argv(deployment: Deployment, svc: ServiceConfig, launch: LaunchSpec, prometheus_port: int | None,
                  backend_urls: Mapping[str, str]) -> list[str]:
-    argv = [*_program(launch, ROUTER_MODULE), "--vllm-pd-disaggregation"]
+    argv = [*program(launch, ROUTER_MODULE), "--vllm-pd-disaggregation"]
 
     def url(backend: ServiceConfig) -> str:
         return backend_urls.get(backend.name) or deployment.backend_url(svc, backend)

@@ -35,7 +35,7 @@ from prometheus_client.metrics_core import Metric
 
 from pdtui.engine.checks.kv_transfer import KvTotals
 from pdtui.engine.events import Figures
-from pdtui.servers.prometheus import MetricsSample, families, recent_quantile
+from pdtui.servers.prometheus import MetricsSample, families, recent_quantile, summed
 
 RUNNING = "vllm:num_requests_running"
 WAITING = "vllm:num_requests_waiting"
@@ -214,12 +214,7 @@ def kv_totals(text: str) -> KvTotals:
     """The NIXL KV transfer totals in a server's Prometheus text, summed over its engines, zero where a series is
     absent (ValueError when the text is not Prometheus'). Transfers are the bytes histogram's count (the transfer
     time's where a release lacks it); failed, the transfers NIXL reported failed."""
-    sums: dict[str, float] = {}
-    for family in families(text, KV_FAMILIES):
-        for sample in family.samples:
-            total = _WANTED.get(sample.name)
-            if total is not None and math.isfinite(sample.value):
-                sums[total] = sums.get(total, 0.0) + sample.value
+    sums = summed(text, KV_FAMILIES, _WANTED)
     if not sums:
         return KvTotals(exported=False, side="decode")
     return KvTotals(transfers=sums.get("transfers", sums.get("timed", 0.0)),

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from ahocorasick_rs import AhoCorasick
 
+from pdtui.servers import phase_timing
 from pdtui.servers.phase_timing import (  # noqa: F401  (re-exported: its engine reads them as this module's)
     durations,
     slow,
@@ -83,31 +84,9 @@ def phase_of(message: str) -> str | None:
     return found.lastgroup if found else None
 
 
-class PhaseTracker:
-    """One invocation's phases so far: tells which line starts a new one (only ever a later one)."""
+class PhaseTracker(phase_timing.PhaseTracker):
+    """One invocation's phases, as vLLM's lines begin them."""
 
-    __slots__ = ("current",)
-
-    def __init__(self) -> None:
-        self.current: str | None = None
-
-    @property
-    def over(self) -> bool:
-        """The ready line has come: no line starts a phase any more (and none needs looking at)."""
-        return self.current == "ready"
-
-    @property
-    def serving_http(self) -> bool:
-        """Its HTTP server is starting (the ``http`` phase or a later one began): its arguments are fixed, and it
-        answers within moments."""
-        return self.current is not None and _INDEX[self.current] >= _INDEX["http"]
-
-    def feed(self, message: str) -> str | None:
-        """The phase ``message`` begins, when it is later than the current one; None otherwise."""
-        if self.over:
-            return None
-        phase = phase_of(message)
-        if phase is None or (self.current is not None and _INDEX[phase] <= _INDEX[self.current]):
-            return None
-        self.current = phase
-        return phase
+    __slots__ = ()
+    phase_of = staticmethod(phase_of)
+    order = _INDEX
