@@ -162,14 +162,15 @@ async def test_stale_ready_line_from_an_earlier_invocation_is_ignored(sandbox):
     sandbox.stop_all()
     # The same units again, decode now a server that never gets ready; the journal
     # still holds the ready line of its earlier run.
-    deployment = reference(sandbox, failures={"decode": "hang"}, timeout="4s")
+    # The timeout leaves a loaded machine time to start the stand-in and show its lines (4 s once saw none).
+    deployment = reference(sandbox, failures={"decode": "hang"}, timeout="20s")
     journal = subprocess.run([*sandbox.commands["journalctl"], "-u", "sglang-dsv4-decode", "-o", "cat"],
                              capture_output=True, text=True, check=True).stdout
     assert "fired up and ready" in journal
     done, rec, _ = await bring_up(deployment)
     assert rec.states("decode") == ["starting", "waiting", "timed_out"]
     # silent for half its timeout: stuck
-    assert rec.change("decode", "timed_out").reason.startswith("not ready after 4s: stuck in CUDA graph capture since ")
+    assert rec.change("decode", "timed_out").reason.startswith("not ready after 20s: stuck in CUDA graph capture since ")
     assert rec.states("router") == ["blocked"]
 
 
