@@ -32,7 +32,7 @@ from pdtui.sim.demo import PORTS_ENV
 from pdtui.sim.sandbox import Sandbox
 
 pytest_plugins = ["tests.sshd", "tests.conftest_sim", "tests.engine_helpers", "tests.slurm", "tests.systemd_host",
-                  "tests.real_sglang"]
+                  "tests.real_sglang", "tests.real_vllm"]
 
 SIGINT_IGNORED = "PDTUI_TESTS_SIGINT_IGNORED"
 """Set when the suite was started with SIGINT ignored; the workers pytest-xdist starts read it."""

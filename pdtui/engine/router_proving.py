@@ -202,10 +202,11 @@ class RouterProving:
         room), quoted with its service by its exception.
 
         ``wait``: the request failed, and its backend's line may still be on its
-        way through the journal: give it the settle time to arrive.
+        way through the journal (or a Python traceback's end, which holds the
+        cause): give it the settle time and a crash's cause time to arrive.
         """
         w = self.run.w
-        deadline = w.clock() + (w.timing.settle if wait else 0.0)
+        deadline = w.clock() + (w.timing.settle + w.timing.cause if wait else 0.0)
         while True:
             for name in services:
                 for at, line in reversed(w.peers[name].attempt.transfers or ()):

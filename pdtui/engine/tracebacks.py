@@ -19,12 +19,15 @@ _EXCEPTION = re.compile(r"^(?:\[[^\]]*\] )?(?P<text>(?:[A-Za-z_][\w.]*)?(?:Error
                         r"(?:: .*|:)?)$")
 # The ranks in SGLang's prefix: [2026-06-09 11:38:45 TP5], [... DP3 TP3 EP3], [... PP1 TP0].
 _RANKS = re.compile(r"\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)? (?P<ranks>(?:[A-Z_]*[A-Z]\d+ ?)+)\]")
-# SGLang's whole prefix, ranks or not: [2026-06-09 11:38:45], [2026-06-09 11:38:45 TP0].
-_STAMP = re.compile(r"^\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?: [A-Z_\d ]*)?\] ?")
+# A server's own prefix: SGLang's, ranks or not ([2026-06-09 11:38:45], [2026-06-09 11:38:45 TP0]); vLLM's, its
+# process, level, time and source line ((Worker pid=2424) ERROR 12-06 07:32:52 [base_worker.py:1354]).
+_STAMP = re.compile(r"^(?:\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?: [A-Z_\d ]*)?\] ?"
+                    r"|\(\w+ pid=\d+\) [A-Z]+ \d\d-\d\d \d\d:\d\d:\d\d \[[\w.]+:\d+\] )")
 
 
 def without_stamp(line: str) -> str:
-    """``line`` without SGLang's time-and-ranks prefix (its journal entry has its own time)."""
+    """``line`` without its server's time prefix (its journal entry has its own time): SGLang's time and ranks,
+    vLLM's process, level, time and source line."""
     return _STAMP.sub("", line, count=1)
 
 
