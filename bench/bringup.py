@@ -52,13 +52,14 @@ from bench._journal import entries, own_startup, router_own_startup  # noqa: E40
 from bench._sshd import SshdPool  # noqa: E402
 from pdtui.engine.checks.generation import SMOKE_PROMPT, request_body  # noqa: E402
 from pdtui.engine.events import StateChanged  # noqa: E402
-from pdtui.engine.http import HttpProber  # noqa: E402
 from pdtui.engine.orchestrator import Orchestrator  # noqa: E402
 from pdtui.engine.states import ServiceState  # noqa: E402
 from pdtui.fabric.sysfs import fabric_argv  # noqa: E402
 from pdtui.hosts import make_host  # noqa: E402
+from pdtui.hosts.http import HttpProber  # noqa: E402
 from pdtui.sim.ports import free_port  # noqa: E402
 from pdtui.sim.sandbox import Sandbox  # noqa: E402
+from pdtui.targets.registry import Registry  # noqa: E402
 from pdtui.targets.systemd.commands import Commands  # noqa: E402
 from pdtui.targets.systemd.journal_json import parse_entry  # noqa: E402
 
@@ -108,7 +109,7 @@ class Reference:
 async def pdtui_run(sandbox: Sandbox, ref: Reference, host: dict) -> dict:
     """One headless bring-up; its wall time, overhead and where the overhead went (seconds)."""
     stamps = Stamps()
-    orchestrator = Orchestrator(deployment(ref.config(host), sandbox.root), make_host)
+    orchestrator = Orchestrator(deployment(ref.config(host), sandbox.root), Registry(make_host))
     orchestrator.subscribe(stamps)
     t0 = time.time()
     try:

@@ -46,6 +46,7 @@ from pdtui.engine.states import ServiceState  # noqa: E402
 from pdtui.sim.knobs import DEFAULT_MODEL  # noqa: E402
 from pdtui.sim.memhost import MemoryFleet  # noqa: E402
 from pdtui.support.heap import QuietCollector  # noqa: E402
+from pdtui.targets.registry import Registry  # noqa: E402
 from pdtui.targets.systemd.unit_files import render_units  # noqa: E402
 
 GPUS_PER_HOST = 8
@@ -170,7 +171,7 @@ async def bring_up(deployment: Deployment, args: argparse.Namespace) -> dict:
     fleet = MemoryFleet(deployment, startup=args.startup, router_startup=args.router_startup, unit_files=units)
     moments = Moments()
     cpu0, t0 = time.process_time(), time.perf_counter()
-    orchestrator = Orchestrator(deployment, fleet.host, pairs=False if args.no_pairs else None)
+    orchestrator = Orchestrator(deployment, Registry(fleet.host), pairs=False if args.no_pairs else None)
     orchestrator.subscribe(moments)
     try:
         with GcTime() as collector:

@@ -21,7 +21,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import emit, machine, parse_args  # noqa: E402
-from pdtui.engine.http import HttpProber  # noqa: E402
+from pdtui.hosts.http import HttpProber  # noqa: E402
 from pdtui.sim.memhost import MemoryConnection, Meter  # noqa: E402
 
 PORTS = range(30000, 30007)

@@ -32,6 +32,7 @@ from pdtui.engine.orchestrator import Orchestrator  # noqa: E402
 from pdtui.hosts import make_host  # noqa: E402
 from pdtui.sim.ports import free_port  # noqa: E402
 from pdtui.sim.sandbox import Sandbox  # noqa: E402
+from pdtui.targets.registry import Registry  # noqa: E402
 from pdtui.ui.app import PdtuiApp  # noqa: E402
 
 
@@ -51,7 +52,7 @@ async def measure(sandbox: Sandbox, host: dict, window: float, profile: bool = F
     config = {"name": "bench-idle", "hosts": {"h": host},
               "services": {s: {"host": "h", "unit": u, "role": s, "port": ports[s], "timeout": "60s"}
                            for s, u in units.items()}}
-    orchestrator = Orchestrator(deployment(config, sandbox.root), make_host)
+    orchestrator = Orchestrator(deployment(config, sandbox.root), Registry(make_host))
     app = PdtuiApp(orchestrator)
     windows = []
     try:

@@ -27,6 +27,7 @@ from pdtui.engine.orchestrator import Orchestrator  # noqa: E402
 from pdtui.hosts import make_host  # noqa: E402
 from pdtui.sim.ports import free_port  # noqa: E402
 from pdtui.sim.sandbox import Sandbox  # noqa: E402
+from pdtui.targets.registry import Registry  # noqa: E402
 
 
 def config(sandbox: Sandbox, host: dict) -> dict:
@@ -43,7 +44,7 @@ def config(sandbox: Sandbox, host: dict) -> dict:
 
 
 async def preflight(doc: dict, where: Path) -> float:
-    orchestrator = Orchestrator(deployment(doc, where), make_host)
+    orchestrator = Orchestrator(deployment(doc, where), Registry(make_host))
     t0 = time.perf_counter()
     try:
         ok = await orchestrator.preflight()

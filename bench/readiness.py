@@ -48,6 +48,7 @@ from pdtui.engine.states import ServiceState  # noqa: E402
 from pdtui.hosts import make_host  # noqa: E402
 from pdtui.sim.ports import free_port  # noqa: E402
 from pdtui.sim.sandbox import Sandbox  # noqa: E402
+from pdtui.targets.registry import Registry  # noqa: E402
 
 STARTUP = 0.4            # seconds the sim worker takes to its ready line
 MODEL_DRAWS = 20_000     # ready moments replayed against the loop's timeline
@@ -60,7 +61,7 @@ async def one_latency(sandbox: Sandbox, host: dict, index: int) -> float:
     config = {"name": "readiness", "hosts": {"h": host},
               "services": {"prefill": {"host": "h", "unit": unit, "role": "prefill", "port": port, "timeout": "60s"}}}
     stamps = Stamps()
-    orchestrator = Orchestrator(deployment(config, sandbox.root), make_host, smoke=False)
+    orchestrator = Orchestrator(deployment(config, sandbox.root), Registry(make_host), smoke=False)
     orchestrator.subscribe(stamps)
     try:
         done = await orchestrator.run()

@@ -46,6 +46,7 @@ from pdtui.sim import realjournal, systemd_host  # noqa: E402
 from pdtui.sim.command_lines import router_argv, worker_argv  # noqa: E402
 from pdtui.sim.ports import free_port  # noqa: E402
 from pdtui.sim.sandbox import Sandbox  # noqa: E402
+from pdtui.targets.registry import Registry  # noqa: E402
 from pdtui.targets.systemd import journal_tail as journal  # noqa: E402
 from pdtui.targets.systemd.journal_json import decode_field
 
@@ -78,7 +79,7 @@ def received_ready_lines() -> Iterator[dict[str, float]]:
 async def one_run(config: dict, where: Path, read: ReadJournal, names: dict[str, str]) -> dict[str, float]:
     """One bring-up; its four phases and total, in seconds."""
     stamps = Stamps()
-    orchestrator = Orchestrator(deployment(config, where), make_host, smoke=False, canary=False)
+    orchestrator = Orchestrator(deployment(config, where), Registry(make_host), smoke=False, canary=False)
     orchestrator.subscribe(stamps)
     t0 = time.time()
     with received_ready_lines() as received:

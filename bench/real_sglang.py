@@ -55,6 +55,7 @@ from pdtui.hosts import make_host  # noqa: E402
 from pdtui.sim import real_sglang  # noqa: E402
 from pdtui.sim import systemd_host as container  # noqa: E402
 from pdtui.sim.ports import free_port  # noqa: E402
+from pdtui.targets.registry import Registry  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 SERVERS = ("prefill", "decode")
@@ -95,7 +96,7 @@ class Round:
 
     async def run(self) -> dict[str, float]:
         stamps = Stamps()
-        orchestrator = Orchestrator(self.plan, make_host)
+        orchestrator = Orchestrator(self.plan, Registry(make_host))
         orchestrator.subscribe(stamps)
         t0 = time.time()
         try:

@@ -28,6 +28,7 @@ from pdtui.engine.orchestrator import Orchestrator  # noqa: E402
 from pdtui.hosts import make_host  # noqa: E402
 from pdtui.sim.ports import free_port  # noqa: E402
 from pdtui.sim.sandbox import Sandbox  # noqa: E402
+from pdtui.targets.registry import Registry  # noqa: E402
 
 STARTUP = 3.0
 
@@ -47,7 +48,7 @@ def host_services(sandbox: Sandbox, host: str) -> dict:
 
 
 async def bring_up(config: dict, where: Path) -> tuple[float, object]:
-    orchestrator = Orchestrator(deployment(config, where), make_host)
+    orchestrator = Orchestrator(deployment(config, where), Registry(make_host))
     t0 = time.time()
     try:
         done = await orchestrator.run()

@@ -28,6 +28,7 @@ from pdtui.faces.headless import LinePrinter  # noqa: E402
 from pdtui.hosts import make_host  # noqa: E402
 from pdtui.sim import demo  # noqa: E402
 from pdtui.sim.sandbox import Sandbox  # noqa: E402
+from pdtui.targets.registry import Registry  # noqa: E402
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -83,7 +84,7 @@ async def soak(args: argparse.Namespace) -> dict:
         deployment = demo.build(sandbox, demo.DemoOptions({}, startup=2.0, timeout="2m"))
         add_log_rate(sandbox, args.log_rate)
         counter = Counter()
-        orchestrator = Orchestrator(deployment, make_host, smoke=True)
+        orchestrator = Orchestrator(deployment, Registry(make_host), smoke=True)
         with open(os.devnull, "w") as null:
             orchestrator.subscribe(LinePrinter(null, logs=True))
             orchestrator.subscribe(counter)

@@ -35,6 +35,7 @@ from pdtui.engine.orchestrator import Orchestrator  # noqa: E402
 from pdtui.hosts import make_host  # noqa: E402
 from pdtui.sim.ports import free_port  # noqa: E402
 from pdtui.sim.sandbox import Sandbox  # noqa: E402
+from pdtui.targets.registry import Registry  # noqa: E402
 from pdtui.ui.app import PdtuiApp  # noqa: E402
 from pdtui.ui.logview import LogView  # noqa: E402
 
@@ -129,7 +130,7 @@ class Rig:
     async def run(self, rate: float, window: float, *, profile: cProfile.Profile | None = None,
                   until_lines: int | None = None) -> dict:
         """Bring up at ``rate`` lines/s in the TUI; watch ``window`` seconds (or until ``until_lines``)."""
-        orchestrator = Orchestrator(deployment(self.config(rate), self.sandbox.root), make_host, smoke=False)
+        orchestrator = Orchestrator(deployment(self.config(rate), self.sandbox.root), Registry(make_host), smoke=False)
         app = PdtuiApp(orchestrator)
         watch = Watch()
         watch.keep_lags = until_lines is None     # the RSS run counts lines; a million lags would count too

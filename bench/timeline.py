@@ -27,6 +27,7 @@ from pdtui.engine.events import Event, LogLines  # noqa: E402
 from pdtui.engine.orchestrator import Orchestrator  # noqa: E402
 from pdtui.hosts import make_host  # noqa: E402
 from pdtui.sim.sandbox import Sandbox  # noqa: E402
+from pdtui.targets.registry import Registry  # noqa: E402
 from pdtui.targets.systemd.journal_json import decode_field
 
 
@@ -95,7 +96,7 @@ def milestones(sandbox: Sandbox, timeline: Timeline) -> None:
 async def bring_up(sandbox: Sandbox, ref: Reference, host: dict) -> Timeline:
     timeline = Timeline()
     orchestrator = Orchestrator(deployment(ref.config(host), sandbox.root),
-                                lambda config, **options: TimedHost(make_host(config, **options), timeline))
+                                Registry(lambda config, **options: TimedHost(make_host(config, **options), timeline)))
     orchestrator.subscribe(timeline.event)
     timeline.t0 = time.time()
     try:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
 import pytest
@@ -17,6 +17,7 @@ from pdtui.engine.orchestrator import Orchestrator, Timing
 from pdtui.hosts import make_host
 from pdtui.sim import command_lines, demo
 from pdtui.sim.command_lines import router_argv  # noqa: F401  (used by the tests)
+from pdtui.targets.registry import Registry
 
 FAST = Timing(poll=0.1, unit_poll=0.5, unit_watch=0.5, settle=0.2, log_batch=0.02)
 
@@ -70,24 +71,25 @@ def reference(sandbox, *, failures=None, startup=0.5, timeout="30s", generation=
 
 async def bring_up(deployment, *, smoke=True, timing=FAST, intent=UP) -> tuple[Done, Recorder, Orchestrator]:
     """Run the orchestrator with ``intent`` (a bring-up by default) to its Done, then close it."""
-    orchestrator = Orchestrator(deployment, make_host, smoke=smoke, timing=timing, intent=intent)
+    orchestrator = Orchestrator(deployment, Registry(make_host), smoke=smoke, timing=timing, intent=intent)
     done, recorder = await run_to_done(orchestrator)
     return done, recorder, orchestrator
 
 
-async def until_it_fails(deployment, service: str, *, timeout: float = 20.0,
+async def until_it_fails(deployment, service: str | Sequence[str], *, timeout: float = 20.0,
                          meanwhile: Callable[[Done], None] | None = None) -> Recorder:
-    """A bring-up, then its watch until ``service`` has failed and the outcome was told again (``meanwhile``: what
-    the test does to the deployment once the bring-up's outcome is in)."""
+    """A bring-up, then its watch until ``service`` (or each of several) has failed and the outcome was told again
+    (``meanwhile``: what the test does to the deployment once the bring-up's outcome is in)."""
+    services = [service] if isinstance(service, str) else list(service)
     recorder = Recorder()
-    orchestrator = Orchestrator(deployment, make_host, timing=FAST)
+    orchestrator = Orchestrator(deployment, Registry(make_host), timing=FAST)
     orchestrator.subscribe(recorder)
     try:
         done = await orchestrator.run()
         if meanwhile is not None:
             meanwhile(done)
         async with asyncio.timeout(timeout):
-            while "failed" not in recorder.states(service) or recorder.of(Done)[-1].ok:
+            while any("failed" not in recorder.states(s) for s in services) or recorder.of(Done)[-1].ok:
                 await asyncio.sleep(0.05)
     finally:
         await orchestrator.close()

@@ -31,10 +31,11 @@ def bring_up(deployment, host_factory, args: argparse.Namespace, follow_up: str 
     from pdtui.engine.orchestrator import Orchestrator
     from pdtui.engine.timing import DEFAULT_TIMING
     from pdtui.faces.run_history import HistoryRecorder, history_path, last_ready
+    from pdtui.targets.registry import Registry
     intent = intent or Intent(force=args.force)
     # what this bring-up's phases are compared with: read before it records itself
     baseline = last_ready(history_path(), deployment.name) if intent.verb in (Verb.UP, Verb.RESTART) else {}
-    orchestrator = Orchestrator(deployment, host_factory, **probing(args), intent=intent,
+    orchestrator = Orchestrator(deployment, Registry(host_factory), **probing(args), intent=intent,
                                 timing=timing or DEFAULT_TIMING, baseline=baseline)
     recorder = HistoryRecorder(history_path())
     orchestrator.subscribe(recorder)
@@ -90,7 +91,8 @@ def once(deployment, host_factory, args: argparse.Namespace, intent) -> int:
     """``status --once``: judge every service, print the table (or the JSON object), exit 0 only when all are ready."""
     from pdtui.engine.orchestrator import Orchestrator
     from pdtui.faces.status_table import StatusBoard
-    orchestrator = Orchestrator(deployment, host_factory, **probing(args), intent=intent)
+    from pdtui.targets.registry import Registry
+    orchestrator = Orchestrator(deployment, Registry(host_factory), **probing(args), intent=intent)
     board = StatusBoard()
     orchestrator.subscribe(board)
 

@@ -39,8 +39,9 @@ def preflight(deployment, host_factory) -> int:
     """The preflight alone, printed as the headless bring-up prints it."""
     from pdtui.engine.orchestrator import Orchestrator
     from pdtui.faces.headless import LinePrinter
+    from pdtui.targets.registry import Registry
 
-    orchestrator = Orchestrator(deployment, host_factory)
+    orchestrator = Orchestrator(deployment, Registry(host_factory))
     orchestrator.subscribe(LinePrinter())
 
     async def run() -> bool:

@@ -16,6 +16,8 @@ from typing import Protocol
 from pdtui.config.defaults import DEFAULT_ENGINE
 from pdtui.engine.intent import RestartHow
 from pdtui.engine.states import ServiceState
+from pdtui.gpus.sampler import GpuSample
+from pdtui.vocabulary.figures import Figures
 
 
 class Step(str, Enum):
@@ -236,23 +238,6 @@ class CanaryResult:
 
 
 @dataclass(frozen=True, slots=True)
-class Figures:
-    """A serving server's live figures; None where its source does not say."""
-
-    generation_tps: float | None = None    # generated tokens per second (decode)
-    prompt_tps: float | None = None        # prompt tokens per second taken in (prefill)
-    running: int | None = None
-    queued: int | None = None
-    token_usage: float | None = None       # of the KV cache, 0..1
-    ttft_p50: float | None = None          # seconds, over the requests since the last sample
-    requests_ps: float | None = None       # a router: requests routed per second
-    latency_p50: float | None = None       # a router: seconds a routed request took, over the last interval
-    open_circuits: int | None = None       # a router: workers its circuit breaker holds out
-    kv_gbps: float | None = None           # a prefill: KV sent to decodes, GB/s over the last interval
-    kv_failed: int | None = None           # KV transfers failed since it started (where its /metrics counts them)
-
-
-@dataclass(frozen=True, slots=True)
 class ServingFigures:
     """A ready server's figures, sampled every few seconds while its panel is shown.
 
@@ -301,23 +286,6 @@ class HostStatus:
     host: str
     status: str                # "connecting", "connected", "reconnecting", "unreachable" (may pass), "error", "closed"
     detail: str = ""
-    elapsed: float = 0.0
-
-
-@dataclass(frozen=True, slots=True)
-class GpuInfo:
-    index: int
-    name: str = ""
-    memory_used_mib: int | None = None
-    memory_total_mib: int | None = None
-    utilization: int | None = None
-    numa: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class GpuSample:
-    host: str
-    gpus: tuple[GpuInfo, ...]
     elapsed: float = 0.0
 
 

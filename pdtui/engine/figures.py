@@ -16,9 +16,10 @@ from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
 from pdtui.config import Deployment
-from pdtui.engine.events import Event, Figures, Notice, ServingFigures
+from pdtui.engine.events import Event, Notice, ServingFigures
 from pdtui.engine.states import SERVING_STATES
 from pdtui.servers import serving_for
+from pdtui.vocabulary.figures import Figures
 
 if TYPE_CHECKING:
     from pdtui.engine.service_run import ServiceRun

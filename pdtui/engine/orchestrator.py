@@ -1,7 +1,8 @@
 """The bring-up: preflight -> start backends -> wait for readiness -> start router -> probe; and the life after.
 
 The orchestrator wires the deployment together: one session per host or
-cluster (its target's: pdtui/targets/registry.py), following its services'
+cluster (its target's, from the :class:`~pdtui.engine.session.Targets` it is
+handed: targets/registry.py's, by the commands), following its services'
 output, the preflight (preflight.py), one :class:`ServiceRun` per service
 brought up by its own task once the services it comes ``after`` are ready, log
 lines handed out in batches, and the outcome. It never asks which kind of
@@ -44,12 +45,11 @@ from pdtui.engine.lifecycle import BAD_OUTCOMES, Lifecycle
 from pdtui.engine.preflight import Preflight, finding, overridden, refuses
 from pdtui.engine.ranks import RankWatch
 from pdtui.engine.service_run import ServiceRun
-from pdtui.engine.session import Session
+from pdtui.engine.session import Session, Targets
 from pdtui.engine.states import FINAL_STATES, ServiceState
 from pdtui.engine.steps import split, step_statuses
 from pdtui.engine.timing import DEFAULT_TIMING, Timing
 from pdtui.support.exits import EXIT_FAILED, EXIT_OK
-from pdtui.targets.registry import HostFactory, new_run, open_sessions
 
 __all__ = ["Orchestrator", "Timing"]
 
@@ -67,7 +67,7 @@ NOT_RUNNING_YET = frozenset({S.PENDING, S.STARTING, S.QUEUED})   # nothing of it
 class Orchestrator:
     """Brings one deployment up and tells everything it does through events."""
 
-    def __init__(self, deployment: Deployment, host_factory: HostFactory, *, clock: Callable[[], float] = time.monotonic,
+    def __init__(self, deployment: Deployment, targets: Targets, *, clock: Callable[[], float] = time.monotonic,
                  smoke: bool = True, canary: bool = True, pairs: bool | None = None, timing: Timing = DEFAULT_TIMING,
                  intent: Intent = UP, baseline: Mapping[str, Mapping[str, float]] | None = None) -> None:
         self.deployment = deployment
@@ -75,7 +75,7 @@ class Orchestrator:
             intent = dataclasses.replace(intent, services=tuple(dict.fromkeys(
                 rank for name in intent.services for rank in deployment.ranks_of(name))))
         self.intent = intent
-        self.host_factory = host_factory
+        self.targets = targets          # every kind of target, handed in: the engine imports none
         self.clock = clock
         self.smoke = smoke
         self.canary = canary
@@ -86,7 +86,7 @@ class Orchestrator:
         self._t0 = clock()
         self._sessions: dict[str, Session] = {}
         self._checks: Preflight | None = None
-        self._runs = {name: new_run(cfg) for name, cfg in deployment.services.items()}
+        self._runs = {name: targets.new_run(cfg) for name, cfg in deployment.services.items()}
         self._groups = split(list(self._runs.values()))     # backends, routers
         self._on_host: dict[str, list[ServiceRun]] = {}       # the runs of each host, in config order
         for run in self._runs.values():
@@ -247,8 +247,8 @@ class Orchestrator:
         self.emit(PlanReady(self.deployment.name, services, steps, title=self.intent.title,
                              watching=self.intent.watching))
         self._update_steps()
-        self._sessions = open_sessions(self.deployment, self._on_host, self.host_factory, self._host_status,
-                                       command_timeout=self.timing.command_timeout, clock=self.clock)
+        self._sessions = self.targets.open_sessions(self.deployment, self._on_host, self._host_status,
+                                                    command_timeout=self.timing.command_timeout, clock=self.clock)
         for run in self._runs.values():
             run.wire(self, self._sessions[run.cfg.host])
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Container, Mapping, Sequence
 from typing import TypeVar
 
 from pdtui.config import BACKEND_ROLES, Deployment
@@ -20,8 +20,11 @@ from pdtui.engine.intent import Verb
 from pdtui.engine.service_run import ServiceRun
 from pdtui.engine.session import Session
 from pdtui.engine.states import ServiceState
-from pdtui.fabric.findings import Server, fabric_mismatches
+from pdtui.fabric.findings import Server, fabric_mismatches, numa_apart, pair_numa_mismatches
+from pdtui.fabric.side_channel import side_channel_mismatches
 from pdtui.fabric.sysfs import Fabric, read_fabric
+from pdtui.fabric.topo import read_links
+from pdtui.fabric.ucx import NIXL, nixl_ucx
 from pdtui.gpus.inventory import Inventory, gpu_hosts, host_hardware, preflight_findings, process_tree
 from pdtui.gpus.nvidia_smi import sampler_argv
 from pdtui.gpus.sampler import GpuSampler
@@ -121,7 +124,10 @@ class Preflight:
             inventories |= more_inventories
             fabrics |= more_fabrics
         gpus_ok = await self._judge_gpus(inventories, sample=sample_gpus)
-        commands_ok = self._judge_commands(commands, among, inventories, fabrics) if starting else True
+        commands_ok = True
+        if starting:
+            among = [*among, *await self._pair_paths(commands, inventories)]
+            commands_ok = self._judge_commands(commands, among, inventories, fabrics)
         if starting:
             self._refuse_the_command()
         for run in self._runs.values():
@@ -172,7 +178,8 @@ class Preflight:
         if not compare:
             return results, {}, []
         runs, commands = self._runs, self._commands()
-        return results, commands, [*self._pair_mismatches(runs, commands), *self._host_mismatches(runs, commands)]
+        return results, commands, [*self._pair_mismatches(runs, commands), *self._host_mismatches(runs, commands),
+                                   *self._side_channel_mismatches(commands)]
 
     def _commands(self) -> dict[str, ServerCommand]:
         """Each server's command line as it will run."""
@@ -202,14 +209,20 @@ class Preflight:
             ok = False
         return ok
 
-    def _pair_mismatches(self, runs: Mapping[str, ServiceRun], commands: Mapping[str, ServerCommand]) -> list[Mismatch]:
-        """Every prefill × decode that share a router, compared once."""
+    def _pairs(self, among: Container[str]) -> list[tuple[str, str]]:
+        """Every prefill × decode of ``among`` that share a router, once."""
+        runs = self._runs
         pairs: dict[tuple[str, str], None] = {}
         for router in (r for r in runs.values() if r.cfg.is_router):
-            behind = [n for n in router.cfg.after if n in commands]
+            behind = [n for n in router.cfg.after if n in among]
             pairs |= dict.fromkeys((p, d) for p in behind for d in behind
                                    if runs[p].cfg.role == "prefill" and runs[d].cfg.role == "decode")
-        return [m for p, d in pairs for m in runs[p].serving.pair_mismatches((p, commands[p]), (d, commands[d]))]
+        return list(pairs)
+
+    def _pair_mismatches(self, runs: Mapping[str, ServiceRun], commands: Mapping[str, ServerCommand]) -> list[Mismatch]:
+        """Every prefill × decode that share a router, compared once."""
+        return [m for p, d in self._pairs(commands)
+                for m in runs[p].serving.pair_mismatches((p, commands[p]), (d, commands[d]))]
 
     def _host_mismatches(self, runs: Mapping[str, ServiceRun], commands: Mapping[str, ServerCommand]) -> list[Mismatch]:
         """The servers of each place that is one machine (Slurm places a job on a node of its own choosing: its
@@ -219,24 +232,93 @@ class Preflight:
         return [m for servers in shared if servers
                 for m in servers[0].serving.host_mismatches([(r.cfg, commands[r.name]) for r in servers])]
 
+    def _side_channel_mismatches(self, commands: Mapping[str, ServerCommand]) -> list[Mismatch]:
+        """Each vLLM NIXL server's side channel against the other ports of its place, where the place is one
+        machine (two servers given one side-channel port are the engine's own host check)."""
+        return side_channel_mismatches(self.deployment, [[(r.cfg, commands.get(r.name)) for r in self.on_place[place]]
+                                                         for place, session in self.sessions.items()
+                                                         if session.one_machine])
+
+    def _peer_places(self) -> dict[str, set[str]]:
+        """Each server in a pair (by its rank 0's name): the hosts of the servers it moves KV with (every node's of a
+        server over several nodes). A router's prefills each move KV with all its decodes."""
+        runs = self._runs
+
+        def places(name: str) -> set[str]:
+            return {runs[rank].cfg.host for rank in self.deployment.ranks_of(name) if rank in runs}
+
+        peers: dict[str, set[str]] = {}
+        for router in (r for r in runs.values() if r.cfg.is_router):
+            sides = {role: [n for n in router.cfg.after if n in runs and runs[n].cfg.role == role]
+                     for role in ("prefill", "decode")}
+            if not sides["prefill"] or not sides["decode"]:
+                continue
+            reach = {role: set().union(*(places(n) for n in names)) for role, names in sides.items()}
+            for role, other in (("prefill", "decode"), ("decode", "prefill")):
+                for name in sides[role]:
+                    peers.setdefault(name, set()).update(reach[other])
+        return peers
+
+    async def _pair_paths(self, commands: Mapping[str, ServerCommand],
+                          inventories: Mapping[str, Inventory | None]) -> list[Mismatch]:
+        """Each pair on one machine that moves KV with NIXL between GPUs on different NUMA nodes: warned of, unless
+        its host's ``nvidia-smi topo -m`` (read only then, once a host) says NVLink joins them."""
+        runs = self._runs
+        servers: dict[str, Server | None] = {}
+
+        def server(name: str) -> Server | None:
+            if name not in servers:
+                servers[name] = self._server(name, commands[name], inventories)
+            return servers[name]
+
+        apart: list[tuple[Server, Server]] = []
+        for p, d in self._pairs(commands):
+            pc, dc = runs[p].cfg, runs[d].cfg
+            session = self.sessions.get(pc.host)
+            if session is None or not session.one_machine or dc.host != pc.host or pc.nnodes > 1 or dc.nnodes > 1:
+                continue
+            prefill, decode = server(p), server(d)
+            if prefill is not None and decode is not None and prefill.path.backend == decode.path.backend == NIXL \
+                    and numa_apart(prefill, decode):
+                apart.append((prefill, decode))
+        hosts = list(dict.fromkeys(prefill.host for prefill, _ in apart))
+        read = await asyncio.gather(*(read_links(self.sessions[h].host, self.sessions[h].nvidia_smi or ("nvidia-smi",))
+                                      for h in hosts))
+        links = dict(zip(hosts, read, strict=True))
+        return [m for prefill, decode in apart for m in pair_numa_mismatches(prefill, decode, links[prefill.host])]
+
+    def _server(self, name: str, command: ServerCommand, inventories: Mapping[str, Inventory | None],
+                peers_elsewhere: bool = True) -> Server | None:
+        """A server as the fabric check judges it (None: its command line does not say how it moves KV)."""
+        run = self._runs[name]
+        if (path := run.serving.transfer_path(command)) is None:
+            return None
+        inventory = inventories.get(run.cfg.host)
+        numa = {gpu: inventory.numa.get(gpu) if inventory else None for gpu in run.cfg.gpus}
+        return Server(name, run.cfg.host, path, command.source, numa, run.memory_lock, nixl_ucx(path, command),
+                      peers_elsewhere)
+
     def _fabric_mismatches(self, runs: Mapping[str, ServiceRun], commands: Mapping[str, ServerCommand],
                            inventories: Mapping[str, Inventory | None],
                            fabrics: Mapping[str, Fabric | None]) -> list[Mismatch]:
-        """Each server that moves KV over RDMA against its host's fabric; a host whose fabric could not be read is
-        said once and not judged."""
+        """Each server that moves KV over RDMA, or with NIXL through UCX, against its host's fabric; a host whose
+        fabric could not be read is said once and not judged."""
         found: list[Mismatch] = []
         unread: set[str] = set()
+        peers = self._peer_places()
         for name, command in commands.items():
             run = runs[name]
-            if run.cfg.host not in fabrics or (path := run.serving.transfer_path(command)) is None or not path.rdma:
+            if run.cfg.host not in fabrics:
+                continue
+            places = peers.get(run.cfg.server)
+            server = self._server(name, command, inventories, places is None or bool(places - {run.cfg.host}))
+            if server is None or not (server.path.rdma or server.ucx is not None):
                 continue
             fabric = fabrics[run.cfg.host]
             if fabric is None:
                 unread.add(run.cfg.host)
                 continue
-            inventory = inventories.get(run.cfg.host)
-            numa = {gpu: inventory.numa.get(gpu) if inventory else None for gpu in run.cfg.gpus}
-            found += fabric_mismatches(Server(name, run.cfg.host, path, command.source, numa, run.memory_lock), fabric)
+            found += fabric_mismatches(server, fabric)
         for host in sorted(unread):
             self.emit(Notice("info", f"fabric not checked on {host}: its sysfs ({self.sessions[host].sysfs}) "
                                      f"could not be read", None, self.elapsed()))

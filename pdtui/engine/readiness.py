@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from ahocorasick_rs import AhoCorasick
 
 from pdtui.engine.events import LineKind
-from pdtui.engine.signatures import Severity, Signature
+from pdtui.vocabulary.signatures import Severity, Signature
 
 _WARN = re.compile(r"\bWARN(?:ING)?\b")
 _WARN_HINT = re.compile("WARN")    # every warning line holds it: enough for the prefilter

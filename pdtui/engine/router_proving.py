@@ -16,18 +16,19 @@ from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 from pdtui.config import BACKEND_ROLES
-from pdtui.engine.checks import Check
-from pdtui.engine.checks.kv_transfer import KvReading, KvTotals
+from pdtui.engine.checks.kv_transfer import KvReading
 from pdtui.engine.checks.pairs import NAME as PAIRS
 from pdtui.engine.checks.pairs import PairProbe
 from pdtui.engine.checks.router import RouterProbe
 from pdtui.engine.checks.workers import Backend, healthy, worker_matches
 from pdtui.engine.events import PairMatrix, PairResult, RoutedWorker, RouterBackends
-from pdtui.engine.http import HttpResult
 from pdtui.engine.router_workers import RouterApiError, RouterWorker, RouterWorkers, workers_in
 from pdtui.engine.states import SERVING_STATES
 from pdtui.engine.tracebacks import transfer_exception
 from pdtui.hosts.base import Host
+from pdtui.hosts.http import HttpResult
+from pdtui.vocabulary.checks import Check
+from pdtui.vocabulary.figures import KvTotals
 
 if TYPE_CHECKING:
     from pdtui.engine.service_run import ServiceRun

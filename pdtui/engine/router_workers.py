@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from urllib.parse import quote
 
 from pdtui.engine.checks.workers import healthy, key_refused, listed_workers
-from pdtui.engine.http import HttpProber, HttpResult
+from pdtui.hosts.http import HttpProber, HttpResult
 
 API_TIMEOUT = 10.0    # seconds for one request of the worker API
 GONE_POLL = 0.25      # seconds between looks while a router drains a worker it was told to remove

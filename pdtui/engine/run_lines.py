@@ -6,7 +6,7 @@ what it means: a failure (decided once it settles), evidence for a check, a
 per-request KV transfer error, a server that says it is stuck, a start-up phase,
 a batch's figures, the ready line. systemd's own lines tell the unit's end. Every
 line, judged or not, is queued and handed out in batches (:meth:`RunLines.flush`); the server's access
-lines of pdtui's own polling (marked: engine/http.py) are folded out.
+lines of pdtui's own polling (marked: hosts/http.py) are folded out.
 A start's history is read before its live lines: those are held meanwhile
 (:meth:`RunLines.take`) and judged after it, or shown as they are
 (:meth:`RunLines.release_held`).
@@ -16,14 +16,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pdtui.engine.checks import Check
 from pdtui.engine.events import LineKind, LogLines, LogRecord, PhaseStarted
-from pdtui.engine.http import own_echo
 from pdtui.engine.log_entry import LogEntry
 from pdtui.engine.readiness import FailureCandidate, LineJudge
-from pdtui.engine.signatures import Severity, Signature
 from pdtui.engine.states import JUDGED_STATES, SERVING_STATES, ServiceState
 from pdtui.engine.tracebacks import TracebackWatch, without_stamp
+from pdtui.hosts.http import own_echo
+from pdtui.vocabulary.checks import Check
+from pdtui.vocabulary.signatures import Severity, Signature
 
 if TYPE_CHECKING:
     from pdtui.engine.service_run import ServiceRun

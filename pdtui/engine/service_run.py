@@ -25,21 +25,10 @@ from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
 from pdtui.config import Deployment, ServiceConfig
-from pdtui.engine.checks import Check, Learned, backend_checks
+from pdtui.engine.checks import backend_checks
 from pdtui.engine.checks.http_status import http_check, polled
-from pdtui.engine.checks.kv_transfer import KvTotals
-from pdtui.engine.events import (
-    CanaryResult,
-    Event,
-    Figures,
-    Notice,
-    PairResult,
-    ProbeResult,
-    ServiceInfo,
-    StateChanged,
-)
+from pdtui.engine.events import CanaryResult, Event, Notice, PairResult, ProbeResult, ServiceInfo, StateChanged
 from pdtui.engine.figures import FETCH_TIMEOUT
-from pdtui.engine.http import HttpProber
 from pdtui.engine.intent import Action
 from pdtui.engine.log_entry import YIELD_EVERY, LogEntry
 from pdtui.engine.readiness import FailureCandidate, LineJudge
@@ -52,7 +41,10 @@ from pdtui.engine.timing import Timing
 from pdtui.engine.tracebacks import HEADER, TracebackWatch, ranks_of
 from pdtui.fabric.findings import MemoryLock
 from pdtui.hosts.base import LOOPBACK_ADDRESS, Host
+from pdtui.hosts.http import HttpProber
 from pdtui.servers import PhaseTracking, ServerCommand, serving_for
+from pdtui.vocabulary.checks import Check, Learned
+from pdtui.vocabulary.figures import Figures, KvTotals
 
 S = ServiceState
 T = TypeVar("T")
@@ -524,7 +516,7 @@ class ServiceRun:
                 return None
         return True
 
-    # What the checks see of it (checks/base.py's Probed).
+    # What the checks see of it (vocabulary/checks.py's Probed).
     @property
     def host(self) -> Host:
         return self.session.host

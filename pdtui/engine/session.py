@@ -3,20 +3,23 @@
 A :class:`Session` owns the Host (one connection), commands within a deadline
 and the HTTP prober whose requests travel through the connection. Each target
 extends it with its own tools (targets/systemd/host_session.py,
-targets/slurm/cluster_session.py).
+targets/slurm/cluster_session.py). :class:`Targets` is how the orchestrator is
+handed every kind of target (targets/registry.py's ``Registry``), so that no
+engine module imports one.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Collection, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pdtui.engine.batcher import Batcher
-from pdtui.engine.http import HttpProber
 from pdtui.hosts.base import Host, Result
+from pdtui.hosts.http import HttpProber
 
 if TYPE_CHECKING:
+    from pdtui.config import Deployment, ServiceConfig
     from pdtui.engine.preflight import Reacher
     from pdtui.engine.service_run import ServiceRun
 
@@ -46,11 +49,15 @@ class Session:
         self._command_timeout = command_timeout
         self._clock = clock
 
-    async def command(self, argv: list[str], deadline: float | None = None, *, read_only: bool = False) -> Result:
-        """Run ``argv`` there, within the command timeout and ``deadline`` (``read_only``: see :meth:`read`)."""
+    async def command(self, argv: list[str], deadline: float | None = None, *, read_only: bool = False,
+                      waits: bool = False) -> Result:
+        """Run ``argv`` there, within the command timeout and ``deadline`` (``read_only``: see :meth:`read`).
+        ``waits``: the command itself waits for what it asked (``systemctl stop`` returns once the unit has
+        stopped, which its ``TimeoutStopSec=`` lets take 90 s): all of ``deadline`` is its, not the command timeout."""
         timeout = self._command_timeout
         if deadline is not None:
-            timeout = max(0.1, min(timeout, deadline - self._clock()))
+            left = deadline - self._clock()
+            timeout = max(0.1, left if waits else min(timeout, left))
         return await self.host.run(argv, timeout=timeout, read_only=read_only)
 
     async def read(self, argv: list[str], deadline: float | None = None) -> Result:
@@ -80,3 +87,15 @@ class Session:
             await self.host.close()
         except Exception:   # closing a broken connection must not hide the real outcome
             pass
+
+
+class Targets(Protocol):
+    """Every kind of target, as the composition root (the commands, the demo, a bench, a test) hands them to the
+    orchestrator: the engine imports no target, so a new kind is a package and a line in targets/registry.py."""
+
+    def new_run(self, cfg: ServiceConfig) -> ServiceRun:
+        """A service's run on its target."""
+
+    def open_sessions(self, deployment: Deployment, places: Collection[str], on_status: Callable[..., None], *,
+                      command_timeout: float, clock: Callable[[], float]) -> dict[str, Session]:
+        """A session for each of ``places`` (the hosts and clusters the services name), each its own connection."""

@@ -21,7 +21,6 @@ from pdtui.engine.events import (
     Done,
     Drained,
     Event,
-    GpuSample,
     HostStatus,
     JobStatus,
     LogLines,
@@ -41,6 +40,7 @@ from pdtui.engine.events import (
 )
 from pdtui.engine.states import ServiceState
 from pdtui.faces.timeline import finished, slower
+from pdtui.gpus.sampler import GpuSample
 from pdtui.servers import serving_named
 from pdtui.support.text import inert
 

@@ -15,8 +15,6 @@ from pdtui.config.fields import format_duration
 from pdtui.engine.events import (
     Done,
     Event,
-    GpuInfo,
-    GpuSample,
     JobStatus,
     PairMatrix,
     PairResult,
@@ -29,7 +27,9 @@ from pdtui.engine.events import (
 )
 from pdtui.engine.states import ServiceState
 from pdtui.faces.pair_matrix import matrix_lines
+from pdtui.gpus.inventory import GpuInfo
 from pdtui.gpus.nvidia_smi import gpu_ranges
+from pdtui.gpus.sampler import GpuSample
 from pdtui.support.text import inert
 
 

@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from pdtui.config import BACKEND_ROLES
-from pdtui.engine.events import GpuInfo
 from pdtui.fabric.sysfs import Fabric, parse_fabric
 from pdtui.gpus.nvidia_smi import (
     ComputeApp,
@@ -41,6 +40,19 @@ BUSY_MIB = 1024
 PROCESS_NAME_CHARS = 60
 
 Level = Literal["error", "warning", "info"]
+
+
+@dataclass(frozen=True, slots=True)
+class GpuInfo:
+    """One GPU as the faces show it (in a :class:`~pdtui.gpus.sampler.GpuSample` and a node's panel): made here,
+    below the engine that tells it, so this package imports no engine."""
+
+    index: int
+    name: str = ""
+    memory_used_mib: int | None = None
+    memory_total_mib: int | None = None
+    utilization: int | None = None
+    numa: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

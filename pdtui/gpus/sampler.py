@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
-from pdtui.engine.events import GpuInfo, GpuSample
-from pdtui.gpus.inventory import Inventory
+from pdtui.gpus.inventory import GpuInfo, Inventory
 from pdtui.gpus.nvidia_smi import SAMPLE_FIELDS, parse_gpu_line
 from pdtui.hosts.base import Host, HostError
 from pdtui.support.backoff import Backoff
@@ -14,6 +14,16 @@ from pdtui.support.backoff import Backoff
 ROUND_PAUSE = 0.5        # a sampler round ends when no line came for this long (rounds are 2 s apart)
 RESTART_DELAY = 5.0      # after the nvidia-smi stream ended, wait this long before starting another
 MAX_RESTART_DELAY = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSample:
+    """A host's GPUs at one moment: one of the engine's events (engine/events.py's ``Event``), made here by the
+    sampler that reads them, so this package imports no engine."""
+
+    host: str
+    gpus: tuple[GpuInfo, ...]
+    elapsed: float = 0.0
 
 
 class GpuSampler:

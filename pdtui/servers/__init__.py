@@ -2,7 +2,7 @@
 
 A serving engine's package holds what is its own: how its servers and router
 are launched (``launch``), what their log lines mean (``signatures``, read by
-the engine's judge through the types of engine/signatures.py), their start-up
+the engine's judge through the types of vocabulary/signatures.py), their start-up
 phases, their live figures, its own readiness checks (SGLang's prefill
 bootstrap server) and the request a prefill and a decode are paired by. The
 engine's service runs reach it only through :func:`serving_for`: a second
@@ -23,11 +23,10 @@ from pdtui.config.defaults import DEFAULT_ENGINE
 
 if TYPE_CHECKING:
     from pdtui.config import Deployment, ServiceConfig
-    from pdtui.engine.checks.base import ReadinessCheck
-    from pdtui.engine.checks.kv_transfer import KvTotals
-    from pdtui.engine.events import Figures
-    from pdtui.engine.http import HttpProber, HttpResult
-    from pdtui.engine.signatures import Signature
+    from pdtui.hosts.http import HttpProber, HttpResult
+    from pdtui.vocabulary.checks import ReadinessCheck
+    from pdtui.vocabulary.figures import Figures, KvTotals
+    from pdtui.vocabulary.signatures import Signature
 
 
 @dataclass(frozen=True, slots=True)

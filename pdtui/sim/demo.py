@@ -20,7 +20,8 @@ from the start (:mod:`pdtui.sim.load`, which waits for the router by itself), so
 there are live serving figures to watch. The sandbox stops it with the units.
 
 ``--real``: real SGLang on this machine's CPU in place of the sim's workers
-(pdtui/sim/real_sglang.py), serving a tiny model made here, the whole demo in a
+(pdtui/sim/real_sglang.py), or real vLLM with ``--engine vllm``
+(pdtui/sim/real_vllm.py), serving a tiny model made here, the whole demo in a
 network namespace of its own; the same units, checks and faces.
 
 ``--slurm``: the reference three as jobs on a private one-node Slurm cluster of
@@ -41,7 +42,7 @@ import yaml
 from pdtui.commands.units_command import write_units
 from pdtui.config import Deployment, parse_config
 from pdtui.config.schema import RANK_MARK
-from pdtui.sim import real_sglang
+from pdtui.sim import real_sglang, real_vllm
 from pdtui.sim.command_lines import REAL_ROUTERS, SIM_ROUTER, default_router, sim_python
 from pdtui.sim.knobs import DEFAULT_GENERATION, DEFAULT_MODEL, DEMO_FAIL_MODES, FABRIC_FAIL_MODES, FAIL_MODES
 from pdtui.sim.ports import free_port, port_is_free
@@ -249,7 +250,8 @@ def config(options: DemoOptions, ports: dict[str, int], hosts: dict[str, dict[st
                                              for rank in range(1, options.nodes))]
     name = "tiny-gpt2-pd (real SGLang demo)" if options.real else "dsv4-flash-pd (demo)"
     if options.engine == VLLM:
-        return {"name": "dsv4-flash-vllm (demo)", "engine": VLLM, "hosts": hosts,
+        name = "tiny-llama-pd (real vLLM demo)" if options.real else "dsv4-flash-vllm (demo)"
+        return {"name": name, "engine": VLLM, "hosts": hosts,
                 "services": {name: {**placed[name], **svc} for name, svc in _vllm_services(options, ports).items()}}
     return {"name": name, "hosts": hosts,
             "services": {name: {**placed[name], **svc} for name, svc in _services(options, ports).items()}}
@@ -281,10 +283,14 @@ def _vllm_services(options: DemoOptions, ports: dict[str, int]) -> dict[str, dic
         # Ports the OS picked, as every port of the demo: vLLM's default 5600 would be another demo's too.
         side = ports[f"{first if clash else backend.name}/{SIDE_CHANNEL}"]
         env = {"VLLM_NIXL_SIDE_CHANNEL_PORT": str(side)}
-        services[backend.name] = {
-            "role": backend.role, "port": ports[backend.name], "timeout": options.timeout,
-            "launch": {"command": [sys.executable, "-m", "pdtui.sim.vllm_worker"], "model": DEFAULT_MODEL,
-                       "tp": len(backend.gpus), "host": "127.0.0.1", "args": args, "env": env}}
+        if options.real:      # on the CPU: no GPU, the KV kept in its memory
+            real = real_vllm.launch(backend.role, Path(options.real))
+            launch = {**real, "env": {**real["env"], **env}}
+        else:
+            launch = {"command": [sys.executable, "-m", "pdtui.sim.vllm_worker"], "model": DEFAULT_MODEL,
+                      "tp": len(backend.gpus), "host": "127.0.0.1", "args": args, "env": env}
+        services[backend.name] = {"role": backend.role, "port": ports[backend.name], "timeout": options.timeout,
+                                  "launch": launch}
     services["router"] = {
         "role": "router", "port": ports["router"], "timeout": options.timeout, "canary": options.canary,
         "after": [backend.name for backend in options.backends],

@@ -10,9 +10,14 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from pdtui.commands.bring_up import bring_up, signals_ignored
 from pdtui.support.exits import usage_error
+
+if TYPE_CHECKING:
+    from pdtui.engine.orchestrator import Orchestrator
 
 STARTUP = 6.0      # seconds the simulated backends take to get ready, by default
 
@@ -50,7 +55,8 @@ def add_options(demo: argparse.ArgumentParser) -> None:
     demo.add_argument("--real", action="store_true",
                       help="real SGLang on this machine's CPU in place of the simulated workers, serving a tiny "
                            "model made here (its own venv: python -m pdtui.sim.real_sglang install), the demo in "
-                           "a network namespace of its own")
+                           "a network namespace of its own; with --engine vllm, real vLLM (python -m "
+                           "pdtui.sim.real_vllm install)")
     demo.add_argument("--timeout", default="2m", help="per-service timeout (default 2m)")
     demo.add_argument("--router", choices=ROUTERS, default=None,
                       help="the router to run: smg, sglang-router (either must be installed) or sim, "
@@ -113,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
                       f"--no-load: none)", file=sys.stderr)
         if args.web:
             from pdtui.web.run import serve_demo
-            code = serve_demo(deployment, sandbox.root / "demo.yaml", args, web)
+            code = serve_demo(deployment, sandbox.root / "demo.yaml", args, web, web_bring_up(deployment, args))
         else:
             code = bring_up(deployment, make_host, args, follow_up="the demo stops its simulated deployment on exit")
     except ConfigError as exc:
@@ -128,6 +134,17 @@ def run(args: argparse.Namespace) -> int:
         kept = f"; kept its sandbox {sandbox.root}" if args.sandbox else " and removed its sandbox"
         print(f"pdtui demo: stopped the {'demo' if args.real else 'simulated'} deployment{kept}", file=sys.stderr)
     return code
+
+
+def web_bring_up(deployment, args: argparse.Namespace) -> Callable[[], Orchestrator]:
+    """What ``demo --web`` brings up once, composed here (the probe the options ask for, the targets the demo's
+    services run on) and handed to the web face, which imports neither the commands nor the targets."""
+    from pdtui.commands.probe import probing
+    from pdtui.engine.intent import Intent
+    from pdtui.engine.orchestrator import Orchestrator
+    from pdtui.hosts import make_host
+    from pdtui.targets.registry import Registry
+    return lambda: Orchestrator(deployment, Registry(make_host), **probing(args), intent=Intent(force=args.force))
 
 
 def nodes_error(args: argparse.Namespace) -> str | None:
@@ -151,7 +168,7 @@ def engine_error(args: argparse.Namespace) -> str | None:
     from pdtui.sim import demo
     if args.engine != demo.VLLM:
         return None
-    others = [flag for flag, given in (("--real", args.real), ("--slurm", args.slurm), ("--nodes", args.nodes > 1),
+    others = [flag for flag, given in (("--slurm", args.slurm), ("--nodes", args.nodes > 1),
                                        ("--generation", args.generation), ("--router", args.router)) if given]
     if others:
         return f"demo --engine vllm runs simulated vLLM servers behind vllm-router: not with {', '.join(others)}"
@@ -161,28 +178,31 @@ def engine_error(args: argparse.Namespace) -> str | None:
 
 
 def real_model(args: argparse.Namespace) -> str | int:
-    """``--real``: the tiny model's path once real SGLang can run and this process is in a network of its own;
-    else the exit status after one line saying why."""
-    from pdtui.sim import real_sglang
+    """``--real``: the tiny model's path once the real engine (SGLang, or vLLM with ``--engine vllm``) can run and
+    this process is in a network of its own; else the exit status after one line saying why."""
+    from pdtui.sim import demo, real_sglang, real_vllm
+    engine = real_vllm if args.engine == demo.VLLM else real_sglang
+    label = "vLLM" if engine is real_vllm else "SGLang"
     sim_only = [flag for flag, given in (("--slurm", args.slurm), ("--fail", args.fail), ("--web", args.web),
                                          ("--generation", args.generation), ("--startup", args.startup is not None))
                 if given]
     if sim_only:
-        return usage_error(f"demo --real runs real SGLang in the terminal or headless: {', '.join(sim_only)} "
+        return usage_error(f"demo --real runs real {label} in the terminal or headless: {', '.join(sim_only)} "
                            f"belong to the simulated demo")
-    missing = real_sglang.missing_reason()
+    missing = engine.missing_reason()
     if missing:
         return usage_error(f"demo --real: {missing}")
     if not args.json:
-        print("pdtui demo: making the tiny model real SGLang serves (once)", file=sys.stderr)
+        print(f"pdtui demo: making the tiny model real {label} serves (once)", file=sys.stderr)
     try:
-        model = real_sglang.make_model(real_sglang.models_folder(), real_sglang.corpus())
+        model = engine.make_model(real_sglang.models_folder(), real_sglang.corpus())
     except RuntimeError as exc:
         return usage_error(f"demo --real: {exc}")
     why = real_sglang.private_network()
     if why:
-        return usage_error(f"demo --real: {why} (real SGLang's torch store and Mooncake would listen on every "
-                           f"address of this machine)")
+        listeners = "UCX" if engine is real_vllm else "the torch store and Mooncake"
+        return usage_error(f"demo --real: {why} (real {label}'s {listeners} would listen on every address of "
+                           f"this machine)")
     return str(model)
 
 

@@ -13,8 +13,6 @@ from collections.abc import Callable, Sequence
 from pdtui.engine.events import (
     Done,
     Event,
-    GpuInfo,
-    GpuSample,
     LineKind,
     LogLines,
     LogRecord,
@@ -34,6 +32,8 @@ from pdtui.engine.events import (
 )
 from pdtui.engine.intent import RestartHow
 from pdtui.engine.states import ServiceState as S
+from pdtui.gpus.inventory import GpuInfo
+from pdtui.gpus.sampler import GpuSample
 
 T0 = 1_760_605_569.0  # 2025-10-16 09:06:09 UTC: journal timestamps of the scripted lines
 

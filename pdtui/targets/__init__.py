@@ -18,7 +18,8 @@ A new target (Kubernetes, say) is a package here that implements:
   says where it was placed (``placed``, ``names_for``, ``url_for``: the URL a router reaches it at),
   draws itself (``info``) and closes what it
   follows of its own (``close``), as targets/slurm/job_run.py does;
-- its lines in registry.py: which services are its (``new_run``) and its sessions (``open_sessions``).
+- its lines in registry.py's ``Registry``: which services are its (``new_run``) and its sessions
+  (``open_sessions``); the commands hand the orchestrator a ``Registry`` (the engine imports no target).
 
 The orchestrator never asks which kind of target a service runs on (tests/unit/test_layers.py),
 and a target never imports another target, the UI or the sim. tests/unit/test_toy_target.py is a

@@ -1,12 +1,14 @@
 """Which target each service and each place of the config belongs to: the one place that knows every kind.
 
 A service with a ``job:`` block runs as a Slurm job on its cluster; any other as a systemd unit on its host.
+The composition root (commands/, the demo, a bench, a test) hands a :class:`Registry` to the orchestrator: the
+engine sits below the targets and reaches them only through it.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Collection
+from dataclasses import dataclass
 
 from pdtui.config import Deployment, ServiceConfig
 from pdtui.engine.readiness import LineJudge
@@ -22,10 +24,31 @@ from pdtui.targets.systemd.unit_run import UnitRun
 HostFactory = Callable[..., Host]
 
 
-def new_run(cfg: ServiceConfig) -> ServiceRun:
-    """A service's run on its target, judging its lines with its serving engine's signatures for its role."""
-    judge = _judge(cfg)
-    return JobRun(cfg, judge) if cfg.is_job else UnitRun(cfg, judge)
+@dataclass(frozen=True, slots=True)
+class Registry:
+    """Every target, their places reached through ``host_factory``: what the composition root hands the orchestrator
+    (:class:`pdtui.engine.session.Targets`), so the engine imports no target and never asks which kind it has."""
+
+    host_factory: HostFactory
+
+    def new_run(self, cfg: ServiceConfig) -> ServiceRun:
+        """A service's run on its target, judging its lines with its serving engine's signatures for its role."""
+        judge = _judge(cfg)
+        return JobRun(cfg, judge) if cfg.is_job else UnitRun(cfg, judge)
+
+    def open_sessions(self, deployment: Deployment, places: Collection[str], on_status: Callable[..., None], *,
+                      command_timeout: float, clock: Callable[[], float]) -> dict[str, Session]:
+        """A session for each of ``places`` (hosts and clusters the services name), each with its own connection."""
+        sessions: dict[str, Session] = {}
+        for name, cfg in deployment.hosts.items():
+            if name in places:
+                sessions[name] = HostSession(cfg, self.host_factory(cfg, on_status=on_status),
+                                             command_timeout=command_timeout, clock=clock)
+        for name, cluster in deployment.clusters.items():
+            if name in places:
+                sessions[name] = ClusterSession(cluster, self.host_factory(cluster, on_status=on_status),
+                                                command_timeout=command_timeout, clock=clock)
+        return sessions
 
 
 _judges: dict[tuple[str, str, tuple[str, ...], str | None], LineJudge] = {}
@@ -40,19 +63,3 @@ def _judge(cfg: ServiceConfig) -> LineJudge:
     if judge is None:
         judge = _judges[key] = LineJudge(cfg.ready.log, serving.signatures_for(cfg.role, cfg.fail))
     return judge
-
-
-def open_sessions(deployment: Deployment, places: Collection[str], host_factory: HostFactory,
-                  on_status: Callable[..., None], *, command_timeout: float,
-                  clock: Callable[[], float] = time.monotonic) -> dict[str, Session]:
-    """A session for each of ``places`` (hosts and clusters the services name), each with its own connection."""
-    sessions: dict[str, Session] = {}
-    for name, cfg in deployment.hosts.items():
-        if name in places:
-            sessions[name] = HostSession(cfg, host_factory(cfg, on_status=on_status), command_timeout=command_timeout,
-                                         clock=clock)
-    for name, cluster in deployment.clusters.items():
-        if name in places:
-            sessions[name] = ClusterSession(cluster, host_factory(cluster, on_status=on_status),
-                                            command_timeout=command_timeout, clock=clock)
-    return sessions

@@ -32,7 +32,6 @@ from pdtui.engine.events import (
     Done,
     Event,
     EventSource,
-    GpuSample,
     HostStatus,
     JobStatus,
     LineKind,
@@ -54,6 +53,7 @@ from pdtui.engine.events import (
 from pdtui.engine.intent import RestartHow
 from pdtui.engine.states import SERVING_STATES, ServiceState
 from pdtui.faces.timeline import slower
+from pdtui.gpus.sampler import GpuSample
 from pdtui.support.exits import EXIT_FAILED, EXIT_INTERRUPTED
 from pdtui.ui.filterbar import FilterBar
 from pdtui.ui.header import PlanStrip, TitleBar

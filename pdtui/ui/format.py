@@ -5,9 +5,11 @@ from __future__ import annotations
 import re
 
 from pdtui.config.fields import format_elapsed
-from pdtui.engine.events import CanaryResult, Figures, GpuInfo, JobStatus, ProbeResult, ServiceInfo, ServingFigures
+from pdtui.engine.events import CanaryResult, JobStatus, ProbeResult, ServiceInfo, ServingFigures
 from pdtui.engine.states import ServiceState
+from pdtui.gpus.inventory import GpuInfo
 from pdtui.support.text import inert, megabytes
+from pdtui.vocabulary.figures import Figures
 
 BADGE_LABELS: dict[ServiceState, str] = {
     ServiceState.PENDING: "○ pending",

@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from pdtui.config.fields import format_duration, format_elapsed
-from pdtui.engine.events import GpuInfo, ServiceInfo
+from pdtui.engine.events import ServiceInfo
 from pdtui.engine.states import ServiceState
+from pdtui.gpus.inventory import GpuInfo
 from pdtui.gpus.nvidia_smi import gpu_ranges
 from pdtui.servers import serving_named
 from pdtui.ui.format import gpu_gauges

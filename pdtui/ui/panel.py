@@ -12,10 +12,11 @@ from textual.reactive import reactive, var
 from textual.widget import Widget
 from textual.widgets import Sparkline, Static
 
-from pdtui.engine.events import GpuInfo, JobStatus, LogRecord, ServiceInfo
+from pdtui.engine.events import JobStatus, LogRecord, ServiceInfo
 from pdtui.engine.states import ServiceState
 from pdtui.faces.pair_matrix import matrix_lines
 from pdtui.faces.timeline import phase_bar
+from pdtui.gpus.inventory import GpuInfo
 from pdtui.ui.format import (
     canary_summary,
     check_summary,

@@ -18,7 +18,7 @@ import socket
 import sys
 from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
@@ -26,6 +26,9 @@ from pdtui.support.exits import EXIT_OK, EXIT_USAGE
 from pdtui.web.options import WebOptions, session_command
 from pdtui.web.preface import Preface
 from pdtui.web.server import WebServer
+
+if TYPE_CHECKING:
+    from pdtui.engine.events import EventSource
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 BringUp = Callable[[Preface], Coroutine[Any, Any, object]]
@@ -37,26 +40,25 @@ def serve_status(deployment, config: str, args: argparse.Namespace, options: Web
     return serve(lambda mode: session_command(path, args, mode), options, deployment.name)
 
 
-def serve_demo(deployment, config: Path, args: argparse.Namespace, options: WebOptions) -> int:
-    """``pdtui demo --web``: bring the simulated deployment up once, here; every session attaches to it."""
-    from pdtui.commands.probe import probing
-    from pdtui.engine.intent import Intent
-    from pdtui.engine.orchestrator import Orchestrator
+def serve_demo(deployment, config: Path, args: argparse.Namespace, options: WebOptions,
+               make_orchestrator: Callable[[], EventSource]) -> int:
+    """``pdtui demo --web``: bring the simulated deployment up once, here; every session attaches to it.
+    ``make_orchestrator`` makes the bring-up (once serving): the demo's command composes it, with the probe its options
+    ask for and the targets it runs on, so this face imports neither the commands nor the targets."""
     from pdtui.faces.headless import LinePrinter
-    from pdtui.hosts import make_host
 
     async def bring_up(preface: Preface) -> object:
         print("pdtui demo: bringing up the simulated deployment; the TUI opens here once it is decided\n",
               file=preface, flush=True)
-        orchestrator = Orchestrator(deployment, make_host, **probing(args), intent=Intent(force=args.force))
-        orchestrator.subscribe(LinePrinter(out=preface))
+        source = make_orchestrator()
+        source.subscribe(LinePrinter(out=preface))
         try:
-            return await orchestrator.run()
+            return await source.run()
         except Exception as exc:  # noqa: BLE001 - one line for the terminal and the sessions, never a traceback
             print(f"pdtui demo: the bring-up stopped: {exc}", file=preface, flush=True)
             return None
         finally:
-            await orchestrator.close()      # its tails and probes end; the units run on for the sessions
+            await source.close()      # its tails and probes end; the units run on for the sessions
             preface.finish()
 
     return serve(lambda mode: session_command(str(config), args, mode), options, deployment.name, bring_up)

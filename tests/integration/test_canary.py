@@ -12,6 +12,7 @@ from pdtui.engine.events import CanaryResult, Done, Notice, StateChanged
 from pdtui.engine.orchestrator import Orchestrator
 from pdtui.hosts import make_host
 from pdtui.sim.ports import free_port
+from pdtui.targets.registry import Registry
 from tests.engine_helpers import FAST, Recorder, real_router_params, router_argv, sim_deployment, worker_argv
 
 ROUTERS = [*real_router_params(), "sim"]
@@ -36,7 +37,7 @@ def flaky_pd(sandbox, package, *, fail_after: float, fail_for: float, canary: st
 async def watch_until(deployment, condition, *, canary: bool = True, limit: float = 90.0) -> Recorder:
     """Bring up and keep watching until ``condition(recorder)`` holds (or ``limit`` seconds pass)."""
     recorder = Recorder()
-    orchestrator = Orchestrator(deployment, make_host, timing=FAST, canary=canary)
+    orchestrator = Orchestrator(deployment, Registry(make_host), timing=FAST, canary=canary)
     orchestrator.subscribe(recorder)
     try:
         done = await orchestrator.run()
@@ -103,7 +104,7 @@ async def test_transfers_failing_after_ready_degrade_the_router_naming_the_error
                    {"role": "router", "port": r, "timeout": "20s", "canary": "0.5s"}),
     })
     recorder = Recorder()
-    orchestrator = Orchestrator(deployment, make_host, timing=dataclasses.replace(FAST, figures_poll=0.2))
+    orchestrator = Orchestrator(deployment, Registry(make_host), timing=dataclasses.replace(FAST, figures_poll=0.2))
     orchestrator.subscribe(recorder)
     try:
         assert (await orchestrator.run()).ok

@@ -13,6 +13,7 @@ from pdtui.engine.events import Done, LineKind, LogLines, Notice, ProbeResult, S
 from pdtui.engine.orchestrator import Orchestrator, Timing
 from pdtui.hosts import make_host
 from pdtui.sim.ports import free_port
+from pdtui.targets.registry import Registry
 from tests.engine_helpers import (
     FAST,
     Recorder,
@@ -149,7 +150,7 @@ def late_journal(delay: float):
 
 
 async def test_a_unit_seen_dead_before_its_last_lines_came_is_failed_by_those_lines(sandbox):
-    orchestrator = Orchestrator(reference(sandbox, failures={"decode": "nccl"}), late_journal(1.2), timing=FAST)
+    orchestrator = Orchestrator(reference(sandbox, failures={"decode": "nccl"}), Registry(late_journal(1.2)), timing=FAST)
     done, rec = await run_to_done(orchestrator)
     assert done.exit_code == 1
     failed = rec.change("decode", "failed")
@@ -206,7 +207,7 @@ async def test_missing_unit_fails_preflight(sandbox):
 async def test_retry_after_a_fix_brings_the_rest_up(sandbox):
     recorder = Recorder()
     deployment = reference(sandbox, failures={"decode": "oom"})
-    orchestrator = Orchestrator(deployment, make_host, timing=FAST)
+    orchestrator = Orchestrator(deployment, Registry(make_host), timing=FAST)
     orchestrator.subscribe(recorder)
     try:
         first = await orchestrator.run()
@@ -275,7 +276,7 @@ async def test_a_unit_started_after_the_tail_found_its_place_needs_no_history_an
         "late": (worker_argv("decode", late, bootstrap=free_port()), {"role": "decode", "port": late, "after": ["early"]}),
     })
     asked: list[list[str]] = []
-    orchestrator = Orchestrator(deployment, _recording_hosts(asked), timing=FAST)
+    orchestrator = Orchestrator(deployment, Registry(_recording_hosts(asked)), timing=FAST)
     try:
         done = await orchestrator.run()
     finally:
@@ -319,7 +320,7 @@ async def test_the_gpu_inventory_is_taken_while_the_units_are_looked_at(sandbox)
                 order.append(f"end {kind}")
         host.run = noting
         return host
-    orchestrator = Orchestrator(reference(sandbox), factory, timing=FAST)
+    orchestrator = Orchestrator(reference(sandbox), Registry(factory), timing=FAST)
     try:
         assert await orchestrator.preflight()
     finally:

@@ -11,9 +11,11 @@ import yaml
 
 from pdtui.commands.units_command import write_units
 from pdtui.config import parse_config
-from pdtui.engine.events import GpuSample, Notice
+from pdtui.engine.events import Notice
 from pdtui.engine.orchestrator import Orchestrator
+from pdtui.gpus.sampler import GpuSample
 from pdtui.hosts import make_host
+from pdtui.targets.registry import Registry
 from pdtui.targets.systemd.unit_files import render_units
 from tests.engine_helpers import FAST, Recorder, bring_up, reference
 
@@ -55,7 +57,7 @@ async def test_a_gpu_the_host_does_not_have_fails_preflight(sandbox):
 async def test_preflight_alone_touches_no_unit(sandbox):
     sandbox.set_gpu_busy(5, 40000, pids=[(77, "python3", 40000)])
     recorder = Recorder()
-    orchestrator = Orchestrator(edited(reference(sandbox), lambda c: c.update(strict=True)), make_host, timing=FAST)
+    orchestrator = Orchestrator(edited(reference(sandbox), lambda c: c.update(strict=True)), Registry(make_host), timing=FAST)
     orchestrator.subscribe(recorder)
     try:
         assert await orchestrator.preflight() is False
@@ -71,7 +73,7 @@ async def test_preflight_alone_touches_no_unit(sandbox):
 
 async def test_gpu_samples_flow_while_the_deployment_runs(sandbox):
     recorder = Recorder()
-    orchestrator = Orchestrator(reference(sandbox), make_host, timing=FAST)
+    orchestrator = Orchestrator(reference(sandbox), Registry(make_host), timing=FAST)
     orchestrator.subscribe(recorder)
     try:
         await orchestrator.run()

@@ -12,6 +12,7 @@ from pdtui.engine.events import LogLines, ServingFigures
 from pdtui.engine.orchestrator import Orchestrator
 from pdtui.hosts import make_host
 from pdtui.sim.ports import free_port
+from pdtui.targets.registry import Registry
 from tests.engine_helpers import FAST, Recorder, reference, router_argv, sim_deployment, worker_argv
 
 QUICK = dataclasses.replace(FAST, figures_poll=0.2)
@@ -25,7 +26,7 @@ def figures(recorder: Recorder, service: str | None = None) -> list[ServingFigur
 async def brought_up(deployment, timing=QUICK) -> AsyncIterator[tuple[Recorder, Orchestrator]]:
     """A deployment brought up, nothing fetched yet (no face has shown a panel); closed after."""
     recorder = Recorder()
-    orchestrator = Orchestrator(deployment, make_host, timing=timing)
+    orchestrator = Orchestrator(deployment, Registry(make_host), timing=timing)
     orchestrator.subscribe(recorder)
     try:
         done = await orchestrator.run()

@@ -17,6 +17,7 @@ from pdtui.engine.states import ServiceState
 from pdtui.hosts import make_host
 from pdtui.sim.knobs import GENERATIONS
 from pdtui.sim.sandbox import Sandbox
+from pdtui.targets.registry import Registry
 from tests.engine_helpers import FAST, Recorder, bring_up, reference
 
 WARMUP_FAILED = {
@@ -57,7 +58,7 @@ async def test_a_taken_bootstrap_port_fails_the_prefill_before_the_router_starts
 async def test_a_request_traceback_after_ready_leaves_the_service_ready(sandbox, generation):
     deployment = reference(sandbox, failures={"decode": "request-traceback"}, generation=generation)
     recorder = Recorder()
-    orchestrator = Orchestrator(deployment, make_host, timing=FAST)
+    orchestrator = Orchestrator(deployment, Registry(make_host), timing=FAST)
     orchestrator.subscribe(recorder)
     try:
         done = await orchestrator.run()

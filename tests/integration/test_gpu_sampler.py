@@ -4,10 +4,9 @@ import asyncio
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from pdtui.engine.events import GpuInfo, GpuSample
-from pdtui.gpus.inventory import inventory
+from pdtui.gpus.inventory import GpuInfo, inventory
 from pdtui.gpus.nvidia_smi import sampler_argv
-from pdtui.gpus.sampler import GpuSampler
+from pdtui.gpus.sampler import GpuSample, GpuSampler
 from pdtui.hosts.base import HostError, each_line
 from pdtui.hosts.local import LocalHost
 from pdtui.sim.systemctl import ROOT_ENV

@@ -24,6 +24,7 @@ from pdtui.hosts import make_host
 from pdtui.hosts.local import LocalHost
 from pdtui.sim import demo
 from pdtui.sim.sandbox import Sandbox
+from pdtui.targets.registry import Registry
 from pdtui.targets.systemd.commands import parse_list_unit_files, parse_list_units
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(60)"]
@@ -62,7 +63,7 @@ async def test_a_config_of_the_demo_units_passes_the_preflight(box, tmp_path):
         assert (got.unit, got.gpus, got.numa, got.port) == (want.unit, want.gpus, want.numa, want.port), name
     assert deployment.services["prefill"].bootstrap_port == made.services["prefill"].bootstrap_port
     notices: list[Notice] = []
-    orchestrator = Orchestrator(deployment, make_host)
+    orchestrator = Orchestrator(deployment, Registry(make_host))
     orchestrator.subscribe(lambda event: notices.append(event) if isinstance(event, Notice) else None)
     try:
         assert await orchestrator.preflight()

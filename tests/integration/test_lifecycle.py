@@ -164,10 +164,11 @@ async def test_up_on_a_running_deployment_still_names_a_foreign_process_on_its_g
 async def test_a_restart_from_the_screen_drains_the_decode_and_tells_a_new_outcome(sandbox):
     from pdtui.engine.orchestrator import Orchestrator
     from pdtui.hosts import make_host
+    from pdtui.targets.registry import Registry
     from tests.engine_helpers import FAST, Recorder
     deployment = reference(sandbox)
     recorder = Recorder()
-    orchestrator = Orchestrator(deployment, make_host, timing=FAST)
+    orchestrator = Orchestrator(deployment, Registry(make_host), timing=FAST)
     orchestrator.subscribe(recorder)
     try:
         assert (await orchestrator.run()).ok

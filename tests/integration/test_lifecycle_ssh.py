@@ -110,10 +110,11 @@ async def test_bare_pdtui_tui_shows_all_three_ready_over_ssh(sandbox, config, mo
     from pdtui.config import load_config
     from pdtui.engine.intent import Intent, Verb
     from pdtui.engine.orchestrator import Orchestrator
+    from pdtui.targets.registry import Registry
     up(config)
     before = invocations(sandbox, config)
     args = _parser().parse_args(["status", str(config)])
-    orchestrator = Orchestrator(load_config(str(config)), host_factory_for(args), intent=Intent(Verb.STATUS))
+    orchestrator = Orchestrator(load_config(str(config)), Registry(host_factory_for(args)), intent=Intent(Verb.STATUS))
     app = PdtuiApp(orchestrator)
     async with app.run_test(size=(160, 50)) as pilot:
         for _ in range(300):

@@ -25,8 +25,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from pdtui.config import Deployment
 from pdtui.engine.checks.generation import judge, request_body
-from pdtui.engine.http import HttpResult
 from pdtui.engine.readiness import LineJudge
+from pdtui.hosts.http import HttpResult
 from pdtui.servers.sglang import launch, metrics
 from pdtui.servers.sglang.pairing import RUNNING
 from pdtui.servers.sglang.phases import PhaseTracker

@@ -29,6 +29,7 @@ from pdtui.hosts.local import LocalHost
 from pdtui.sim.journal import Journal, unit_entry
 from pdtui.sim.ports import free_port
 from pdtui.sim.sandbox import Sandbox
+from pdtui.targets.registry import Registry
 from pdtui.targets.systemd.commands import Commands
 from pdtui.targets.systemd.journal_tail import JournalTail
 from tests.engine_helpers import FAST, Recorder, bring_up, reference, sim_deployment, worker_argv
@@ -120,7 +121,7 @@ async def _ready_then_unhealthy(sandbox, unhealthy_after: str, watch_poll: float
     services = {"decode": (program(sandbox, "health", code),
                            {"role": "decode", "port": port, "unhealthy_after": unhealthy_after})}
     recorder = Recorder()
-    orchestrator = Orchestrator(sim_deployment(sandbox, services), make_host,
+    orchestrator = Orchestrator(sim_deployment(sandbox, services), Registry(make_host),
                                 timing=dataclasses.replace(FAST, watch_poll=watch_poll))
     orchestrator.subscribe(recorder)
     assert (await orchestrator.run()).ok
@@ -188,7 +189,7 @@ async def test_router_whose_port_never_listens_times_out_naming_the_port_check(s
 
 async def test_backend_killed_after_ready_fails_and_the_router_is_said_degraded(sandbox):
     recorder = Recorder()
-    orchestrator = Orchestrator(reference(sandbox), make_host, timing=FAST)
+    orchestrator = Orchestrator(reference(sandbox), Registry(make_host), timing=FAST)
     orchestrator.subscribe(recorder)
     try:
         first = await orchestrator.run()

@@ -24,6 +24,7 @@ from pdtui.engine.orchestrator import Orchestrator
 from pdtui.faces.headless import JsonPrinter, LinePrinter
 from pdtui.hosts import make_host
 from pdtui.sim.sandbox import Sandbox
+from pdtui.targets.registry import Registry
 from pdtui.targets.systemd.host_session import HostSession
 from pdtui.targets.systemd.journal_tail import JournalTail
 from pdtui.targets.systemd.shared_commands import Started, UnitStarter
@@ -162,7 +163,7 @@ async def test_hostile_burst_through_engine_and_headless_printers_stays_inert_an
             counted["burst"] += sum(r.text.startswith("burst ") for r in event.lines)
 
     burst_before_anything_is_read(sandbox, monkeypatch)
-    orchestrator = Orchestrator(deployment, make_host, timing=FAST)
+    orchestrator = Orchestrator(deployment, Registry(make_host), timing=FAST)
     for subscriber in (LinePrinter(human, logs=True), JsonPrinter(machine, logs=True), count):
         orchestrator.subscribe(subscriber)
     heartbeat = Heartbeat(asyncio.get_running_loop())

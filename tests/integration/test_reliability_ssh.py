@@ -16,12 +16,13 @@ import re
 import subprocess
 
 from pdtui.engine.events import Done, HostStatus, LogLines, Notice, StateChanged
-from pdtui.engine.http import own_echo
 from pdtui.engine.orchestrator import Orchestrator
 from pdtui.faces.headless import LinePrinter
 from pdtui.hosts import make_host
+from pdtui.hosts.http import own_echo
 from pdtui.sim.ports import free_port
 from pdtui.sim.sandbox import Sandbox
+from pdtui.targets.registry import Registry
 from tests.engine_helpers import FAST, Recorder, bring_up, router_argv, sim_deployment, worker_argv
 from tests.sshd import trust
 
@@ -91,7 +92,7 @@ async def test_drop_while_waiting_reconnects_and_the_bring_up_goes_on(sandbox, s
     trust(ssh_home, sshd, relay.port)
     deployment = deployment_over(sandbox, relay.port, startup=2.5, router=real_router)
     rec = Recorder()
-    orchestrator = Orchestrator(deployment, make_host, timing=FAST)
+    orchestrator = Orchestrator(deployment, Registry(make_host), timing=FAST)
     orchestrator.subscribe(rec)
     try:
         run = asyncio.create_task(orchestrator.run())
@@ -114,7 +115,7 @@ async def test_drop_in_steady_state_keeps_every_state_and_every_line_once(sandbo
     relay = await forwarder(sshd.port)
     trust(ssh_home, sshd, relay.port)
     rec = Recorder()
-    orchestrator = Orchestrator(deployment_over(sandbox, relay.port, router=real_router), make_host, timing=FAST)
+    orchestrator = Orchestrator(deployment_over(sandbox, relay.port, router=real_router), Registry(make_host), timing=FAST)
     orchestrator.subscribe(rec)
     try:
         done = await orchestrator.run()
@@ -142,7 +143,7 @@ async def test_sshd_not_up_at_start_is_tried_again_until_it_answers(sandbox, ssh
     relay.blocked = True                     # the port answers, sshd does not (yet)
     trust(ssh_home, sshd, relay.port)
     rec = Recorder()
-    orchestrator = Orchestrator(deployment_over(sandbox, relay.port, router=real_router), make_host, timing=FAST)
+    orchestrator = Orchestrator(deployment_over(sandbox, relay.port, router=real_router), Registry(make_host), timing=FAST)
     orchestrator.subscribe(rec)
     try:
         run = asyncio.create_task(orchestrator.run())

@@ -7,10 +7,10 @@ import re
 
 import pytest
 
-from pdtui.engine.checks import LOOPBACK
 from pdtui.engine.checks.workers import Backend, check_workers, key_refused
 from pdtui.engine.events import Notice, PreflightFinding, ProbeResult
 from pdtui.sim.ports import free_port
+from pdtui.vocabulary.checks import LOOPBACK
 from tests.engine_helpers import bring_up, real_router_params, router_argv, sim_deployment, worker_argv
 
 

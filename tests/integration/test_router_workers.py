@@ -14,17 +14,18 @@ from textual.widgets import Static
 
 from pdtui.engine.checks.workers import key_refused
 from pdtui.engine.events import Drained, Notice, StateChanged
-from pdtui.engine.http import HttpProber
 from pdtui.engine.intent import Intent, Verb
 from pdtui.engine.orchestrator import Orchestrator
 from pdtui.engine.router_workers import RouterApiError, RouterWorker, RouterWorkers
 from pdtui.faces.status_table import StatusBoard
+from pdtui.hosts.http import HttpProber
 from pdtui.hosts.local import LocalHost
 from pdtui.sim.command_lines import SIM_ROUTER
 from pdtui.sim.knobs import DEFAULT_MODEL
 from pdtui.sim.load import Load, Tally
 from pdtui.sim.ports import free_port
 from pdtui.sim.unit_store import UnitStore
+from pdtui.targets.registry import Registry
 from pdtui.ui.app import PdtuiApp
 from tests.engine_helpers import (
     FAST,
@@ -256,7 +257,7 @@ async def test_r_on_a_decode_of_the_two_decode_demo_drains_it_and_puts_it_back_w
                                                                                                      package):
     deployment = reference(sandbox, shape="1p2d", router=package)
     assert (await bring_up(deployment))[0].ok
-    orchestrator = Orchestrator(deployment, make_host, timing=FAST)
+    orchestrator = Orchestrator(deployment, Registry(make_host), timing=FAST)
     rec = Recorder()
     orchestrator.subscribe(rec)
     app = PdtuiApp(orchestrator)

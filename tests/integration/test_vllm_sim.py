@@ -13,6 +13,7 @@ from pdtui.engine.events import Done, Notice, PairMatrix, ProbeResult
 from pdtui.engine.intent import Intent
 from pdtui.engine.orchestrator import Orchestrator
 from pdtui.hosts import make_host
+from pdtui.targets.registry import Registry
 from tests.engine_helpers import FAST, Recorder, bring_up, reference
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("vllm_router") is None,
@@ -66,7 +67,7 @@ async def test_forced_past_the_refusal_the_second_server_hangs_and_its_clash_is_
 
 
 async def test_a_decode_restarted_behind_vllm_router_is_not_drained_and_says_why(sandbox):
-    orchestrator = Orchestrator(vllm(sandbox), make_host, timing=FAST)
+    orchestrator = Orchestrator(vllm(sandbox), Registry(make_host), timing=FAST)
     recorder = Recorder()
     orchestrator.subscribe(recorder)
     try:

@@ -11,6 +11,7 @@ from pdtui.engine.events import LogLines, Notice, PhaseStarted
 from pdtui.engine.intent import Intent, RestartHow, Verb
 from pdtui.engine.orchestrator import Orchestrator
 from pdtui.hosts import make_host
+from pdtui.targets.registry import Registry
 from tests.engine_helpers import FAST, Recorder, bring_up, reference, until_it_fails
 from tests.sshd import trust
 
@@ -75,7 +76,7 @@ async def test_a_rank_that_never_joins_is_named_while_rank_0_waits_for_it(sandbo
 
 async def test_restarting_one_rank_restarts_every_rank_of_its_server(sandbox):
     rec = Recorder()
-    orchestrator = Orchestrator(reference(sandbox, nodes=2), make_host, timing=FAST)
+    orchestrator = Orchestrator(reference(sandbox, nodes=2), Registry(make_host), timing=FAST)
     orchestrator.subscribe(rec)
     try:
         assert (await orchestrator.run()).ok
@@ -90,7 +91,7 @@ async def test_restarting_one_rank_restarts_every_rank_of_its_server(sandbox):
 
 async def test_a_retry_starts_every_rank_again(sandbox):
     rec = Recorder()
-    orchestrator = Orchestrator(reference(sandbox, nodes=2, failures={"decode@1": "crash"}), make_host, timing=FAST)
+    orchestrator = Orchestrator(reference(sandbox, nodes=2, failures={"decode@1": "crash"}), Registry(make_host), timing=FAST)
     orchestrator.subscribe(rec)
     try:
         assert not (await orchestrator.run()).ok

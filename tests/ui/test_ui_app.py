@@ -15,7 +15,6 @@ from ui_fakes import RecordingApp, log_lines, make_app, screen_text, settle
 from pdtui.engine.events import (
     CanaryResult,
     Done,
-    Figures,
     JobStatus,
     LineKind,
     LogLines,
@@ -47,6 +46,7 @@ from pdtui.sim.scripted import (
 from pdtui.ui.app import PdtuiApp, terminal_driver
 from pdtui.ui.logview import FLOOD_PAINT_INTERVAL, PAINT_INTERVAL
 from pdtui.ui.screens import ConfirmScreen, HelpScreen, QuitScreen, RestartScreen
+from pdtui.vocabulary.figures import Figures
 
 
 def badge(app: PdtuiApp, service: str) -> str:

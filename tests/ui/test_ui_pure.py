@@ -12,8 +12,9 @@ from textual.theme import Theme
 
 from pdtui.config import ConfigError
 from pdtui.config.fields import format_elapsed
-from pdtui.engine.events import GpuInfo, JobStatus, LineKind, LogRecord, StateChanged
+from pdtui.engine.events import JobStatus, LineKind, LogRecord, StateChanged
 from pdtui.engine.states import ServiceState as S
+from pdtui.gpus.inventory import GpuInfo
 from pdtui.sim.scripted import PREFILL, WIDE_DECODE
 from pdtui.support.heap import YOUNG_THRESHOLD, QuietCollector
 from pdtui.support.text import MAX_LINE_CHARS, inert
@@ -188,7 +189,8 @@ def test_quiet_collector_gives_freed_heap_memory_back_where_the_c_library_can(mo
 
 def test_a_prefills_kv_rate_reads_in_two_or_three_figures_with_its_failures() -> None:
     assert [bandwidth(g) for g in (12.4, 1.23, 0.0693, 0.0039)] == ["12 GB/s", "1.2 GB/s", "71 MB/s", "4.0 MB/s"]
-    from pdtui.engine.events import Figures, ServingFigures
+    from pdtui.engine.events import ServingFigures
+    from pdtui.vocabulary.figures import Figures
     line = figures_summary(ServingFigures("prefill", "metrics", Figures(prompt_tps=58.0, kv_gbps=1.2, kv_failed=0)))
     assert line == "58 prompt tok/s · KV 1.2 GB/s · 0 failed"
     decode = figures_summary(ServingFigures("decode", "metrics", Figures(generation_tps=35.0, kv_failed=3)))

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from ui_fakes import log_lines, make_app, screen_text, settle
 
-from pdtui.engine.events import GpuInfo, GpuSample, StateChanged
+from pdtui.engine.events import StateChanged
 from pdtui.engine.states import ServiceState as S
+from pdtui.gpus.inventory import GpuInfo
+from pdtui.gpus.sampler import GpuSample
 from pdtui.sim.scripted import wide_failed_script, wide_stalled_script
 from pdtui.ui.screens import QuitScreen
 

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 from urllib.parse import unquote
 
 from pdtui.engine.drain import Drain
-from pdtui.engine.http import HttpResult
+from pdtui.hosts.http import HttpResult
 
 
 @dataclass

@@ -32,6 +32,7 @@ from pdtui.engine.states import ServiceState
 from pdtui.engine.timing import Timing
 from pdtui.faces.headless import to_json
 from pdtui.sim.memhost import MemoryConnection, MemoryFleet, MemoryHost
+from pdtui.targets.registry import Registry
 from pdtui.targets.systemd.commands import START_AND_SHOW
 from pdtui.targets.systemd.host_session import HostSession
 from pdtui.targets.systemd.unit_run import UnitRun
@@ -61,7 +62,7 @@ class Bringing:
         self.fleet = MemoryFleet(self.deployment, startup=STARTUP, router_startup=2.0, failures=failures)
         for unit, text in (unit_files or {}).items():
             self.fleet.unit_files[("gpu0", unit)] = text
-        self.orchestrator = Orchestrator(self.deployment, self.fleet.host, clock=asyncio.get_running_loop().time,
+        self.orchestrator = Orchestrator(self.deployment, Registry(self.fleet.host), clock=asyncio.get_running_loop().time,
                                          intent=Intent(verb, drain=drain, force=force), baseline=baseline)
         self.rec = Recorder()
         self.orchestrator.subscribe(self.rec)
@@ -412,7 +413,7 @@ async def test_status_of_a_running_deployment_attaches_and_starts_nothing():
         assert (await up.orchestrator.run()).ok
         fleet = up.fleet
         invocations = {name: s.invocation for name, s in fleet.services.items()}
-        status = Orchestrator(up.deployment, fleet.host, clock=asyncio.get_running_loop().time,
+        status = Orchestrator(up.deployment, Registry(fleet.host), clock=asyncio.get_running_loop().time,
                               intent=Intent(Verb.STATUS))
         rec = Recorder()
         status.subscribe(rec)
@@ -538,7 +539,7 @@ async def test_a_ready_unit_is_looked_at_on_the_slow_beat_and_its_end_still_fail
 
 async def again(up: Bringing, intent: Intent) -> tuple[Done, Recorder]:
     """A second command on the deployment ``up`` brought up: a second orchestrator, as the command line's."""
-    orchestrator = Orchestrator(up.deployment, up.fleet.host, clock=asyncio.get_running_loop().time, intent=intent)
+    orchestrator = Orchestrator(up.deployment, Registry(up.fleet.host), clock=asyncio.get_running_loop().time, intent=intent)
     rec = Recorder()
     orchestrator.subscribe(rec)
     try:
@@ -711,7 +712,7 @@ async def test_strict_refuses_a_warning_too():
         assert finding.level == "warning"
     async with Bringing(unit_files=units) as run:
         run.deployment = run.deployment.model_copy(update={"strict": True})
-        strict = Orchestrator(run.deployment, run.fleet.host, clock=asyncio.get_running_loop().time)
+        strict = Orchestrator(run.deployment, Registry(run.fleet.host), clock=asyncio.get_running_loop().time)
         try:
             done = await strict.run()
         finally:

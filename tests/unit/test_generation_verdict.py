@@ -7,7 +7,7 @@ import json
 import pytest
 
 from pdtui.engine.checks.generation import SMOKE_PROMPT, judge
-from pdtui.engine.http import HttpResult
+from pdtui.hosts.http import HttpResult
 
 
 def answered(payload: object, status: int = 200) -> HttpResult:

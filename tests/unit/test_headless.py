@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 
-from pdtui.engine.events import Done, GpuSample, Notice
+from pdtui.engine.events import Done, Notice
 from pdtui.faces.headless import UntilDone
+from pdtui.gpus.sampler import GpuSample
 
 
 def test_nothing_is_printed_after_the_done():

@@ -9,8 +9,8 @@ from contextlib import asynccontextmanager
 
 import pytest
 
-from pdtui.engine import http
-from pdtui.engine.http import HttpProber, marked, own_echo
+from pdtui.hosts import http
+from pdtui.hosts.http import HttpProber, marked, own_echo
 from pdtui.hosts.local import LocalHost
 
 Handler = Callable[["Server", asyncio.StreamReader, asyncio.StreamWriter, int], Awaitable[None]]

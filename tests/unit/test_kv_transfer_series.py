@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from pdtui.engine.checks.kv_transfer import KvTotals, kv_seen
+from pdtui.engine.checks.kv_transfer import kv_seen
 from pdtui.servers.sglang.metrics import kv_totals
+from pdtui.vocabulary.figures import KvTotals
 
 LABELS = 'model_name="m",engine_type="prefill",tp_rank="{rank}",pp_rank="0",moe_ep_rank="0"'
 

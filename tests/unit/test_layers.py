@@ -1,7 +1,10 @@
-"""The layers: the engine never knows the UI (nothing outside pdtui/ui imports textual), and the product never
-loads the sim (the stand-ins of systemd, SGLang, Slurm and SSH serve ``pdtui demo`` and the tests alone)."""
+"""The layers: pdtui's packages import each other one way, in the order docs/architecture.md lists (every import
+counts, a function's too); the engine never knows the UI (nothing outside pdtui/ui imports textual), and the product
+never loads the sim (the stand-ins of systemd, SGLang, Slurm and SSH serve ``pdtui demo`` and the tests alone)."""
 
 import ast
+import re
+from itertools import pairwise
 from pathlib import Path
 
 import pdtui
@@ -20,6 +23,138 @@ def imported_modules(path: Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.module:
             names.add(node.module)
     return names
+
+
+# The layers of pdtui's packages, from the bottom, as docs/architecture.md lists them: a package imports only packages
+# of its own layer or below (its own layer's one way: the graph has no cycle). The sim sits just under the command
+# line: it may import every layer below, and only cli.py's demo functions import it (the tests below).
+LAYERS: tuple[frozenset[str], ...] = (
+    frozenset({"support"}),
+    frozenset({"config", "hosts"}),
+    frozenset({"vocabulary"}),
+    frozenset({"servers"}),
+    frozenset({"fabric"}),
+    frozenset({"gpus"}),
+    frozenset({"engine"}),
+    frozenset({"targets"}),
+    frozenset({"faces", "ui", "web"}),
+    frozenset({"commands"}),
+    frozenset({"sim"}),
+    frozenset({"cli", "__main__"}),
+)
+ARCHITECTURE = PACKAGE.parent / "docs" / "architecture.md"
+
+
+def pdtui_imports(path: Path) -> set[str]:
+    """Every pdtui module ``path`` imports, wherever the import stands (a function's, a TYPE_CHECKING block's):
+    ``from pdtui import sim`` counts as ``pdtui.sim``."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module == "pdtui" and not node.level:
+            names |= {f"pdtui.{a.name}" for a in node.names if _is_module(a.name)}
+        elif isinstance(node, ast.ImportFrom):
+            names.add(_absolute(path, node))
+    return {name for name in names if name.startswith("pdtui.")}
+
+
+def _is_module(name: str) -> bool:
+    """Whether ``from pdtui import name`` imports one of its modules (not ``__version__``)."""
+    return (PACKAGE / name).is_dir() or (PACKAGE / f"{name}.py").is_file()
+
+
+def _absolute(path: Path, node: ast.ImportFrom) -> str:
+    """An ImportFrom's module, a relative one resolved against ``path``'s package."""
+    if not node.level:
+        return node.module or ""
+    parts = ("pdtui", *path.relative_to(PACKAGE).parent.parts)
+    base = parts[:len(parts) - node.level + 1]
+    return ".".join((*base, node.module) if node.module else base)
+
+
+def package_of(path: Path) -> str:
+    """The top-level package a module of pdtui belongs to (``cli`` for cli.py)."""
+    return path.relative_to(PACKAGE).parts[0].removesuffix(".py")
+
+
+def package_graph() -> dict[tuple[str, str], set[str]]:
+    """Each arrow between two of pdtui's top-level packages, with the modules that draw it."""
+    arrows: dict[tuple[str, str], set[str]] = {}
+    for path in PACKAGE.rglob("*.py"):
+        if path.parent == PACKAGE and path.name == "__init__.py":
+            continue
+        source = package_of(path)
+        for target in {name.split(".")[1] for name in pdtui_imports(path)} - {source}:
+            arrows.setdefault((source, target), set()).add(str(path.relative_to(PACKAGE)))
+    return arrows
+
+
+def _cycle(arrows: set[tuple[str, str]]) -> list[str]:
+    """One cycle of the graph (its packages, the first again at the end), or [] when it has none."""
+    following: dict[str, list[str]] = {}
+    for source, target in sorted(arrows):
+        following.setdefault(source, []).append(target)
+    done: set[str] = set()
+
+    def visit(package: str, path: list[str]) -> list[str]:
+        if package in path:
+            return path[path.index(package):] + [package]
+        if package in done:
+            return []
+        for target in following.get(package, []):
+            found = visit(target, [*path, package])
+            if found:
+                return found
+        done.add(package)
+        return []
+
+    return next((found for package in sorted(following) if (found := visit(package, []))), [])
+
+
+def test_the_cycle_finder_finds_one():
+    assert _cycle({("a", "b"), ("b", "c"), ("c", "a")}) == ["a", "b", "c", "a"]
+    assert _cycle({("a", "b"), ("b", "c"), ("a", "c")}) == []
+
+
+def test_the_packages_import_each_other_one_way_only():
+    """No two packages reach each other, however far round: an arrow runs down, never back up."""
+    arrows = package_graph()
+    cycle = _cycle(set(arrows))
+    assert cycle == [], {" -> ".join(cycle): [sorted(arrows[pair]) for pair in pairwise(cycle)]}
+
+
+def test_every_package_has_its_layer():
+    """A new package is placed in the layers (here and in docs/architecture.md) before anything may import it."""
+    packages = {package_of(p) for p in PACKAGE.rglob("*.py")} - {"__init__"}
+    assert packages == set().union(*LAYERS)
+
+
+def test_each_package_imports_only_its_layer_and_the_layers_below():
+    layer = {package: n for n, packages in enumerate(LAYERS) for package in packages}
+    upward = {f"{a} -> {b}": sorted(files) for (a, b), files in package_graph().items() if layer[b] > layer[a]}
+    assert upward == {}
+
+
+def documented_layers(text: str) -> tuple[frozenset[str], ...]:
+    """The layers as docs/architecture.md's first code block lists them, one line each from the bottom: the
+    packages (``engine/``) and top-level modules (``cli.py``) a line begins with."""
+    block = text.split("```", 2)[1]
+    layers = []
+    for line in block.splitlines():
+        if not line or line[0].isspace():
+            continue
+        names = []
+        for word in line.split():
+            if not re.fullmatch(r"\w+/|\w+\.py", word):
+                break
+            names.append(word.removesuffix("/").removesuffix(".py"))
+        layers.append(frozenset(names))
+    return tuple(layers)
+
+
+def test_the_layers_are_the_ones_the_architecture_lists():
+    assert documented_layers(ARCHITECTURE.read_text()) == LAYERS
 
 
 def test_core_modules_exist():
@@ -82,16 +217,14 @@ NAMES_A_TARGET: dict[str, str] = {}
 
 
 def test_the_engine_never_asks_which_kind_of_target_a_service_runs_on():
-    """The orchestrator reaches targets only through the registry, and no engine module imports a target or names
-    a kind: a new target is a package, not a branch."""
-    targets = sorted(m for m in imported_modules(PACKAGE / "engine" / "orchestrator.py") if m.startswith("pdtui.targets"))
-    assert targets == ["pdtui.targets.registry"]
+    """No engine module imports a target (the orchestrator is handed them: engine/session.py's Targets, which the
+    commands fill with targets/registry.py's Registry) or names a kind: a new target is a package, not a branch."""
     naming = {}
     for path in (PACKAGE / "engine").rglob("*.py"):
         rel = str(path.relative_to(PACKAGE))
-        imports = sorted(m for m in imported_modules(path) if m.startswith("pdtui.targets"))
+        imports = sorted(m for m in pdtui_imports(path) if m == "pdtui.targets" or m.startswith("pdtui.targets."))
         words = {node.attr for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.Attribute)}
-        if rel != "engine/orchestrator.py" and imports or words & TARGET_WORDS:
+        if imports or words & TARGET_WORDS:
             naming[rel] = sorted(words & TARGET_WORDS) + imports
     assert set(naming) == set(NAMES_A_TARGET), naming
 

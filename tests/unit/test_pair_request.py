@@ -10,7 +10,7 @@ from typing import Any
 
 from pdtui.engine.checks.generation import MAX_TOKENS
 from pdtui.engine.checks.pairs import PairEnds, prove_pair
-from pdtui.engine.http import HttpResult
+from pdtui.hosts.http import HttpResult
 from pdtui.servers import PairAnswers, PairSend, serving_named
 from pdtui.servers.sglang.engine import ENGINE as SGLANG
 

@@ -11,6 +11,7 @@ from pdtui.engine.orchestrator import Orchestrator
 from pdtui.faces.pair_matrix import matrix_lines
 from pdtui.faces.status_table import StatusBoard
 from pdtui.sim.memhost import MemoryFleet
+from pdtui.targets.registry import Registry
 from tests.engine_helpers import Recorder, pd_deployment
 
 pytestmark = pytest.mark.looptime
@@ -31,7 +32,7 @@ async def bring_up(prefills: int, decodes: int, *, broken=(), pairs: bool | None
     config = deployment(prefills, decodes)
     fleet = MemoryFleet(config, startup=30.0, router_startup=2.0)
     fleet.broken_pairs |= set(broken)
-    orchestrator = Orchestrator(config, fleet.host, clock=asyncio.get_running_loop().time, pairs=pairs)
+    orchestrator = Orchestrator(config, Registry(fleet.host), clock=asyncio.get_running_loop().time, pairs=pairs)
     rec = Recorder()
     board = StatusBoard()
     orchestrator.subscribe(rec)
@@ -90,7 +91,7 @@ async def test_no_pairs_skips_them_even_with_several():
 async def test_the_pairs_are_proven_again_on_demand_once_ready():
     config = deployment(1, 2)
     fleet = MemoryFleet(config, startup=30.0, router_startup=2.0)
-    orchestrator = Orchestrator(config, fleet.host, clock=asyncio.get_running_loop().time)
+    orchestrator = Orchestrator(config, Registry(fleet.host), clock=asyncio.get_running_loop().time)
     rec = Recorder()
     orchestrator.subscribe(rec)
     try:

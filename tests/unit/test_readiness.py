@@ -6,9 +6,9 @@ from hypothesis import strategies as st
 
 from pdtui.engine.events import LineKind
 from pdtui.engine.readiness import FailureCandidate, LineJudge
-from pdtui.engine.signatures import Severity
 from pdtui.servers.sglang.signatures import request_line
 from pdtui.servers.sglang.signatures import signatures_for as failure_signatures
+from pdtui.vocabulary.signatures import Severity
 
 SGLANG = LineJudge("fired up and ready", failure_signatures("decode"))
 

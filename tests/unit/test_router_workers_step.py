@@ -6,7 +6,7 @@ import json
 
 from pdtui.engine.checks.router import RouterProbe
 from pdtui.engine.checks.workers import Backend
-from pdtui.engine.http import HttpResult
+from pdtui.hosts.http import HttpResult
 
 BACKENDS = [Backend("prefill", "prefill", 30000, frozenset({"127.0.0.1"})),
             Backend("decode", "decode", 30002, frozenset({"127.0.0.1"}))]

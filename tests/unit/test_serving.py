@@ -9,7 +9,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from pdtui.engine.events import Figures
 from pdtui.engine.figures import failed_transfers
 from pdtui.engine.service_run import Attempt
 from pdtui.engine.startup_watch import StartupWatch
@@ -22,6 +21,7 @@ from pdtui.servers.sglang.metrics import (
     parse_metrics,
     router_figures_between,
 )
+from pdtui.vocabulary.figures import Figures
 
 TTFT_BUCKETS = (0.05, 0.1, 0.2, 0.5, 1.0)
 

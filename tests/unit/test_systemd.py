@@ -126,3 +126,27 @@ def test_a_start_refused_by_its_start_limit_is_told_by_its_job_line_not_by_what_
     assert why_it_failed(refused) == "Job for d.service failed because start of the service was attempted too often."
     missing = Result(("systemctl", "start", "x.service"), 5, "", "Failed to start x.service: Unit x.service not found.\n")
     assert why_it_failed(missing) == "Failed to start x.service: Unit x.service not found."
+
+
+class TimedHost:
+    """A host that answers at once and keeps the timeout each command was given."""
+
+    name = "h"
+
+    def __init__(self) -> None:
+        self.timeouts: list[float] = []
+
+    async def run(self, argv: list[str], *, timeout: float, read_only: bool = False) -> Result:
+        self.timeouts.append(timeout)
+        return Result(tuple(argv), 0, "", "")
+
+
+async def test_a_command_that_waits_for_its_job_gets_the_whole_deadline_and_a_look_only_the_command_timeout():
+    from pdtui.engine.session import Session
+    host = TimedHost()
+    now = 1000.0
+    session = Session("h", host, command_timeout=30.0, clock=lambda: now)   # type: ignore[arg-type]
+    await session.command(["systemctl", "stop", "d.service"], now + 120.0, waits=True)
+    await session.command(["systemctl", "show", "d.service"], now + 120.0)
+    await session.command(["systemctl", "stop", "d.service"], now + 5.0, waits=True)
+    assert host.timeouts == [120.0, 30.0, 5.0]

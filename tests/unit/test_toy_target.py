@@ -2,21 +2,20 @@
 enough (pdtui/targets/__init__.py lists what a target implements).
 
 The toy target runs each service as an in-memory "process" that prints a few lines and its ready line; one
-stream per place carries every service's lines, as a host's journal tail does. Only the registry's two choices
-are pointed at it.
+stream per place carries every service's lines, as a host's journal tail does. The orchestrator is handed it as
+the commands hand it targets/registry.py's ``Registry``: a :class:`~pdtui.engine.session.Targets` of two methods.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Collection, Coroutine, Sequence
 from typing import Any
 
 import pytest
 import yaml
 
 from pdtui.config import Deployment, ServiceConfig, parse_config
-from pdtui.engine import orchestrator as orchestrator_module
 from pdtui.engine.events import Done, LogLines, ServiceInfo
 from pdtui.engine.intent import Action
 from pdtui.engine.log_entry import LogEntry
@@ -138,20 +137,27 @@ def toy_deployment() -> Deployment:
     return parse_config(yaml.safe_dump(config, sort_keys=False), "toy.yaml")
 
 
-async def test_the_orchestrator_brings_up_a_target_it_has_never_heard_of(monkeypatch):
-    sessions: dict[str, ToySession] = {}
+class ToyTargets:
+    """The toy target as the orchestrator is handed every target (engine/session.py's ``Targets``)."""
 
-    def open_toy_sessions(deployment, places, host_factory, on_status, **_: object) -> dict[str, Session]:
-        sessions.update({name: ToySession(name) for name in places})
-        return dict(sessions)
+    def __init__(self) -> None:
+        self.sessions: dict[str, ToySession] = {}
 
-    monkeypatch.setattr(orchestrator_module, "new_run", lambda cfg: ToyRun(cfg, LineJudge(cfg.ready.log, ())))
-    monkeypatch.setattr(orchestrator_module, "open_sessions", open_toy_sessions)
-    orchestrator = Orchestrator(toy_deployment(), host_factory=lambda *a, **k: None,
-                                clock=asyncio.get_running_loop().time)
+    def new_run(self, cfg: ServiceConfig) -> ServiceRun:
+        return ToyRun(cfg, LineJudge(cfg.ready.log, ()))
+
+    def open_sessions(self, deployment: Deployment, places: Collection[str], on_status: Callable[..., None], *,
+                      command_timeout: float, clock: Callable[[], float]) -> dict[str, Session]:
+        self.sessions.update({name: ToySession(name) for name in places})
+        return dict(self.sessions)
+
+
+async def test_the_orchestrator_brings_up_a_target_it_has_never_heard_of():
+    targets = ToyTargets()
+    orchestrator = Orchestrator(toy_deployment(), targets, clock=asyncio.get_running_loop().time)
     done, rec = await run_to_done(orchestrator)
     assert isinstance(done, Done) and done.ok, done
-    assert sessions["t0"].started == ["a", "b"]
+    assert targets.sessions["t0"].started == ["a", "b"]
     assert rec.index("a", "ready") < rec.index("b", "starting"), "b comes after a"
     assert 60.0 <= done.elapsed < 62.0, "two toy start-ups of 30 s, one after the other, in the loop's time"
     lines = [r.text for e in rec.of(LogLines) if e.service == "b" for r in e.lines]

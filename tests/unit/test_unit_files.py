@@ -42,7 +42,9 @@ def test_the_reference_sample_gives_three_units_with_its_gpus_numa_and_flags():
     assert flag(p, "--model-path") == "deepseek-ai/DeepSeek-V4-Flash" and flag(p, "--tp") == "4"
     assert flag(p, "--disaggregation-mode") == "prefill" and flag(p, "--port") == "30000"
     assert flag(p, "--disaggregation-bootstrap-port") == "8998"
-    assert flag(p, "--disaggregation-transfer-backend") == "mooncake" and flag(p, "--disaggregation-ib-device") == "mlx5_0"
+    assert flag(p, "--disaggregation-transfer-backend") == flag(d, "--disaggregation-transfer-backend") == "nixl"
+    assert "--disaggregation-ib-device" not in p + d     # Mooncake's: NIXL's UCX takes its devices from UCX_NET_DEVICES
+    assert "Environment=UCX_NET_DEVICES=mlx5_0:1" in prefill and "Environment=UCX_NET_DEVICES=mlx5_0:1" in decode
     assert flag(d, "--disaggregation-mode") == "decode" and flag(d, "--port") == "30002"
     assert "--disaggregation-bootstrap-port" not in d
     assert p[-4:] == ["--trust-remote-code", "--mem-fraction-static", "0.82", "--enable-metrics"]   # args: last

@@ -11,12 +11,12 @@ from hypothesis import strategies as st
 
 from pdtui.engine.events import LineKind
 from pdtui.engine.readiness import FailureCandidate, LineJudge
-from pdtui.engine.signatures import Severity
 from pdtui.servers import phase_timing
 from pdtui.servers.sglang import phases as sglang_phases
 from pdtui.servers.vllm import phases
 from pdtui.servers.vllm.phases import HANG_PRONE, LABELS, NAMES, PHASES, PhaseTracker, follower_ready, phase_of
 from pdtui.servers.vllm.signatures import markdown_table, request_line, signatures_for
+from pdtui.vocabulary.signatures import Severity
 
 VLLM = LineJudge("Application startup complete", signatures_for("decode"))
 ROUTER = LineJudge(None, signatures_for("router"))

@@ -8,8 +8,7 @@ from dataclasses import astuple
 import pytest
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Summary, generate_latest
 
-from pdtui.engine.checks.kv_transfer import KvTotals, kv_seen
-from pdtui.engine.events import Figures
+from pdtui.engine.checks.kv_transfer import kv_seen
 from pdtui.servers.vllm.metrics import (
     TRANSFER_FAILED,
     batch_figures,
@@ -19,6 +18,7 @@ from pdtui.servers.vllm.metrics import (
     parse_metrics,
     router_figures_between,
 )
+from pdtui.vocabulary.figures import Figures, KvTotals
 
 TTFT_BUCKETS = (0.05, 0.1, 0.2, 0.5, 1.0)
 MIB = 2**20

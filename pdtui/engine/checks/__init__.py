@@ -9,8 +9,9 @@ models, then a generation proven by its tokens (generation.py) and by the KV
 transfer series (kv_transfer.py).
 
 To add a readiness check: a module here with a class that has a ``name``,
-``applies(cfg)`` and ``async run(probed) -> Check`` (base.py's
-:class:`ReadinessCheck`), and its instance in :data:`BACKEND_CHECKS`.
+``applies(cfg)`` and ``async run(probed) -> Check`` (the
+:class:`~pdtui.vocabulary.checks.ReadinessCheck` protocol, in the vocabulary the
+serving engines' own checks share), and its instance in :data:`BACKEND_CHECKS`.
 """
 
 from __future__ import annotations
@@ -18,13 +19,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pdtui.config import ServiceConfig
-from pdtui.engine.checks.base import LOOPBACK, Check, Learned, Probed, ReadinessCheck
 from pdtui.engine.checks.http_status import HttpAnswers
 from pdtui.engine.checks.tcp import TcpAccepts
+from pdtui.vocabulary.checks import ReadinessCheck
 
 BACKEND_CHECKS: tuple[ReadinessCheck, ...] = (TcpAccepts(), HttpAnswers())
 
-__all__ = ["BACKEND_CHECKS", "LOOPBACK", "Check", "Learned", "Probed", "ReadinessCheck", "backend_checks"]
+__all__ = ["BACKEND_CHECKS", "backend_checks"]
 
 
 def backend_checks(cfg: ServiceConfig, own: Sequence[ReadinessCheck] = ()) -> tuple[ReadinessCheck, ...]:

@@ -21,7 +21,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from pdtui.engine.http import HttpResult
+from pdtui.hosts.http import HttpResult
 
 GOOD_FINISH = ("stop", "length")
 MAX_TOKENS = 4

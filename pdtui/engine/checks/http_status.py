@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from pdtui.config import ServiceConfig
-from pdtui.engine.checks.base import Check, Probed
-from pdtui.engine.http import HttpProber, marked
 from pdtui.hosts.base import LOOPBACK_ADDRESS
+from pdtui.hosts.http import HttpProber, marked
+from pdtui.vocabulary.checks import Check, Probed
 
 
 def polled(cfg: ServiceConfig, path: str) -> str:
     """``path`` as pdtui asks it of ``cfg`` again and again: with its mark at a server, so that the access lines it
-    makes there are folded out of the panel (engine/http.py); a router's API as it is."""
+    makes there are folded out of the panel (hosts/http.py); a router's API as it is."""
     return path if cfg.is_router else marked(path)
 
 

@@ -18,19 +18,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
 from pdtui.support.text import megabytes as format_size
-
-
-@dataclass(frozen=True, slots=True)
-class KvTotals:
-    """One server's KV transfer series, summed over its ranks."""
-
-    transfers: float = 0.0       # transfers observed (the latency histogram's count)
-    megabytes: float = 0.0       # what they moved (the size histogram's sum)
-    failed: float = 0.0          # requests whose transfer failed
-    bootstrap_failed: float = 0.0
-    exported: bool = True        # False: its /metrics has none of the series (yet: each appears once first used)
-    side: str = "prefill"        # the side that counted them: the one that sent the KV, or that pulled it
-
+from pdtui.vocabulary.figures import KvTotals
 
 # Each counting server's totals by service (its serving engine says which side counts); None: no /metrics.
 KvReading = Mapping[str, "KvTotals | None"]

@@ -20,13 +20,13 @@ from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from pdtui.config import DEFAULT_BOOTSTRAP_PORT
-from pdtui.engine.checks.base import Check, Probed, reported_port
 from pdtui.engine.checks.generation import MAX_TOKENS, SMOKE_PROMPT, error_message, judge
 from pdtui.engine.checks.workers import Backend, worker_matches
 from pdtui.engine.events import PairResult
-from pdtui.engine.http import HttpResult
 from pdtui.engine.tracebacks import transfer_exception
+from pdtui.hosts.http import HttpResult
 from pdtui.servers import PairAnswers, PairSend
+from pdtui.vocabulary.checks import Check, Probed, reported_port
 
 AT_ONCE = 8              # pairs proven side by side
 PAIR_TIMEOUT = 30.0      # seconds for one pair's request (a transfer that never completes waits much longer)

@@ -17,15 +17,14 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 
-from pdtui.engine.checks.base import Check
 from pdtui.engine.checks.generation import CANARY_PROMPT, SMOKE_PROMPT, Verdict, judge, request_body
 from pdtui.engine.checks.kv_transfer import KvMeter, KvReading, kv_seen
 from pdtui.engine.checks.pairs import NAME as PAIRS
 from pdtui.engine.checks.pairs import PairProbe, TransferError, pairs_check
-from pdtui.engine.checks.tcp import tcp_check
 from pdtui.engine.checks.workers import Backend, check_workers, key_refused, listed_workers
-from pdtui.engine.http import HttpProber, HttpResult
 from pdtui.hosts.base import LOOPBACK_ADDRESS, Host
+from pdtui.hosts.http import HttpProber, HttpResult
+from pdtui.vocabulary.checks import Check, tcp_check
 
 GENERATION_TIMEOUT = 30.0
 KV_REREAD = 0.1        # seconds between two readings of the KV series after the smoke

@@ -1,22 +1,10 @@
-"""The service's port accepts a TCP connection (``ready.tcp``)."""
+"""The service's port accepts a TCP connection (``ready.tcp``): the generic check around vocabulary/checks.py's
+:func:`~pdtui.vocabulary.checks.tcp_check`, which a serving engine's own checks run too."""
 
 from __future__ import annotations
 
-import time
-
 from pdtui.config import ServiceConfig
-from pdtui.engine.checks.base import Check, Probed
-from pdtui.hosts.base import LOOPBACK_ADDRESS, Host, HostError
-
-
-async def tcp_check(host: Host, port: int, address: str = LOOPBACK_ADDRESS) -> Check:
-    started = time.perf_counter()
-    try:
-        _, writer = await host.open_tcp(port, timeout=3, address=address)
-    except (OSError, HostError) as exc:
-        return Check("tcp", False, f"port {port} not accepting ({exc})")
-    writer.close()
-    return Check("tcp", True, f"port {port} accepting", time.perf_counter() - started)
+from pdtui.vocabulary.checks import Check, Probed, tcp_check
 
 
 class TcpAccepts:

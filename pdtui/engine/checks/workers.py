@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from urllib.parse import urlsplit
 
-from pdtui.engine.checks.base import Check
+from pdtui.vocabulary.checks import Check
 
 
 def key_refused(key_env: str | None) -> str:

@@ -9,12 +9,11 @@ server says in ``/server_info``, else SGLang's default.
 from __future__ import annotations
 
 from pdtui.config import DEFAULT_BOOTSTRAP_PORT, ServiceConfig
-from pdtui.engine.checks.base import Check, Probed, reported_port
-from pdtui.engine.checks.tcp import tcp_check
-from pdtui.engine.http import HttpProber
 from pdtui.hosts.base import LOOPBACK_ADDRESS
+from pdtui.hosts.http import HttpProber
 from pdtui.servers.sglang.server_info import read_server_info
 from pdtui.servers.sglang.signatures import BOOTSTRAP
+from pdtui.vocabulary.checks import Check, Probed, reported_port, tcp_check
 
 
 async def bootstrap_port(prober: HttpProber, port: int, address: str = LOOPBACK_ADDRESS) -> int:

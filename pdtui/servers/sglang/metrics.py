@@ -17,9 +17,8 @@ from dataclasses import replace
 
 from prometheus_client.samples import Sample
 
-from pdtui.engine.checks.kv_transfer import KvTotals
-from pdtui.engine.events import Figures
 from pdtui.servers.prometheus import MetricsSample, families, recent_quantile, summed
+from pdtui.vocabulary.figures import Figures, KvTotals
 
 RUNNING = "sglang:num_running_reqs"
 QUEUED = "sglang:num_queue_reqs"

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 
-from pdtui.engine.signatures import Severity, Signature, signature
+from pdtui.vocabulary.signatures import Severity, Signature, signature
 
 W, T, E, H = Severity.WARNING, Severity.TRANSFER, Severity.EVIDENCE, Severity.HANG
 # What to check next, from SGLang's troubleshooting guide and Mooncake's (RDMA resource initialization).

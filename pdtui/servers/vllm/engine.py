@@ -6,15 +6,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pdtui.config import Deployment, ServiceConfig
-from pdtui.engine.checks.base import ReadinessCheck
-from pdtui.engine.checks.kv_transfer import KvTotals
-from pdtui.engine.events import Figures
-from pdtui.engine.http import HttpProber
-from pdtui.engine.signatures import Signature
+from pdtui.hosts.http import HttpProber
 from pdtui.servers import Mismatch, PairAnswers, PairSend, ServerCommand, TransferPath
 from pdtui.servers.ports import metrics_ports
 from pdtui.servers.vllm import launch, metrics, pairing, pd_request, phases, signatures
 from pdtui.servers.vllm.server_info import read_server_info
+from pdtui.vocabulary.checks import ReadinessCheck
+from pdtui.vocabulary.figures import Figures, KvTotals
+from pdtui.vocabulary.signatures import Signature
 
 
 class VLLM:

@@ -33,9 +33,8 @@ from dataclasses import replace
 
 from prometheus_client.metrics_core import Metric
 
-from pdtui.engine.checks.kv_transfer import KvTotals
-from pdtui.engine.events import Figures
 from pdtui.servers.prometheus import MetricsSample, families, recent_quantile, summed
+from pdtui.vocabulary.figures import Figures, KvTotals
 
 RUNNING = "vllm:num_requests_running"
 WAITING = "vllm:num_requests_waiting"

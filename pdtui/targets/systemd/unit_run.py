@@ -16,7 +16,6 @@ import time
 from collections.abc import Iterable, Mapping
 
 from pdtui.config import Deployment, ServiceConfig
-from pdtui.engine.checks import LOOPBACK, Check
 from pdtui.engine.events import Notice, ServiceInfo, UnitStatus
 from pdtui.engine.intent import Action
 from pdtui.engine.log_entry import LogEntry
@@ -30,6 +29,7 @@ from pdtui.targets.systemd.host_session import HostSession
 from pdtui.targets.systemd.journal_json import parse_entry
 from pdtui.targets.systemd.shared_commands import attached_history
 from pdtui.targets.systemd.unit_results import by_executor, ended, telling
+from pdtui.vocabulary.checks import LOOPBACK, Check
 
 S = ServiceState
 RUNNING_STATES = ("active", "activating", "reloading")
@@ -199,7 +199,7 @@ class UnitRun(ServiceRun):
         deadline = self.attempt.started_at + self.cfg.timeout
         self.transition(S.STARTING, f"{verb} {self.cfg.unit}")
         for old in self.cfg.replaces:
-            result = await session.command(commands.disable_now(old), deadline)
+            result = await session.command(commands.disable_now(old), deadline, waits=True)
             text = f"stopped and disabled {old}" if result.ok else f"could not stop {old}: {result.last_words}"
             self.w.emit(Notice("info" if result.ok else "warning", text, self.name, self.w.elapsed()))
         if self.active_state == "failed":
@@ -212,7 +212,7 @@ class UnitRun(ServiceRun):
             started = await session.starter.start(self.unit, deadline)     # looked at in the same command
             result, looked = started.result, started.props
         else:
-            result = await session.command(argv, deadline)
+            result = await session.command(argv, deadline, waits=True)
         if not result.ok:
             self.lines.release_held()
             self.transition(S.FAILED, f"{verb} failed: {why_it_failed(result)}")
@@ -274,7 +274,7 @@ class UnitRun(ServiceRun):
             argv = session.commands.disable_now(self.unit) if disable else session.commands.stop(self.unit)
             verb = "systemctl disable --now" if disable else "systemctl stop"
             self.transition(S.STOPPING, f"{verb} {self.cfg.unit}")
-            result = await session.command(argv, deadline)
+            result = await session.command(argv, deadline, waits=True)
             if not result.ok:
                 self.transition(S.FAILED, f"{verb} failed: {why_it_failed(result)}")
                 return

@@ -1,7 +1,8 @@
 """What a kind of log line is to the judge: a pattern, what it means, how telling it is, and what it does.
 
 The types only: each serving engine's own wording lives in its package
-(pdtui/servers/sglang/signatures.py), and the judge (readiness.py) reads them.
+(pdtui/servers/sglang/signatures.py), and the engine's judge (engine/readiness.py) reads them. Here, below
+both, so that the serving engines write them without importing the engine that reads them.
 """
 
 from __future__ import annotations

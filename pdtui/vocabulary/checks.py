@@ -1,14 +1,20 @@
 """What a check is: its result (:class:`Check`), what it is given (:class:`Probed`), and what it implements
-(:class:`ReadinessCheck`)."""
+(:class:`ReadinessCheck`); and the one check both the engine and a serving engine run, a port accepting TCP
+(:func:`tcp_check`).
+
+Here, below both, because the engine's generic checks (engine/checks/) and a serving engine's own (SGLang's
+bootstrap server, servers/sglang/bootstrap_check.py) are the same kind of thing: neither imports the other for it.
+"""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Protocol
 
 from pdtui.config import ServiceConfig
-from pdtui.engine.http import HttpProber
-from pdtui.hosts.base import Host
+from pdtui.hosts.base import LOOPBACK_ADDRESS, Host, HostError
+from pdtui.hosts.http import HttpProber
 
 
 def reported_port(value: object) -> int | None:
@@ -68,3 +74,14 @@ class ReadinessCheck(Protocol):
         """Whether this service is checked so (read once per run: a service's config does not change)."""
 
     async def run(self, probed: Probed) -> Check: ...
+
+
+async def tcp_check(host: Host, port: int, address: str = LOOPBACK_ADDRESS) -> Check:
+    """Whether ``port`` at ``address`` accepts a TCP connection, as ``host`` reaches it."""
+    started = time.perf_counter()
+    try:
+        _, writer = await host.open_tcp(port, timeout=3, address=address)
+    except (OSError, HostError) as exc:
+        return Check("tcp", False, f"port {port} not accepting ({exc})")
+    writer.close()
+    return Check("tcp", True, f"port {port} accepting", time.perf_counter() - started)
