@@ -10,6 +10,7 @@ units.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any, cast
@@ -43,7 +44,7 @@ class HostSession(Session):
         self.sysfs = config.sysfs
         self.commands = Commands.for_host(config)
         self.looker = UnitLooker(self.read, self.commands)
-        self.starter = UnitStarter(self.command, self.commands)
+        self.starter = UnitStarter(functools.partial(self.command, waits=True), self.commands)   # waits for its job
         self.history = InvocationHistory(self.read, self.commands, until=self.tail_since)
         self.batchers = [self.looker, self.starter, self.history]
         self.tail: JournalTail | None = None
