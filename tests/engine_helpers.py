@@ -77,9 +77,11 @@ async def bring_up(deployment, *, smoke=True, timing=FAST, intent=UP) -> tuple[D
 
 
 async def until_it_fails(deployment, service: str | Sequence[str], *, timeout: float = 20.0,
-                         meanwhile: Callable[[Done], None] | None = None) -> Recorder:
-    """A bring-up, then its watch until ``service`` (or each of several) has failed and the outcome was told again
-    (``meanwhile``: what the test does to the deployment once the bring-up's outcome is in)."""
+                         meanwhile: Callable[[Done], None] | None = None,
+                         told: Callable[[Recorder], bool] = lambda _: True) -> Recorder:
+    """A bring-up, then its watch until ``service`` (or each of several) has failed, the outcome was told again
+    and ``told`` holds of what was told (``meanwhile``: what the test does to the deployment once the bring-up's
+    outcome is in)."""
     services = [service] if isinstance(service, str) else list(service)
     recorder = Recorder()
     orchestrator = Orchestrator(deployment, Registry(make_host), timing=FAST)
@@ -89,7 +91,8 @@ async def until_it_fails(deployment, service: str | Sequence[str], *, timeout: f
         if meanwhile is not None:
             meanwhile(done)
         async with asyncio.timeout(timeout):
-            while any("failed" not in recorder.states(s) for s in services) or recorder.of(Done)[-1].ok:
+            while (any("failed" not in recorder.states(s) for s in services) or recorder.of(Done)[-1].ok
+                   or not told(recorder)):
                 await asyncio.sleep(0.05)
     finally:
         await orchestrator.close()

@@ -12,18 +12,24 @@ both cores to start.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import socket
 import subprocess
 import sys
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from pdtui.config import Deployment
-from pdtui.engine.events import Done, PhaseStarted, ProbeResult
+from pdtui.engine.events import Done, Notice, PhaseStarted, ProbeResult
 from pdtui.engine.intent import Intent
 from pdtui.servers.ports import side_channel_port
+from pdtui.servers.prometheus import summed
 from pdtui.servers.vllm.signatures import SIDE_CHANNEL_TAKEN
 from pdtui.sim import real_vllm
 from pdtui.sim.systemd_host import SystemdHost
@@ -46,20 +52,38 @@ async def up(host: SystemdHost, deployment: Deployment, **options) -> tuple[Done
     return done, rec
 
 
-async def test_up_brings_real_vllm_ready_and_proven_then_a_prefill_whose_worker_is_killed_fails_naming_it(
+async def test_up_brings_real_vllm_ready_and_proven_then_a_prefill_killed_mid_request_is_named_on_both_servers(
         vllm_host, tmp_path, vllm_model):
+    """Proven, then a request caught between its two legs: the prefill has computed its KV, the decode's worker is
+    held (SIGSTOP) before it pulls it, and the prefill is killed (SIGKILL, as the OOM killer does). The decode,
+    let go, finds its KV's source gone: the request fails, and pdtui names both ends."""
     deployment = vllm_deployment(vllm_host, tmp_path, vllm_model)
+    prefill, router = deployment.services["prefill"], deployment.services["router"]
+    answered: list[str] = []
 
-    def proven_then_its_worker_killed(done: Done) -> None:
+    def proven_then_the_prefill_killed_mid_request(done: Done) -> None:
         assert done.ok, done
         assert [active(vllm_host, unit) for unit in VLLM_UNITS.values()] == ["active"] * 3
-        [worker] = vllm_host.run("sh", "-c", "for p in $(pgrep -f VLLM::Worker); do grep -qs v-prefill.service "
-                                             "/proc/$p/cgroup && echo $p; done").stdout.split()
-        assert vllm_host.run("kill", "-9", worker).returncode == 0
+        [decode_worker] = pids(vllm_host, "VLLM::Worker", VLLM_UNITS["decode"])
+        before = served(prefill.port)
+        assert vllm_host.run("kill", "-STOP", decode_worker).returncode == 0
+        with ThreadPoolExecutor(1) as pool:     # its thread is made inside the container's network
+            request = pool.submit(complete, router.port, str(vllm_model))
+            deadline = time.monotonic() + 120
+            while served(prefill.port) == before and not request.done() and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert served(prefill.port) > before, "the prefill leg never finished"
+            assert vllm_host.run("systemctl", "kill", "-s", "SIGKILL", VLLM_UNITS["prefill"]).returncode == 0
+            assert vllm_host.run("kill", "-CONT", decode_worker).returncode == 0
+            answered.append(request.result(timeout=120))
+
+    def transfer_told(rec: Recorder) -> bool:
+        return any("KV transfer error" in n.text for n in rec.of(Notice) if n.service == "decode")
 
     with vllm_host.network():
         await install(deployment)
-        rec = await until_it_fails(deployment, "prefill", timeout=150, meanwhile=proven_then_its_worker_killed)
+        rec = await until_it_fails(deployment, "prefill", timeout=150, told=transfer_told,
+                                   meanwhile=proven_then_the_prefill_killed_mid_request)
     starting = rec.index("router", "starting")
     assert rec.index("prefill", "ready") < starting and rec.index("decode", "ready") < starting
     for server in ("prefill", "decode"):
@@ -69,9 +93,37 @@ async def test_up_brings_real_vllm_ready_and_proven_then_a_prefill_whose_worker_
     assert re.match(r"\d+ tokens in \d+ ms for a [\d,]+-token prompt", checks["smoke"].detail), checks["smoke"]
     assert checks["kv"].detail.startswith("KV moved prefill→decode, "), checks["kv"]
     assert checks["workers"].detail == "2 of 2 backends healthy", checks["workers"]
+    assert answered == ["HTTP 500"], answered
     failed = rec.change("prefill", "failed")
-    assert failed.reason.startswith("after ready: a worker process died"), failed
-    assert re.search(r"Worker proc \S+ died unexpectedly", failed.line or ""), failed
+    assert "ended (killed by signal 9/KILL)" in failed.reason, failed
+    [told] = [n for n in rec.of(Notice) if n.service == "decode" and "KV transfer error" in n.text]
+    assert "KV load failure" in told.text or "NIXL" in told.text, told
+    assert "failed" not in rec.states("decode"), "the decode serves on"
+
+
+def pids(host: SystemdHost, process: str, unit: str) -> list[str]:
+    """The processes named ``process`` in ``unit``'s cgroup."""
+    return host.run("sh", "-c", f"for p in $(pgrep -f {process}); do grep -qs {unit} /proc/$p/cgroup && echo $p; "
+                                "done").stdout.split()
+
+
+def served(port: int) -> float:
+    """How many requests the vLLM server at ``port`` has finished."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
+        text = answer.read().decode()
+    return sum(summed(text, ("vllm:request_success",), {"vllm:request_success_total": "done"}).values())
+
+
+def complete(port: int, model: str) -> str:
+    """A completion through the router at ``port``: its text, or the HTTP status it failed with."""
+    body = json.dumps({"model": model, "prompt": "The router sends", "max_tokens": 8}).encode()
+    ask = urllib.request.Request(f"http://127.0.0.1:{port}/v1/completions", body,
+                                 {"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(ask, timeout=180) as answer:
+            return json.loads(answer.read())["choices"][0]["text"]
+    except urllib.error.HTTPError as exc:
+        return f"HTTP {exc.code}"
 
 
 def test_demo_real_brings_real_vllm_up_behind_vllm_router_in_a_network_of_its_own():

@@ -1,6 +1,6 @@
 """How a unit's run ended, in words (pdtui/targets/systemd/unit_results.py), from what systemd 252 reported here."""
 
-from pdtui.targets.systemd.unit_results import ended, telling
+from pdtui.targets.systemd.unit_results import ended, over, telling
 
 
 def show(result: str, code: str, status: str) -> dict[str, str]:
@@ -46,3 +46,33 @@ def test_telling_quotes_systemds_first_line_on_why_without_the_units_name():
     assert telling(["x.service: A process of this unit has been killed by the OOM killer."], "x.service") == (
         "A process of this unit has been killed by the OOM killer.")
     assert telling(lines[:1] + lines[3:], "x.service") is None
+
+
+def look(active: str, sub: str, result: str = "success", code: str = "0", status: str = "0",
+         invocation: str = "a1") -> dict[str, str]:
+    return {"ActiveState": active, "SubState": sub, "Result": result, "ExecMainCode": code, "ExecMainStatus": status,
+            "InvocationID": invocation, "NRestarts": "0"}
+
+
+def test_a_running_unit_of_the_same_invocation_is_not_over():
+    assert over("d.service", look("active", "running"), "a1") is None
+
+
+def test_a_unit_killed_while_systemd_still_ends_its_group_ended_it_was_not_stopped():
+    """systemd sets Result= before it enters stop-sigterm to end the rest of the group; a real vLLM unit whose
+    processes were all killed was seen deactivating by pdtui's look."""
+    assert over("d.service", look("deactivating", "stop-sigterm", "signal", "2", "9"), "a1") == (
+        "unit d.service ended (killed by signal 9/KILL)")
+
+
+def test_a_unit_stopped_cleanly_is_said_stopped_in_its_state():
+    assert over("d.service", look("deactivating", "stop-sigterm"), "a1") == "unit d.service stopped (deactivating)"
+    assert over("d.service", look("inactive", "dead"), "a1") == "unit d.service stopped (inactive)"
+
+
+def test_a_failed_unit_waiting_to_restart_and_a_restarted_one_are_each_said():
+    assert over("d.service", look("failed", "failed", "exit-code", "1", "1"), "a1") == (
+        "unit d.service failed (exit status 1)")
+    assert over("d.service", look("activating", "auto-restart", "signal", "2", "9"), "a1") == (
+        "unit d.service ended (killed by signal 9/KILL); systemd restarts it (auto-restart, NRestarts=0)")
+    assert over("d.service", look("active", "running", invocation="b2"), "a1") == "unit d.service restarted (NRestarts=0)"

@@ -73,6 +73,34 @@ def ended(props: Mapping[str, str]) -> str:
     return f"exit status {status}"
 
 
+def over(unit: str | None, props: Mapping[str, str], invocation: str | None) -> str | None:
+    """Why the unit's invocation ``invocation`` is over, if it is: it failed, stopped, ended and waits to restart,
+    or restarted.
+
+    A run whose main process died while other processes of its control group live on reads ``deactivating`` for a
+    moment (``stop-sigterm``: systemd ends them), its Result= already set: that run ended, nobody stopped it.
+    """
+    active = props.get("ActiveState", "")
+    if active == "failed":
+        return f"unit {unit} failed ({ended(props)})"
+    if active in ("inactive", "deactivating"):
+        if props.get("Result", "") not in ("success", ""):
+            return f"unit {unit} ended ({ended(props)})"
+        return f"unit {unit} stopped ({active})"
+    if restarting(props):
+        return f"unit {unit} ended ({ended(props)}); systemd restarts it (auto-restart, " \
+               f"NRestarts={props.get('NRestarts', '?')})"
+    now = props.get("InvocationID") or None
+    if invocation and now and now != invocation:
+        return f"unit {unit} restarted (NRestarts={props.get('NRestarts', '?')})"
+    return None
+
+
+def restarting(props: Mapping[str, str]) -> bool:
+    """``activating``/``auto-restart``: the unit's process is gone and ``Restart=`` waits its RestartSec."""
+    return props.get("SubState") == "auto-restart"
+
+
 def by_executor(props: Mapping[str, str]) -> bool:
     """Whether systemd's executor ended the run before its ExecStart ran (one of systemd's own exit statuses): it
     then says why in a line of its own (``Failed to locate executable …``)."""

@@ -28,7 +28,7 @@ from pdtui.targets.systemd.commands import Commands, memory_lock, parse_timestam
 from pdtui.targets.systemd.host_session import HostSession
 from pdtui.targets.systemd.journal_json import parse_entry
 from pdtui.targets.systemd.shared_commands import attached_history
-from pdtui.targets.systemd.unit_results import by_executor, ended, telling
+from pdtui.targets.systemd.unit_results import by_executor, ended, over, restarting, telling
 from pdtui.vocabulary.checks import LOOPBACK, Check
 
 S = ServiceState
@@ -104,7 +104,7 @@ class UnitRun(ServiceRun):
             elif action is Action.ATTACH:
                 self.lines.release_held()
                 problem = self._unit_problem(props)
-                if self.active_state == "failed" or _restarting(props):
+                if self.active_state == "failed" or restarting(props):
                     self.transition(S.FAILED, problem or f"unit {self.cfg.unit} failed")
                 else:
                     self.transition(S.STOPPED, f"unit {self.cfg.unit} {self.active_state or 'inactive'}")
@@ -155,7 +155,7 @@ class UnitRun(ServiceRun):
                 pass      # told by the look its start makes, if it lasts
 
     def _running_invocation(self, props: Mapping[str, str]) -> bool:
-        return self.running and bool(props.get("InvocationID")) and not _restarting(props)
+        return self.running and bool(props.get("InvocationID")) and not restarting(props)
 
     async def _attach(self, props: Mapping[str, str], reason: str) -> None:
         """The unit runs already: judge its current invocation, from its first line, as if pdtui had started it.
@@ -406,18 +406,8 @@ class UnitRun(ServiceRun):
                 if entry is not None and entry.system and entry.message not in told]
 
     def _unit_problem(self, props: Mapping[str, str]) -> str | None:
-        """Why the unit's current invocation is over, if it is: it failed, stopped, waits to restart or restarted."""
-        unit, invocation = self.cfg.unit, props.get("InvocationID") or None
-        if self.active_state == "failed":
-            return f"unit {unit} failed ({ended(props)})"
-        if self.active_state in ("inactive", "deactivating"):
-            return f"unit {unit} stopped ({self.active_state})"
-        if _restarting(props):
-            return f"unit {unit} ended ({ended(props)}); systemd restarts it (auto-restart, " \
-                   f"NRestarts={props.get('NRestarts', '?')})"
-        if self.attempt.invocation and invocation and invocation != self.attempt.invocation:
-            return f"unit {unit} restarted (NRestarts={props.get('NRestarts', '?')})"
-        return None
+        """Why the unit's current invocation is over, if it is (see :func:`over`)."""
+        return over(self.cfg.unit, props, self.attempt.invocation)
 
     def ended_reason(self, problem: str, cause: str | None) -> str:
         """The unit's end, with systemd's own line on it where it wrote one (``Failed to locate executable …``),
@@ -441,8 +431,3 @@ class UnitRun(ServiceRun):
         self._unit_told = UnitStatus(self.name, self.active_state, sub, invocation, since, uptime, self.main_pid,
                                      self.w.elapsed())
         self.w.emit(self._unit_told)
-
-
-def _restarting(props: Mapping[str, str]) -> bool:
-    """``activating``/``auto-restart``: the unit's process is gone and ``Restart=`` waits its RestartSec."""
-    return props.get("SubState") == "auto-restart"
