@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from pdtui.engine.orchestrator import Orchestrator
 
 STARTUP = 6.0      # seconds the simulated backends take to get ready, by default
+TIMEOUT = "2m"      # each service's, by default
+REAL_TIMEOUT = "5m"     # with --real: a real SGLang, its venv just installed, on a busy machine, said nothing for 78 s
 
 
 def add_options(demo: argparse.ArgumentParser) -> None:
@@ -57,7 +59,9 @@ def add_options(demo: argparse.ArgumentParser) -> None:
                            "model made here (its own venv: python -m pdtui.sim.real_sglang install), the demo in "
                            "a network namespace of its own; with --engine vllm, real vLLM (python -m "
                            "pdtui.sim.real_vllm install)")
-    demo.add_argument("--timeout", default="2m", help="per-service timeout (default 2m)")
+    demo.add_argument("--timeout", default=None,
+                      help=f"per-service timeout (default {TIMEOUT}; {REAL_TIMEOUT} with --real: a real server's "
+                           "first start after its install can take minutes)")
     demo.add_argument("--router", choices=ROUTERS, default=None,
                       help="the router to run: smg, sglang-router (either must be installed) or sim, "
                            "pdtui's stand-in (default: smg if installed, else sglang-router, else sim)")
@@ -86,7 +90,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         failures = dict(demo.parse_failure(f, slurm=args.slurm, shape=args.shape, nodes=args.nodes, engine=args.engine)
                         for f in args.fail)
-        parse_duration(args.timeout)
+        timeout = args.timeout or (REAL_TIMEOUT if args.real else TIMEOUT)
+        parse_duration(timeout)
         router = "vllm-router" if args.engine == demo.VLLM else router_for(args.router)
         reference_ports = demo.reference_ports_wanted(os.environ)
     except ValueError as exc:
@@ -101,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
         return real
     if not args.json:
         print(f"pdtui demo: the router is {router_label(router)}", file=sys.stderr)
-    options = demo.DemoOptions(failures, STARTUP if args.startup is None else args.startup, args.timeout,
+    options = demo.DemoOptions(failures, STARTUP if args.startup is None else args.startup, timeout,
                                router=router, generation=args.generation or demo.DEFAULT_GENERATION,
                                reference_ports=reference_ports, shape=args.shape, real=real, nodes=args.nodes,
                                engine=args.engine)

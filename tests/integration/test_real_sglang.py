@@ -76,7 +76,7 @@ async def test_status_then_a_decode_restarted_under_load_drained_loses_no_reques
         up = pdtui("up", config, "--headless")
         assert up.returncode == 0, up.stdout + up.stderr
         load = procs.start([sys.executable, "-m", "pdtui.sim.load", "--url", f"http://127.0.0.1:{router}",
-                            "--model", str(tiny_model), "--rate", "3", "--concurrency", "3"])
+                            "--model", str(tiny_model), "--rate", "1", "--concurrency", "2"])
         status = pdtui("status", config, "--once", "--json")
         restart = pdtui("restart", config, "decode", "--headless")
         await asyncio.sleep(3)           # the load goes on through the decode back in the router
@@ -223,7 +223,10 @@ async def test_a_page_size_mismatch_is_refused_before_start_and_forced_the_decod
 
 
 def test_the_real_sglang_bench_prints_its_figures():
-    """bench/real_sglang.py --quick (one round, real then sim): its keys, never a figure."""
+    """bench/real_sglang.py --quick (one round, real then sim): its keys, never a figure. It brings real SGLang up
+    once more (two to three minutes of both cores in the suite), so it runs when asked: PDTUI_REAL_BENCH=1."""
+    if not os.environ.get("PDTUI_REAL_BENCH"):
+        pytest.skip("the real-SGLang bench runs when asked (PDTUI_REAL_BENCH=1 scripts/test)")
     for reason in (real_sglang.missing_reason(), systemd_host.missing_reason()):
         if reason:
             pytest.skip(reason)
