@@ -26,8 +26,12 @@ from pdtui.sim.systemd_host import SystemdHost
 from tests.sshd import SshHome
 from tests.systemd_host import booted
 
-__all__ = ["UNITS", "sglang_deployment", "sglang_host", "tiny_model"]
+__all__ = ["ONE_ENGINE_AT_A_TIME", "UNITS", "sglang_deployment", "sglang_host", "tiny_model"]
 
+# Real servers take most of the machine (two start in 7-9 GB and both cores): every test of either engine runs on one
+# worker, so that SGLang's and vLLM's never start side by side (a real SGLang demo beside real vLLM's under the
+# suite's load printed nothing for 78 s and timed out).
+ONE_ENGINE_AT_A_TIME = pytest.mark.xdist_group("real_engines")
 UNITS = {"prefill": "s-prefill.service", "decode": "s-decode.service", "router": "s-router.service"}
 # Two real servers start side by side in ~30 s on two idle cores; the suite's other workers share those cores.
 TIMEOUT = "4m"

@@ -4,7 +4,8 @@ Each test boots a container with a network of its own (tests/real_sglang.py),
 installs a prefill and a decode of real SGLang serving the tiny GPT-2 and a real
 router with ``pdtui units --install``, and runs pdtui as a user does. The KV
 really moves: Mooncake over TCP, on the container's loopback. Every test of this
-module runs on one worker: two real servers take ~9 GB and both cores to start.
+module runs on the worker of the real-vLLM tests, one at a time: two real servers
+take ~9 GB and both cores to start.
 """
 
 from __future__ import annotations
@@ -26,10 +27,10 @@ from pdtui.engine.intent import Intent
 from pdtui.sim import command_lines, real_sglang, systemd_host
 from pdtui.sim.systemd_host import SystemdHost
 from tests.engine_helpers import Recorder, bring_up, until_it_fails
-from tests.real_sglang import UNITS, sglang_deployment
+from tests.real_sglang import ONE_ENGINE_AT_A_TIME, UNITS, sglang_deployment
 from tests.systemd_host import install
 
-pytestmark = pytest.mark.xdist_group("real_sglang")
+pytestmark = ONE_ENGINE_AT_A_TIME
 
 
 def active(host: SystemdHost, unit: str) -> str:

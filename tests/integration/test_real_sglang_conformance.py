@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from pdtui.config import Deployment
@@ -34,10 +33,10 @@ from pdtui.servers.sglang.signatures import signatures_for
 from pdtui.sim.systemd_host import SystemdHost
 from tests.conftest_sim import Procs, fetch
 from tests.engine_helpers import bring_up
-from tests.real_sglang import UNITS, sglang_deployment
+from tests.real_sglang import ONE_ENGINE_AT_A_TIME, UNITS, sglang_deployment
 from tests.systemd_host import install
 
-pytestmark = pytest.mark.xdist_group("real_sglang")
+pytestmark = ONE_ENGINE_AT_A_TIME
 
 SERVERS = ("prefill", "decode")
 # The lines pdtui waits for or shows as evidence, in the order a 0.5.23 prefill prints them.

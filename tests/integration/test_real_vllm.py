@@ -6,8 +6,8 @@ vllm-router with ``pdtui units --install``, and runs pdtui as a user does. The K
 really moves: NIXL over UCX, the decode pulling it on the container's loopback.
 ``pdtui demo --engine vllm --real`` runs the same servers in a network namespace
 of its own.
-Every test of this module runs on one worker: two real servers take ~7 GB and
-both cores to start.
+Every test of this module runs on the worker of the real-SGLang tests, one at a
+time: two real servers take ~7 GB and both cores to start.
 """
 
 from __future__ import annotations
@@ -34,10 +34,11 @@ from pdtui.servers.vllm.signatures import SIDE_CHANNEL_TAKEN
 from pdtui.sim import real_vllm
 from pdtui.sim.systemd_host import SystemdHost
 from tests.engine_helpers import Recorder, bring_up, until_it_fails
+from tests.real_sglang import ONE_ENGINE_AT_A_TIME
 from tests.real_vllm import VLLM_UNITS, vllm_deployment
 from tests.systemd_host import install
 
-pytestmark = pytest.mark.xdist_group("real_vllm")
+pytestmark = ONE_ENGINE_AT_A_TIME
 
 
 def active(host: SystemdHost, unit: str) -> str:
