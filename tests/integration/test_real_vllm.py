@@ -19,8 +19,6 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -33,6 +31,7 @@ from pdtui.servers.prometheus import summed
 from pdtui.servers.vllm.signatures import SIDE_CHANNEL_TAKEN
 from pdtui.sim import real_vllm
 from pdtui.sim.systemd_host import SystemdHost
+from tests.conftest_sim import fetch
 from tests.engine_helpers import Recorder, bring_up, until_it_fails
 from tests.real_sglang import ONE_ENGINE_AT_A_TIME
 from tests.real_vllm import VLLM_UNITS, vllm_deployment
@@ -110,21 +109,15 @@ def pids(host: SystemdHost, process: str, unit: str) -> list[str]:
 
 def served(port: int) -> float:
     """How many requests the vLLM server at ``port`` has finished."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
-        text = answer.read().decode()
-    return sum(summed(text, ("vllm:request_success",), {"vllm:request_success_total": "done"}).values())
+    _, text = fetch(f"http://127.0.0.1:{port}/metrics")
+    return summed(text.decode(), ("vllm:request_success",), {"vllm:request_success_total": "done"}).get("done", 0.0)
 
 
 def complete(port: int, model: str) -> str:
     """A completion through the router at ``port``: its text, or the HTTP status it failed with."""
-    body = json.dumps({"model": model, "prompt": "The router sends", "max_tokens": 8}).encode()
-    ask = urllib.request.Request(f"http://127.0.0.1:{port}/v1/completions", body,
-                                 {"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(ask, timeout=180) as answer:
-            return json.loads(answer.read())["choices"][0]["text"]
-    except urllib.error.HTTPError as exc:
-        return f"HTTP {exc.code}"
+    body = {"model": model, "prompt": "The router sends", "max_tokens": 8}
+    status, answer = fetch(f"http://127.0.0.1:{port}/v1/completions", "POST", body, timeout=180)
+    return json.loads(answer)["choices"][0]["text"] if status == 200 else f"HTTP {status}"
 
 
 def test_demo_real_brings_real_vllm_up_behind_vllm_router_in_a_network_of_its_own():
