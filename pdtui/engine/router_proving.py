@@ -12,7 +12,7 @@ pairs forgotten).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Collection
+from collections.abc import Collection, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from pdtui.config import BACKEND_ROLES
@@ -200,7 +200,7 @@ class RouterProving:
     async def transfer_error_since(self, services: Collection[str], since: float, wait: bool,
                                    needle: str = "") -> str | None:
         """A KV transfer error one of ``services`` logged since ``since`` (that names ``needle``: a request's
-        room), quoted with its service by its exception.
+        room), quoted with its service by its exception: the most telling of them (:func:`most_telling`).
 
         ``wait``: the request failed, and its backend's line may still be on its
         way through the journal (or a Python traceback's end, which holds the
@@ -209,12 +209,20 @@ class RouterProving:
         w = self.run.w
         deadline = w.clock() + (w.timing.settle + w.timing.cause if wait else 0.0)
         while True:
-            for name in services:
-                for at, line in reversed(w.peers[name].attempt.transfers or ()):
-                    if at < since:
-                        break
-                    if needle in line:
-                        return f"{name}: {transfer_exception(line)}"
-            if w.clock() >= deadline:
-                return None
+            quote = most_telling({name: w.peers[name].attempt.transfers or () for name in services}, since, needle)
+            if quote is not None or w.clock() >= deadline:
+                return quote
             await asyncio.sleep(0.02)
+
+
+def most_telling(transfers: Mapping[str, Iterable[tuple[float, int, str]]], since: float, needle: str = "") -> str | None:
+    """The KV transfer error lines of each service (when, the rank of their signature, the line) since ``since``
+    that name ``needle``: the most telling one quoted with its service by its exception; a cause (``NIXL
+    compatibility hash mismatch``) above the scheduler's ``Failing 1 request(s) due to KV load failure`` logged
+    right after it, whichever the tail handed over last; the latest among equals. None when there is none."""
+    found = [(rank, at, name, line) for name, lines in transfers.items()
+             for at, rank, line in lines if at >= since and needle in line]
+    if not found:
+        return None
+    _, _, name, line = max(found, key=lambda seen: seen[:2])
+    return f"{name}: {transfer_exception(line)}"

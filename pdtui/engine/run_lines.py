@@ -149,7 +149,7 @@ class RunLines:
         elif signature.severity is Severity.EVIDENCE and signature.check:
             self.run.probe_result(Check(signature.check, True, signature.reason))
         elif signature.severity is Severity.TRANSFER:
-            self._transfer_error(message)
+            self._transfer_error(signature, message)
         elif signature.severity is Severity.HANG:
             self._hang(signature, message)
         else:
@@ -166,11 +166,11 @@ class RunLines:
         who = f"{run.rank_words(self.rank)}: " if self.rank else ""
         run.notice("warning", f"{run.who}: {who}{signature.reason} {where}: {message}")
 
-    def _transfer_error(self, message: str) -> None:
+    def _transfer_error(self, signature: Signature, message: str) -> None:
         """A per-request KV transfer error: a warning naming the service, told at the 1st, 10th, 100th..."""
         run, attempt = self.run, self.run.attempt
         attempt.transfer_errors += 1
-        attempt.note_transfer(run.w.clock(), without_stamp(message))
+        attempt.note_transfer(run.w.clock(), signature.rank, without_stamp(message))
         count = attempt.transfer_errors
         if str(count).rstrip("0") == "1":
             nth = "" if count == 1 else f" (the {count}th)"

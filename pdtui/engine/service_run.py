@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 import math
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
@@ -40,7 +40,7 @@ from pdtui.engine.states import ALLOWED, SERVING_STATES, ServiceState, check_tra
 from pdtui.engine.timing import Timing
 from pdtui.engine.tracebacks import HEADER, TracebackWatch, ranks_of
 from pdtui.fabric.findings import MemoryLock
-from pdtui.hosts.base import LOOPBACK_ADDRESS, Host
+from pdtui.hosts.base import LOOPBACK_ADDRESS, UNANSWERED, Host, HostTimedOut
 from pdtui.hosts.http import HttpProber
 from pdtui.servers import PhaseTracking, ServerCommand, serving_for
 from pdtui.vocabulary.checks import Check, Learned
@@ -96,7 +96,7 @@ class Attempt:
     warning: str | None = None                    # the latest warning line (a traceback's exception): evidence
     tracebacks: TracebackWatch = field(default_factory=TracebackWatch)   # the exception that ends the latest
     transfer_errors: int = 0                      # per-request KV transfer errors in this invocation
-    transfers: deque[tuple[float, str]] | None = None   # the latest (see note_transfer)
+    transfers: deque[tuple[float, int, str]] | None = None   # the latest, with their ranks (see note_transfer)
     learned: Learned = field(default_factory=Learned)   # what its checks learned once (the bootstrap port)
     without_metrics: bool = False                 # its /metrics answered 404 (no --enable-metrics) or no Prometheus
                                                   # text: not asked again in this start (its batch lines tell)
@@ -108,19 +108,20 @@ class Attempt:
     batch_at: float | None = None                 # when that line came (the run's clock)
     batch_read: Figures | None = None             # the figures of the latest batch line read so far
     enabling: asyncio.Task | None = None          # a router's ``systemctl enable``, beside its start-up
+    looks_late: bool = False                      # its latest look timed out (told once while they do)
 
     @property
     def phases(self) -> PhaseTracking:
         """The invocation's start-up phases so far, read by its serving engine."""
         return self.startup.phases
 
-    def note_transfer(self, at: float, line: str) -> None:
-        """A per-request KV transfer error's line, kept among the latest RECENT_TRANSFERS to quote the one that
-        names a failed request. Their deque is made at the first: most starts have none, and a fleet's thousand
-        empty ones held 0.75 MB."""
+    def note_transfer(self, at: float, rank: int, line: str) -> None:
+        """A per-request KV transfer error's line and its signature's rank, kept among the latest RECENT_TRANSFERS
+        to quote the one that names a failed request best. Their deque is made at the first: most starts have none,
+        and a fleet's thousand empty ones held 0.75 MB."""
         if self.transfers is None:
             self.transfers = deque(maxlen=RECENT_TRANSFERS)
-        self.transfers.append((at, line))
+        self.transfers.append((at, rank, line))
 
     def batch(self, read: Callable[[str], Figures | None]) -> Figures | None:
         """The figures of its latest batch line that ``read`` could read (a serving engine's parser). A serving
@@ -280,6 +281,21 @@ class ServiceRun:
 
     async def keep_looking(self) -> None:
         """While it waits for what it comes after: nothing to look at, unless its target says otherwise."""
+
+    async def answered(self, look: Awaitable[T]) -> T | None:
+        """``look``'s answer; None when it told nothing of the service: its host out of reach (the host's status
+        says so) or too slow to answer (told here, once while it lasts; a host loading weights on every core may
+        take more than the command timeout for a ``systemctl show``). It is looked at again on its beat, and its
+        timeout counts meanwhile: a slow look is no failure of the service."""
+        try:
+            answer = await look
+        except UNANSWERED as exc:
+            if isinstance(exc, HostTimedOut) and not self.attempt.looks_late:
+                self.attempt.looks_late = True
+                self.notice("warning", f"{exc}: it is looked at again on its beat (a loaded host answers late)")
+            return None
+        self.attempt.looks_late = False
+        return answer
 
     # -- the state machine ---------------------------------------------------
     def transition(self, new: ServiceState, reason: str = "", line: str | None = None) -> None:

@@ -74,6 +74,22 @@ class HostDisconnected(HostError):
     """
 
 
+class HostTimedOut(HostError):
+    """A command that did not finish within its timeout, and was stopped: a loaded host answers late (a machine
+    loading weights on every core), or the command hangs. What it would have said is unknown; a look may be tried
+    again."""
+
+    @classmethod
+    def after(cls, host: str, argv: Sequence[str], timeout: float | None) -> HostTimedOut:
+        """``argv`` stopped on ``host`` at ``timeout`` (a command without one never times out: it names none)."""
+        within = f" within {timeout:g}s" if timeout is not None else ""
+        return cls(f"{host}: {argv[0]} did not finish{within}")
+
+
+UNANSWERED = (HostUnreachable, HostDisconnected, HostTimedOut)
+"""How a look at a service can fail without telling anything about it: it is looked at again on its beat."""
+
+
 class HostKeyUnknown(HostError):
     """The host's key is in no known_hosts file; the user may accept it (``--accept-new``)."""
 

@@ -8,7 +8,7 @@ import signal
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 
-from pdtui.hosts.base import LOOPBACK_ADDRESS, MAX_LINE, HostError, Result, each_line, last_bytes, line_batches
+from pdtui.hosts.base import LOOPBACK_ADDRESS, MAX_LINE, HostError, HostTimedOut, Result, each_line, last_bytes, line_batches
 
 STREAM_LIMIT = MAX_LINE
 """asyncio's stream buffer limit: the longest line a ``readuntil`` (an HTTP header, say) may take."""
@@ -29,7 +29,7 @@ class LocalHost:
         except TimeoutError:
             _kill_group(proc)
             await proc.wait()
-            raise HostError(f"{self.name}: {argv[0]} did not finish within {timeout:g}s") from None
+            raise HostTimedOut.after(self.name, argv, timeout) from None
         except asyncio.CancelledError:
             _kill_group(proc)
             await proc.wait()

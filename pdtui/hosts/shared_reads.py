@@ -22,7 +22,7 @@ import secrets
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
-from pdtui.hosts.base import HostError, Result
+from pdtui.hosts.base import HostError, HostTimedOut, Result
 
 READ_WINDOW = 0.01
 """Seconds the first read waits for others to share its command (a remote command costs tens of milliseconds)."""
@@ -64,7 +64,7 @@ class SharedReads:
                 return await asyncio.shield(ask.answer)
         except TimeoutError:
             ask.answer.cancel()     # no answer is kept for an asker that is gone
-            raise HostError(f"{self.name}: {argv[0]} did not finish within {timeout:g}s") from None
+            raise HostTimedOut.after(self.name, argv, timeout) from None
         except asyncio.CancelledError:
             ask.answer.cancel()
             raise

@@ -28,6 +28,7 @@ from pdtui.hosts.base import (
     HostKeyChanged,
     HostKeyUnknown,
     HostNotFound,
+    HostTimedOut,
     HostUnreachable,
     Result,
     StatusCallback,
@@ -114,7 +115,7 @@ class SshHost:
                     out, err = await process.communicate()
             except TimeoutError:
                 process.close()   # the watchdog stops the command
-                raise HostError(f"{self.name}: {argv[0]} did not finish within {timeout:g}s") from None
+                raise HostTimedOut.after(self.name, argv, timeout) from None
             except asyncio.CancelledError:
                 process.close()   # the watchdog stops the command
                 raise

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import math
 import time
 import uuid
 from collections import Counter
@@ -32,7 +33,7 @@ import orjson
 
 from pdtui.config import Deployment, HostConfig
 from pdtui.gpus.nvidia_smi import MARK, QUERY_GPU_FIELDS
-from pdtui.hosts.base import HostError, Result, each_line
+from pdtui.hosts.base import HostError, HostTimedOut, Result, each_line
 from pdtui.sim.memservers import MemoryService, Step, answer, bootstrap_of, router_workers, stamp, start_script
 from pdtui.sim.sysfs import FabricShape, listing
 from pdtui.targets.systemd.commands import SHOW_PROPERTIES, START_AND_SHOW
@@ -270,6 +271,7 @@ class MemoryFleet:
             self._on_host.setdefault(service.cfg.host, []).append(service)
         self.hosts: dict[str, MemoryHost] = {}
         self.counts: Counter[str] = Counter()     # commands by verb, HTTP requests by path, TCP connects
+        self.stalls: Counter[str] = Counter()     # commands by verb: how many of the next hang until their timeout
         self.meter = Meter()
 
     def host(self, config: HostConfig, *, on_status: Callable[[str, str, str], None] | None = None,
@@ -309,8 +311,12 @@ class MemoryHost:
                    "sh": self._sh}.get(program)
         if handler is None:
             return Result(tuple(argv), 127, "", f"sh: 1: {program}: not found")
+        if self.fleet.stalls[kind := _kind(program, words[1:])] > 0:     # a loaded host: stopped at its timeout
+            self.fleet.stalls[kind] -= 1
+            await asyncio.sleep(timeout if timeout is not None else math.inf)
+            raise HostTimedOut.after(self.name, argv, timeout)
         with self.fleet.meter:
-            self.fleet.counts[_kind(program, words[1:])] += 1
+            self.fleet.counts[kind] += 1
             status, out, err = handler(words[1:])
         return Result(tuple(argv), status, out, err)
 

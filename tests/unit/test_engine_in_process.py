@@ -754,3 +754,17 @@ async def test_a_short_timeout_is_warned_about_before_it_runs_out_and_names_wher
     assert 30 + 40 <= warned[0].elapsed < 80
     assert done.failures["decode"].startswith("not ready after 80s: ")
     assert "CUDA graph capture since 0:30, no line for " in done.failures["decode"]
+
+
+async def test_a_look_its_host_answers_too_late_is_told_once_and_looked_at_again_not_failed():
+    async with Bringing() as up:
+        bringing = asyncio.create_task(up.orchestrator.run())
+        while "waiting" not in up.rec.states("decode"):
+            await asyncio.sleep(1.0)
+        up.fleet.stalls["systemctl show"] = 2     # two looks in a row hang until the command timeout stops them
+        done = await bringing
+    assert done.ok, done
+    assert up.fleet.stalls["systemctl show"] == 0, "both looks hung"
+    late = [(n.service, n.level, n.text) for n in up.rec.of(Notice) if "did not finish" in n.text]
+    assert late == [(name, "warning", "gpu0: systemctl did not finish within 30s: it is looked at again on its beat "
+                                      "(a loaded host answers late)") for name in ("prefill", "decode")], late

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from pdtui.engine.events import LineKind
 from pdtui.engine.readiness import FailureCandidate, LineJudge
+from pdtui.engine.router_proving import most_telling
 from pdtui.servers import phase_timing
 from pdtui.servers.sglang import phases as sglang_phases
 from pdtui.servers.vllm import phases
@@ -228,6 +229,18 @@ def test_news_of_a_start_up_is_no_request_line(line: str) -> None:
 def every_signature_searched(judge: LineJudge, line: str):
     matched = [s for s in judge.signatures if s.pattern.search(line)]
     return max(matched, key=lambda s: (s.severity is Severity.FATAL, s.rank)) if matched else None
+
+
+
+def test_a_failed_requests_quote_is_its_cause_not_the_schedulers_word_after_it() -> None:
+    """The decode's worker logs the exception, its engine core then fails the request: both are transfer lines, the
+    tail may hand both over before the failed answer is judged, and the cause is the one quoted."""
+    cause, effect = TRANSFER_ERRORS[-1], TRANSFER_ERRORS[4]
+    lines = [(10.0, VLLM.signature(cause).rank, cause), (10.1, VLLM.signature(effect).rank, effect)]
+    quote = most_telling({"prefill": [], "decode": lines}, since=9.0)
+    assert quote is not None and quote.startswith("decode: RuntimeError: NIXL compatibility hash mismatch."), quote
+    assert most_telling({"decode": lines[1:]}, since=9.0) == "decode: " + effect, "the scheduler's word, alone"
+    assert most_telling({"decode": lines}, since=10.5) is None, "lines before the request are not its"
 
 
 @pytest.mark.parametrize("line", [*FATAL, *TRANSFER_ERRORS])

@@ -103,8 +103,9 @@ VLLM_SOURCED: tuple[tuple[Signature, str], ...] = (
     (signature(r"NIXL transfer failure: ", "KV transfer error", 6, T), f"{NIXL_CONNECTOR}; {REPRODUCED}"),
     (signature(r"NIXL_ERR_REMOTE_DISCONNECT", "KV transfer error: the other side's NIXL agent disconnected", 6, T),
      f"NIXL's error name; {REPRODUCED}"),
+    # The scheduler's word on the requests the lines above failed: the effect, ranked below their cause.
     (signature(r"Failing \d+ request\(s\) due to KV load failure", "KV transfer error: requests failed as their KV "
-               "could not be loaded", 6, T, hint="due to KV load failure"), REPRODUCED),
+               "could not be loaded", 5, T, hint="due to KV load failure"), REPRODUCED),
 )
 
 ROUTER_SOURCED: tuple[tuple[Signature, str], ...] = (

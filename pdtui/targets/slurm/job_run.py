@@ -30,7 +30,7 @@ from pdtui.engine.readiness import FailureCandidate, LineJudge
 from pdtui.engine.service_run import ServiceRun
 from pdtui.engine.states import JUDGED_STATES, ServiceState
 from pdtui.gpus.nvidia_smi import gpu_ranges
-from pdtui.hosts.base import LOOPBACK_ADDRESS, HostDisconnected, HostError, HostUnreachable
+from pdtui.hosts.base import LOOPBACK_ADDRESS, HostError
 from pdtui.targets.slurm.cluster_session import ClusterSession
 from pdtui.targets.slurm.commands import SlurmCommands, line_count
 from pdtui.targets.slurm.job_output import JobOutput
@@ -156,10 +156,9 @@ class JobRun(ServiceRun):
     async def _look_job(self) -> None:
         """The current job again; one squeue no longer lists is asked of scontrol, then of the accounting."""
         assert self.job is not None
-        try:
-            rows = await self.look()
-        except (HostDisconnected, HostUnreachable):
-            return                               # a login host out of reach tells nothing of the job
+        rows = await self.answered(self.look())
+        if rows is None:
+            return                               # a login host out of reach or too slow tells nothing of the job
         job = self.job
         self.job = next((row for row in rows if row.job_id == job.job_id), None) or await self._forgotten(job)
         self._tell_job()

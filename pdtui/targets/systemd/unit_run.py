@@ -23,7 +23,7 @@ from pdtui.engine.readiness import LineJudge
 from pdtui.engine.service_run import ServiceRun, yield_every
 from pdtui.engine.states import JUDGED_STATES, ServiceState
 from pdtui.gpus.inventory import gpu_holders
-from pdtui.hosts.base import HostDisconnected, HostError, HostUnreachable
+from pdtui.hosts.base import HostError
 from pdtui.targets.systemd.commands import Commands, memory_lock, parse_timestamp, why_it_failed
 from pdtui.targets.systemd.host_session import HostSession
 from pdtui.targets.systemd.journal_json import parse_entry
@@ -290,9 +290,12 @@ class UnitRun(ServiceRun):
             self._settle(S.FAILED, str(exc))
 
     async def _until_inactive(self, deadline: float) -> str | None:
-        """None once the unit is inactive (or failed: it ended); else what it still is at the deadline."""
+        """None once the unit is inactive (or failed: it ended); else what it still is at the deadline. A look its
+        host answers too late is looked again (see :meth:`answered`): the stop's deadline bounds them."""
         while True:
-            self.note_unit(await self.show())
+            props = await self.answered(self.show())
+            if props is not None:
+                self.note_unit(props)
             if self.active_state in STOPPED_STATES:
                 return None
             if self.w.clock() >= deadline:
@@ -347,12 +350,10 @@ class UnitRun(ServiceRun):
         attempt.collecting = False
 
     async def _check_unit(self) -> None:
-        """Look at the unit; a host that cannot be reached right now tells nothing about it (look again later)."""
-        try:
-            props = await self.show()
-        except (HostDisconnected, HostUnreachable):
-            return
-        self.note_unit(props)
+        """Look at the unit; a look its host did not answer tells nothing about it (see :meth:`answered`)."""
+        props = await self.answered(self.show())
+        if props is not None:
+            self.note_unit(props)
 
     def note_unit(self, props: dict[str, str]) -> None:
         """What a look at the unit tells: its state, and a problem when it died or restarted."""
