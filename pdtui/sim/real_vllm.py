@@ -15,6 +15,11 @@ needs none of it):
   text model needs none of them;
 - ``--block-size 32``: with a KV connector the CPU attention needs a multiple of
   32 (``No common block size for 16``); the model's head size 32 or more;
+- ``--dtype float32``: on a CPU with AMX, bf16 takes vLLM's AMX attention,
+  whose first decode step after a KV transfer dies of SIGILL (the tile GEMM
+  of ``cpu_attn_amx.hpp``, the decode's worker ending with exit code -4, on
+  every PD request of a Sapphire Rapids machine); float32 takes its AVX-512
+  attention;
 - ``--enforce-eager``: no torch.compile warm-up (18 s to ready instead of 44);
 - ``VLLM_CPU_KVCACHE_SPACE=1``: 1 GiB of KV cache, not a share of all memory;
 - ``VLLM_CPU_OMP_THREADS_BIND``: a core of its own per server, else both pin
@@ -40,7 +45,7 @@ NIXL = "1.5.1"
 INSTALL_HINT = "python -m pdtui.sim.real_vllm install"
 SERVED = "tiny-llama"         # the model's folder (its path is the served model name the router matches on)
 BROKEN_COMPANIONS = ("torchvision", "torchaudio", "torchcodec")
-COMMON_ARGS = ("--dtype", "bfloat16", "--block-size", "32", "--enforce-eager", "--max-model-len", "8192")
+COMMON_ARGS = ("--dtype", "float32", "--block-size", "32", "--enforce-eager", "--max-model-len", "8192")
 ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
 CORES = {"prefill": "0", "decode": "1"}     # each server's OpenMP threads on a core of their own
 _COMPLETE = ".pdtui-complete"

@@ -160,9 +160,9 @@ async def test_a_side_channel_port_taken_and_an_engine_core_that_cannot_start_ar
 
 async def test_a_dtype_mismatch_is_refused_before_start_and_forced_the_first_request_names_the_hash_mismatch(
         vllm_host, tmp_path, vllm_model):
-    deployment = vllm_deployment(vllm_host, tmp_path, vllm_model, decode=["--dtype", "float32"])
+    deployment = vllm_deployment(vllm_host, tmp_path, vllm_model, decode=["--dtype", "bfloat16"])
     done, rec = await up(vllm_host, deployment)
-    assert done.exit_code == 1 and "disagree on --dtype: prefill runs bfloat16, decode float32" in str(done.failures)
+    assert done.exit_code == 1 and "disagree on --dtype: prefill runs float32, decode bfloat16" in str(done.failures)
     assert [active(vllm_host, unit) for unit in VLLM_UNITS.values()] == ["inactive"] * 3
     done, rec = await up(vllm_host, deployment, intent=Intent(force=True))
     assert done.exit_code == 1, done
