@@ -35,8 +35,12 @@ class Recorder:
         return [e.new.value for e in self.events if isinstance(e, StateChanged) and e.service == service]
 
     def change(self, service: str, state: str) -> StateChanged:
-        return next(e for e in self.events
-                    if isinstance(e, StateChanged) and e.service == service and e.new.value == state)
+        """The first change of ``service`` to ``state``; when it never came, the failure says what came instead."""
+        changes = [e for e in self.events if isinstance(e, StateChanged) and e.service == service]
+        found = next((e for e in changes if e.new.value == state), None)
+        assert found is not None, (f"{service} never became {state}; it went: "
+                                   + "; ".join(f"{e.new.value} ({e.reason})" for e in changes))
+        return found
 
     def index(self, service: str, state: str) -> int:
         return self.events.index(self.change(service, state))

@@ -14,9 +14,12 @@ from pdtui.vocabulary.checks import LOOPBACK
 from tests.engine_helpers import bring_up, real_router_params, router_argv, sim_deployment, worker_argv
 
 
-def pd(sandbox, package, *, decode_fail=None, extra_decode=False, router_decodes=None, router_timeout="20s",
+def pd(sandbox, package, *, decode_fail=None, extra_decode=False, router_decodes=None, router_timeout="60s",
        router_flags=(), router_after=None, generation=None, metrics=False, router_key_env=None):
-    """prefill + decode (+ a second decode) and the router; the router is told about ``router_decodes``."""
+    """prefill + decode (+ a second decode) and the router; the router is told about ``router_decodes``.
+
+    The router's timeout covers its start and, for a smoke that fails, three failed generations, each waiting a
+    crash's cause time for a backend's transfer line: 9 s alone, twice that on a loaded machine."""
     p, d, d2, r, boot = (free_port() for _ in range(5))
     extra = ("--enable-metrics",) if metrics else ()
     services = {
@@ -102,7 +105,7 @@ async def test_an_http_200_without_tokens_fails_the_smoke_quoting_it(sandbox, re
 
 
 async def test_a_backend_the_routers_unit_does_not_name_is_added_through_its_api_once_ready(sandbox, real_router):
-    done, rec, _ = await bring_up(pd(sandbox, real_router, extra_decode=True, router_timeout="40s"))
+    done, rec, _ = await bring_up(pd(sandbox, real_router, extra_decode=True))
     assert done.ok, done
     said = [n.text for n in rec.of(Notice) if n.service == "router"]
     assert any(t.startswith("router: its unit does not send to decode2 (its --decode URLs: http://127.0.0.1:")
