@@ -768,3 +768,15 @@ async def test_a_look_its_host_answers_too_late_is_told_once_and_looked_at_again
     late = [(n.service, n.level, n.text) for n in up.rec.of(Notice) if "did not finish" in n.text]
     assert late == [(name, "warning", "gpu0: systemctl did not finish within 30s: it is looked at again on its beat "
                                       "(a loaded host answers late)") for name in ("prefill", "decode")], late
+
+
+async def test_a_start_still_under_way_at_the_deadline_times_the_service_out():
+    async with Bringing(timeout="3m") as up:
+        up.fleet.stalls[f"sh {START_AND_SHOW}"] = 1     # the backends' one start hangs until its deadline
+        done = await up.orchestrator.run()
+    assert up.fleet.stalls[f"sh {START_AND_SHOW}"] == 0, "the start hung"
+    for name in ("prefill", "decode"):
+        timed_out = up.rec.change(name, "timed_out")
+        assert timed_out.reason == (f"not ready after 180s: systemctl start sglang-{name}.service had not returned "
+                                    "(its start job was still running)"), timed_out
+    assert done.exit_code == 1 and up.rec.states("router") == ["blocked"], done

@@ -23,7 +23,7 @@ from pdtui.engine.readiness import LineJudge
 from pdtui.engine.service_run import ServiceRun, yield_every
 from pdtui.engine.states import JUDGED_STATES, ServiceState
 from pdtui.gpus.inventory import gpu_holders
-from pdtui.hosts.base import HostError
+from pdtui.hosts.base import HostError, HostTimedOut
 from pdtui.targets.systemd.commands import Commands, memory_lock, parse_timestamp, why_it_failed
 from pdtui.targets.systemd.host_session import HostSession
 from pdtui.targets.systemd.journal_json import parse_entry
@@ -208,11 +208,19 @@ class UnitRun(ServiceRun):
         self.attempt.collecting = True
         tail_live = session.tail_live
         looked = None
-        if argv is None:
-            started = await session.starter.start(self.unit, deadline)     # looked at in the same command
-            result, looked = started.result, started.props
-        else:
-            result = await session.command(argv, deadline, waits=True)
+        try:
+            if argv is None:
+                started = await session.starter.start(self.unit, deadline)     # looked at in the same command
+                result, looked = started.result, started.props
+            else:
+                result = await session.command(argv, deadline, waits=True)
+        except HostTimedOut:
+            # A start waits for its job (ExecStartPre=, a Type=notify unit's READY=1), given the whole deadline:
+            # one still under way at the deadline is the service's timeout, not a failure of the host.
+            self.lines.release_held()
+            self.transition(S.TIMED_OUT, f"not ready after {self.cfg.timeout:g}s: {verb} {self.cfg.unit} had not "
+                                         f"returned (its start job was still running)")
+            return
         if not result.ok:
             self.lines.release_held()
             self.transition(S.FAILED, f"{verb} failed: {why_it_failed(result)}")
