@@ -299,11 +299,9 @@ class UnitRun(ServiceRun):
 
     async def _until_inactive(self, deadline: float) -> str | None:
         """None once the unit is inactive (or failed: it ended); else what it still is at the deadline. A look its
-        host answers too late is looked again (see :meth:`answered`): the stop's deadline bounds them."""
+        host did not answer is looked again (:meth:`_check_unit`): the stop's deadline bounds them."""
         while True:
-            props = await self.answered(self.show())
-            if props is not None:
-                self.note_unit(props)
+            await self._check_unit()
             if self.active_state in STOPPED_STATES:
                 return None
             if self.w.clock() >= deadline:
