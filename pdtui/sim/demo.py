@@ -176,10 +176,13 @@ def ports_for(options: DemoOptions) -> dict[str, int]:
              *(f"{WIDE}{RANK_MARK}{rank}" for rank in range(1, options.nodes)),
              *([f"{WIDE}/dist"] if options.nodes > 1 else [])]
     wanted = REFERENCE_PORTS if options.reference_ports and options.shape == REFERENCE_SHAPE else {}
+    # a demo that does not take the reference ports leaves them to one that does (the counter of free_port walks
+    # through 30000 too, after some thirteen thousand ports handed out)
+    spared = set() if wanted else set(REFERENCE_PORTS.values())
     ports: dict[str, int] = {}
     for name in names:
         port = wanted.get(name) or free_port()
-        while port in ports.values() or not port_is_free(port):
+        while port in ports.values() or port in spared or not port_is_free(port):
             port = free_port()
         ports[name] = port
     return ports

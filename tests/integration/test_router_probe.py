@@ -19,14 +19,15 @@ def pd(sandbox, package, *, decode_fail=None, extra_decode=False, router_decodes
     """prefill + decode (+ a second decode) and the router; the router is told about ``router_decodes``.
 
     The router's timeout covers its start and, for a smoke that fails, three failed generations, each waiting a
-    crash's cause time for a backend's transfer line: 9 s alone, twice that on a loaded machine."""
+    crash's cause time for a backend's transfer line: 9 s alone, twice that on a loaded machine. The backends get
+    60 s too: a sim worker's start took more than 20 s once while a real vLLM pair came up beside it."""
     p, d, d2, r, boot = (free_port() for _ in range(5))
     extra = ("--enable-metrics",) if metrics else ()
     services = {
         "prefill": (worker_argv("prefill", p, bootstrap=boot, generation=generation, extra=extra),
-                    {"role": "prefill", "port": p, "timeout": "20s"}),
+                    {"role": "prefill", "port": p, "timeout": "60s"}),
         "decode": (worker_argv("decode", d, bootstrap=boot, fail=decode_fail, generation=generation, extra=extra),
-                   {"role": "decode", "port": d, "timeout": "20s"}),
+                   {"role": "decode", "port": d, "timeout": "60s"}),
     }
     if extra_decode:
         services["decode2"] = (worker_argv("decode", d2, bootstrap=boot), {"role": "decode", "port": d2})

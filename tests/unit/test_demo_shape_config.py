@@ -134,3 +134,13 @@ def test_an_unknown_mode_lists_the_modes_with_the_demos_own() -> None:
     with pytest.raises(ValueError, match=r"^--fail expects SERVICE:MODE with SERVICE one of prefill, decode-0, "
                                          r"decode-1 and MODE one of oom, .*, broken-pair, page-size, got 'decode-0:meltdown'$"):
         demo.parse_failure("decode-0:meltdown", shape="1p2d")
+
+
+def test_a_demo_of_another_shape_is_never_handed_a_reference_port(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The shared port counter walks through 30000 too: a demo not taking the reference ports skips them."""
+    handed = iter(range(29995, 29995 + 100))
+    monkeypatch.setattr(demo, "free_port", lambda: next(handed))
+    monkeypatch.setattr(demo, "port_is_free", lambda port: True)
+    ports = demo.ports_for(demo.DemoOptions({}, shape="1p2d"))
+    assert not set(ports.values()) & set(demo.REFERENCE_PORTS.values()), ports
+    assert 29999 in ports.values() and 30003 in ports.values(), "the ports around them are still handed out"
