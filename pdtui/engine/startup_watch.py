@@ -1,4 +1,4 @@
-"""A server's start-up watched for silence and slowness, each told once, while it happens.
+"""A server's start-up watched for silence and slowness, each told once where it happens, while it happens.
 
 Two rules about a start that takes too long, for the servers whose lines tell
 their phases (prefills and decodes):
@@ -6,8 +6,9 @@ their phases (prefills and decodes):
 - **a stall**: no line for ``stall_after`` (the config's, else a quarter of the
   timeout, at least a minute and at most half the timeout) in a phase its
   serving engine is known to hang in, or before its first phase line. Told
-  once as a warning, and named again by the timeout's reason (``stuck in CUDA
-  graph capture since 0:30, no line for 4m30s``).
+  once per place as a warning (a slow first line under load, then a hang in
+  distributed init, are two stalls), and named again by the timeout's reason
+  (``stuck in CUDA graph capture since 0:30, no line for 4m30s``).
 - **a slow phase**: a phase that has run three times as long as in the last
   successful run (and a minute): a phase that logs all along is no stall, but
   may be slow.
@@ -70,7 +71,7 @@ class StartupWatch:
     watched: bool = True                          # False: a server whose lines tell no phases (a router)
     phase_at: float | None = None                 # when the current phase began (the run's clock)
     last_line_at: float | None = None             # when the latest line came
-    stall_told: bool = False
+    stall_told: set[str] = field(default_factory=set)   # the places a stall was told in
     slow_told: set[str] = field(default_factory=set)
 
     def line(self, now: float) -> None:
@@ -82,13 +83,18 @@ class StartupWatch:
     def stall(self, now: float, started: float | None) -> Stall | None:
         """The stall under way, else None: silence in a phase known to hang, or before the first phase line (lines
         but no phase yet: the rendezvous that comes before them)."""
-        where = self.position(now, started)
-        phase = self.phases.current
-        if where is None or where.silent < self.stall_after or (phase is not None and phase not in self.serving.hang_prone):
+        where, words = self.position(now, started), self._stall_place()
+        if where is None or words is None or where.silent < self.stall_after:
             return None
-        if phase is None and self.last_line_at is not None:
-            return replace(where, words="distributed init", stuck=True)
-        return replace(where, stuck=True)
+        return replace(where, words=words, stuck=True)
+
+    def _stall_place(self) -> str | None:
+        """Where a silence now would be a stall: a phase known to hang, the rendezvous before the first phase line,
+        or the start before any line; None in a phase that may be quiet."""
+        phase = self.phases.current
+        if phase is None:
+            return "distributed init" if self.last_line_at is not None else "its start (no line yet)"
+        return self.serving.hang_prone.get(phase)
 
     def position(self, now: float, started: float | None) -> Stall | None:
         """Where a start stands, a stall or not: its phase, since when, its silence (None for a server whose lines
@@ -108,11 +114,11 @@ class StartupWatch:
         return min(self._stall_due(started), self._slow_due())
 
     def warnings(self, now: float, started: float | None, timeout: float) -> list[str]:
-        """What is to be told now (a stall, a slow phase), each once per start."""
+        """What is to be told now: a stall once per place, a slow phase once per phase, in one start."""
         told = []
         stall = self.stall(now, started)
-        if stall is not None and not self.stall_told:
-            self.stall_told = True
+        if stall is not None and stall.words not in self.stall_told:
+            self.stall_told.add(stall.words)
             told.append(stall.warning(timeout))
         slow = self._slow_phase()
         if slow is not None and now >= slow[2]:
@@ -136,7 +142,8 @@ class StartupWatch:
         return f"in its start-up ({self.serving.phase_labels[phase]})"
 
     def _stall_due(self, started: float | None) -> float:
-        if self.stall_told or started is None or not self.watched:
+        place = self._stall_place()
+        if started is None or not self.watched or place is None or place in self.stall_told:
             return math.inf
         return (self.last_line_at if self.last_line_at is not None else started) + self.stall_after
 

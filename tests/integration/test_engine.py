@@ -80,7 +80,8 @@ async def test_a_server_silent_in_a_phase_known_to_hang_is_warned_about_and_its_
                                                                                                   phase):
     """The timeout leaves the worker 10 s to reach the phase and stall there for 2 s. A worker that reaches it with
     less than 2 s left is rightly never warned about: with a 5 s timeout, one suite run loaded by real servers
-    timed it out unwarned."""
+    timed it out unwarned. A loaded machine may also keep its first line over 2 s: that silence is a stall of its
+    own, told beside the phase's."""
     port = free_port()
     argv = worker_argv("decode", port, bootstrap=free_port(), startup=0.4, fail=mode)
     deployment = sim_deployment(sandbox, {"decode": (argv, {"role": "decode", "port": port, "timeout": "12s",
@@ -88,7 +89,7 @@ async def test_a_server_silent_in_a_phase_known_to_hang_is_warned_about_and_its_
     done, rec, _ = await bring_up(deployment)
     assert rec.states("decode")[-1] == "timed_out"
     warned = [n.text for n in rec.of(Notice) if n.service == "decode" and "may be stuck" in n.text]
-    assert len(warned) == 1 and f" in {phase} (since " in warned[0], warned
+    assert [w for w in warned if f" in {phase} (since " in w] and len(set(warned)) == len(warned), warned
     assert done.failures["decode"].startswith(f"not ready after 12s: stuck in {phase} since "), done
 
 

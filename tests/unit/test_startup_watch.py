@@ -44,6 +44,19 @@ def test_silence_in_graph_capture_is_told_once_naming_the_phase_and_since_when()
     assert stall.timeout_reason(300) == "not ready after 300s: stuck in CUDA graph capture since 0:30, no line for 4m30s"
 
 
+def test_a_slow_first_line_and_a_hang_after_it_are_two_stalls_each_told_once() -> None:
+    startup = watch(after=2.0)
+    assert startup.warnings(2.5, started=0.0, timeout=12) == [
+        "no line for 2s in its start (no line yet) (since 0:00): it may be stuck; not ready after 12s it fails"]
+    assert startup.due(started=0.0) == math.inf
+    startup.line(3.0)                         # a line, but no phase yet: the rendezvous before the first phase line
+    assert startup.due(started=0.0) == 5.0
+    assert startup.warnings(5.5, started=0.0, timeout=12) == [
+        "no line for 2s in distributed init (since 0:00): it may be stuck; not ready after 12s it fails"]
+    startup.line(6.0)
+    assert startup.warnings(9.0, started=0.0, timeout=12) == []
+
+
 def test_silence_while_loading_weights_is_no_stall() -> None:
     startup = watch()
     enter(startup, WEIGHTS, now=5.0)
