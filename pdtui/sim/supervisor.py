@@ -6,7 +6,9 @@ stderr on one pipe, as systemd gives both one stream to journald (so a unit's
 lines keep the order it wrote them in), turns every line into a journal entry
 (PRIORITY 6, or a ``<N>`` prefix's level, as journald's SyslogLevelPrefix=),
 writes systemd's own lines about the unit, keeps ``ROOT/state/UNIT.json``
-current, runs the unit again as ``Restart=`` asks (see
+current, gives the unit the sandbox's own temporary folder (``TMPDIR=ROOT/tmp``,
+as a machine's /tmp: the ZMQ sockets and named temporary files real SGLang and
+vLLM leave behind go with the sandbox, not into this machine's /tmp), runs the unit again as ``Restart=`` asks (see
 :meth:`Supervisor.hold_off`), and ends with the last run. SIGTERM means
 ``systemctl stop``: SIGTERM to the child's group, SIGKILL after TimeoutStopSec.
 """
@@ -67,7 +69,9 @@ class Supervisor:
     def spawn(self) -> bool:
         """Start ExecStart; on failure record it the way systemd does (status 203/EXEC)."""
         self.save()
-        env = {**os.environ, **self.unit.env, "INVOCATION_ID": self.invocation}
+        tmp = self.store.root / "tmp"
+        tmp.mkdir(exist_ok=True)
+        env = {**os.environ, "TMPDIR": str(tmp), **self.unit.env, "INVOCATION_ID": self.invocation}
         try:
             self.child = subprocess.Popen(
                 self.unit.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

@@ -89,6 +89,14 @@ def test_two_runs_have_different_invocations_and_match_filters_split_them(sandbo
         assert pid1 == ["Started echo.service.", "echo.service: Deactivated successfully."]
 
 
+def test_a_units_temporary_files_are_kept_in_the_sandbox_not_the_machines_tmp(sandbox):
+    unit = sandbox.add_unit("tmp", [sys.executable, "-c", "import tempfile; print(tempfile.mkstemp()[1])"])
+    assert ctl(sandbox, "start", unit).returncode == 0
+    wait_until(lambda: len(messages(sandbox, "-u", unit)) >= 2)
+    made = Path(next(m for m in messages(sandbox, "-u", unit) if m.startswith("/")))
+    assert made.parent == sandbox.root / "tmp" and made.exists(), made
+
+
 def test_failing_process_marks_unit_failed_with_systemd_lines(sandbox):
     unit = sandbox.add_unit("bad", [sys.executable, "-c", "import sys; print('oops', file=sys.stderr); sys.exit(1)"],
                             description="Bad")
