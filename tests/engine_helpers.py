@@ -20,6 +20,11 @@ from pdtui.sim.command_lines import router_argv  # noqa: F401  (used by the test
 from pdtui.targets.registry import Registry
 
 FAST = Timing(poll=0.1, unit_poll=0.5, unit_watch=0.5, settle=0.2, log_batch=0.02)
+# A sim service's timeout in a test that waits for it to get ready: a sim worker is ready in about a second, and a
+# passing test ends then. A real vLLM server's NIXL progress thread polls UCX without pause (a core each: a pair
+# takes both of this machine's), and the suite runs it beside the sim tests: other processes there have waited up
+# to ~20 s for a CPU.
+READY_WITHIN = "60s"
 
 
 class Recorder:

@@ -13,7 +13,15 @@ from pdtui.engine.orchestrator import Orchestrator
 from pdtui.hosts import make_host
 from pdtui.sim.ports import free_port
 from pdtui.targets.registry import Registry
-from tests.engine_helpers import FAST, Recorder, real_router_params, router_argv, sim_deployment, worker_argv
+from tests.engine_helpers import (
+    FAST,
+    READY_WITHIN,
+    Recorder,
+    real_router_params,
+    router_argv,
+    sim_deployment,
+    worker_argv,
+)
 
 ROUTERS = [*real_router_params(), "sim"]
 
@@ -23,13 +31,13 @@ def flaky_pd(sandbox, package, *, fail_after: float, fail_for: float, canary: st
     p, d, r, boot = (free_port() for _ in range(4))
     window = ("--fail-after", f"{fail_after:g}", "--fail-for", f"{fail_for:g}")
     services = {
-        "prefill": (worker_argv("prefill", p, bootstrap=boot), {"role": "prefill", "port": p, "timeout": "20s"}),
+        "prefill": (worker_argv("prefill", p, bootstrap=boot), {"role": "prefill", "port": p, "timeout": READY_WITHIN}),
         "decode": (worker_argv("decode", d, bootstrap=boot, fail="generate-fails-later", extra=window),
-                   {"role": "decode", "port": d, "timeout": "20s"}),
+                   {"role": "decode", "port": d, "timeout": READY_WITHIN}),
         # The real routers' circuit breaker keeps a failing worker out for --cb-timeout-duration-secs (60 s by
         # default) after it recovers: the canary says so (HTTP 503, no available workers) until then.
         "router": ([*router_argv(r, [(p, boot)], [d], package=package), "--cb-timeout-duration-secs", "2"],
-                   {"role": "router", "port": r, "timeout": "20s", "canary": canary}),
+                   {"role": "router", "port": r, "timeout": READY_WITHIN, "canary": canary}),
     }
     return sim_deployment(sandbox, services)
 
@@ -97,11 +105,11 @@ async def test_transfers_failing_after_ready_degrade_the_router_naming_the_error
     window = ("--fail-after", "1", "--fail-for", "3", "--enable-metrics")
     deployment = sim_deployment(sandbox, {
         "prefill": (worker_argv("prefill", p, bootstrap=boot, extra=("--enable-metrics",)),
-                    {"role": "prefill", "port": p, "timeout": "20s"}),
+                    {"role": "prefill", "port": p, "timeout": READY_WITHIN}),
         "decode": (worker_argv("decode", d, bootstrap=boot, fail="transfer-errors-later", extra=window),
-                   {"role": "decode", "port": d, "timeout": "20s"}),
+                   {"role": "decode", "port": d, "timeout": READY_WITHIN}),
         "router": ([*router_argv(r, [(p, boot)], [d], package=package), "--cb-timeout-duration-secs", "2"],
-                   {"role": "router", "port": r, "timeout": "20s", "canary": "0.5s"}),
+                   {"role": "router", "port": r, "timeout": READY_WITHIN, "canary": "0.5s"}),
     })
     recorder = Recorder()
     orchestrator = Orchestrator(deployment, Registry(make_host), timing=dataclasses.replace(FAST, figures_poll=0.2))

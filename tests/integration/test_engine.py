@@ -16,6 +16,7 @@ from pdtui.sim.ports import free_port
 from pdtui.targets.registry import Registry
 from tests.engine_helpers import (
     FAST,
+    READY_WITHIN,
     Recorder,
     bring_up,
     reference,
@@ -300,7 +301,7 @@ async def test_a_service_logging_while_probed_is_probed_again_without_waiting_fo
     port = free_port()
     ready = {"log": None, "http": "/health"}
     deployment = sim_deployment(sandbox, {"decode": (worker_argv("decode", port, bootstrap=free_port(), startup=2.0),
-                                                     {"role": "decode", "port": port, "timeout": "20s", "ready": ready})})
+                                                     {"role": "decode", "port": port, "timeout": READY_WITHIN, "ready": ready})})
     slow_poll = Timing(poll=600, unit_poll=0.5, settle=0.2, log_batch=0.02)
     done, rec, _ = await bring_up(deployment, timing=slow_poll)
     assert done.ok, done

@@ -29,6 +29,7 @@ from pdtui.targets.registry import Registry
 from pdtui.ui.app import PdtuiApp
 from tests.engine_helpers import (
     FAST,
+    READY_WITHIN,
     Recorder,
     bring_up,
     make_host,
@@ -45,11 +46,11 @@ GENERATE = {"text": "The quick brown fox", "sampling_params": {"max_new_tokens":
 def one_prefill_two_decodes(sandbox, package: str, *router_flags: str):
     p, d, d2, r, boot = (free_port() for _ in range(5))
     services = {
-        "prefill": (worker_argv("prefill", p, bootstrap=boot), {"role": "prefill", "port": p, "timeout": "20s"}),
-        "decode": (worker_argv("decode", d, bootstrap=boot), {"role": "decode", "port": d, "timeout": "20s"}),
-        "decode2": (worker_argv("decode", d2, bootstrap=boot), {"role": "decode", "port": d2, "timeout": "20s"}),
+        "prefill": (worker_argv("prefill", p, bootstrap=boot), {"role": "prefill", "port": p, "timeout": READY_WITHIN}),
+        "decode": (worker_argv("decode", d, bootstrap=boot), {"role": "decode", "port": d, "timeout": READY_WITHIN}),
+        "decode2": (worker_argv("decode", d2, bootstrap=boot), {"role": "decode", "port": d2, "timeout": READY_WITHIN}),
         "router": ([*router_argv(r, [(p, boot)], [d, d2], package=package), *router_flags],
-                   {"role": "router", "port": r, "timeout": "30s"}),
+                   {"role": "router", "port": r, "timeout": READY_WITHIN}),
     }
     return sim_deployment(sandbox, services), (p, d, d2, r)
 
@@ -297,17 +298,17 @@ async def test_a_third_decode_added_to_a_running_1p2d_joins_the_running_router_a
                                                                                                    router):
     p, d, d2, d3, r, boot = (free_port() for _ in range(6))
     services = {
-        "prefill": (worker_argv("prefill", p, bootstrap=boot), {"role": "prefill", "port": p, "timeout": "20s"}),
-        "decode": (worker_argv("decode", d, bootstrap=boot), {"role": "decode", "port": d, "timeout": "20s"}),
-        "decode2": (worker_argv("decode", d2, bootstrap=boot), {"role": "decode", "port": d2, "timeout": "20s"}),
+        "prefill": (worker_argv("prefill", p, bootstrap=boot), {"role": "prefill", "port": p, "timeout": READY_WITHIN}),
+        "decode": (worker_argv("decode", d, bootstrap=boot), {"role": "decode", "port": d, "timeout": READY_WITHIN}),
+        "decode2": (worker_argv("decode", d2, bootstrap=boot), {"role": "decode", "port": d2, "timeout": READY_WITHIN}),
         "router": ([*router_argv(r, [(p, boot)], [d, d2], package=router), "--policy", "round_robin"],
-                   {"role": "router", "port": r, "timeout": "30s"}),
+                   {"role": "router", "port": r, "timeout": READY_WITHIN}),
     }
     done, _, _ = await bring_up(sim_deployment(sandbox, services))
     assert done.ok, done
     router_invocation = sandbox_invocation(sandbox, "router")
     services["decode3"] = (worker_argv("decode", d3, bootstrap=boot, extra=("--enable-metrics",)),
-                           {"role": "decode", "port": d3, "timeout": "20s"})
+                           {"role": "decode", "port": d3, "timeout": READY_WITHIN})
     done, rec, _ = await bring_up(sim_deployment(sandbox, services))      # the config grown by one: up again
     assert done.ok, done
     assert "router: decode3 is not among its workers (its unit does not name it): added through its worker API" in [
