@@ -1,9 +1,13 @@
 """Ports chosen at run time: never the same one twice, across processes, and never one the kernel picks itself."""
 
+import os
 import socket
+import stat
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from pdtui.sim import ports
 from pdtui.sim.ports import free_port
@@ -41,3 +45,61 @@ def test_a_port_somebody_listens_on_is_passed_over(tmp_path, monkeypatch):
         taken.bind(("127.0.0.1", first + 1))
         taken.listen()
         assert free_port() == first + 2
+
+
+def test_a_symlink_planted_at_the_counters_name_is_never_followed(tmp_path, monkeypatch):
+    monkeypatch.setattr(ports, "COUNTER_DIR", tmp_path)
+    victim = tmp_path / "victim"
+    victim.write_text("root's own file")
+    (tmp_path / f"pdtui-{os.getuid()}").mkdir(mode=0o700)
+    (tmp_path / f"pdtui-{os.getuid()}" / "ports").symlink_to(victim)
+    with pytest.raises(OSError):
+        free_port()
+    assert victim.read_text() == "root's own file"
+
+
+def test_a_folder_planted_by_another_user_is_refused_and_left_unwritten(tmp_path, monkeypatch):
+    monkeypatch.setattr(ports, "COUNTER_DIR", tmp_path)
+    planted = tmp_path / f"pdtui-{os.getuid()}"
+    planted.mkdir(mode=0o777)
+    planted.chmod(0o777)
+    with pytest.raises(OSError, match="not a private folder"):
+        free_port()
+    assert list(planted.iterdir()) == []
+
+
+def test_a_symlink_planted_at_the_folders_name_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(ports, "COUNTER_DIR", tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir(mode=0o700)
+    (tmp_path / f"pdtui-{os.getuid()}").symlink_to(elsewhere)
+    with pytest.raises(OSError, match="not a folder"):
+        free_port()
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_the_counter_is_kept_private(tmp_path, monkeypatch):
+    monkeypatch.setattr(ports, "COUNTER_DIR", tmp_path)
+    free_port()
+    folder = tmp_path / f"pdtui-{os.getuid()}"
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    assert stat.S_IMODE((folder / "ports").stat().st_mode) == 0o600
+
+
+def test_a_lock_held_by_another_process_is_waited_for_only_so_long(tmp_path, monkeypatch):
+    monkeypatch.setattr(ports, "COUNTER_DIR", tmp_path)
+    monkeypatch.setattr(ports, "LOCK_WAIT", 0.05)
+    free_port()
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(tmp_path / f"pdtui-{os.getuid()}" / "ports")],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        with pytest.raises(OSError, match="stayed locked"):
+            free_port()
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+HOLD = "import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDWR); fcntl.flock(fd, fcntl.LOCK_EX); " \
+       "print('held', flush=True); time.sleep(60)"
