@@ -416,18 +416,30 @@ class _HostKeys:
         self.files = files
         self.accept_new = accept_new
         self.note = note
-        self.known_hosts = asyncssh.import_known_hosts("\n".join(_read(f) for f in files))
+        text = "\n".join(_read(f) for f in files)
+        self.known_hosts = asyncssh.import_known_hosts(text)
+        # The revocations again, as if trusted: looked up at the port and without it, every one is found.
+        self.revocations = asyncssh.import_known_hosts("\n".join(
+            line.strip().split(None, 1)[1] for line in text.splitlines() if line.strip().startswith("@revoked ")))
         self.known: Sequence[asyncssh.SSHKey] = ()
+        self.revoked: Sequence[asyncssh.SSHKey] = ()
         self.offered: asyncssh.SSHKey | None = None
 
     def match(self, host: str, addr: str, port: int | None) -> Any:
-        result = self.known_hosts.match(host, addr, port)
+        """The keys known_hosts trusts for the host, and every key it revokes for it, with or without the port.
+
+        asyncssh looks the host up again without its port when nothing is trusted at the port, and keeps only the
+        second lookup's revocations: a key revoked as ``@revoked [host]:port`` would be dropped, and ``--accept-new``
+        would trust exactly the key the admin said never to."""
+        result: list[Any] = list(self.known_hosts.match(host, addr, port))
+        revoked = [*result[2], *self.revocations.match(host, addr, port)[0], *self.revocations.match(host, addr, None)[0]]
         self.known = result[0]
-        return result
+        self.revoked = result[2] = list(dict.fromkeys(revoked))
+        return tuple(result)
 
     def validate(self, host: str, port: int, key: asyncssh.SSHKey) -> bool:
         self.offered = key
-        if self.known or not self.accept_new:
+        if self.known or not self.accept_new or key in self.revoked:
             return False
         self._append(host, port, key)
         return True
@@ -447,6 +459,8 @@ class _HostKeys:
         if self.offered is None:
             return HostError(f"{name}: host key of {where} not trusted: {_one_line(exc.reason)}")
         fingerprint = self.offered.get_fingerprint("sha256")
+        if self.offered in self.revoked:
+            return HostError(f"{name}: host key of {where} ({fingerprint}) is revoked in known_hosts; refusing to connect")
         if self.known:
             return HostKeyChanged(
                 f"{name}: HOST KEY CHANGED for {where}: it now offers {fingerprint}, not the key in "

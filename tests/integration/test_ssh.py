@@ -22,6 +22,7 @@ from pdtui.hosts.base import (
     HostNotFound,
     HostUnreachable,
 )
+from pdtui.sim.sshd import public_line
 from tests.sshd import free_port, trust, write_command
 
 
@@ -502,3 +503,13 @@ async def test_three_hosts_on_three_ports_each_use_one_connection(sshd_factory, 
     results = await asyncio.gather(*(host.run(["echo", host.name]) for host in hosts for _ in range(2)))
     assert [r.stdout for r in results] == ["gpu0\n", "gpu0\n", "gpu1\n", "gpu1\n", "gpu2\n", "gpu2\n"]
     assert [server.accepted_connections() for server in servers] == [1, 1, 1]
+
+
+@pytest.mark.parametrize("pattern", ["[127.0.0.1]:{port}", "127.0.0.1", "*"])
+async def test_a_key_known_hosts_revokes_is_never_trusted_even_with_accept_new(sshd, ssh_home, make_host, pattern):
+    ssh_home.known_hosts.write_text(f"@revoked {pattern.format(port=sshd.port)} {public_line(sshd.host_key)}\n")
+    before = ssh_home.known_hosts.read_text()
+    with pytest.raises(HostError, match="revoked"):
+        await make_host(sshd.port, accept_new=True).connect()
+    assert ssh_home.known_hosts.read_text() == before
+    assert sshd.accepted_connections() == 0
