@@ -12,6 +12,8 @@ pairs forgotten).
 from __future__ import annotations
 
 import asyncio
+import shlex
+import urllib.parse
 from collections.abc import Collection, Iterable, Mapping
 from typing import TYPE_CHECKING
 
@@ -96,9 +98,7 @@ class RouterProving:
         drop = ""
         if service is None:
             worker_id = str(worker.get("id", ""))
-            key = self.run.cfg.api_key_env
-            auth = f'-H "Authorization: Bearer ${key}" ' if key else ""      # the key by its name, never itself
-            drop = (f"curl -X DELETE {auth}http://{self.run.address}:{self.run.cfg.port}/workers/{worker_id}"
+            drop = (drop_command(self.run.address, self.run.cfg.port, worker_id, self.run.cfg.api_key_env)
                     if worker_id else "its worker API's DELETE /workers/{id}")
         return RoutedWorker(url, role, healthy(worker), service, drop)
 
@@ -226,3 +226,14 @@ def most_telling(transfers: Mapping[str, Iterable[tuple[float, int, str]]], sinc
         return None
     _, _, name, line = max(found, key=lambda seen: seen[:2])
     return f"{name}: {transfer_exception(line)}"
+
+
+def drop_command(address: str, port: int | None, worker_id: str, api_key_env: str | None) -> str:
+    """The shell command that takes a worker out of a router, for the user to paste.
+
+    The worker's id is the router's word, not pdtui's: it is percent-encoded into the URL and the URL quoted for the
+    shell, so whatever the router answers stays one argument of curl. The API key is named by its variable (an
+    identifier the config checked), never written out."""
+    auth = f'-H "Authorization: Bearer ${api_key_env}" ' if api_key_env else ""
+    url = f"http://{address}:{port}/workers/{urllib.parse.quote(worker_id, safe='')}"
+    return f"curl -X DELETE {auth}{shlex.quote(url)}"
