@@ -34,6 +34,7 @@ CLOSE_TIMEOUT = 2.0         # closing the kept connections at the end, after whi
 MAX_REQUESTS = 8            # in flight at once per host, as many as a host's services are probed at once
 KEPT_PER_PORT = 2           # idle connections kept per port
 MAX_BODY = 8 << 20          # an answer larger than this is a broken server, not a probe's answer
+MAX_HEAD = 64 << 10         # so are headers (and interim answers) larger than this: the parser keeps them whole
 
 OWN_MARK = "from=pdtui"
 """Put in the query of the requests pdtui repeats at a server (its health watch, its figures): their lines in the
@@ -141,6 +142,7 @@ class _Connection:
         """The answer's bytes fed to its parser from ``chunk`` on, until it is whole."""
         parser = answer.parser
         assert parser is not None
+        head = 0
         while True:
             try:
                 parser.feed_data(chunk)
@@ -148,6 +150,8 @@ class _Connection:
                 raise _Broken("the server switched protocols") from None
             except httptools.HttpParserError as exc:
                 raise _Broken(f"not an HTTP answer ({exc})") from None
+            if not answer.headers_done and (head := head + len(chunk)) > MAX_HEAD:
+                raise _Broken(f"answer headers larger than {MAX_HEAD >> 10} KiB")
             if len(answer.body) > MAX_BODY:
                 raise _Broken(f"an answer larger than {MAX_BODY >> 20} MiB")
             if answer.complete:

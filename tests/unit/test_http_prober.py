@@ -159,6 +159,21 @@ async def test_an_answer_larger_than_the_limit_is_refused(monkeypatch: pytest.Mo
     assert result.status is None and result.error == "connection error: an answer larger than 1 MiB"
 
 
+@pytest.mark.parametrize("endless", [b"HTTP/1.1 200 OK\r\nx-evil: ", b"HTTP/1.1 200 OK\r\n",
+                                     b"HTTP/1.1 103 Early Hints\r\nlink: </a>\r\n\r\n"])
+async def test_headers_that_never_end_are_refused_once_larger_than_the_limit(endless: bytes):
+    async def handle(server: Server, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, n: int) -> None:
+        await server.request(reader)
+        writer.write(endless)
+        more = b"a" * 4096 if endless.endswith(b": ") else (b"x-a: b\r\n" * 512 if b"200" in endless else endless * 64)
+        while not writer.is_closing():
+            writer.write(more)
+            await writer.drain()
+    async with serving(handle) as (server, prober, port):
+        result = await prober.get(port, "/health")
+    assert result.status is None and result.error == "connection error: answer headers larger than 64 KiB"
+
+
 async def test_a_port_nobody_listens_on_cannot_connect():
     async with serving(keep_alive) as (server, prober, port):
         pass
