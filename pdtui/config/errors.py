@@ -12,18 +12,28 @@ from typing import Any
 
 from pydantic_core import PydanticCustomError
 
+from pdtui.support.text import inert
+
 NodePath = tuple[str | int, ...]
+
+MAX_MESSAGE_CHARS = 1000
+"""Longest message an error line shows: it quotes keys and values of the file, each cut short already."""
 
 
 class ConfigError(Exception):
-    """A config that cannot be used, as one line the user can act on."""
+    """A config that cannot be used, as one line the user can act on.
+
+    The line is inert: the file's name and whatever the message quotes of it (keys, values) come from the file's
+    author, and a terminal escape in either must show as text, never act on the terminal that prints the error.
+    ``source`` keeps the file's name as given.
+    """
 
     def __init__(self, source: str, line: int, col: int, message: str) -> None:
         self.source = source
         self.line = line
         self.col = col
-        self.message = " ".join(message.splitlines())
-        super().__init__(f"{source}:{line}:{col}: {self.message}")
+        self.message = inert(" ".join(message.splitlines()), MAX_MESSAGE_CHARS)
+        super().__init__(f"{inert(source)}:{line}:{col}: {self.message}")
 
 
 
@@ -50,25 +60,30 @@ def did_you_mean(word: Any, choices: Iterable[str]) -> str:
     return f" (did you mean '{close[0]}'?)" if close else ""
 
 
+def show_key(key: Any) -> str:
+    """A key of the file, quoted, on one line and short: what its author wrote, escapes shown as text."""
+    return show(str(key))
+
+
 def describe(path: NodePath) -> str:
     """Where a mapping sits, in the words of an error message."""
     if not path:
         return "the top level"
     if len(path) == 2 and path[0] in ("hosts", "clusters"):
-        return f"{path[0].removesuffix('s')} '{path[1]}'"
+        return f"{str(path[0]).removesuffix('s')} {show_key(path[1])}"
     if len(path) == 2 and path[0] == "services":
-        return f"service '{path[1]}'"
+        return f"service {show_key(path[1])}"
     if len(path) == 3 and path[0] in ("hosts", "clusters"):
-        return f"'{path[2]}' of {path[0].removesuffix('s')} '{path[1]}'"
+        return f"{show_key(path[2])} of {str(path[0]).removesuffix('s')} {show_key(path[1])}"
     if len(path) == 3 and path[0] == "services":
-        return f"'{path[2]}' of service '{path[1]}'"
+        return f"{show_key(path[2])} of service {show_key(path[1])}"
     if len(path) == 4 and path[0] == "services" and path[2] == "hosts":
-        return f"rank {path[3]} of service '{path[1]}' (its hosts entry)"
-    return "'" + ".".join(str(part) for part in path) + "'"
+        return f"rank {path[3]} of service {show_key(path[1])} (its hosts entry)"
+    return show_key(".".join(str(part) for part in path))
 
 
 def unknown_key(parent: NodePath, key: str, known: Iterable[str]) -> str:
-    return f"unknown key '{key}' in {describe(parent)}{did_you_mean(key, known)}"
+    return f"unknown key {show_key(key)} in {describe(parent)}{did_you_mean(key, known)}"
 
 
 def fail(message: str, *at: str | int, on: str = "value") -> PydanticCustomError:

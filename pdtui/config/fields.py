@@ -9,6 +9,7 @@ from typing import Annotated, Any
 from pydantic import BeforeValidator
 from pydantic_core import PydanticCustomError
 
+from pdtui.config import regex
 from pdtui.config.defaults import ENGINES, ROLES
 from pdtui.config.errors import did_you_mean, fail, show
 
@@ -131,12 +132,15 @@ def check_engine(value: Any) -> str:
 
 
 def check_regex(value: Any) -> str:
+    """A pattern pdtui applies to every line of a journal: valid, and never exponential (see config/regex.py)."""
     if not isinstance(value, str) or not value:
         raise fail(f"expected a regular expression (a string), got {show(value)}")
     try:
         re.compile(value)
     except (re.error, OverflowError, RecursionError) as exc:   # the last two: absurd repeats, deep nesting
         raise fail(f"expected a valid regular expression, got {show(value)}: {exc}") from None
+    if why := regex.hazard(value):
+        raise fail(f"expected a regular expression that cannot take exponential time, got {show(value)}: {why}")
     return value
 
 

@@ -27,7 +27,7 @@ from pdtui.config.defaults import (
     SGLANG_FOLLOWER_READY_LINE,
     Role,
 )
-from pdtui.config.errors import did_you_mean, fail, show, unknown_key
+from pdtui.config.errors import did_you_mean, fail, show, show_key, unknown_key
 from pdtui.config.fields import (
     AbsoluteDir,
     Address,
@@ -141,7 +141,7 @@ def _commands(names: tuple[str, ...], value: Any) -> dict[str, tuple[str, ...]]:
     commands = _default_commands(names)
     for key, argv in value.items():
         if key not in names:
-            raise fail(f"unknown command '{key}', expected one of {', '.join(names)}{did_you_mean(key, names)}",
+            raise fail(f"unknown command {show_key(key)}, expected one of {', '.join(names)}{did_you_mean(key, names)}",
                        key, on="key")
         commands[key] = _argv(key, argv)
     return commands
@@ -497,24 +497,24 @@ class Deployment(_Model):
             raise fail(f"'{name}' names both a host and a cluster, expected names of their own", "clusters", name, on="key")
         for name, service in self.services.items():
             if service.cluster is not None and service.cluster not in self.clusters:
-                raise fail(f"unknown cluster '{service.cluster}', expected one of {', '.join(self.clusters) or '(none)'}"
+                raise fail(f"unknown cluster {show_key(service.cluster)}, expected one of {', '.join(self.clusters) or '(none)'}"
                            f"{did_you_mean(service.cluster, self.clusters)}", "services", name, "cluster")
             if service.cluster is None and service.host not in self.hosts:
                 raise fail(
-                    f"unknown host '{service.host}', expected one of {', '.join(self.hosts)}"
+                    f"unknown host {show_key(service.host)}, expected one of {', '.join(self.hosts)}"
                     f"{did_you_mean(service.host, self.hosts)}",
                     "services", name, "host" if not service.hosts else "hosts", *((0,) if service.hosts else ()),
                 )
             for rank, node in enumerate(service.hosts):
                 if node.host not in self.hosts:
-                    raise fail(f"unknown host '{node.host}' for rank {rank}, expected one of {', '.join(self.hosts)}"
+                    raise fail(f"unknown host {show_key(node.host)} for rank {rank}, expected one of {', '.join(self.hosts)}"
                                f"{did_you_mean(node.host, self.hosts)}", "services", name, "hosts", rank)
             for index, dep in enumerate(service.after):
                 if dep == name:
                     raise fail(f"service '{name}' cannot come after itself", "services", name, "after", index)
                 if dep not in self.services:
                     raise fail(
-                        f"unknown service '{dep}' in after{did_you_mean(dep, self.services)}",
+                        f"unknown service {show_key(dep)} in after{did_you_mean(dep, self.services)}",
                         "services", name, "after", index,
                     )
         self._check_cycles()

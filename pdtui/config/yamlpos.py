@@ -3,17 +3,21 @@ key and value is known by its path and duplicate keys, which PyYAML would silent
 
 from __future__ import annotations
 
+import math
 import os
+import re
 import stat
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 
-from pdtui.config.errors import ConfigError, NodePath, describe
+from pdtui.config.errors import ConfigError, NodePath, describe, show, show_key
 
 MAX_FILE_BYTES = 1 << 20      # a config is a page or two; anything bigger is the wrong file
 MAX_NODES = 100_000           # aliases can expand a small file exponentially ("billion laughs")
+MAX_INT_DIGITS = 4300         # Python's default limit of int(text): a longer integer is no config's
 
 
 
@@ -62,7 +66,7 @@ class Walker:
         if isinstance(node, yaml.ScalarNode):
             return self._scalar(node)
         if node.tag not in (_MAP_TAG, _SEQ_TAG):
-            raise self.error(node.start_mark, f"unsupported YAML tag '{node.tag}', expected a plain mapping or list")
+            raise self.error(node.start_mark, f"unsupported YAML tag {show(node.tag)}, expected a plain mapping or list")
         self._open.add(id(node))
         try:
             if isinstance(node, yaml.MappingNode):
@@ -72,10 +76,21 @@ class Walker:
             self._open.discard(id(node))
 
     def _scalar(self, node: yaml.ScalarNode) -> Any:
+        """The scalar's value; a value its tag's constructor cannot make (an integer past Python's 4300 digits, a
+        date past the month's end, ``!!int abc``) or a float too large to hold is one error line at it."""
         try:
-            return self._scalars.construct_object(node)
+            value = self._scalars.construct_object(node)
         except yaml.MarkedYAMLError as exc:
             raise self.error(exc.problem_mark or node.start_mark, _yaml_problem(exc)) from None
+        except Exception as exc:      # PyYAML's constructors call int(), float(), datetime() and the like unguarded
+            raise self.error(node.start_mark, _unmade(node, exc)) from None
+        if isinstance(value, int) and _digits(value) > _max_digits():   # 0x..., 1:59:59:... are not cut by Python
+            raise self.error(node.start_mark, f"integer out of range (about {_digits(value)} digits), expected a "
+                                              f"number of at most {_max_digits()} digits")
+        if isinstance(value, float) and math.isinf(value) and not _INFINITY.fullmatch(node.value):
+            raise self.error(node.start_mark, f"number out of range ({_size(node.value)}), expected a number a float "
+                                              f"can hold (at most about {sys.float_info.max:.1e})")
+        return value
 
     def _mapping(self, node: yaml.MappingNode, path: NodePath) -> dict[str, Any]:
         merged: dict[str, Any] = {}
@@ -95,7 +110,7 @@ class Walker:
             if key in first_seen:
                 raise self.error(
                     key_node.start_mark,
-                    f"duplicate key '{key}' in {describe(path)} (first at line {first_seen[key].line + 1})",
+                    f"duplicate key {show_key(key)} in {describe(path)} (first at line {first_seen[key].line + 1})",
                 )
             first_seen[key] = key_node.start_mark
             self.positions.keys[path + (key,)] = key_node.start_mark
@@ -110,6 +125,35 @@ class Walker:
                 raise self.error(source.start_mark, "expected a mapping (or a list of mappings) to merge with '<<'")
             mappings.append(source)
         return mappings
+
+
+_INFINITY = re.compile(r"[-+]?\.(?:inf|Inf|INF)")
+"""YAML's own spelling of infinity: the one way a float is meant to be infinite."""
+
+
+def _size(text: str) -> str:
+    """How long a number is, in digits: ``5000 digits``."""
+    return f"{sum(ch.isdigit() for ch in text)} digits"
+
+
+def _max_digits() -> int:
+    """The most digits an integer of a config may have: what Python turns into text, at most its default 4300 (a
+    config's numbers are ports, GPUs and seconds; 0 would be no limit at all)."""
+    return min(sys.get_int_max_str_digits() or MAX_INT_DIGITS, MAX_INT_DIGITS)
+
+
+def _digits(number: int) -> int:
+    """About how many decimal digits ``number`` has, without writing it out (which Python refuses past its limit)."""
+    return int(abs(number).bit_length() * math.log10(2)) + 1
+
+
+def _unmade(node: yaml.ScalarNode, exc: Exception) -> str:
+    """Why a scalar could not be made, in the words of an error line."""
+    if isinstance(exc, ValueError) and "integer string conversion" in str(exc):
+        return f"integer out of range ({_size(node.value)}), expected a number of at most {_max_digits()} digits"
+    kind = node.tag.rpartition(":")[2] or "value"
+    why = str(exc) if isinstance(exc, ValueError) and node.value not in str(exc) else ""   # "day is out of range"
+    return f"expected a valid {kind}, got {show(node.value)}" + (f" ({why})" if why else "")
 
 
 def error_at(source: str, mark: yaml.Mark | None, message: str) -> ConfigError:

@@ -42,7 +42,7 @@ from pdtui.engine.states import ServiceState
 from pdtui.faces.timeline import finished, slower
 from pdtui.gpus.sampler import GpuSample
 from pdtui.servers import serving_named
-from pdtui.support.text import inert
+from pdtui.support.text import inert, json_inert
 
 KINDS = {PlanReady: "plan", StepChanged: "step", StateChanged: "state", LogLines: "log", PhaseStarted: "phase",
          ProbeResult: "probe", PairMatrix: "pairs", RouterBackends: "workers", Drained: "drain", CanaryResult: "canary",
@@ -70,13 +70,7 @@ def to_json(event: Event) -> str:
     data = {"kind": KINDS.get(type(event), type(event).__name__.lower()), **data}
     if isinstance(event, StateChanged):
         data["state"] = data.pop("new")
-    return json.dumps(data, ensure_ascii=False).translate(_JSON_INERT)
-
-
-# JSON escapes C0 controls but leaves C1 controls (U+009B is CSI to some terminals), bidi overrides
-# and line separators raw; escaping them too keeps the JSON identical to a parser and inert on a terminal.
-_JSON_INERT = {code: f"\\u{code:04x}" for code in (
-    *range(0x7F, 0xA0), *range(0x202A, 0x202F), *range(0x2066, 0x206A), 0x2028, 0x2029, 0x200E, 0x200F)}
+    return json_inert(json.dumps(data, ensure_ascii=False))
 
 
 class JsonPrinter:
@@ -254,5 +248,6 @@ class InterruptSummary:
         return inert(f"interrupted{where}{commanded}{left}", 2000)
 
     def json(self, left_running: tuple[str, ...]) -> str:
-        return json.dumps({"kind": "interrupted", "step": self.step, "commanded": self.commanded,
-                           "left_running": list(left_running)}, ensure_ascii=False).translate(_JSON_INERT)
+        text = json.dumps({"kind": "interrupted", "step": self.step, "commanded": self.commanded,
+                           "left_running": list(left_running)}, ensure_ascii=False)
+        return json_inert(text)

@@ -30,7 +30,7 @@ from pdtui.faces.pair_matrix import matrix_lines
 from pdtui.gpus.inventory import GpuInfo
 from pdtui.gpus.nvidia_smi import gpu_ranges
 from pdtui.gpus.sampler import GpuSample
-from pdtui.support.text import inert
+from pdtui.support.text import inert, json_inert
 
 
 @dataclass
@@ -84,7 +84,7 @@ class StatusBoard:
         data = {"kind": "status", "deployment": self.deployment, "ok": bool(done and done.ok),
                 "exit_code": done.exit_code if done else 1, "elapsed": done.elapsed if done else None,
                 "services": [_service_json(s) for s in self.services.values()]}
-        return json.dumps(data, ensure_ascii=False)
+        return json_inert(json.dumps(data, ensure_ascii=False))
 
     def table(self) -> str:
         """One line per service: name, state, unit state and uptime, GPUs, then the reason."""

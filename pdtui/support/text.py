@@ -1,19 +1,24 @@
 """Making hostile text inert for display.
 
-Journal lines come from remote programs: they may carry terminal escapes
-(colours, OSC 52 clipboard writes, window titles), NULs, bidi overrides or a
-megabyte of text. Every face of pdtui (TUI, headless, saved logs) shows them
-through :func:`inert` or :func:`make_visible`, so a line can only ever appear
-as the characters it contains and never act on the terminal. Colour codes (SGR
-sequences, which only style text and which the router prints by default) are
-dropped; every other escape stays visible as placeholders. Rich markup is not a
+Journal lines come from remote programs and config files from anyone: they may
+carry terminal escapes (colours, OSC 52 clipboard writes, window titles), NULs,
+bidi overrides, zero-width characters or a megabyte of text. Every face of pdtui
+(TUI, headless, saved logs, error lines) shows them through :func:`inert` or
+:func:`make_visible` (JSON through :func:`json_inert`), so a line can only ever
+appear as the characters it contains and never act on the terminal. Colour codes
+(SGR sequences, which only style text and which the router prints by default)
+are dropped; every other invisible character (Unicode's controls, format
+characters, surrogates and line/paragraph separators) is shown by a stand-in. Rich markup is not a
 concern here: callers build ``rich.text.Text`` from the result, which never
 parses markup.
 """
 
 from __future__ import annotations
 
+import functools
 import re
+import sys
+import unicodedata
 
 MAX_LINE_CHARS = 4096
 """Longest prefix of a line that is drawn; the rest is summarised as "… (N more)"."""
@@ -24,26 +29,58 @@ TAB_SIZE = 8
 _SGR = re.compile(r"\x1b\[[0-9;:]*m")
 
 
-def _control_table() -> dict[int, str]:
-    """Map every control character to a visible stand-in.
+_ASCII_INVISIBLE = re.compile("[\x00-\x08\x0a-\x1f\x7f]")
+"""The controls an ASCII line can hold (every C0 control but the tab, which is expanded, and DEL)."""
 
-    C0 controls become their Unicode "control pictures" (ESC → ␛, NUL → ␀), DEL
-    becomes ␡, and C1 controls and invisible reordering characters (which have no
-    picture) are spelled out as ``\\x9b`` / ``\\u202e``.
+_INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+"""Controls, format characters (bidi marks and overrides, zero-width characters, the BOM), lone surrogates (a file
+name's undecodable bytes) and the line and paragraph separators: none draws as itself, so each is shown by its code."""
+
+
+@functools.cache
+def _invisible() -> re.Pattern[str]:
+    """One character class of every invisible character but the tab, from ``unicodedata`` over the whole code space.
+
+    Made on first need (a non-ASCII line that is not plain printable text): the scan takes a tenth of a second, which a
+    command that never sees such a line does not pay.
     """
-    table: dict[int, str] = {code: chr(0x2400 + code) for code in range(0x20)}
-    del table[ord("\t")]  # expanded to spaces instead
-    table[0x7F] = "\u2421"
-    for code in range(0x80, 0xA0):
-        table[code] = f"\\x{code:02x}"
-    for code in (*range(0x202A, 0x202F), *range(0x2066, 0x206A), 0x2028, 0x2029, 0x200E, 0x200F):
-        table[code] = f"\\u{code:04x}"
-    return table
+    category = unicodedata.category
+    codes = [code for code in range(sys.maxunicode + 1) if category(chr(code)) in _INVISIBLE_CATEGORIES]
+    codes.remove(ord("\t"))
+    spans: list[list[int]] = []
+    for code in codes:
+        if spans and spans[-1][1] == code - 1:
+            spans[-1][1] = code
+        else:
+            spans.append([code, code])
+    return re.compile("[" + "".join(f"\\U{low:08x}-\\U{high:08x}" for low, high in spans) + "]")
 
 
-_CONTROLS = _control_table()
-# Any character the table changes, or a tab: most log lines have none and are returned as they are.
-_NEEDS_WORK = re.compile("[\t" + "".join(re.escape(chr(code)) for code in _CONTROLS) + "]")
+def _stand_in(match: re.Match[str]) -> str:
+    """The visible stand-in of one invisible character: a C0 control's picture (ESC as ␛, NUL as ␀), DEL as ␡, a C1
+    control as ``\\x9b``, any other by its code point: ``\\u061c``, ``\\U000e0001``."""
+    code = ord(match[0])
+    if code < 0x20:
+        return chr(0x2400 + code)
+    if code == 0x7F:
+        return "\u2421"
+    if code < 0xA0:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
+
+
+def _json_escape(match: re.Match[str]) -> str:
+    """One invisible character as a JSON escape (a UTF-16 surrogate pair beyond the BMP, as JSON spells it)."""
+    code = ord(match[0])
+    if code <= 0xFFFF:
+        return f"\\u{code:04x}"
+    code -= 0x10000
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+
+
+def _finder(text: str) -> re.Pattern[str]:
+    """The class to look for in ``text``: the few ASCII controls for an ASCII line, every invisible one otherwise."""
+    return _ASCII_INVISIBLE if text.isascii() else _invisible()
 
 
 def megabytes(size: float) -> str:
@@ -55,12 +92,20 @@ def megabytes(size: float) -> str:
 
 
 def make_visible(text: str) -> str:
-    """Drop colour codes, replace every other control character with a placeholder, expand tabs."""
-    if not _NEEDS_WORK.search(text):
+    """Drop colour codes, replace every other invisible character with a visible stand-in, expand tabs."""
+    if text.isprintable():      # most lines: nothing to do
         return text
     if "\x1b" in text:
         text = _SGR.sub("", text)
-    return text.translate(_CONTROLS).expandtabs(TAB_SIZE)
+    return _finder(text).sub(_stand_in, text).expandtabs(TAB_SIZE)
+
+
+def json_inert(text: str) -> str:
+    """JSON text with every invisible character JSON leaves raw (DEL, C1, format characters, separators) escaped:
+    the same data to a parser, inert on a terminal."""
+    if text.isprintable():
+        return text
+    return _finder(text).sub(_json_escape, text)
 
 
 def inert(text: str, limit: int = MAX_LINE_CHARS) -> str:

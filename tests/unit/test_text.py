@@ -1,4 +1,10 @@
-from pdtui.support.text import MAX_LINE_CHARS, inert
+import json
+import sys
+import unicodedata
+
+import pytest
+
+from pdtui.support.text import MAX_LINE_CHARS, inert, json_inert
 
 
 def test_colour_codes_are_dropped():
@@ -31,3 +37,40 @@ def test_absurd_lines_are_cut_saying_how_much():
 def test_markup_is_left_as_text():
     assert inert("[bold red]boom[/] [link=file:///etc/passwd]x[/link]") == \
         "[bold red]boom[/] [link=file:///etc/passwd]x[/link]"
+
+
+INVISIBLE = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+
+
+def invisible_characters() -> list[str]:
+    """Every control, format character, surrogate and line or paragraph separator Python's Unicode knows, but the tab."""
+    return [chr(code) for code in range(sys.maxunicode + 1)
+            if code != 9 and unicodedata.category(chr(code)) in INVISIBLE]
+
+
+@pytest.mark.parametrize("char, shown", [
+    ("\u061c", "\\u061c"), ("\u200b", "\\u200b"), ("\u200d", "\\u200d"), ("\u2060", "\\u2060"),
+    ("\u2064", "\\u2064"), ("\ufeff", "\\ufeff"), ("\u202e", "\\u202e"), ("\u2067", "\\u2067"),
+    ("\u00ad", "\\u00ad"), ("\U000e0041", "\\U000e0041"), ("\u2028", "\\u2028"), ("\udcff", "\\udcff"),
+])
+def test_format_characters_separators_and_lone_surrogates_are_shown_by_their_code(char, shown):
+    assert inert(f"a{char}b") == f"a{shown}b"
+
+
+def test_no_invisible_character_survives():
+    chars = invisible_characters()
+    shown = inert("".join(chars), limit=len(chars))
+    assert not [ch for ch in shown if unicodedata.category(ch) in INVISIBLE]
+
+
+def test_json_keeps_its_data_and_escapes_what_json_leaves_raw():
+    paired = [ch for ch in invisible_characters() if unicodedata.category(ch) != "Cs"]   # a high and a low
+    data = {"line": "x\x7f\x9b\u061c\u2028\U000e0001\udcff\x1b" + "".join(paired)}    # surrogate would pair
+    text = json_inert(json.dumps(data, ensure_ascii=False))
+    assert json.loads(text) == data
+    assert not [ch for ch in text if unicodedata.category(ch) in INVISIBLE]
+
+
+def test_printable_text_is_returned_as_it_is():
+    line = "模型 ready ✓ — 12 ms"
+    assert inert(line) is line
