@@ -206,8 +206,15 @@ def _raise_interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
-def _load(path: str):
+def _load(path: str, *, named: bool = True):
+    """The deployment of the config at ``path``, or None after one line saying why not. A config ``named`` on the
+    command line is the user's choice: one that pdtui would refuse to find by itself is loaded after a warning
+    saying why (config/trust.py)."""
     from pdtui.config import ConfigError, load_config
+    from pdtui.config.trust import distrust
+    from pdtui.support.text import inert
+    if named and (why := distrust(path)):
+        print(f"pdtui: warning: using {inert(path)} as named, though {why}", file=sys.stderr)
     try:
         return load_config(path)
     except ConfigError as exc:
@@ -250,16 +257,26 @@ def _up(args: argparse.Namespace) -> int:
     return verbs.up(deployment, args)
 
 
-def _found_config(given: str | None) -> str | None:
-    """CONFIG as given, else the one bare ``pdtui`` finds; None (after saying where it looked) when there is none."""
+def _found_config(given: str | None, verb: str) -> str | None:
+    """CONFIG as given, else the one bare ``pdtui`` finds; None (after one line saying where it looked, or why the one
+    found is not used) when there is none to use. A config found, not named, is used only when nobody but the caller
+    and root could have put it there (config/trust.py): its ``commands:`` run as the caller."""
+    import shlex
     from pathlib import Path
 
     from pdtui.config.discovery import find_config, not_found_message
+    from pdtui.config.trust import distrust
+    from pdtui.support.text import inert
     if given:
         return given
     found, looked = find_config(os.environ, Path.cwd())
     if found is None:
         print(not_found_message(looked, os.environ), file=sys.stderr)
+        return None
+    if why := distrust(found):
+        how = f"pdtui {verb} {shlex.quote(inert(str(found)))}{' SERVICE' if verb == 'restart' else ''}"
+        print(f"pdtui: not using the config found at {inert(str(found))}: {why}; if you trust it, name it: {how}",
+              file=sys.stderr)
         return None
     return str(found)
 
@@ -270,8 +287,8 @@ def _status(args: argparse.Namespace) -> int:
     web = web_options(args)
     if isinstance(web, str):
         return usage_error(web)
-    path = _found_config(args.config)
-    deployment = _load(path) if path else None
+    path = _found_config(args.config, "status")
+    deployment = _load(path, named=bool(args.config)) if path else None
     if deployment is None:
         return EXIT_USAGE
     assert path is not None
@@ -305,8 +322,8 @@ def _config_and_services(verb: str, given: list[str]) -> tuple[Deployment, list[
     if at is None and targets and os.path.isfile(targets[0]):
         at = 0
     config = targets.pop(at) if at is not None else None
-    path = _found_config(config)
-    deployment = _load(path) if path else None
+    path = _found_config(config, verb)
+    deployment = _load(path, named=config is not None) if path else None
     if deployment is None:
         return EXIT_USAGE
     targets = [name for target in targets for name in _services_named(deployment, target)]

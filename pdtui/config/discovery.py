@@ -8,13 +8,16 @@ user asked for that file, and quietly running another deployment instead would
 be worse than saying so.
 
 Pure but for looking whether files exist: the environment and the current
-folder are given, so a test sets both.
+folder are given, so a test sets both. Whether the config found may be used
+unnamed (who owns it, who can write it) is config/trust.py's.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+
+from pdtui.support.text import inert
 
 ENV_VAR = "PDTUI_CONFIG"
 NAMES = ("pdtui.yaml", "pdtui.yml")
@@ -63,9 +66,9 @@ def not_found_message(looked: list[Path], env: Mapping[str, str] | None = None) 
     this is the file that is missing.
     """
     if env is not None and env.get(ENV_VAR) and len(looked) == 1:
-        said = [f"pdtui: ${ENV_VAR} is {env[ENV_VAR]}, but there is no file {looked[0]}."]
+        said = [f"pdtui: ${ENV_VAR} is {inert(env[ENV_VAR])}, but there is no file {inert(str(looked[0]))}."]
     else:
-        said = ["pdtui: no deployment config found. Looked for:", *(f"  {path}" for path in looked)]
+        said = ["pdtui: no deployment config found. Looked for:", *(f"  {inert(str(path))}" for path in looked)]
     return "\n".join([
         *said,
         "Try:",

@@ -80,6 +80,7 @@ class PlanReady:
     elapsed: float = 0.0
     title: str = "bringing up"   # what this run does: "bringing up", "watching", "restarting decode", "taking down"
     watching: bool = False       # only looks: nothing is started or stopped unless asked
+    config: str = ""             # the config file it was read from, as named or found (every face says which)
 
 
 @dataclass(frozen=True, slots=True)

@@ -245,7 +245,7 @@ class Orchestrator:
         services = tuple(r.info(self.deployment) for r in self._runs.values())
         steps = () if self.intent.verb is Verb.DOWN else tuple(Step)
         self.emit(PlanReady(self.deployment.name, services, steps, title=self.intent.title,
-                             watching=self.intent.watching))
+                             watching=self.intent.watching, config=self.deployment.source))
         self._update_steps()
         self._sessions = self.targets.open_sessions(self.deployment, self._on_host, self._host_status,
                                                     command_timeout=self.timing.command_timeout, clock=self.clock)

@@ -116,7 +116,9 @@ class LinePrinter:
             where = " and ".join(f"{len(found)} {kind}{'s' * (len(found) != 1)}"
                                  for found, kind in ((hosts, "host"), (clusters, "Slurm cluster")) if found)
             what = "bring-up" if event.title == "bringing up" else event.title
-            return self._line(event.elapsed, f"{what} {event.deployment}: {len(event.services)} services on {where}")
+            config = f" (config {inert(event.config)})" if event.config else ""
+            return self._line(event.elapsed, f"{what} {event.deployment}: {len(event.services)} services on {where}"
+                                             f"{config}")
         if isinstance(event, StepChanged):
             if event.status in STEP_MARK:
                 return self._line(event.elapsed, f"{STEP_MARK[event.status]} {event.step.value}"

@@ -52,12 +52,13 @@ class StatusBoard:
 
     def __init__(self) -> None:
         self.deployment = ""
+        self.config = ""      # the config file, as named or found
         self.services: dict[str, ServiceStatus] = {}
         self.done: Done | None = None
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, PlanReady):
-            self.deployment = event.deployment
+            self.deployment, self.config = event.deployment, event.config
             self.services = {info.name: ServiceStatus(info) for info in event.services}
         elif isinstance(event, StateChanged) and event.service in self.services:
             status = self.services[event.service]
@@ -81,13 +82,14 @@ class StatusBoard:
 
     def as_json(self) -> str:
         done = self.done
-        data = {"kind": "status", "deployment": self.deployment, "ok": bool(done and done.ok),
+        data = {"kind": "status", "deployment": self.deployment, "config": self.config, "ok": bool(done and done.ok),
                 "exit_code": done.exit_code if done else 1, "elapsed": done.elapsed if done else None,
                 "services": [_service_json(s) for s in self.services.values()]}
         return json_inert(json.dumps(data, ensure_ascii=False))
 
     def table(self) -> str:
-        """One line per service: name, state, unit state and uptime, GPUs, then the reason."""
+        """The config file it was read from, then one line per service: name, state, unit state and uptime, GPUs,
+        then the reason."""
         rows = [("SERVICE", "STATE", "UNIT", "UP", "HOST", "GPUS", "WHY")]
         for s in self.services.values():
             unit, job = s.unit, s.job
@@ -97,8 +99,9 @@ class StatusBoard:
                          inert(f"{s.info.host}:{job.node}" if job and job.node else s.info.host, 60),
                          gpu_ranges(job.gpus if job else s.info.gpus) or "-", inert(s.reason, 200)))
         widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
-        lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False)) + "  " + row[-1]
-                 for row in rows]
+        lines = [f"config {inert(self.config)}"] if self.config else []
+        lines += ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False)) + "  " + row[-1]
+                  for row in rows]
         for s in self.services.values():
             if s.routed is not None:
                 lines += ["", *routed_lines(s.info.name, s.routed)]

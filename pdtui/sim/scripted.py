@@ -8,6 +8,7 @@ the TUI's own cost can be measured apart from the engine's (bench/tui_lines.py).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable, Sequence
 
 from pdtui.engine.events import (
@@ -97,7 +98,9 @@ PREFILL = ServiceInfo("prefill", "prefill", "sglang-dsv4-prefill", "gpu0", (0, 1
 DECODE = ServiceInfo("decode", "decode", "sglang-dsv4-decode", "gpu0", (4, 5, 6, 7), 1, 30002, (), 360.0,
                      "systemctl restart sglang-dsv4-decode", "systemctl stop sglang-dsv4-decode")
 ROUTER = ServiceInfo("router", "router", "sglang-dsv4-router", "gpu0", (), None, 30001, ("prefill", "decode"), 120.0)
-PLAN = PlanReady("dsv4-flash-pd", (PREFILL, DECODE, ROUTER), tuple(Step))
+CONFIG = "/etc/pdtui/dsv4-flash-pd.yaml"
+"""The config file the scripted deployments say they were read from."""
+PLAN = PlanReady("dsv4-flash-pd", (PREFILL, DECODE, ROUTER), tuple(Step), config=CONFIG)
 
 OOM_LINE = (
     "Exception: Capture cuda graph failed: CUDA out of memory. Tried to allocate 448.00 MiB. "
@@ -238,7 +241,7 @@ def broken_pair_script() -> list[Event]:
     pairs = tuple(PairResult(p, d, (p, d) != ("prefill-0", "decode-1"),
                              why if (p, d) == ("prefill-0", "decode-1") else "4 tokens (finish length, no text)", 0.2)
                   for p in ("prefill-0", "prefill-1") for d in ("decode-0", "decode-1"))
-    events: list[Event] = [PlanReady("dsv4-2p2d", (*backends, router), tuple(Step)),
+    events: list[Event] = [PlanReady("dsv4-2p2d", (*backends, router), tuple(Step), config=CONFIG),
                            StepChanged(Step.PREFLIGHT, StepStatus.DONE, elapsed=1.0)]
     for backend in backends:
         events += [StateChanged(backend.name, S.PENDING, S.STARTING, elapsed=1.0),
@@ -293,10 +296,16 @@ def fabric_refused_script() -> list[Event]:
     ]
 
 
+HOSTILE_CONFIG = "/tmp/evil\x1b]52;c;cHduZWQ=\x07\u202e.yaml"
+"""A config file named to write the clipboard and reverse the text after it, were its name drawn raw."""
+
+
 def hostile_script() -> list[Event]:
-    """A prefill journal full of escapes, markup and an absurdly long line."""
+    """A prefill journal full of escapes, markup and an absurdly long line, from a config with a hostile name."""
     records = tuple(LogRecord(text, N, T0 + 20 + i) for i, text in enumerate(HOSTILE_LINES))
-    return [*starting_script()[:-1], LogLines("prefill", records, 40.0)]
+    plan, *started = starting_script()[:-1]
+    assert isinstance(plan, PlanReady)
+    return [dataclasses.replace(plan, config=HOSTILE_CONFIG), *started, LogLines("prefill", records, 40.0)]
 
 
 
@@ -309,7 +318,8 @@ WIDE_PREFILL = ServiceInfo("prefill", "prefill", "sglang-dsv4-prefill", "gpu-p",
                            (), 900.0, "systemctl restart sglang-dsv4-prefill", "systemctl stop sglang-dsv4-prefill")
 WIDE_PLAN = PlanReady("dsv4-wide", (WIDE_PREFILL, WIDE_DECODE, WIDE_RANK_1,
                                     ServiceInfo("router", "router", "sglang-dsv4-router", "gpu-p", (), None, 30001,
-                                                ("prefill", "decode"), 120.0)), tuple(Step))
+                                                ("prefill", "decode"), 120.0)), tuple(Step),
+                      config="/etc/pdtui/dsv4-wide.yaml")
 GLOO_LINE = ("RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer "
              "[10.0.0.2]:50000")
 

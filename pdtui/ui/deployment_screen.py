@@ -228,7 +228,7 @@ class DeploymentScreen(Screen[None]):
     @apply.register
     def _on_plan(self, plan: PlanReady) -> None:
         self._deployment = plan.deployment
-        self.title_bar.show_deployment(plan.deployment)
+        self.title_bar.show_deployment(plan.deployment, plan.config)
         self.title_bar.activity = "bring-up" if plan.title == "bringing up" else plan.title
         self.plan.set_steps(plan.steps)
         self._mount_panels(plan)

@@ -15,6 +15,7 @@ from pdtui.engine.states import FINAL_STATES, SERVING_STATES, ServiceState
 from pdtui.support.text import inert
 
 MAX_FINDINGS = 4      # lines of findings under the steps; more are counted ("and N more")
+MIN_CONFIG_CELLS = 12  # the title bar shows the config's path cut to no fewer cells, or not at all
 
 STEP_ICONS: dict[StepStatus, str] = {
     StepStatus.PENDING: "○",
@@ -26,15 +27,21 @@ STEP_ICONS: dict[StepStatus, str] = {
 
 
 class TitleBar(Widget):
-    """``pdtui · DEPLOYMENT`` on the left, host trouble and ``bring-up m:ss`` on the right.
+    """``pdtui · DEPLOYMENT  CONFIG`` on the left, host trouble and ``bring-up m:ss`` on the right.
+
+    The config file is the one the deployment was read from (as named or found): what the screen acts on. When the
+    line is too short for all, the config's path is cut from its start, then left out.
 
     It repaints when what it shows changes, and only then: the elapsed time is kept as
     the whole seconds it draws, so a tick within the same second changes nothing.
     """
 
     DEFAULT_CSS = "TitleBar { height: 1; }"
+    COMPONENT_CLASSES = {"titlebar--config"}
 
     deployment: reactive[str] = reactive("")
+    config: reactive[str] = reactive("")
+    """The config file's path, inert."""
     trouble: reactive[str] = reactive("")
     """The hosts that are not connected, with their status."""
     shown_elapsed: reactive[str] = reactive(format_elapsed(0))
@@ -46,8 +53,9 @@ class TitleBar(Widget):
         self.elapsed = 0.0
         self.hosts: dict[str, str] = {}
 
-    def show_deployment(self, name: str) -> None:
+    def show_deployment(self, name: str, config: str = "") -> None:
         self.deployment = name
+        self.config = inert(config)
 
     def show_host(self, host: str, status: str) -> None:
         self.hosts[host] = status
@@ -60,6 +68,10 @@ class TitleBar(Widget):
     def render(self) -> Text:
         left = Text.assemble(("pdtui", "bold"), f" · {self.deployment}" if self.deployment else "")
         right = Text("  ".join(part for part in (self.trouble, f"{self.activity} {self.shown_elapsed}") if part))
+        room = self.size.width - left.cell_len - right.cell_len - 3
+        if self.config and room >= MIN_CONFIG_CELLS:
+            config = self.config if len(self.config) <= room else "…" + self.config[len(self.config) - room + 1:]
+            left.append(f"  {config}", self.get_component_rich_style("titlebar--config", partial=True))
         gap = max(1, self.size.width - left.cell_len - right.cell_len)
         line = Text.assemble(left, " " * gap, right)
         line.truncate(self.size.width, overflow="ellipsis")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import re
 import signal
 import subprocess
@@ -254,3 +255,62 @@ def test_the_intermixed_command_line_reads_every_option_and_positional():
     assert (args.targets, args.rolling, args.no_drain) == (["deploy.yaml", "decodes"], True, True)
     args = _parser().parse_args(["down", "--timeout", "30s", "deploy.yaml", "router"])
     assert (args.targets, args.timeout) == (["deploy.yaml", "router"], "30s")
+
+
+NOBODY = 65534
+NOBODYS = """\
+name: innocent
+hosts:
+  me:
+    local: true
+    commands:
+      systemctl: [sh, -c, "id > {marker}; exit 3", x]
+      journalctl: [sh, -c, "id > {marker}; exit 3", x]
+services:
+  svc: {{host: me, unit: whatever, role: other}}
+"""
+
+
+@pytest.fixture
+def nobodys_config(tmp_path: Path) -> tuple[Path, Path]:
+    """A folder and its pdtui.yaml of another user's (nobody's), whose commands write a file as whoever runs them."""
+    if os.geteuid() != 0:
+        pytest.skip("giving a file to another user needs root")
+    shared, marker = tmp_path / "shared", tmp_path / "ran"
+    shared.mkdir()
+    config = shared / "pdtui.yaml"
+    config.write_text(NOBODYS.format(marker=marker))
+    os.chown(config, NOBODY, NOBODY)
+    os.chown(shared, NOBODY, NOBODY)
+    return config, marker
+
+
+@pytest.mark.parametrize(("words", "suggested"), [
+    (["--once"], "status"), (["status", "--once", "--json"], "status"), (["down"], "down"),
+    (["restart", "svc"], "restart"), (["status", "--once", "PDTUI_CONFIG"], "status"),
+], ids=["bare", "status-json", "down", "restart", "pdtui-config"])
+def test_a_config_another_user_put_where_pdtui_looks_is_refused_and_never_run(nobodys_config, words, suggested):
+    config, marker = nobodys_config
+    env = {**os.environ, "HOME": str(config.parent.parent)}
+    cwd = config.parent
+    if words[-1] == "PDTUI_CONFIG":
+        words, env["PDTUI_CONFIG"], cwd = words[:-1], str(config), config.parent.parent
+    result = subprocess.run([sys.executable, "-m", "pdtui", *words], capture_output=True, text=True, timeout=60,
+                            cwd=cwd, env=env)
+    owner = f"uid {NOBODY} ({pwd.getpwuid(NOBODY).pw_name})"
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == (f"pdtui: not using the config found at {config}: it is owned by {owner}, not by you or "
+                             f"root (mode 0644); if you trust it, name it: pdtui {suggested} {config}"
+                             f"{' SERVICE' if suggested == 'restart' else ''}\n")
+    assert not marker.exists(), "its commands ran"
+
+
+def test_a_config_named_on_the_command_line_is_used_with_a_warning_and_every_face_names_it(nobodys_config):
+    config, marker = nobodys_config
+    table = pdtui("status", "--once", str(config), timeout=60)
+    warning = (f"pdtui: warning: using {config} as named, though it is owned by uid {NOBODY} "
+               f"({pwd.getpwuid(NOBODY).pw_name}), not by you or root (mode 0644)")
+    assert table.stderr.splitlines() == [warning] and marker.exists(), table.stderr
+    assert table.stdout.splitlines()[0] == f"config {config}"
+    as_json = pdtui("status", "--once", "--json", str(config), timeout=60)
+    assert json.loads(as_json.stdout)["config"] == str(config)

@@ -375,6 +375,17 @@ async def test_title_bar_repaints_only_when_the_shown_time_changes() -> None:
         assert len(repaints) == 1
 
 
+@pytest.mark.parametrize(("width", "shown"), [(160, "/etc/pdtui/dsv4-flash-pd.yaml"), (60, "…i/dsv4-flash-pd.yaml"),
+                                              (40, None)])
+async def test_title_bar_names_the_config_file_cut_from_its_start_then_left_out(width: int, shown: str | None) -> None:
+    app, _ = make_app([PLAN])
+    async with app.run_test(size=(width, 24)) as pilot:
+        await settle(pilot)
+        line = app.deployment.title_bar.render().plain
+    assert line.startswith(f"pdtui · dsv4-flash-pd  {shown} ") if shown else "yaml" not in line
+    assert line.rstrip().endswith("bring-up 0:00")
+
+
 async def test_scrollbar_and_follow_track_a_growing_log() -> None:
     app, source = make_app([PLAN])
     async with app.run_test(size=(160, 50)) as pilot:

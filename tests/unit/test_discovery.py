@@ -131,3 +131,11 @@ def test_the_message_names_a_pdtui_config_that_is_missing(places):
     _, looked = find_config(env, cwd)
     first = not_found_message(looked, env).splitlines()[0]
     assert first == f"pdtui: $PDTUI_CONFIG is nope.yaml, but there is no file {cwd / 'nope.yaml'}."
+
+
+def test_the_message_shows_escapes_in_the_names_as_text(places):
+    cwd, _, env = places
+    env = {**env, "PDTUI_CONFIG": "\x1b]52;c;eA==\x07.yaml"}
+    _, looked = find_config(env, cwd)
+    first = not_found_message(looked, env).splitlines()[0]
+    assert first.startswith("pdtui: $PDTUI_CONFIG is ␛]52;c;eA==␇.yaml, but") and "\x1b" not in first

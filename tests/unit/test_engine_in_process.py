@@ -780,3 +780,9 @@ async def test_a_start_still_under_way_at_the_deadline_times_the_service_out():
         assert timed_out.reason == (f"not ready after 180s: systemctl start sglang-{name}.service had not returned "
                                     "(its start job was still running)"), timed_out
     assert done.exit_code == 1 and up.rec.states("router") == ["blocked"], done
+
+
+async def test_the_plan_names_the_config_file_the_deployment_was_read_from():
+    async with Bringing() as run:
+        await run.orchestrator.preflight()
+    assert run.rec.events[0].config == run.deployment.source != ""

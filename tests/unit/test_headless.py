@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from pdtui.engine.events import Done, Notice
@@ -52,3 +53,17 @@ def test_a_ranks_notice_that_names_its_server_and_node_is_not_named_again():
     assert LinePrinter().format(Notice("info", "cleared", "decode@1", 1.0)) == "[    1.0s] info: decode@1: cleared"
     assert json.loads(to_json(ServerFailed("decode", "decode@1", 38.5))) == {
         "kind": "server_failed", "service": "decode", "cause": "decode@1", "elapsed": 38.5}
+
+
+def test_the_first_line_and_the_first_json_object_name_the_config_file_inert():
+    from pdtui.faces.headless import LinePrinter, to_json
+    from pdtui.faces.status_table import StatusBoard
+    from pdtui.sim.scripted import PLAN
+    plan = dataclasses.replace(PLAN, config="/srv/pd\x1b]52;c;eA==\x07.yaml")
+    assert LinePrinter().format(plan) == ("[    0.0s] bring-up dsv4-flash-pd: 3 services on 1 host "
+                                          "(config /srv/pd␛]52;c;eA==␇.yaml)")
+    assert json.loads(to_json(plan))["config"] == plan.config and "\x1b" not in to_json(plan)
+    board = StatusBoard()
+    board(plan)
+    assert board.table().splitlines()[0] == "config /srv/pd␛]52;c;eA==␇.yaml"
+    assert json.loads(board.as_json())["config"] == plan.config
