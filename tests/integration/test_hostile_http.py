@@ -50,7 +50,7 @@ def _config(sandbox, path: Path, port: int) -> None:
     unit = sandbox.add_unit("t-served", [sys.executable, "-c", "import time; print('up', flush=True); time.sleep(120)"])
     config = {"name": "hostile-http", "hosts": {"sim": {"local": True, "commands": sandbox.commands}},
               "services": {"served": {"host": "sim", "unit": unit, "role": "other", "port": port,
-                                      "ready": {"http": "/health"}, "timeout": "4s"}}}
+                                      "ready": {"http": "/health"}, "timeout": "2s"}}}
     path.write_text(yaml.safe_dump(config))
 
 
