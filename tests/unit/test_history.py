@@ -232,3 +232,19 @@ def test_a_runs_json_holds_its_drains(tmp_path, monkeypatch, capsys):
     assert code == 0
     assert json.loads(out)["drains"][0] == {"service": "decode", "routers": ["router"], "outcome": "back",
                                             "idle_after": 1.25, "cut": 0, "out_for": 74.0, "elapsed": 75.0}
+
+
+def test_a_hostile_failure_reason_is_inert_in_every_face_of_the_history(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    reason = "OOM \x1b]52;c;cHduZWQ=\x07 \x7f \u061c \u202e \x9b31m"
+    failed = [e for e in a_bring_up() if not (isinstance(e, StateChanged) and e.service == "decode"
+                                              and e.new is S.READY)]
+    record(history_path({"XDG_STATE_HOME": str(tmp_path)}),
+           [*failed[:-1], StateChanged("decode", S.WAITING, S.FAILED, reason, elapsed=50.0),
+            Done(False, 1, {}, {"decode": reason}, elapsed=50.0)])
+    for argv in (["history"], ["history", "--json"], ["report"], ["report", "--json"]):
+        code, out, _ = run_cli(monkeypatch, capsys, *argv)
+        assert code == 0 and ("OOM" in out or argv == ["history"])      # the plain list names no reason
+        assert not [c for c in out if c != "\n" and (not c.isprintable())], argv
+    code, out, _ = run_cli(monkeypatch, capsys, "report", "--json")
+    assert json.loads(out)["services"]["decode"]["reason"] == reason     # the same data to a parser
