@@ -46,9 +46,12 @@ def _choice(choices: tuple[str, ...], what: str) -> Any:
 
 
 def _words(value: Any) -> tuple[str, ...]:
-    """A command: a string split like a shell would, or a non-empty list of strings."""
+    """A command: a string split like a shell would, or a non-empty list of strings; printable text only (a newline
+    would end a generated unit's line, and what follows it would be a directive of its own)."""
     expected = "a command: a string or a non-empty list of strings"
     if isinstance(value, str):
+        if not value.isprintable():
+            raise fail(f"expected {expected} of printable text, got {show(value)}")
         try:
             words = shlex.split(value)
         except ValueError as exc:
@@ -57,6 +60,9 @@ def _words(value: Any) -> tuple[str, ...]:
         for index, word in enumerate(value):
             if not isinstance(word, str) or not word:
                 raise fail(f"expected {expected}, got {show(word)}", index)
+            if not word.isprintable():
+                raise fail(f"expected a word of printable text (no newline or other control character), "
+                           f"got {show(word)}", index)
         words = list(value)
     else:
         raise fail(f"expected {expected}, got {show(value)}")
@@ -66,18 +72,23 @@ def _words(value: Any) -> tuple[str, ...]:
 
 
 def _args(value: Any) -> tuple[str, ...]:
-    """Extra flags: a list of strings (numbers are written as they read)."""
+    """Extra flags: a list of strings (numbers are written as they read), printable text only."""
     if not isinstance(value, (list, tuple)):
         raise fail(f"expected a list of extra command-line arguments, got {show(value)}")
     args = []
     for index, item in enumerate(value):
         if isinstance(item, bool) or not isinstance(item, (str, int, float)) or item == "":
             raise fail(f"expected an argument (a string or a number), got {show(item)}", index)
+        if not str(item).isprintable():
+            raise fail(f"expected an argument of printable text (no newline or other control character), "
+                       f"got {show(item)}", index)
         args.append(str(item))
     return tuple(args)
 
 
 def _env(value: Any) -> dict[str, str]:
+    """Environment variables: names as a shell takes them, values of printable text (one line of a unit or a job
+    script each)."""
     if not isinstance(value, Mapping):
         raise fail(f"expected a mapping of environment variables to values, got {show(value)}")
     env = {}
@@ -86,6 +97,9 @@ def _env(value: Any) -> dict[str, str]:
             raise fail(f"expected an environment variable name (letters, digits, '_'), got {show(key)}", key, on="key")
         if isinstance(item, bool) or not isinstance(item, (str, int, float)):
             raise fail(f"expected a value (a string or a number), got {show(item)}", key)
+        if not str(item).isprintable():
+            raise fail(f"expected a value of printable text (no newline or other control character), "
+                       f"got {show(item)}", key)
         env[key] = str(item)
     return env
 
