@@ -86,7 +86,7 @@ def preview_scripts(deployment: Deployment) -> list[JobScript]:
 
 def sbatch_options(cluster: ClusterConfig, job: JobSpec) -> list[str]:
     """The job block as sbatch options, the cluster's defaults filling what the job does not say."""
-    options = [f"--job-name={job.name}", f"--output={output_path(cluster.output_dir, '%x', '%j')}"]
+    options = [f"--job-name={job.name}", f"--output={sbatch_quoted(output_path(cluster.output_dir, '%x', '%j'))}"]
     for key, value in (("partition", job.partition or cluster.partition), ("account", job.account or cluster.account),
                        ("qos", job.qos), ("reservation", job.reservation), ("constraint", job.constraint)):
         if value:
@@ -103,6 +103,14 @@ def sbatch_options(cluster: ClusterConfig, job: JobSpec) -> list[str]:
     if job.exclusive:
         options.append("--exclusive")
     return options + list(job.args)
+
+
+def sbatch_quoted(value: str) -> str:
+    """A value as sbatch reads it from an ``#SBATCH`` line: a word ends at a blank or a ``#`` unless quoted, and a
+    backslash takes the next character as it is; so double quotes, with ``"`` and ``\\`` escaped."""
+    if value and not any(c.isspace() or c in "#\"'\\" for c in value):
+        return value
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def slurm_time(seconds: float) -> str:
