@@ -69,6 +69,11 @@ def parse_unit(name: str, text: str) -> UnitFile:
         for assignment in shlex.split(value):
             key, _, val = assignment.partition("=")
             env[key] = val
+    for value in keys.get(("Service", "EnvironmentFile"), []):   # after Environment=, as systemd: the file wins
+        try:
+            env.update(read_env_file(value))
+        except OSError:
+            pass    # unreadable (not root's, say): the sim starts the unit without it
     exec_start = keys.get(("Service", "ExecStart"), [""])[-1]
     argv = shlex.split(exec_start)
     if argv:
@@ -88,6 +93,31 @@ def parse_unit(name: str, text: str) -> UnitFile:
         memlock=_limit(keys.get(("Service", "LimitMEMLOCK"), [""])[-1], DEFAULT_MEMLOCK),
         user=keys.get(("Service", "User"), [""])[-1],
     )
+
+
+def read_env_file(value: str) -> dict[str, str]:
+    """An ``EnvironmentFile=`` as systemd reads it at start: ``KEY=VALUE`` lines (``#``/``;`` comments), a value in
+    double quotes taking a backslash before ``$``, a backquote, ``"`` or ``\\``, one in single quotes as it is. A
+    ``-`` before the path: a missing file is no error; else a missing file fails the start (OSError)."""
+    optional, path = value.startswith("-"), value.removeprefix("-")
+    try:
+        text = Path(path).read_text()
+    except FileNotFoundError:
+        if optional:
+            return {}
+        raise
+    env = {}
+    for line in text.splitlines():
+        key, sep, raw = line.strip().partition("=")
+        if not sep or key[:1] in ("#", ";"):
+            continue
+        raw = raw.strip()
+        if len(raw) >= 2 and raw[0] == raw[-1] == '"':
+            raw = re.sub(r'\\([$`"\\])', r"\1", raw[1:-1])
+        elif len(raw) >= 2 and raw[0] == raw[-1] == "'":
+            raw = raw[1:-1]
+        env[key.strip()] = raw
+    return env
 
 
 def _parse_ini(text: str) -> dict[tuple[str, str], list[str]]:

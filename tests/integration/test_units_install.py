@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import stat
 import sys
 
 import pytest
@@ -9,7 +10,9 @@ import yaml
 
 from pdtui.commands import units_command as units
 from pdtui.config import parse_config
+from pdtui.engine.events import LogLines
 from pdtui.hosts import make_host
+from pdtui.hosts.local import LocalHost
 from pdtui.sim.ports import free_port
 from pdtui.sim.sandbox import Sandbox
 from tests.engine_helpers import bring_up
@@ -115,3 +118,35 @@ async def test_drift_of_an_installed_unit_is_refused_before_anything_starts(sand
     assert done.exit_code == 1
     assert rec.states(service) == ["failed"] and done.failures[service].startswith(said)
     assert sandbox.store.started_names() == []      # nothing was started
+
+
+async def test_secrets_go_in_a_0600_file_of_a_0700_folder_never_an_argv_and_reach_the_server_masked(
+        sandbox, capsys, monkeypatch):
+    """The unit's secrets in its EnvironmentFile=, written through stdin; the sim's systemd gives them to the server;
+    the server's server_args line (its --api-key) reaches pdtui's lines masked."""
+    config = launched(sandbox)
+    secret_dir = sandbox.root / "secrets"
+    config["hosts"]["gpu0"]["secret_dir"] = str(secret_dir)
+    config["services"]["decode"]["launch"] = {**config["services"]["decode"]["launch"],
+                                              "env": {"HF_TOKEN": "hf_unitSecret42"},
+                                              "args": ["--startup", "0.4", "--api-key", "sk-decodeKey42"]}
+    deployment = deployment_of(config, sandbox)
+    argvs: list[tuple[str, ...]] = []
+    real_run = LocalHost.run
+
+    async def recording(self, argv, **kwargs):
+        argvs.append(tuple(argv))
+        return await real_run(self, argv, **kwargs)
+
+    monkeypatch.setattr(LocalHost, "run", recording)
+    assert await units.install(deployment, make_host, yes=False) == 0
+    env_file = secret_dir / "d.service.env"
+    assert stat.S_IMODE(secret_dir.stat().st_mode) == 0o700 and stat.S_IMODE(env_file.stat().st_mode) == 0o600
+    assert "hf_unitSecret42" not in (sandbox.root / "units" / "d.service").read_text()
+    assert all("hf_unitSecret42" not in word for argv in argvs for word in argv)
+    done, rec, _ = await bring_up(deployment)
+    assert done.ok, done
+    assert sandbox.store.load("d.service").env["HF_TOKEN"] == "hf_unitSecret42"
+    lines = [line.text for event in rec.events if isinstance(event, LogLines) for line in event.lines]
+    assert any("'api_key': '<secret>'" in line for line in lines)
+    assert not any("sk-decodeKey42" in line for line in lines)

@@ -27,6 +27,29 @@ class UnitFile:
     host: str
     name: str           # the unit's name, e.g. sglang-dsv4-prefill.service
     text: str
+    secrets: tuple[tuple[str, str], ...] = ()   # its secret env variables: in secret_path, never in the unit
+    secret_path: str = ""                       # the EnvironmentFile= that holds them (0600, root's), if any
+
+    @property
+    def secret_text(self) -> str:
+        """The content of its EnvironmentFile= (empty without secrets)."""
+        return env_file_text(dict(self.secrets))
+
+
+def secret_path(deployment: Deployment, svc: ServiceConfig) -> str:
+    """Where a unit's secrets live on its host: ``SECRET_DIR/UNIT.env`` (the host's ``secret_dir``)."""
+    assert svc.unit is not None
+    return f"{deployment.hosts[svc.host].secret_dir}/{svc.unit}.env"
+
+
+def env_file_text(secrets: dict[str, str]) -> str:
+    """An EnvironmentFile= as systemd reads one: ``KEY="VALUE"`` a line, and in double quotes a backslash escapes
+    exactly ``$``, a backquote, ``"`` and itself (the values are one line each: refused otherwise)."""
+    return "".join(f'{key}="{_env_file_escaped(value)}"\n' for key, value in secrets.items())
+
+
+def _env_file_escaped(value: str) -> str:
+    return "".join("\\" + c if c in '\\"$`' else c for c in value)
 
 
 def render_units(deployment: Deployment, *, systemd_versions: dict[str, int] | None = None) -> list[UnitFile]:
@@ -37,7 +60,9 @@ def render_units(deployment: Deployment, *, systemd_versions: dict[str, int] | N
     """
     versions = systemd_versions or {}
     ports = _metrics_ports(deployment)
-    return [UnitFile(name, svc.host, svc.unit, render_unit(deployment, svc, versions.get(svc.host), ports.get(name)))
+    return [UnitFile(name, svc.host, svc.unit, render_unit(deployment, svc, versions.get(svc.host), ports.get(name)),
+                     tuple((key, one_line(name, f"launch.env {key}", value)) for key, value in svc.launch.secrets.items()),
+                     secret_path(deployment, svc) if svc.launch.secrets else "")
             for name, svc in deployment.services.items() if svc.launch is not None and svc.unit is not None]
 
 
@@ -61,8 +86,12 @@ def render_unit(deployment: Deployment, svc: ServiceConfig, systemd: int | None 
     service_lines = ["Type=simple"]
     env = (({"CUDA_VISIBLE_DEVICES": ",".join(map(str, svc.gpus))} if svc.gpus else {})
            | dict(serving.environment(deployment, svc)) | dict(launch.env))
+    secrets = launch.secrets     # in a file only root reads: Environment= is shown to every user (systemctl show)
     service_lines += [f"Environment={_quote_env(key, one_line(svc.name, f'launch.env {key}', value))}"
-                      for key, value in env.items()]
+                      for key, value in env.items() if key not in secrets]
+    if secrets:
+        # the rest of the line is the path, as it is (no quotes), but for systemd's specifiers
+        service_lines.append(f"EnvironmentFile={secret_path(deployment, svc).replace('%', '%%')}")
     if svc.numa is not None and not numactl:
         service_lines += ["NUMAPolicy=bind", f"NUMAMask={svc.numa}", "CPUAffinity=numa"]
     service_lines += [
