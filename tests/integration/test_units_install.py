@@ -150,3 +150,18 @@ async def test_secrets_go_in_a_0600_file_of_a_0700_folder_never_an_argv_and_reac
     lines = [line.text for event in rec.events if isinstance(event, LogLines) for line in event.lines]
     assert any("'api_key': '<secret>'" in line for line in lines)
     assert not any("sk-decodeKey42" in line for line in lines)
+
+
+async def test_diff_shows_the_installed_text_inert_with_secrets_masked(sandbox, capsys):
+    config = launched(sandbox)
+    config["services"]["decode"]["launch"] = {**config["services"]["decode"]["launch"],
+                                              "env": {"HF_TOKEN": "hf_diffSecret42"}}
+    deployment = deployment_of(config, sandbox)
+    assert await units.install(deployment, make_host, yes=False) == 0
+    path = sandbox.root / "units" / "d.service"
+    path.write_text(path.read_text() + "# \x1b]52;c;cHduZWQ=\x07\x1b[2J\nEnvironment=HF_TOKEN=hf_diffSecret42\n")
+    capsys.readouterr()
+    assert await units.diff(deployment, make_host) == 1
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out and "\u241b]52;c;cHduZWQ=\u2407" in out
+    assert "hf_diffSecret42" not in out and "-Environment=HF_TOKEN=<secret>" in out
