@@ -35,9 +35,9 @@ def unit_name(name: str) -> str:
 
 
 class UnitFile(namedtuple("UnitFile", "name description argv env workdir stop_timeout restart restart_sec "
-                                       "start_limit_burst start_limit_interval memlock user",
+                                       "start_limit_burst start_limit_interval memlock user env_files",
                            defaults=("no", DEFAULT_RESTART_SEC, DEFAULT_START_LIMIT_BURST, DEFAULT_START_LIMIT_INTERVAL,
-                                     DEFAULT_MEMLOCK, ""))):
+                                     DEFAULT_MEMLOCK, "", ()))):
     """What the sim uses of a unit file (a named tuple: no dataclasses import for a short-lived systemctl)."""
 
     __slots__ = ()
@@ -53,6 +53,15 @@ class UnitFile(namedtuple("UnitFile", "name description argv env workdir stop_ti
     start_limit_interval: float     # ...within this many seconds (0: no limit)
     memlock: str                    # LimitMEMLOCK= as systemctl show reports it: bytes, or infinity
     user: str                       # User= ('': root)
+    env_files: tuple[str, ...]      # EnvironmentFile= values ('-PATH': optional), read at each start
+
+    def start_env(self) -> dict[str, str]:
+        """The environment a start gives: Environment=, then each EnvironmentFile= read now (its values win), as
+        systemd reads them at every start; a missing file not marked optional raises OSError (the start fails)."""
+        env = dict(self.env)
+        for value in self.env_files:
+            env.update(read_env_file(value))
+        return env
 
     @property
     def title(self) -> str:
@@ -69,11 +78,6 @@ def parse_unit(name: str, text: str) -> UnitFile:
         for assignment in shlex.split(value):
             key, _, val = assignment.partition("=")
             env[key] = val
-    for value in keys.get(("Service", "EnvironmentFile"), []):   # after Environment=, as systemd: the file wins
-        try:
-            env.update(read_env_file(value))
-        except OSError:
-            pass    # unreadable (not root's, say): the sim starts the unit without it
     exec_start = keys.get(("Service", "ExecStart"), [""])[-1]
     argv = shlex.split(exec_start)
     if argv:
@@ -92,6 +96,7 @@ def parse_unit(name: str, text: str) -> UnitFile:
                                       DEFAULT_START_LIMIT_INTERVAL),
         memlock=_limit(keys.get(("Service", "LimitMEMLOCK"), [""])[-1], DEFAULT_MEMLOCK),
         user=keys.get(("Service", "User"), [""])[-1],
+        env_files=tuple(keys.get(("Service", "EnvironmentFile"), [])),
     )
 
 

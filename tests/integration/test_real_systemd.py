@@ -27,7 +27,7 @@ from pdtui.sim.ports import free_port
 from pdtui.sim.systemd_host import SystemdHost
 from tests.conftest_sim import pdtui_until
 from tests.engine_helpers import bring_up, until_it_fails
-from tests.systemd_host import install, real_deployment
+from tests.systemd_host import install, missing_env_file_lines, real_deployment
 
 UNITS = {"prefill": "t-prefill.service", "decode": "t-decode.service", "router": "t-router.service"}
 STEPS = ["preflight", "start backends", "wait for readiness", "start router", "probe router"]
@@ -361,3 +361,20 @@ async def test_real_systemd_reads_hostile_values_exactly_and_secrets_from_the_06
                    systemd_host.run("cat", f"/proc/{pid}/environ").stdout.split("\0") if "=" in item)
     assert {key: environ.get(key) for key in hostile} == hostile
     assert environ["HF_TOKEN"] == "hf_real$ecret`x\""
+
+
+async def test_a_missing_environment_file_fails_the_start_job_with_result_resources(systemd_host, tmp_path):
+    """The real manager's side of the sim's test (tests/integration/test_units_install.py): same lines, same exit."""
+    deployment = real_deployment(systemd_host, tmp_path)
+    decode = deployment.services["decode"]
+    assert decode.launch is not None
+    launch = decode.launch.model_copy(update={"env": {**decode.launch.env, "HF_TOKEN": "hf_x1234"}})
+    deployment.services["decode"] = decode.model_copy(update={"launch": launch})
+    await install(deployment)
+    systemd_host.run("rm", f"/etc/pdtui/env/{UNITS['decode']}.env")
+    started = systemd_host.run("systemctl", "start", UNITS["decode"])
+    assert started.returncode == 1 and started.stderr.startswith(
+        f"Job for {UNITS['decode']} failed because of unavailable resources or another system error.\n")
+    assert show(systemd_host, UNITS["decode"], "Result", "MainPID") == {"Result": "resources", "MainPID": "0"}
+    assert journal(systemd_host, UNITS["decode"]).splitlines()[-4:] == missing_env_file_lines(
+        UNITS["decode"], "real decode: SGLang decode server")

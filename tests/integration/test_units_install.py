@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import stat
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import yaml
@@ -17,6 +19,7 @@ from pdtui.sim.ports import free_port
 from pdtui.sim.sandbox import Sandbox
 from tests.engine_helpers import bring_up
 from tests.sshd import trust
+from tests.systemd_host import missing_env_file_lines
 
 SIM = [sys.executable, "-S", "-m"]
 
@@ -146,7 +149,10 @@ async def test_secrets_go_in_a_0600_file_of_a_0700_folder_never_an_argv_and_reac
     assert all("hf_unitSecret42" not in word for argv in argvs for word in argv)
     done, rec, _ = await bring_up(deployment)
     assert done.ok, done
-    assert sandbox.store.load("d.service").env["HF_TOKEN"] == "hf_unitSecret42"
+    unit = sandbox.store.load("d.service")
+    assert unit is not None and unit.start_env()["HF_TOKEN"] == "hf_unitSecret42"
+    environ = (Path("/proc") / str(sandbox.store.read_state("d.service").main_pid) / "environ").read_bytes()
+    assert b"\0HF_TOKEN=hf_unitSecret42\0" in b"\0" + environ
     lines = [line.text for event in rec.events if isinstance(event, LogLines) for line in event.lines]
     assert any("'api_key': '<secret>'" in line for line in lines)
     assert not any("sk-decodeKey42" in line for line in lines)
@@ -165,3 +171,24 @@ async def test_diff_shows_the_installed_text_inert_with_secrets_masked(sandbox, 
     out = capsys.readouterr().out
     assert "\x1b" not in out and "\x07" not in out and "\u241b]52;c;cHduZWQ=\u2407" in out
     assert "hf_diffSecret42" not in out and "-Environment=HF_TOKEN=<secret>" in out
+
+
+async def test_a_missing_environment_file_fails_the_start_job_as_systemd_252_does(sandbox):
+    """What tests/integration/test_real_systemd.py sees a real systemd do: result 'resources', no process, these
+    lines, and systemctl start exits 1 saying why."""
+    config = launched(sandbox)
+    config["hosts"]["gpu0"]["secret_dir"] = str(sandbox.root / "secrets")
+    config["services"]["decode"]["launch"] = {**config["services"]["decode"]["launch"], "env": {"HF_TOKEN": "hf_x1234"}}
+    deployment = deployment_of(config, sandbox)
+    assert await units.install(deployment, make_host, yes=False) == 0
+    (sandbox.root / "secrets" / "d.service.env").unlink()
+    started = subprocess.run([str(sandbox.bin_dir / "systemctl"), "start", "d.service"], capture_output=True,
+                             text=True, timeout=30)
+    assert started.returncode == 1 and started.stderr.startswith(
+        "Job for d.service failed because of unavailable resources or another system error.\n")
+    state = sandbox.store.read_state("d.service")
+    assert (state.active, state.result, state.main_pid) == ("failed", "resources", 0)
+    journal = subprocess.run([str(sandbox.bin_dir / "journalctl"), "-u", "d.service", "-o", "cat", "--no-pager"],
+                             capture_output=True, text=True, timeout=30).stdout
+    assert journal.splitlines()[-4:] == missing_env_file_lines("d.service", f"{config['name']} decode: SGLang decode server")
+

@@ -61,7 +61,11 @@ def test_the_sims_systemd_reads_the_environment_file_after_environment(tmp_path)
     path.write_text(env_file_text({"HF_TOKEN": TOKEN, "A": "from-file"}))
     unit = parse_unit("u.service", f"[Service]\nEnvironment=A=inline B=b\nEnvironmentFile={path}\n"
                                    f"EnvironmentFile=-{tmp_path}/missing.env\nExecStart=/bin/true\n")
-    assert unit.env == {"A": "from-file", "B": "b", "HF_TOKEN": TOKEN}
+    assert unit.env == {"A": "inline", "B": "b"}         # the file is read at each start, as systemd reads it
+    assert unit.start_env() == {"A": "from-file", "B": "b", "HF_TOKEN": TOKEN}
+    path.unlink()
+    with pytest.raises(FileNotFoundError):
+        unit.start_env()
 
 
 def test_secret_env_names_a_variable_of_env_or_is_refused_with_its_place():
