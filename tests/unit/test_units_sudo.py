@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import pytest
 import yaml
 
 from pdtui.commands import units_command as units
 from pdtui.config import parse_config
-from pdtui.hosts.base import Result
+from pdtui.hosts.base import HostError, Result
 from tests.unit.test_unit_files import multi_node
 
 
@@ -54,3 +55,35 @@ async def test_install_with_sudo_runs_only_fixed_commands_with_each_file_on_stdi
     assert stdin["/etc/pdtui/env/d.service.env"] == b'HF_TOKEN="hf_sudoSecret9"\n'
     assert b"hf_sudoSecret9" not in stdin["/etc/systemd/system/.d.service.pdtui-tmp"]
     assert not any("sh" in argv or any("hf_sudoSecret9" in word for word in argv) for argv, _ in calls)
+
+
+class RefusingHost(RecordingHost):
+    """A host whose SSH server hangs up with a hostile reason (terminal escapes: a clipboard write, a clear)."""
+
+    async def run(self, argv: Sequence[str], *, timeout: float | None = None, read_only: bool = False,
+                  input: bytes | None = None) -> Result:
+        raise HostError(f"{self.name}: SSH with root@h failed: bye \x1b]52;c;cHduZWQ=\x07\x1b[2J (error 1)")
+
+
+class AnsweringHost(RecordingHost):
+    """A host that answers with hostile text: the installed unit and a failed command's stderr."""
+
+    async def run(self, argv: Sequence[str], *, timeout: float | None = None, read_only: bool = False,
+                  input: bytes | None = None) -> Result:
+        if "cat" in argv:
+            return Result(tuple(argv), 0, "# /etc/systemd/system/d.service\n[Unit]\n# \x1b]0;title\x07\n", "")
+        if "install" in argv:
+            return Result(tuple(argv), 1, "", "install: \x1b[2Jdenied\n")
+        return Result(tuple(argv), 0, "systemd 252\n", "")
+
+
+@pytest.mark.parametrize("flag", ["diff_them", "install_them"])
+def test_what_a_host_says_is_printed_inert(capsys, flag):
+    deployment = parse_config(yaml.safe_dump(multi_node()), "mn.yaml")
+    assert units.run(deployment, **{flag: True}, yes=True, factory=lambda config, **_: RefusingHost(config.name)) == 1
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\x07" not in err and "bye \u241b]52;c;cHduZWQ=\u2407\u241b[2J" in err
+    assert units.run(deployment, **{flag: True}, yes=True, factory=lambda config, **_: AnsweringHost(config.name)) == 1
+    printed = capsys.readouterr()
+    assert "\x1b" not in printed.out + printed.err and "\x07" not in printed.out + printed.err
+    assert ("\u241b]0;title\u2407" in printed.out) if flag == "diff_them" else ("\u241b[2Jdenied" in printed.err)
