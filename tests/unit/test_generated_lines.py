@@ -29,8 +29,9 @@ HOSTILE_LEGAL = {   # every one legal in a value: what must reach the server exa
 }
 
 
-def config_with(launch: dict) -> str:
+def config_with(launch: dict, name: str = "mn") -> str:
     config = multi_node()
+    config["name"] = name
     config["services"]["decode-0"]["launch"] = {"model": "m", **launch}
     return yaml.safe_dump(config, sort_keys=False)
 
@@ -104,7 +105,7 @@ def environment_values(text: str) -> dict[str, str]:
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze is not installed")
 def test_hostile_but_legal_values_are_one_directive_each_with_their_exact_value(tmp_path):
     args = ["--tag", *HOSTILE_LEGAL.values()]
-    deployment = parse_config(config_with({"env": HOSTILE_LEGAL, "args": args}), "mn.yaml")
+    deployment = parse_config(config_with({"env": HOSTILE_LEGAL, "args": args}, name="pd 50%h $x"), "mn.yaml")
     units = [u for u in render_units(deployment) if u.service == "decode-0"]
     write_units(units, tmp_path)
     verify = subprocess.run(["systemd-analyze", "verify", "--man=no", f"./{units[0].name}"], cwd=tmp_path,
@@ -115,3 +116,4 @@ def test_hostile_but_legal_values_are_one_directive_each_with_their_exact_value(
     assert [line.split("=")[0] for line in service].count("Environment") == len(HOSTILE_LEGAL) + 1   # + the GPUs
     assert all(re.match(r"[A-Za-z]+=", line) for line in service), service
     assert {k: v for k, v in environment_values(text).items() if k in HOSTILE_LEGAL} == HOSTILE_LEGAL
+    assert "Description=pd 50%%h $x decode-0: SGLang decode server" in text.splitlines()   # % starts a specifier
