@@ -30,7 +30,7 @@ from pdtui.sim.command_lines import REAL_ROUTERS
 from pdtui.sim.ports import free_port
 from tests.sshd import SshHome
 
-__all__ = ["booted", "install", "real_deployment", "systemd_host"]
+__all__ = ["booted", "install", "missing_env_file_lines", "real_deployment", "systemd_host"]
 
 REPO = Path(__file__).resolve().parents[1]
 # The units run this checkout's sim, whatever pdtui the container's Python would find first.
@@ -107,3 +107,12 @@ def real_deployment(host: container.SystemdHost, folder: Path, *, router: str = 
 async def install(deployment: Deployment, *, yes: bool = False) -> None:
     """``pdtui units --install``: the units written on the host and systemd reloaded."""
     assert await units.install(deployment, make_host, yes=yes) == 0
+
+
+def missing_env_file_lines(unit: str, description: str) -> list[str]:
+    """systemd 252's lines when a start finds its unit's EnvironmentFile= missing: the start job fails with result
+    'resources' before any process (the real test and the sim's both expect these)."""
+    return [f"{unit}: Failed to load environment files: No such file or directory",
+            f"{unit}: Failed to run 'start' task: No such file or directory",
+            f"{unit}: Failed with result 'resources'.",
+            f"Failed to start {unit} - {description}."]

@@ -17,7 +17,6 @@ replaced only with ``--yes``; without it nothing is written at all.
 from __future__ import annotations
 
 import asyncio
-import base64
 import difflib
 import os
 import re
@@ -27,43 +26,61 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from pdtui.config import Deployment
 from pdtui.hosts.base import Host, HostError
+from pdtui.support.redact import Redactor
+from pdtui.support.text import inert
 from pdtui.targets.slurm.script import preview_scripts
 from pdtui.targets.systemd.commands import Commands, parse_cat
 from pdtui.targets.systemd.unit_files import UnitFile, render_units
 
 HostFactory = Callable[..., Host]
 COMMAND_TIMEOUT = 30.0
+LINE_LIMIT = 64 * 1024     # a line of a diff printed whole up to here (a unit's longest ExecStart= fits)
 _VERSION = re.compile(r"^systemd (\d+)", re.MULTILINE)
-# $1 folder, $2 unit, $3 the file in base64, $4 the backup's suffix. POSIX sh; base64 is coreutils'.
-_INSTALL = ('set -e; tmp="$1/.$2.pdtui-tmp"; printf %s "$3" | base64 -d > "$tmp"; chmod 644 "$tmp"; '
-            'if [ -e "$1/$2" ]; then cp -p "$1/$2" "$1/$2.$4"; fi; mv -f "$tmp" "$1/$2"')
+SECRET_MASK = "<secret>"
 
 
-def print_units(units: list[UnitFile]) -> None:
+def install_argv(sudo: bool, *argv: str) -> list[str]:
+    """One fixed command of an install, as root when the host says ``sudo: true``: ``sudo -n`` then the command
+    itself, never a shell, so a sudoers line can name exactly these (README: "Installing units with sudo")."""
+    return [*(("sudo", "-n") if sudo else ()), *argv]
+
+
+def print_units(units: list[UnitFile], redactor: Redactor) -> None:
+    """Each unit (and its secrets' file, masked) on stdout; a secret anywhere in them is masked too."""
     for index, unit in enumerate(units):
         if index:
             print()
         print(f"# ---- {unit.name} on {unit.host} " + "-" * max(0, 60 - len(unit.name) - len(unit.host)))
-        print(unit.text, end="")
+        print(redactor.redact(unit.text), end="")
+        if unit.secrets:
+            print(f"# ---- {unit.secret_path} on {unit.host} (0600, its secrets; written by --install, --out) ----")
+            print("".join(f"{key}={SECRET_MASK}\n" for key, _ in unit.secrets), end="")
 
 
 def write_units(units: list[UnitFile], out: Path) -> list[Path]:
-    """Each unit to ``out/<unit>``, atomically (a temporary file renamed over it)."""
+    """Each unit to ``out/<unit>`` (0644), its secrets to ``out/<unit>.env`` (0600) and a job script (it may hold
+    secrets) 0700; each atomically: a temporary file, made 0600 by mkstemp, renamed over its name."""
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for unit in units:
-        path = out / unit.name
-        fd, tmp = tempfile.mkstemp(dir=out, prefix=f".{unit.name}.")
-        with os.fdopen(fd, "w") as file:
-            file.write(unit.text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-        written.append(path)
+        mode = 0o700 if unit.name.endswith(".sbatch") else 0o644
+        written.append(_write_file(out / unit.name, unit.text, mode))
+        if unit.secrets:
+            written.append(_write_file(out / PurePosixPath(unit.secret_path).name, unit.secret_text, 0o600))
     return written
+
+
+def _write_file(path: Path, text: str, mode: int) -> Path:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "w") as file:
+        file.write(text)
+    os.chmod(tmp, mode)
+    os.replace(tmp, path)
+    return path
 
 
 @dataclass
@@ -81,7 +98,7 @@ async def look(host: Host, commands: Commands, units: list[str]) -> Installed:
     match = _VERSION.search(version.stdout)
     found = {unit: files[0] for unit, files in parse_cat(cat.stdout).items() if files}
     if not cat.ok and not found and "No files found" not in cat.stderr:
-        raise HostError(f"{host.name}: systemctl cat failed: {cat.stderr.strip() or f'exit status {cat.exit_status}'}")
+        raise HostError(f"{host.name}: systemctl cat failed: {inert(cat.last_words)}")
     return Installed(int(match.group(1)) if match else None, found)
 
 
@@ -128,8 +145,9 @@ async def diff(deployment: Deployment, factory: HostFactory) -> int:
     async with _targets(deployment, factory) as targets:
         plans = await asyncio.gather(*(_plan(deployment, t) for t in targets))
     diffs = [unified_diff(u, old, deployment.source) for pairs in plans for u, old in pairs if _differs(u, old)]
-    for text in diffs:
-        print(text, end="" if text.endswith("\n") else "\n")
+    for text in diffs:     # the installed side is the host's text: inert, and a secret in it masked
+        for line in text.splitlines():
+            print(inert(deployment.redactor.redact(line), limit=LINE_LIMIT))
     if not diffs:
         print("every installed unit is as generated")
     return 1 if diffs else 0
@@ -146,8 +164,8 @@ async def install(deployment: Deployment, factory: HostFactory, *, yes: bool) ->
         refused = [(u, old) for pairs in plans for u, old in pairs if old is not None and _differs(u, old)]
         if refused and not yes:
             for unit, old in refused:
-                print(f"{unit.host}: {unit.name} differs from the installed {old[0]} (pdtui units "
-                      f"{deployment.source} --diff shows how); not replaced: --yes replaces it", file=sys.stderr)
+                print(f"{unit.host}: {unit.name} differs from the installed {inert(old[0])} (pdtui units "
+                      f"{inert(deployment.source)} --diff shows how); not replaced: --yes replaces it", file=sys.stderr)
             print("nothing written", file=sys.stderr)
             return 1
         results = await asyncio.gather(*(_write_host(deployment, t, pairs) for t, pairs in zip(targets, plans, strict=False)))
@@ -156,32 +174,66 @@ async def install(deployment: Deployment, factory: HostFactory, *, yes: bool) ->
 
 async def _write_host(deployment: Deployment, target: _Target,
                       pairs: list[tuple[UnitFile, tuple[str, str] | None]]) -> int:
+    """Write the host's units that changed, and the secrets' file of every unit that has secrets; then
+    ``daemon-reload`` once. A file's content goes on the command's stdin, never on a command line."""
     name, host, commands = target.name, target.host, target.commands
-    folder = deployment.hosts[name].unit_dir
+    config = deployment.hosts[name]
     backup = time.strftime("pdtui-backup-%Y%m%d-%H%M%S")
     changed = False
     for unit, old in pairs:
+        if unit.secrets and not await _write_secrets(host, commands.sudo, config.secret_dir, unit):
+            return 1
         if old is not None and not _differs(unit, old):
             print(f"{name}: {unit.name} unchanged")
             continue
-        encoded = base64.b64encode(unit.text.encode()).decode()
-        argv = [*(("sudo", "-n") if commands.sudo else ()), "sh", "-c", _INSTALL, "pdtui-install", folder, unit.name,
-                encoded, backup]
-        result = await host.run(argv, timeout=COMMAND_TIMEOUT)
-        if not result.ok:
-            print(f"{name}: could not write {folder}/{unit.name}: {result.stderr.strip() or result.exit_status}",
-                  file=sys.stderr)
+        if not await _write_unit(host, commands.sudo, config.unit_dir, unit, old, backup):
             return 1
         changed = True
         kept = f" (the old one kept as {unit.name}.{backup})" if old is not None else ""
-        print(f"{name}: wrote {folder}/{unit.name}{kept}")
+        print(f"{name}: wrote {config.unit_dir}/{unit.name}{kept}")
     if changed:
         reload = await host.run(commands.systemctl("daemon-reload"), timeout=COMMAND_TIMEOUT)
         if not reload.ok:
-            print(f"{name}: systemctl daemon-reload failed: {reload.stderr.strip()}", file=sys.stderr)
+            print(f"{name}: systemctl daemon-reload failed: {inert(reload.last_words)}", file=sys.stderr)
             return 1
         print(f"{name}: systemctl daemon-reload (running units keep their command line until restarted)")
     return 0
+
+
+async def _write_unit(host: Host, sudo: bool, folder: str, unit: UnitFile, old: tuple[str, str] | None,
+                      backup: str) -> bool:
+    """The unit file written beside its place (0644), the installed one copied as a backup, then renamed over it:
+    atomic, and each step one fixed command."""
+    path, tmp = f"{folder}/{unit.name}", f"{folder}/.{unit.name}.pdtui-tmp"
+    steps: list[tuple[list[str], bytes | None]] = [
+        (install_argv(sudo, "install", "-m", "0644", "/dev/stdin", tmp), unit.text.encode())]
+    if old is not None and old[0] == path:
+        steps.append((install_argv(sudo, "cp", "-p", path, f"{path}.{backup}"), None))
+    steps.append((install_argv(sudo, "mv", "-f", tmp, path), None))
+    return await _steps(host, f"could not write {path}", steps)
+
+
+async def _write_secrets(host: Host, sudo: bool, folder: str, unit: UnitFile) -> bool:
+    """The unit's secrets to its EnvironmentFile=: a 0700 folder, a 0600 file, root's when installed by sudo."""
+    steps: list[tuple[list[str], bytes | None]] = [
+             (install_argv(sudo, "install", "-d", "-m", "0700", folder), None),
+             (install_argv(sudo, "install", "-m", "0600", "/dev/stdin", unit.secret_path), unit.secret_text.encode())]
+    if not await _steps(host, f"could not write {unit.secret_path}", steps):
+        return False
+    print(f"{host.name}: wrote {unit.secret_path} (0600: {unit.name}'s secrets)")
+    return True
+
+
+async def _steps(host: Host, failure: str, steps: list[tuple[list[str], bytes | None]]) -> bool:
+    """Run each command in turn (a content on its stdin); at the first that fails, say why (the host's words,
+    inert) and stop."""
+    for argv, content in steps:
+        result = await (host.run(argv, timeout=COMMAND_TIMEOUT) if content is None
+                        else host.run(argv, timeout=COMMAND_TIMEOUT, input=content))
+        if not result.ok:
+            print(f"{host.name}: {failure}: {inert(result.last_words)}", file=sys.stderr)
+            return False
+    return True
 
 
 def job_files(deployment: Deployment) -> list[UnitFile]:
@@ -209,11 +261,11 @@ def run(deployment: Deployment, *, out: str | None = None, diff_them: bool = Fal
                 return asyncio.run(diff(deployment, factory))
             return asyncio.run(install(deployment, factory, yes=yes))
         except HostError as exc:
-            print(f"pdtui: {exc}", file=sys.stderr)
+            print(f"pdtui: {inert(str(exc))}", file=sys.stderr)
             return 1
     units += job_files(deployment)      # a job's script is made at submission: shown, never installed
     if out is None:
-        print_units(units)
+        print_units(units, deployment.redactor)
         return 0
     for path in write_units(units, Path(out)):
         print(f"wrote {path}")

@@ -96,4 +96,15 @@ def check_job(name: str, role: str, job: JobSpec) -> None:
                    "job", "gpu_type", on="key")
 
 
-OutputDir = Annotated[str, BeforeValidator(lambda v: check_absolute_dir(v))]
+def check_output_dir(value: Any) -> str:
+    """A cluster's job folder: an absolute path without ``%`` or ``\\``, which sbatch would read in ``--output`` as
+    its filename pattern (a replacement symbol; a backslash turns them all off), so the output would be written
+    elsewhere than where pdtui follows it. Blanks and ``#`` are fine: the directive quotes the path."""
+    text = check_absolute_dir(value)
+    if "%" in text or "\\" in text:
+        raise fail(f"expected a folder without '%' or '\\' (sbatch reads them in --output as its filename pattern), "
+                   f"got {show(value)}")
+    return text
+
+
+OutputDir = Annotated[str, BeforeValidator(check_output_dir)]

@@ -15,6 +15,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict
 
 from pdtui.config.errors import did_you_mean, fail, show
 from pdtui.config.fields import Address, Port, check_int, check_text
+from pdtui.config.secrets import secret_args, secret_name
 
 TransferBackend = Literal["mooncake", "nixl", "ascend", "mori", "mooncake_tcp", "fake"]
 RouterPackage = Literal["sglang-router", "smg"]
@@ -25,13 +26,15 @@ DEFAULT_ROUTER_PACKAGE = "sglang-router"
 ROUTER_PYTHON_PACKAGES = {"sglang-router": "sglang_router", "smg": "smg"}
 
 SERVER_KEYS = frozenset({"model", "tp", "transfer_backend", "bootstrap_port", "ib_device", "host", "python", "command",
-                         "args", "env", "dist_port", "dist_addr"})
+                         "args", "env", "secret_env", "dist_port", "dist_addr"})
 RENDEZVOUS_KEYS = ("dist_port", "dist_addr")      # a server over several nodes' only
-ROUTER_KEYS = frozenset({"package", "policy", "prometheus_port", "host", "python", "command", "args", "env"})
+ROUTER_KEYS = frozenset({"package", "policy", "prometheus_port", "host", "python", "command", "args", "env",
+                         "secret_env"})
 # What each serving engine's launch takes: vLLM's server has no bootstrap server, InfiniBand device or rendezvous
 # here, and its router is vllm-router alone.
 ENGINE_SERVER_KEYS = {"sglang": SERVER_KEYS,
-                      "vllm": frozenset({"model", "tp", "transfer_backend", "host", "python", "command", "args", "env"})}
+                      "vllm": frozenset({"model", "tp", "transfer_backend", "host", "python", "command", "args", "env",
+                                         "secret_env"})}
 ENGINE_ROUTER_KEYS = {"sglang": ROUTER_KEYS, "vllm": ROUTER_KEYS - {"package"}}
 ENGINE_TRANSFER_BACKENDS = {"sglang": TRANSFER_BACKENDS, "vllm": ("nixl", "mooncake")}
 ENGINE_TITLES = {"sglang": "SGLang", "vllm": "vLLM"}
@@ -46,9 +49,12 @@ def _choice(choices: tuple[str, ...], what: str) -> Any:
 
 
 def _words(value: Any) -> tuple[str, ...]:
-    """A command: a string split like a shell would, or a non-empty list of strings."""
+    """A command: a string split like a shell would, or a non-empty list of strings; printable text only (a newline
+    would end a generated unit's line, and what follows it would be a directive of its own)."""
     expected = "a command: a string or a non-empty list of strings"
     if isinstance(value, str):
+        if not value.isprintable():
+            raise fail(f"expected {expected} of printable text, got {show(value)}")
         try:
             words = shlex.split(value)
         except ValueError as exc:
@@ -57,6 +63,9 @@ def _words(value: Any) -> tuple[str, ...]:
         for index, word in enumerate(value):
             if not isinstance(word, str) or not word:
                 raise fail(f"expected {expected}, got {show(word)}", index)
+            if not word.isprintable():
+                raise fail(f"expected a word of printable text (no newline or other control character), "
+                           f"got {show(word)}", index)
         words = list(value)
     else:
         raise fail(f"expected {expected}, got {show(value)}")
@@ -66,18 +75,23 @@ def _words(value: Any) -> tuple[str, ...]:
 
 
 def _args(value: Any) -> tuple[str, ...]:
-    """Extra flags: a list of strings (numbers are written as they read)."""
+    """Extra flags: a list of strings (numbers are written as they read), printable text only."""
     if not isinstance(value, (list, tuple)):
         raise fail(f"expected a list of extra command-line arguments, got {show(value)}")
     args = []
     for index, item in enumerate(value):
         if isinstance(item, bool) or not isinstance(item, (str, int, float)) or item == "":
             raise fail(f"expected an argument (a string or a number), got {show(item)}", index)
+        if not str(item).isprintable():
+            raise fail(f"expected an argument of printable text (no newline or other control character), "
+                       f"got {show(item)}", index)
         args.append(str(item))
     return tuple(args)
 
 
 def _env(value: Any) -> dict[str, str]:
+    """Environment variables: names as a shell takes them, values of printable text (one line of a unit or a job
+    script each)."""
     if not isinstance(value, Mapping):
         raise fail(f"expected a mapping of environment variables to values, got {show(value)}")
     env = {}
@@ -86,8 +100,21 @@ def _env(value: Any) -> dict[str, str]:
             raise fail(f"expected an environment variable name (letters, digits, '_'), got {show(key)}", key, on="key")
         if isinstance(item, bool) or not isinstance(item, (str, int, float)):
             raise fail(f"expected a value (a string or a number), got {show(item)}", key)
+        if not str(item).isprintable():
+            raise fail(f"expected a value of printable text (no newline or other control character), "
+                       f"got {show(item)}", key)
         env[key] = str(item)
     return env
+
+
+def _env_names(value: Any) -> tuple[str, ...]:
+    """``secret_env``: names of ``env`` whose values are secrets (besides those whose name says so)."""
+    if not isinstance(value, (list, tuple)):
+        raise fail(f"expected a list of environment variable names (of launch.env), got {show(value)}")
+    for index, item in enumerate(value):
+        if not isinstance(item, str) or not item or not item.replace("_", "a").isalnum() or item[0].isdigit():
+            raise fail(f"expected an environment variable name (letters, digits, '_'), got {show(item)}", index)
+    return tuple(value)
 
 
 class LaunchSpec(BaseModel):
@@ -105,11 +132,27 @@ class LaunchSpec(BaseModel):
     command: Annotated[tuple[str, ...], BeforeValidator(_words)] | None = None
     args: Annotated[tuple[str, ...], BeforeValidator(_args)] = ()
     env: Annotated[dict[str, str], BeforeValidator(_env)] = {}
+    secret_env: Annotated[tuple[str, ...], BeforeValidator(_env_names)] = ()   # env names that hold secrets
     package: Annotated[str, BeforeValidator(_choice(ROUTER_PACKAGES, "a router package"))] = DEFAULT_ROUTER_PACKAGE
     policy: Annotated[str, BeforeValidator(lambda v: check_text(v, "a routing policy (cache_aware, round_robin, ...)"))] | None = None
     prometheus_port: Port | None = None
     dist_port: Port | None = None     # a server over several nodes: where its ranks meet on rank 0's host
     dist_addr: Address | None = None  # ... at this address (default: rank 0's host's)
+
+    @property
+    def secrets(self) -> dict[str, str]:
+        """The env variables that are secrets: named in ``secret_env``, or by a name that says so."""
+        return {key: value for key, value in self.env.items() if key in self.secret_env or secret_name(key)}
+
+    @property
+    def public_env(self) -> dict[str, str]:
+        """The env variables that are not secrets."""
+        secrets = self.secrets
+        return {key: value for key, value in self.env.items() if key not in secrets}
+
+    def secret_values(self) -> list[str]:
+        """Every secret value of the launch: its secret env values and its secret flags' values."""
+        return [*self.secrets.values(), *secret_args(self.args)]
 
 
 def check_launch_keys(name: str, role: str, launch: LaunchSpec, *, nnodes: int = 1, engine: str = "sglang") -> None:
@@ -137,6 +180,10 @@ def check_launch_keys(name: str, role: str, launch: LaunchSpec, *, nnodes: int =
     for key in (k for k in RENDEZVOUS_KEYS if k in launch.model_fields_set and role != "router" and nnodes < 2):
         raise fail(f"service '{name}' runs on one host: '{key}' is the rendezvous of a server over several nodes "
                    "(hosts: [RANK0, RANK1, ...])", "launch", key, on="key")
+    for index, key in enumerate(launch.secret_env):
+        if key not in launch.env:
+            raise fail(f"secret_env names {key}, which is not in launch.env of service '{name}' (expected one of "
+                       f"{', '.join(launch.env) or 'no names: launch.env is empty'})", "launch", "secret_env", index)
     if launch.bootstrap_port is not None and role != "prefill":
         raise fail(f"service '{name}' is a {role}: only a prefill has a bootstrap_port", "launch", "bootstrap_port",
                    on="key")

@@ -53,6 +53,7 @@ from pdtui.config.fields import (
 )
 from pdtui.config.job import SLURM_COMMANDS, JobSpec, OutputDir, check_job, check_word
 from pdtui.config.launch import LaunchSpec, check_launch_keys
+from pdtui.support.redact import Redactor
 
 RANK_MARK = "@"     # a server's rank >= 1 is the service SERVER@RANK (no name the config gives has one)
 
@@ -105,6 +106,7 @@ class HostConfig(_Reached):
 
     sudo: Bool = False
     unit_dir: AbsoluteDir = "/etc/systemd/system"    # where `pdtui units --install` writes units
+    secret_dir: AbsoluteDir = "/etc/pdtui/env"       # ... and each unit's secrets (0600 files in a 0700 folder)
     sysfs: AbsoluteDir = "/sys"                      # where the preflight reads its RDMA devices and modules
     commands: dict[str, tuple[str, ...]] = Field(default_factory=lambda: _default_commands(COMMANDS))
 
@@ -601,6 +603,14 @@ class Deployment(_Model):
     def levels(self) -> list[list[str]]:
         """Services by bring-up level (see :func:`graph.levels`)."""
         return graph.levels(self._after())
+
+    @cached_property
+    def redactor(self) -> Redactor:
+        """Masks every secret of the deployment in a text: its launches' (pdtui/config/secrets.py) and its routers'
+        API keys; built once."""
+        values = [value for svc in self.services.values() if svc.launch is not None
+                  for value in svc.launch.secret_values()]
+        return Redactor([*values, *(key for svc in self.services.values() if (key := svc.api_key))])
 
     @cached_property
     def _routers_of(self) -> dict[str, tuple[ServiceConfig, ...]]:

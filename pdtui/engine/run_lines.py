@@ -62,11 +62,16 @@ class RunLines:
             self.consume(entry)
 
     def consume(self, entry: LogEntry) -> None:
-        """Judge one line (when it belongs to the current invocation) and queue it for display."""
+        """Judge one line (when it belongs to the current invocation) and queue it for display. Every line of a
+        run enters here: a secret of the deployment in it (a server printing its --api-key) is masked here, once,
+        before any judge, face, saved log, history or JSON sees it."""
         run, attempt = self.run, self.run.attempt
         if entry.cursor in attempt.backfilled:
             attempt.backfilled.discard(entry.cursor)   # seen in the backfilled history already
             return
+        redactor = run.w.deployment.redactor
+        if redactor:
+            entry.message = redactor.redact(entry.message)
         message = entry.message
         if own_echo(message) and not entry.system:
             return      # pdtui's own request in the server's access log: it tells nothing, and would scroll the panel

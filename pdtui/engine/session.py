@@ -50,14 +50,17 @@ class Session:
         self._clock = clock
 
     async def command(self, argv: list[str], deadline: float | None = None, *, read_only: bool = False,
-                      waits: bool = False) -> Result:
+                      waits: bool = False, input: bytes | None = None) -> Result:
         """Run ``argv`` there, within the command timeout and ``deadline`` (``read_only``: see :meth:`read`).
         ``waits``: the command itself waits for what it asked (``systemctl stop`` returns once the unit has
-        stopped, which its ``TimeoutStopSec=`` lets take 90 s): all of ``deadline`` is its, not the command timeout."""
+        stopped, which its ``TimeoutStopSec=`` lets take 90 s): all of ``deadline`` is its, not the command timeout.
+        ``input``: its stdin (a file's content, never an argv's word)."""
         timeout = self._command_timeout
         if deadline is not None:
             left = deadline - self._clock()
             timeout = max(0.1, left if waits else min(timeout, left))
+        if input is not None:
+            return await self.host.run(argv, timeout=timeout, read_only=read_only, input=input)
         return await self.host.run(argv, timeout=timeout, read_only=read_only)
 
     async def read(self, argv: list[str], deadline: float | None = None) -> Result:

@@ -32,6 +32,7 @@ from pdtui.engine.events import (
 )
 from pdtui.engine.states import ServiceState
 from pdtui.servers import serving_named
+from pdtui.support.private_files import private_file, private_folder
 
 FILE_NAME = "history.sqlite3"
 OUTCOMES = {ServiceState.READY: "ready", ServiceState.DEGRADED: "degraded", ServiceState.FAILED: "failed",
@@ -112,8 +113,8 @@ def connect(path: Path, *, create: bool) -> sqlite3.Connection:
     if not create and not path.exists():
         raise HistoryError(f"no run history yet ({path})")
     try:
-        if create:
-            path.parent.mkdir(parents=True, exist_ok=True)
+        if create:     # its owner's alone: it quotes journals (failure reasons)
+            private_file(private_folder(path.parent) / path.name)
         db = sqlite3.connect(path)
         db.execute("PRAGMA foreign_keys = ON")
         db.executescript(SCHEMA)

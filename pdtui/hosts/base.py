@@ -123,12 +123,15 @@ class TcpWriter(Protocol):
 class Host(Protocol):
     name: str
 
-    async def run(self, argv: Sequence[str], *, timeout: float | None = None, read_only: bool = False) -> Result:
+    async def run(self, argv: Sequence[str], *, timeout: float | None = None, read_only: bool = False,
+                  input: bytes | None = None) -> Result:
         """Run ``argv`` to completion. Raises HostError if it cannot be run or times out.
 
         ``read_only``: the command changes nothing (a look, a read of files or the journal), so the host may run
         it in one remote command with the other reads asked at the same moment (an SSH host does:
         hosts/shared_reads.py); its Result is its own all the same.
+        ``input``: what the command reads on its stdin (else it reads nothing): how a file's content (a secret)
+        reaches a command without being a word of its argv, which ``ps`` shows every user.
         """
         ...
 

@@ -20,12 +20,13 @@ class LocalHost:
     def __init__(self, name: str = "local") -> None:
         self.name = name
 
-    async def run(self, argv: Sequence[str], *, timeout: float | None = None, read_only: bool = False) -> Result:
+    async def run(self, argv: Sequence[str], *, timeout: float | None = None, read_only: bool = False,
+                  input: bytes | None = None) -> Result:
         """``argv`` in a process of its own: a local process costs too little for reads to share one."""
-        proc = await self._spawn(argv, stdout=asyncio.subprocess.PIPE)
+        proc = await self._spawn(argv, stdout=asyncio.subprocess.PIPE, stdin_data=input is not None)
         try:
             async with asyncio.timeout(timeout):
-                out, err = await proc.communicate()
+                out, err = await proc.communicate(input)
         except TimeoutError:
             _kill_group(proc)
             await proc.wait()
@@ -59,12 +60,12 @@ class LocalHost:
     async def close(self) -> None:
         return None
 
-    async def _spawn(self, argv: Sequence[str], *, stdout: int) -> asyncio.subprocess.Process:
+    async def _spawn(self, argv: Sequence[str], *, stdout: int, stdin_data: bool = False) -> asyncio.subprocess.Process:
         if not argv:
             raise HostError(f"{self.name}: empty command")
         try:
             return await asyncio.create_subprocess_exec(
-                *argv, stdin=asyncio.subprocess.DEVNULL, stdout=stdout,
+                *argv, stdin=asyncio.subprocess.PIPE if stdin_data else asyncio.subprocess.DEVNULL, stdout=stdout,
                 stderr=asyncio.subprocess.PIPE, limit=STREAM_LIMIT, start_new_session=True)
         except OSError as exc:
             raise HostError(f"{self.name}: cannot run {argv[0]}: {exc.strerror or exc}") from None

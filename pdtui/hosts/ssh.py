@@ -12,6 +12,7 @@ retried behind the caller's back) and the next use connects again with backoff.
 from __future__ import annotations
 
 import asyncio
+import base64
 import shlex
 import socket
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -58,6 +59,15 @@ WATCHDOG = (
     '(while read -r _; do :; done; kill "$cmd") <&3 >/dev/null 2>&1 3<&- & watch=$!; '
     'exec 3<&-; wait "$cmd"; status=$?; { kill "$watch"; wait "$watch"; } 2>/dev/null; exit "$status"'
 )
+# The same with ``input``: its first line on the channel's stdin is the input in base64, which the shell keeps
+# (`read` and `printf` are builtins: never an argv) and pipes decoded into the command; the channel's stdin then
+# stays open, the watcher's signal as above.
+WATCHDOG_INPUT = (
+    'IFS= read -r pdtui_input || exit 70; exec 3<&0; '
+    '{ printf %s "$pdtui_input" | base64 -d; } 3<&- | "$@" 3<&- & cmd=$!; pdtui_input=; '
+    '(while read -r _; do :; done; kill "$cmd") <&3 >/dev/null 2>&1 3<&- & watch=$!; '
+    'exec 3<&-; wait "$cmd"; status=$?; { kill "$watch"; wait "$watch"; } 2>/dev/null; exit "$status"'
+)
 DEFAULT_KNOWN_HOSTS = "~/.ssh/known_hosts"
 AEAD_FIRST = "-gcm@openssh.com"
 """The ciphers asked for first unless ~/.ssh/config names its own (AES-GCM, as OpenSSH offers it): asyncssh reads
@@ -99,18 +109,21 @@ class SshHost:
         """Connect now rather than on first use (so that several hosts connect concurrently)."""
         await self._connection()
 
-    async def run(self, argv: Sequence[str], *, timeout: float | None = None, read_only: bool = False) -> Result:
+    async def run(self, argv: Sequence[str], *, timeout: float | None = None, read_only: bool = False,
+                  input: bytes | None = None) -> Result:
         """``argv`` in a session of its own; a read shares one with the reads asked at the same moment."""
-        if read_only:
+        if read_only and input is None:
             return await self._reads.run(argv, timeout)
-        return await self._run_alone(argv, timeout)
+        return await self._run_alone(argv, timeout, input)
 
-    async def _run_alone(self, argv: Sequence[str], timeout: float | None) -> Result:
-        command = self._command(argv)
+    async def _run_alone(self, argv: Sequence[str], timeout: float | None, input: bytes | None = None) -> Result:
+        command = self._command(argv, WATCHDOG if input is None else WATCHDOG_INPUT)
         async with self._sessions:
             conn = await self._connection()
             process = await self._start(conn, command, argv)
             try:
+                if input is not None:
+                    process.stdin.write(base64.b64encode(input) + b"\n")
                 async with asyncio.timeout(timeout):
                     out, err = await process.communicate()
             except TimeoutError:
@@ -337,13 +350,13 @@ class SshHost:
 
     # --- channels ---
 
-    def _command(self, argv: Sequence[str]) -> str:
+    def _command(self, argv: Sequence[str], watchdog: str = WATCHDOG) -> str:
         """The remote command line: ``argv`` under the watchdog, every word quoted, never pasted raw."""
         if not argv:
             raise HostError(f"{self.name}: empty command")
         if any("\0" in arg for arg in argv):
             raise HostError(f"{self.name}: an argument of {argv[0]} contains a NUL character")
-        return shlex.join(["sh", "-c", WATCHDOG, argv[0], *argv])
+        return shlex.join(["sh", "-c", watchdog, argv[0], *argv])
 
     async def _start(self, conn: asyncssh.SSHClientConnection, command: str,
                      argv: Sequence[str]) -> asyncssh.SSHClientProcess:

@@ -300,10 +300,15 @@ class MemoryHost:
         self.gpu_count = max(8, 1 + max((g for s in backends for g in s.cfg.gpus), default=0))
         self._on_status = on_status
         self._connected = False
+        self.last_input: bytes | None = None
 
     # -- the Host protocol ---------------------------------------------------
-    async def run(self, argv: Sequence[str], *, timeout: float | None = None, read_only: bool = False) -> Result:
+    async def run(self, argv: Sequence[str], *, timeout: float | None = None, read_only: bool = False,
+                  input: bytes | None = None) -> Result:
+        """A command of pdtui's handled in memory; ``input`` (its stdin) is kept as the last one given."""
         self._connect()
+        if input is not None:
+            self.last_input = input
         await asyncio.sleep(0)
         words = list(argv[2:] if argv[:2] == ["sudo", "-n"] else argv)
         program = PurePosixPath(words[0]).name

@@ -71,7 +71,12 @@ class Supervisor:
         self.save()
         tmp = self.store.root / "tmp"
         tmp.mkdir(exist_ok=True)
-        env = {**os.environ, "TMPDIR": str(tmp), **self.unit.env, "INVOCATION_ID": self.invocation}
+        try:
+            unit_env = self.unit.start_env()
+        except OSError as exc:
+            self._env_failed(exc)
+            return False
+        env = {**os.environ, "TMPDIR": str(tmp), **unit_env, "INVOCATION_ID": self.invocation}
         try:
             self.child = subprocess.Popen(
                 self.unit.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -85,6 +90,17 @@ class Supervisor:
                   active_enter_us=now_us)
         self.log(f"Started {self.unit.title}.")
         return True
+
+    def _env_failed(self, exc: OSError) -> None:
+        """As systemd 252 tells it: an EnvironmentFile= it cannot read fails the start job before any process,
+        with result 'resources' (the start job fails: ``systemctl start`` says so)."""
+        name, reason = self.unit.name, exc.strerror or str(exc)
+        for message, priority in ((f"{name}: Failed to load environment files: {reason}", 3),
+                                  (f"{name}: Failed to run 'start' task: {reason}", 3),
+                                  (f"{name}: Failed with result 'resources'.", 4),
+                                  (f"Failed to start {self.unit.title}.", 3)):
+            self.log(message, priority)
+        self.save(active="failed", sub="failed", result="resources")
 
     def _exec_failed(self, exc: OSError) -> None:
         """As systemd 252 tells it: its executor, forked in the unit's cgroup, cannot find or run the program

@@ -57,7 +57,8 @@ JOB_FAILED = {"exit-code": "the control process exited with error code",
               "signal": "a fatal signal was delivered to the control process",
               "core-dump": "a fatal signal was delivered causing the control process to dump core",
               "timeout": "a timeout was exceeded",
-              "start-limit-hit": "start of the service was attempted too often"}
+              "start-limit-hit": "start of the service was attempted too often",
+              "resources": "of unavailable resources or another system error"}
 """Why systemctl says a start job failed, by the unit's Result."""
 
 
@@ -95,7 +96,11 @@ def start_units(store: UnitStore, units: list[UnitFile], *, restart: bool = Fals
             store.write_state(unit.name, state.replaced(n_restarts=0))
             starting.append(_spawn_supervisor(store, unit))
         _wait_up(starting)
-    return refused
+    # a start job that failed before any process (an EnvironmentFile= missing): systemctl start says so
+    started = {unit.name for unit in units} - {unit.name for unit, _ in refused}
+    failed = [(unit, "resources") for unit in units if unit.name in started
+              and (state := store.read_state(unit.name)).active == "failed" and state.result == "resources"]
+    return refused + failed
 
 
 def _refuse(store: UnitStore, unit: UnitFile, state: UnitState) -> str:

@@ -35,9 +35,9 @@ def unit_name(name: str) -> str:
 
 
 class UnitFile(namedtuple("UnitFile", "name description argv env workdir stop_timeout restart restart_sec "
-                                       "start_limit_burst start_limit_interval memlock user",
+                                       "start_limit_burst start_limit_interval memlock user env_files",
                            defaults=("no", DEFAULT_RESTART_SEC, DEFAULT_START_LIMIT_BURST, DEFAULT_START_LIMIT_INTERVAL,
-                                     DEFAULT_MEMLOCK, ""))):
+                                     DEFAULT_MEMLOCK, "", ()))):
     """What the sim uses of a unit file (a named tuple: no dataclasses import for a short-lived systemctl)."""
 
     __slots__ = ()
@@ -53,6 +53,15 @@ class UnitFile(namedtuple("UnitFile", "name description argv env workdir stop_ti
     start_limit_interval: float     # ...within this many seconds (0: no limit)
     memlock: str                    # LimitMEMLOCK= as systemctl show reports it: bytes, or infinity
     user: str                       # User= ('': root)
+    env_files: tuple[str, ...]      # EnvironmentFile= values ('-PATH': optional), read at each start
+
+    def start_env(self) -> dict[str, str]:
+        """The environment a start gives: Environment=, then each EnvironmentFile= read now (its values win), as
+        systemd reads them at every start; a missing file not marked optional raises OSError (the start fails)."""
+        env = dict(self.env)
+        for value in self.env_files:
+            env.update(read_env_file(value))
+        return env
 
     @property
     def title(self) -> str:
@@ -87,7 +96,33 @@ def parse_unit(name: str, text: str) -> UnitFile:
                                       DEFAULT_START_LIMIT_INTERVAL),
         memlock=_limit(keys.get(("Service", "LimitMEMLOCK"), [""])[-1], DEFAULT_MEMLOCK),
         user=keys.get(("Service", "User"), [""])[-1],
+        env_files=tuple(keys.get(("Service", "EnvironmentFile"), [])),
     )
+
+
+def read_env_file(value: str) -> dict[str, str]:
+    """An ``EnvironmentFile=`` as systemd reads it at start: ``KEY=VALUE`` lines (``#``/``;`` comments), a value in
+    double quotes taking a backslash before ``$``, a backquote, ``"`` or ``\\``, one in single quotes as it is. A
+    ``-`` before the path: a missing file is no error; else a missing file fails the start (OSError)."""
+    optional, path = value.startswith("-"), value.removeprefix("-")
+    try:
+        text = Path(path).read_text()
+    except FileNotFoundError:
+        if optional:
+            return {}
+        raise
+    env = {}
+    for line in text.splitlines():
+        key, sep, raw = line.strip().partition("=")
+        if not sep or key[:1] in ("#", ";"):
+            continue
+        raw = raw.strip()
+        if len(raw) >= 2 and raw[0] == raw[-1] == '"':
+            raw = re.sub(r'\\([$`"\\])', r"\1", raw[1:-1])
+        elif len(raw) >= 2 and raw[0] == raw[-1] == "'":
+            raw = raw[1:-1]
+        env[key.strip()] = raw
+    return env
 
 
 def _parse_ini(text: str) -> dict[tuple[str, str], list[str]]:

@@ -630,7 +630,7 @@ def server_args_repr(args: argparse.Namespace, gpus: list[int], *, as_dict: bool
         "enable_metrics_for_all_schedulers": False, "bucket_time_to_first_token": None,
         "bucket_inter_token_latency": None, "bucket_e2e_request_latency": None, "collect_tokens_histogram": False,
         "decode_log_interval": 40, "enable_request_time_stats_logging": False, "kv_events_config": None,
-        "gc_warning_threshold_secs": 0.0, "api_key": None, "served_model_name": args.model,
+        "gc_warning_threshold_secs": 0.0, "api_key": getattr(args, "api_key", None), "served_model_name": args.model,
         "weight_version": "default", "chat_template": None, "completion_template": None,
         "file_storage_path": "sglang_storage", "enable_cache_report": False, "reasoning_parser": "deepseek-v3",
         "tool_call_parser": "deepseekv3", "tool_server": None, "dp_size": 1, "load_balance_method": "round_robin",
@@ -704,6 +704,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--generation", choices=GENERATIONS, default=DEFAULT_GENERATION,
                         help="which SGLang release's wording and /health behaviour to play")
     parser.add_argument("--model", "--model-path", dest="model", default=DEFAULT_MODEL)
+    parser.add_argument("--api-key", default=None, help="printed in server_args, as SGLang does (its API key itself "
+                                                        "is not checked by the sim)")
     parser.add_argument("--log-rate", type=float, default=0.5, help="steady-state batch lines per second")
     parser.add_argument("--enable-metrics", action="store_true", help="serve SGLang's Prometheus metrics on /metrics")
     parser.add_argument("--max-running-requests", type=int, default=None,

@@ -55,6 +55,7 @@ from pdtui.engine.states import SERVING_STATES, ServiceState
 from pdtui.faces.timeline import slower
 from pdtui.gpus.sampler import GpuSample
 from pdtui.support.exits import EXIT_FAILED, EXIT_INTERRUPTED
+from pdtui.support.private_files import create_private
 from pdtui.ui.filterbar import FilterBar
 from pdtui.ui.header import PlanStrip, TitleBar
 from pdtui.ui.logview import LogView
@@ -507,7 +508,7 @@ class DeploymentScreen(Screen[None]):
         name = panel.service if panel is not None else "all"
         path = self._save_path(name)
         try:
-            path.write_text("".join(f"{row.saved()}\n" for row in log.rows()), encoding="utf-8")
+            create_private(path, "".join(f"{row.saved()}\n" for row in log.rows()))     # 0600: a whole journal
         except OSError as error:
             self.notify(f"could not save {path}: {error.strerror}", severity="error", markup=False)
             return

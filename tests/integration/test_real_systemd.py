@@ -27,7 +27,7 @@ from pdtui.sim.ports import free_port
 from pdtui.sim.systemd_host import SystemdHost
 from tests.conftest_sim import pdtui_until
 from tests.engine_helpers import bring_up, until_it_fails
-from tests.systemd_host import install, real_deployment
+from tests.systemd_host import install, missing_env_file_lines, real_deployment
 
 UNITS = {"prefill": "t-prefill.service", "decode": "t-decode.service", "router": "t-router.service"}
 STEPS = ["preflight", "start backends", "wait for readiness", "start router", "probe router"]
@@ -337,3 +337,44 @@ async def test_a_two_node_decode_on_real_units_is_ready_and_a_killed_rank_stops_
     told = [n.text for n in watched.of(Notice) if n.level == "error" and n.service == "decode"]
     assert any(text.startswith("decode: rank 1 on gpu1 ") for text in told), told
     _until(lambda: show(systemd_host, UNITS["decode"], "ActiveState")["ActiveState"] != "active")
+
+
+async def test_real_systemd_reads_hostile_values_exactly_and_secrets_from_the_0600_environment_file(
+        systemd_host, tmp_path):
+    """Environment= values with $, %, quotes, backslashes, blanks, ;, $(id) and unicode come back from systemd's
+    own parse exactly, one each; the secret is not among them but in the started server's environment."""
+    hostile = {"DOLLAR": "a$HOME$(id)`id`", "PERCENT": "50%h%%", "QUOTES": "it's \"q\"", "BACKSLASH": "a\\b\\\\c",
+               "SPACES": " lead  trail ", "SEMI": "a;b && c", "UNICODE": "Grüße ✓"}
+    deployment = real_deployment(systemd_host, tmp_path)
+    decode = deployment.services["decode"]
+    assert decode.launch is not None
+    launch = decode.launch.model_copy(update={"env": {**decode.launch.env, **hostile, "HF_TOKEN": "hf_real$ecret`x\""}})
+    deployment.services["decode"] = decode.model_copy(update={"launch": launch})
+    await install(deployment)
+    environment = show(systemd_host, UNITS["decode"], "Environment")["Environment"]
+    assert "hf_real" not in environment
+    mode = systemd_host.run("stat", "-c", "%a", f"/etc/pdtui/env/{UNITS['decode']}.env").stdout.strip()
+    assert mode == "600" and systemd_host.run("stat", "-c", "%a", "/etc/pdtui/env").stdout.strip() == "700"
+    assert systemd_host.run("systemctl", "start", UNITS["decode"]).returncode == 0
+    pid = show(systemd_host, UNITS["decode"], "MainPID")["MainPID"]
+    environ = dict(item.split("=", 1) for item in
+                   systemd_host.run("cat", f"/proc/{pid}/environ").stdout.split("\0") if "=" in item)
+    assert {key: environ.get(key) for key in hostile} == hostile
+    assert environ["HF_TOKEN"] == "hf_real$ecret`x\""
+
+
+async def test_a_missing_environment_file_fails_the_start_job_with_result_resources(systemd_host, tmp_path):
+    """The real manager's side of the sim's test (tests/integration/test_units_install.py): same lines, same exit."""
+    deployment = real_deployment(systemd_host, tmp_path)
+    decode = deployment.services["decode"]
+    assert decode.launch is not None
+    launch = decode.launch.model_copy(update={"env": {**decode.launch.env, "HF_TOKEN": "hf_x1234"}})
+    deployment.services["decode"] = decode.model_copy(update={"launch": launch})
+    await install(deployment)
+    systemd_host.run("rm", f"/etc/pdtui/env/{UNITS['decode']}.env")
+    started = systemd_host.run("systemctl", "start", UNITS["decode"])
+    assert started.returncode == 1 and started.stderr.startswith(
+        f"Job for {UNITS['decode']} failed because of unavailable resources or another system error.\n")
+    assert show(systemd_host, UNITS["decode"], "Result", "MainPID") == {"Result": "resources", "MainPID": "0"}
+    assert journal(systemd_host, UNITS["decode"]).splitlines()[-4:] == missing_env_file_lines(
+        UNITS["decode"], "real decode: SGLang decode server")

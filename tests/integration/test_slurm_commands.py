@@ -8,6 +8,7 @@ import subprocess
 from pdtui.sim.slurm_cluster import PrivateCluster
 from pdtui.targets.slurm.commands import SlurmCommands
 from pdtui.targets.slurm.parse import JobRow, accounting_off, parse_job, parse_node, parse_sacct, parse_squeue, parse_submitted
+from pdtui.targets.slurm.script import output_path, sbatch_quoted
 from tests.conftest_sim import wait_until
 
 
@@ -15,14 +16,16 @@ def commands(cluster: PrivateCluster) -> SlurmCommands:
     return SlurmCommands(*(tuple(cluster.commands[name]) for name in ("sbatch", "squeue", "sacct", "scontrol", "scancel")))
 
 
-def run(argv: list[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(argv, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL, check=False)
+def run(argv: list[str], input: bytes | None = None) -> subprocess.CompletedProcess[str]:
+    stdin = {"input": input.decode()} if input is not None else {"stdin": subprocess.DEVNULL}
+    return subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False, **stdin)  # type: ignore[call-overload]
 
 
 def submit(cluster: PrivateCluster, name: str, body: str, *options: str) -> subprocess.CompletedProcess[str]:
     script = "\n".join(["#!/bin/bash", f"#SBATCH --job-name={name}", f"#SBATCH --output={cluster.jobs_dir}/%x-%j.out",
                         *(f"#SBATCH {option}" for option in options), body, ""])
-    return run(commands(cluster).submit(str(cluster.jobs_dir), str(cluster.jobs_dir / f"{name}.sbatch"), script))
+    submission = commands(cluster).submit(str(cluster.jobs_dir), str(cluster.jobs_dir / f"{name}.sbatch"), script)
+    return run(submission.argv, submission.input)
 
 
 def job_id(result: subprocess.CompletedProcess[str]) -> str:
@@ -80,3 +83,16 @@ def test_sacct_without_accounting_says_so_and_lists_nothing(slurm: PrivateCluste
 
 def test_an_unknown_job(slurm: PrivateCluster) -> None:
     assert parse_job(run(commands(slurm).show_job("999999")).stdout) is None
+
+
+def test_an_output_folder_with_a_blank_and_a_hash_gets_the_jobs_output_where_pdtui_follows_it(slurm) -> None:
+    """The quoted --output directive as this sbatch reads it: one word, its blank and '#' kept."""
+    folder = slurm.jobs_dir / "pd jobs #1"
+    script = "\n".join(["#!/bin/bash", "#SBATCH --job-name=t-blank",
+                        f"#SBATCH --output={sbatch_quoted(output_path(str(folder), '%x', '%j'))}",
+                        "echo from-the-job", ""])
+    submission = commands(slurm).submit(str(folder), str(folder / "t-blank.sbatch"), script)
+    job = job_id(run(submission.argv, submission.input))
+    out = folder / f"t-blank-{job}.out"
+    assert wait_until(lambda: out.exists() and "from-the-job" in out.read_text())
+    assert sorted(p.name for p in folder.iterdir()) == sorted([out.name, "t-blank.sbatch"])

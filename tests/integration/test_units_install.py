@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+import stat
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import yaml
 
 from pdtui.commands import units_command as units
 from pdtui.config import parse_config
+from pdtui.engine.events import LogLines
 from pdtui.hosts import make_host
+from pdtui.hosts.local import LocalHost
 from pdtui.sim.ports import free_port
 from pdtui.sim.sandbox import Sandbox
 from tests.engine_helpers import bring_up
 from tests.sshd import trust
+from tests.systemd_host import missing_env_file_lines
 
 SIM = [sys.executable, "-S", "-m"]
 
@@ -115,3 +121,74 @@ async def test_drift_of_an_installed_unit_is_refused_before_anything_starts(sand
     assert done.exit_code == 1
     assert rec.states(service) == ["failed"] and done.failures[service].startswith(said)
     assert sandbox.store.started_names() == []      # nothing was started
+
+
+async def test_secrets_go_in_a_0600_file_of_a_0700_folder_never_an_argv_and_reach_the_server_masked(
+        sandbox, capsys, monkeypatch):
+    """The unit's secrets in its EnvironmentFile=, written through stdin; the sim's systemd gives them to the server;
+    the server's server_args line (its --api-key) reaches pdtui's lines masked."""
+    config = launched(sandbox)
+    secret_dir = sandbox.root / "secrets"
+    config["hosts"]["gpu0"]["secret_dir"] = str(secret_dir)
+    config["services"]["decode"]["launch"] = {**config["services"]["decode"]["launch"],
+                                              "env": {"HF_TOKEN": "hf_unitSecret42"},
+                                              "args": ["--startup", "0.4", "--api-key", "sk-decodeKey42"]}
+    deployment = deployment_of(config, sandbox)
+    argvs: list[tuple[str, ...]] = []
+    real_run = LocalHost.run
+
+    async def recording(self, argv, **kwargs):
+        argvs.append(tuple(argv))
+        return await real_run(self, argv, **kwargs)
+
+    monkeypatch.setattr(LocalHost, "run", recording)
+    assert await units.install(deployment, make_host, yes=False) == 0
+    env_file = secret_dir / "d.service.env"
+    assert stat.S_IMODE(secret_dir.stat().st_mode) == 0o700 and stat.S_IMODE(env_file.stat().st_mode) == 0o600
+    assert "hf_unitSecret42" not in (sandbox.root / "units" / "d.service").read_text()
+    assert all("hf_unitSecret42" not in word for argv in argvs for word in argv)
+    done, rec, _ = await bring_up(deployment)
+    assert done.ok, done
+    unit = sandbox.store.load("d.service")
+    assert unit is not None and unit.start_env()["HF_TOKEN"] == "hf_unitSecret42"
+    environ = (Path("/proc") / str(sandbox.store.read_state("d.service").main_pid) / "environ").read_bytes()
+    assert b"\0HF_TOKEN=hf_unitSecret42\0" in b"\0" + environ
+    lines = [line.text for event in rec.events if isinstance(event, LogLines) for line in event.lines]
+    assert any("'api_key': '<secret>'" in line for line in lines)
+    assert not any("sk-decodeKey42" in line for line in lines)
+
+
+async def test_diff_shows_the_installed_text_inert_with_secrets_masked(sandbox, capsys):
+    config = launched(sandbox)
+    config["services"]["decode"]["launch"] = {**config["services"]["decode"]["launch"],
+                                              "env": {"HF_TOKEN": "hf_diffSecret42"}}
+    deployment = deployment_of(config, sandbox)
+    assert await units.install(deployment, make_host, yes=False) == 0
+    path = sandbox.root / "units" / "d.service"
+    path.write_text(path.read_text() + "# \x1b]52;c;cHduZWQ=\x07\x1b[2J\nEnvironment=HF_TOKEN=hf_diffSecret42\n")
+    capsys.readouterr()
+    assert await units.diff(deployment, make_host) == 1
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out and "\u241b]52;c;cHduZWQ=\u2407" in out
+    assert "hf_diffSecret42" not in out and "-Environment=HF_TOKEN=<secret>" in out
+
+
+async def test_a_missing_environment_file_fails_the_start_job_as_systemd_252_does(sandbox):
+    """What tests/integration/test_real_systemd.py sees a real systemd do: result 'resources', no process, these
+    lines, and systemctl start exits 1 saying why."""
+    config = launched(sandbox)
+    config["hosts"]["gpu0"]["secret_dir"] = str(sandbox.root / "secrets")
+    config["services"]["decode"]["launch"] = {**config["services"]["decode"]["launch"], "env": {"HF_TOKEN": "hf_x1234"}}
+    deployment = deployment_of(config, sandbox)
+    assert await units.install(deployment, make_host, yes=False) == 0
+    (sandbox.root / "secrets" / "d.service.env").unlink()
+    started = subprocess.run([str(sandbox.bin_dir / "systemctl"), "start", "d.service"], capture_output=True,
+                             text=True, timeout=30)
+    assert started.returncode == 1 and started.stderr.startswith(
+        "Job for d.service failed because of unavailable resources or another system error.\n")
+    state = sandbox.store.read_state("d.service")
+    assert (state.active, state.result, state.main_pid) == ("failed", "resources", 0)
+    journal = subprocess.run([str(sandbox.bin_dir / "journalctl"), "-u", "d.service", "-o", "cat", "--no-pager"],
+                             capture_output=True, text=True, timeout=30).stdout
+    assert journal.splitlines()[-4:] == missing_env_file_lines("d.service", f"{config['name']} decode: SGLang decode server")
+

@@ -4,6 +4,7 @@ as Slurm 22.05 prints it; tests/integration/test_slurm_commands.py reads the sam
 from __future__ import annotations
 
 import base64
+import stat
 import subprocess
 from pathlib import Path
 
@@ -169,15 +170,51 @@ def test_commands_put_the_wrappers_first() -> None:
     assert follow("/o/x-3.out", 41)[-2:] == ["+41", "/o/x-3.out"]
 
 
+def submitted(folder: Path, script: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """The fixed sh script, run here with `echo` as sbatch, the job script on its stdin."""
+    submission = SlurmCommands(sbatch=("echo",)).submit(str(folder), str(folder / "x.sbatch"), script)
+    return subprocess.run(submission.argv, input=submission.input.decode(), capture_output=True, text=True,
+                          check=check)
+
+
 def test_submit_writes_the_script_byte_for_byte_then_runs_sbatch(tmp_path: Path) -> None:
-    """The fixed sh script, run here with `echo` as sbatch: the file holds the script exactly (quotes, $, newlines)."""
-    script = "#!/bin/bash\n#SBATCH --job-name=x\necho \"$HOME\" 'it''s' `date`\n"
+    """The file holds the script exactly (quotes, $, newlines), private to its user (it may hold secrets)."""
+    script = "#!/bin/bash\n#SBATCH --job-name=x\necho \"$HOME\" 'it''s' `date`\nexport HF_TOKEN='hf_s3cret'\n"
     folder = tmp_path / "out dir"
-    argv = SlurmCommands(sbatch=("echo",)).submit(str(folder), str(folder / "x.sbatch"), script)
-    assert base64.b64decode(argv[5]).decode() == script
-    result = subprocess.run(argv, capture_output=True, text=True, check=True)
+    result = submitted(folder, script)
     assert (folder / "x.sbatch").read_text() == script
     assert result.stdout.strip() == f"--parsable {folder / 'x.sbatch'}"
+    assert stat.S_IMODE((folder / "x.sbatch").stat().st_mode) == 0o700
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700        # made by pdtui: its user's alone
+    assert sorted(p.name for p in folder.iterdir()) == ["x.sbatch"]     # no temporary file left
+
+
+def test_the_script_never_goes_on_a_command_line(tmp_path: Path) -> None:
+    script = "#!/bin/bash\nexport HF_TOKEN='hf_s3cret'\n"
+    argv = SlurmCommands().submit(str(tmp_path), str(tmp_path / "x.sbatch"), script).argv
+    assert not any("hf_s3cret" in word or base64.b64encode(script.encode()).decode() in word for word in argv)
+
+
+def test_links_planted_in_the_shared_folder_are_never_followed(tmp_path: Path) -> None:
+    """Another user's symlinks at the old temporary name and at the script's name: the files they point at are
+    untouched, and the script is a file of its own at its name."""
+    folder, victim = tmp_path / "shared", tmp_path / "victim"
+    folder.mkdir()
+    victim.write_text("the victim's own\n")
+    victim.chmod(0o600)
+    (folder / "x.sbatch.tmp").symlink_to(victim)
+    (folder / "x.sbatch").symlink_to(victim)
+    submitted(folder, "#!/bin/bash\ntrue\n")
+    assert victim.read_text() == "the victim's own\n" and stat.S_IMODE(victim.stat().st_mode) == 0o600
+    assert not (folder / "x.sbatch").is_symlink() and (folder / "x.sbatch").read_text() == "#!/bin/bash\ntrue\n"
+
+
+def test_a_folder_at_the_scripts_name_fails_the_submit_and_nothing_is_moved_into_it(tmp_path: Path) -> None:
+    folder = tmp_path / "shared"
+    (folder / "x.sbatch").mkdir(parents=True)
+    result = submitted(folder, "#!/bin/bash\ntrue\n", check=False)
+    assert result.returncode != 0 and "--parsable" not in result.stdout
+    assert list((folder / "x.sbatch").iterdir()) == [] and sorted(p.name for p in folder.iterdir()) == ["x.sbatch"]
 
 
 @pytest.mark.parametrize(("text", "seconds"), [

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import shlex
 
+import pytest
+
 from pdtui.commands import units_command as units
-from pdtui.config import parse_config
+from pdtui.config import ConfigError, parse_config
 from pdtui.servers.sglang.launch import command_line
+from pdtui.targets.registry import Registry
 from pdtui.targets.slurm.script import output_path, render_script, sbatch_options, slurm_time
 from tests.unit.test_config import SLURM
 
@@ -94,3 +97,21 @@ def test_pdtui_units_has_nothing_to_compare_for_jobs(capsys) -> None:
     assert units.run(parse_config(SLURM, "pd.yaml"), diff_them=True) == 1
     assert capsys.readouterr().err == ("pdtui: the services of pd.yaml run as Slurm jobs: no unit to compare or install "
                                        "(pdtui units CONFIG prints their job scripts)\n")
+
+
+def test_an_output_dir_with_blanks_and_a_hash_is_one_quoted_word_as_sbatch_reads_it() -> None:
+    dep = parse_config(SLURM.replace("output_dir: /shared/pdtui/", "output_dir: '/shared/pd jobs/#1 \"x\"'"))
+    lines = render_script(dep, dep.services["prefill"]).text.splitlines()
+    assert '#SBATCH --output="/shared/pd jobs/#1 \\"x\\"/%x-%j.out"' in lines
+
+
+@pytest.mark.parametrize("folder", ["/shared/%u/jobs", "/shared/a\\\\b"])
+def test_an_output_dir_sbatch_would_read_as_a_pattern_is_refused_at_load(folder: str) -> None:
+    with pytest.raises(ConfigError, match=r"^pd\.yaml:6:17: expected a folder without '%' or '\\'"):
+        parse_config(SLURM.replace("output_dir: /shared/pdtui/", f'output_dir: "{folder}"'), "pd.yaml")
+
+
+def test_the_restart_hint_quotes_the_scripts_path() -> None:
+    dep = parse_config(SLURM.replace("output_dir: /shared/pdtui/", "output_dir: '/shared/pd jobs'"))
+    run = Registry(host_factory=lambda *a, **k: None).new_run(dep.services["prefill"])   # type: ignore[arg-type, return-value]
+    assert run.info(dep).restart_command.endswith("; sbatch '/shared/pd jobs/dsv4-pd-prefill.sbatch'")

@@ -98,7 +98,8 @@ class ClusterSession(Session):
 
     async def submit(self, script: JobScript, deadline: float | None = None) -> tuple[str | None, str]:
         """Write the script on the login host and submit it: (its job id, "") or (None, what sbatch said)."""
-        result = await self.command(self.slurm.submit(script.folder, script.path, script.text), deadline)
+        submission = self.slurm.submit(script.folder, script.path, script.text)
+        result = await self.command(submission.argv, deadline, input=submission.input)
         job_id = parse_submitted(result.stdout) if result.ok else None
         return job_id, "" if job_id else result.last_words
 

@@ -7,16 +7,27 @@ that writes a job script and submits it); a cluster's ``commands:`` wrappers
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 
 from pdtui.targets.slurm.parse import SACCT_FIELDS, SQUEUE_FORMAT
 
-# $1 the folder, $2 the script in base64, $3 its path; then the sbatch argv (the path last). POSIX sh, coreutils' base64.
-_WRITE_AND_SUBMIT = ('set -e; mkdir -p "$1"; printf %s "$2" | base64 -d > "$3.tmp"; chmod 755 "$3.tmp"; '
-                     'mv -f "$3.tmp" "$3"; shift 3; exec "$@"')
+# $1 the folder, $2 the script's file name in it; then the sbatch argv (the path last); the script itself on stdin
+# (never a word of an argv: ps shows those to every user). In a folder others may write: the script is made by
+# mktemp (a new file of a random name, 0600, never through a link planted there), then renamed over its name (a
+# link planted at the name is replaced, never followed; -T: nor is a folder there moved into). POSIX sh, coreutils.
+_WRITE_AND_SUBMIT = ('set -e; umask 077; mkdir -p "$1"; tmp=$(mktemp "$1/.$2.XXXXXX"); trap \'rm -f "$tmp"\' EXIT; '
+                     'cat > "$tmp"; chmod 700 "$tmp"; mv -fT "$tmp" "$1/$2"; trap - EXIT; shift 2; exec "$@"')
 SACCT_SINCE = "now-7days"    # sacct lists only today's jobs unless told otherwise
+
+
+@dataclass(frozen=True, slots=True)
+class Submission:
+    """A job script's submission: the command, and the script it reads on its stdin."""
+
+    argv: list[str]
+    input: bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,10 +46,13 @@ class SlurmCommands:
         commands = cluster.commands
         return cls(commands["sbatch"], commands["squeue"], commands["sacct"], commands["scontrol"], commands["scancel"])
 
-    def submit(self, folder: str, path: str, script: str) -> list[str]:
-        """Write ``script`` at ``path`` (in ``folder``, made if need be) and submit it; sbatch prints the job id."""
-        encoded = base64.b64encode(script.encode()).decode()
-        return ["sh", "-c", _WRITE_AND_SUBMIT, "sh", folder, encoded, path, *self.sbatch, "--parsable", path]
+    def submit(self, folder: str, path: str, script: str) -> Submission:
+        """Write ``script`` at ``path`` (in ``folder``, made if need be; 0700, as it may hold secrets) and submit it;
+        sbatch prints the job id. The script goes on the command's stdin."""
+        name = PurePosixPath(path).name
+        assert f"{folder}/{name}" == path, f"{path} is not in {folder}"
+        return Submission(["sh", "-c", _WRITE_AND_SUBMIT, "sh", folder, name, *self.sbatch, "--parsable", path],
+                          script.encode())
 
     def queue(self, names: Sequence[str]) -> list[str]:
         """The user's jobs of these names in every state Slurm still remembers (an ended one for a few minutes)."""

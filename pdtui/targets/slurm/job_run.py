@@ -125,7 +125,7 @@ class JobRun(ServiceRun):
         assert cfg.cluster is not None
         cluster = deployment.clusters[cfg.cluster]
         cancel = shlex.join(SlurmCommands.for_cluster(cluster).cancel_named(self.unit))
-        restart = f"{cancel}; sbatch {script_path(cluster.output_dir, self.unit)}"
+        restart = f"{cancel}; sbatch {shlex.quote(script_path(cluster.output_dir, self.unit))}"
         return ServiceInfo(cfg.name, cfg.role, self.unit, cfg.host, (), None, cfg.port, tuple(cfg.after), cfg.timeout,
                            restart, cancel, job=True, engine=cfg.engine)
 

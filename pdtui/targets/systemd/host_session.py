@@ -50,10 +50,10 @@ class HostSession(Session):
         self.tail: JournalTail | None = None
 
     async def command(self, argv: list[str], deadline: float | None = None, *, read_only: bool = False,
-                      waits: bool = False) -> Result:
+                      waits: bool = False, input: bytes | None = None) -> Result:
         """Run ``argv`` there, within the command timeout and ``deadline``; sudo asking for a password
         is the host's failure, said once in words the user can act on."""
-        result = await super().command(argv, deadline, read_only=read_only, waits=waits)
+        result = await super().command(argv, deadline, read_only=read_only, waits=waits, input=input)
         if not result.ok and sudo_needs_password(result.stderr):
             raise HostError(f"{self.name}: sudo asks for a password; pdtui needs passwordless sudo "
                             f"(sudo -n) for systemctl and journalctl")

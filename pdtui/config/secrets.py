@@ -1,0 +1,37 @@
+"""Which values of a config are secrets: the one home of the rule.
+
+An environment variable is secret when the config says so (a launch's ``secret_env: [NAME, ...]``) or when its
+name says so (``HF_TOKEN``, ``OPENAI_API_KEY``, ``DB_PASSWORD``: :data:`SECRET_WORDS`). A flag of a launch's
+``args`` named so (``--api-key KEY``, ``--api-key=KEY``) carries a secret too. A secret never lands in a file others
+may read, on a command line pdtui runs, or in what pdtui shows or keeps (pdtui/support/redact.py masks it).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+
+SECRET_WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD", "PASSPHRASE", "CREDENTIAL", "AUTH", "COOKIE",
+                "PRIVATE")
+"""A name holding one of these (any case, anywhere: ``HF_TOKEN``, ``api-key``) names a secret."""
+_SECRET_NAME = re.compile("|".join(SECRET_WORDS), re.IGNORECASE)
+
+
+def secret_name(name: str) -> bool:
+    """Whether a variable or flag name says it holds a secret."""
+    return _SECRET_NAME.search(name) is not None
+
+
+def secret_args(args: Iterable[str]) -> Iterator[str]:
+    """The values of the flags named as secrets in an argv: ``--api-key KEY`` and ``--api-key=KEY`` give KEY."""
+    words = list(args)
+    for index, word in enumerate(words):
+        if not word.startswith("-"):
+            continue
+        flag, equals, value = word.partition("=")
+        if not secret_name(flag):
+            continue
+        if equals:
+            yield value
+        elif index + 1 < len(words) and not words[index + 1].startswith("--"):
+            yield words[index + 1]

@@ -1,0 +1,120 @@
+"""Secrets of a config: which values are (marked, or named so), kept out of units, job scripts' modes, what pdtui
+prints and what enters the engine (a redactor)."""
+
+from __future__ import annotations
+
+import re
+import stat
+
+import pytest
+import yaml
+
+from pdtui.commands import units_command as units
+from pdtui.config import ConfigError, parse_config
+from pdtui.config.secrets import secret_args, secret_name
+from pdtui.sim.unit_store import parse_unit, read_env_file
+from pdtui.support.redact import Redactor
+from pdtui.targets.systemd.unit_files import env_file_text, render_units
+from tests.unit.test_config import SLURM
+from tests.unit.test_unit_files import multi_node
+
+TOKEN = "hf_s3cretT0ken$(id)`x`\"q\\b"
+
+
+def deployment_with(launch: dict, source: str = "mn.yaml"):
+    config = multi_node()
+    config["services"]["decode-0"]["launch"] = {"model": "m", **launch}
+    return parse_config(yaml.safe_dump(config, sort_keys=False), source)
+
+
+@pytest.mark.parametrize(("name", "secret"), [
+    ("HF_TOKEN", True), ("OPENAI_API_KEY", True), ("db_password", True), ("AWS_SECRET_ACCESS_KEY", True),
+    ("--api-key", True), ("GIT_CREDENTIALS", True), ("NCCL_DEBUG", False), ("CUDA_VISIBLE_DEVICES", False)])
+def test_a_name_that_says_so_names_a_secret(name, secret):
+    assert secret_name(name) is secret
+
+
+def test_secret_flags_give_their_values():
+    assert list(secret_args(["--api-key", "k1", "--admin-api-key=k2", "--port", "1", "--api-key"])) == ["k1", "k2"]
+
+
+def test_a_secret_is_never_in_the_unit_but_in_its_environment_file():
+    deployment = deployment_with({"env": {"HF_TOKEN": TOKEN, "PLAIN": "p", "MINE": "mine-secret"},
+                                  "secret_env": ["MINE"]})
+    unit = next(u for u in render_units(deployment) if u.service == "decode-0")
+    assert TOKEN not in unit.text and "mine-secret" not in unit.text and "Environment=PLAIN=p" in unit.text
+    assert f"EnvironmentFile=/etc/pdtui/env/{unit.name}.env" in unit.text.splitlines()
+    assert unit.secret_path == f"/etc/pdtui/env/{unit.name}.env"
+    assert read_env_file_text(unit.secret_text) == {"HF_TOKEN": TOKEN, "MINE": "mine-secret"}
+
+
+def read_env_file_text(text: str, tmp=None) -> dict[str, str]:
+    import tempfile
+    with tempfile.NamedTemporaryFile("w", suffix=".env") as file:
+        file.write(text)
+        file.flush()
+        return read_env_file(file.name)
+
+
+def test_the_sims_systemd_reads_the_environment_file_after_environment(tmp_path):
+    path = tmp_path / "u.env"
+    path.write_text(env_file_text({"HF_TOKEN": TOKEN, "A": "from-file"}))
+    unit = parse_unit("u.service", f"[Service]\nEnvironment=A=inline B=b\nEnvironmentFile={path}\n"
+                                   f"EnvironmentFile=-{tmp_path}/missing.env\nExecStart=/bin/true\n")
+    assert unit.env == {"A": "inline", "B": "b"}         # the file is read at each start, as systemd reads it
+    assert unit.start_env() == {"A": "from-file", "B": "b", "HF_TOKEN": TOKEN}
+    path.unlink()
+    with pytest.raises(FileNotFoundError):
+        unit.start_env()
+
+
+def test_secret_env_names_a_variable_of_env_or_is_refused_with_its_place():
+    with pytest.raises(ConfigError) as caught:
+        deployment_with({"env": {"A": "1"}, "secret_env": ["NOPE"]})
+    assert re.match(r"mn\.yaml:\d+:\d+: secret_env names NOPE, which is not in launch.env", str(caught.value))
+
+
+def test_units_prints_secrets_masked(capsys):
+    deployment = deployment_with({"env": {"HF_TOKEN": TOKEN}, "args": ["--api-key", "sk-argsecret"]})
+    units.run(deployment)
+    out = capsys.readouterr().out
+    assert TOKEN not in out and "sk-argsecret" not in out
+    assert "HF_TOKEN=<secret>" in out and "--api-key <secret>" in out
+
+
+def test_a_job_scripts_secrets_are_masked_when_printed(capsys):
+    deployment = parse_config(SLURM.replace("launch: {model: m}", "launch: {model: m, env: {HF_TOKEN: hf_jobsecret1}}",
+                                            1))
+    units.run(deployment)
+    out = capsys.readouterr().out
+    assert "hf_jobsecret1" not in out and "export HF_TOKEN=<secret>" in out
+
+
+def test_out_writes_units_0644_secrets_0600_and_job_scripts_0700(tmp_path):
+    deployment = deployment_with({"env": {"HF_TOKEN": TOKEN}})
+    assert units.run(deployment, out=str(tmp_path)) == 0
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in tmp_path.iterdir()}
+    name = next(u.name for u in render_units(deployment) if u.service == "decode-0")
+    assert modes[name] == 0o644 and modes[f"{name}.env"] == 0o600
+    assert read_env_file(str(tmp_path / f"{name}.env")) == {"HF_TOKEN": TOKEN}
+    assert all(TOKEN not in (tmp_path / n).read_text() for n in modes if not n.endswith(".env"))
+    jobs = parse_config(SLURM.replace("launch: {model: m}", "launch: {model: m, env: {HF_TOKEN: hf_jobsecret1}}", 1))
+    assert units.run(jobs, out=str(tmp_path / "jobs")) == 0
+    assert {stat.S_IMODE(p.stat().st_mode) for p in (tmp_path / "jobs").glob("*.sbatch")} == {0o700}
+
+
+def test_the_redactor_masks_every_secret_and_leaves_other_text_as_it_is():
+    redactor = Redactor(["hf_abcdef", "名字秘密xyz", "abc"])     # 'abc': too short to mask
+    assert redactor.redact("Grüße 名字秘密xyz, hf_abcdef; hf_abcdefg abc") == "Grüße <secret>, <secret>; <secret>g abc"
+    assert redactor.redact("nothing here") == "nothing here"
+    assert not Redactor([]) and Redactor([]).redact("hf_abcdef") == "hf_abcdef"
+
+
+def test_a_deployments_redactor_holds_its_launches_secrets_and_its_routers_api_key(monkeypatch):
+    monkeypatch.setenv("ROUTER_KEY", "router-key-123")
+    config = multi_node()
+    config["services"]["decode-0"]["launch"] = {"model": "m", "env": {"HF_TOKEN": "hf_tok123"},
+                                                "args": ["--api-key=sk-123456"]}
+    config["services"]["router"]["api_key_env"] = "ROUTER_KEY"
+    deployment = parse_config(yaml.safe_dump(config), "mn.yaml")
+    assert set(deployment.redactor.secrets) == {"hf_tok123", "sk-123456", "router-key-123"}
