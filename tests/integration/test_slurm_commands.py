@@ -3,6 +3,7 @@ pdtui/targets/slurm/parse.py: the formats of tests/unit/test_slurm_parse.py, as 
 
 from __future__ import annotations
 
+import stat
 import subprocess
 
 from pdtui.sim.slurm_cluster import PrivateCluster
@@ -96,3 +97,12 @@ def test_an_output_folder_with_a_blank_and_a_hash_gets_the_jobs_output_where_pdt
     out = folder / f"t-blank-{job}.out"
     assert wait_until(lambda: out.exists() and "from-the-job" in out.read_text())
     assert sorted(p.name for p in folder.iterdir()) == sorted([out.name, "t-blank.sbatch"])
+
+
+def test_a_jobs_output_file_is_its_owners_alone(slurm) -> None:
+    """SGLang prints its server_args (an --api-key among them) into the job's output: sbatch runs under the submit
+    script's umask 077, and Slurm creates the output file with the umask the job was submitted under."""
+    job = job_id(submit(slurm, "t-private", "echo from-the-job"))
+    out = slurm.jobs_dir / f"t-private-{job}.out"
+    assert wait_until(lambda: out.exists() and "from-the-job" in out.read_text())
+    assert stat.S_IMODE(out.stat().st_mode) & 0o077 == 0, oct(out.stat().st_mode)
