@@ -23,7 +23,7 @@ import pytest
 
 from pdtui.sim.sandbox import Sandbox
 
-URL = re.compile(r"serving the TUI at (http://127\.0\.0\.1:(\d+)/(?:\?token=([\w-]+))?)")
+URL = re.compile(r"serving the TUI at (https?://127\.0\.0\.1:(\d+)/(?:\?token=([\w-]+))?)")
 WEBSOCKET_URL = re.compile(r'data-session-websocket-url="([^"]+)"')
 ESCAPES = re.compile(r"\x1b(?:\[[0-9;?<>=]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[()][0-9A-Za-z]|[=>78])")
 START_WAIT = 30.0
@@ -42,8 +42,15 @@ def websocket_url(page: str) -> str:
     return found.group(1)
 
 
+def client() -> aiohttp.ClientSession:
+    """An HTTP client that keeps cookies as a browser does, for 127.0.0.1 too (aiohttp's own keeps none for an
+    address): the token's cookie reaches the session's websocket."""
+    return aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True))
+
+
 async def open_session(http: aiohttp.ClientSession, url: str, size: tuple[int, int] = (160, 50)):
-    """Load ``url``'s page and open the session its script would (same Origin as the page)."""
+    """Load ``url``'s page (sent on without its token, the token's cookie kept) and open the session its script
+    would (same Origin as the page)."""
     async with http.get(url) as response:
         assert response.status == 200
         page = await response.text()
@@ -73,7 +80,8 @@ async def read_until(ws: aiohttp.ClientWebSocketResponse, done: Callable[[str], 
 
 
 class Served:
-    """``python -m pdtui ARGV`` serving the web face; :meth:`stop` (and the ``with`` exit) ends it by PID.
+    """``python -m pdtui ARGV`` serving the web face, in a working directory of its own (``cwd``: a test may check
+    nothing was written there); :meth:`stop` (and the ``with`` exit) ends it by PID.
 
     On a failed test the ``with`` exit asks it to stop (Ctrl-C), kills it if it does not, and then
     stops the units of the demo's ``sandbox`` by their PIDs: they run detached from it.
@@ -83,6 +91,7 @@ class Served:
         self.argv = [*argv, "--sandbox", str(sandbox)] if sandbox is not None else argv
         self.sandbox = sandbox
         self.err_path = log_dir / "served.err"
+        self.cwd = log_dir / "served-cwd"
         self.lines: list[str] = []
         self.proc: subprocess.Popen | None = None
         self._url_seen = threading.Event()
@@ -90,9 +99,11 @@ class Served:
 
     def __enter__(self) -> Served:
         self.started_at = time.monotonic()
+        self.cwd.mkdir(exist_ok=True)
         with open(self.err_path, "wb") as err:
             self.proc = subprocess.Popen([sys.executable, "-m", "pdtui", *self.argv], stdout=subprocess.PIPE,
-                                         stderr=err, stdin=subprocess.DEVNULL, text=True, start_new_session=True)
+                                         stderr=err, stdin=subprocess.DEVNULL, text=True, start_new_session=True,
+                                         cwd=self.cwd)
         threading.Thread(target=self._read, daemon=True).start()
         if not self._url_seen.wait(START_WAIT):
             self.kill()

@@ -14,7 +14,7 @@ import aiohttp
 
 from pdtui.sim.procs import ProcId, running_with
 from tests.conftest_sim import assert_nothing_left, wait_until
-from tests.web_helpers import Served, open_session, read_until
+from tests.web_helpers import Served, client, open_session, read_until
 
 DEMO = ["demo", "--web", "--router", "sim", "--startup", "1"]
 REFERENCE = str(Path(__file__).parents[2] / "sample_configs" / "reference.yaml")
@@ -38,7 +38,7 @@ async def test_demo_web_shows_the_bring_up_then_the_tui_refuses_actions_and_ctrl
     sandbox = tmp_path / "sim"
     with Served(DEMO, tmp_path, sandbox) as served:
         assert served.token is None and "it watches only" in "".join(served.lines)
-        async with aiohttp.ClientSession() as http:
+        async with client() as http:
             ws = await open_session(http, served.url)
             seen = bytearray()
             text = await read_until(ws, all_ready, seen=seen)
@@ -58,7 +58,7 @@ async def test_demo_web_shows_the_bring_up_then_the_tui_refuses_actions_and_ctrl
 async def test_ctrl_c_while_a_tab_waits_for_the_bring_up_starts_no_app_and_leaves_nothing(tmp_path):
     sandbox = tmp_path / "sim"
     with Served([*DEMO[:-1], "5"], tmp_path, sandbox) as served:
-        async with aiohttp.ClientSession() as http:
+        async with client() as http:
             ws = await open_session(http, served.url)
             await read_until(ws, lambda t: "decode   waiting" in t, timeout=30)
             code = served.stop(signal.SIGINT)
@@ -72,7 +72,7 @@ async def test_with_allow_actions_only_the_token_acts_and_status_web_watches_the
     with Served([*DEMO, "--allow-actions"], tmp_path, sandbox) as served:
         token = served.token
         assert token and len(token) >= 24
-        async with aiohttp.ClientSession() as http:
+        async with client() as http:
             without = await open_session(http, served.url.split("?")[0])
             with_token = await open_session(http, served.url)
             seen_without, seen_with = bytearray(), bytearray()
