@@ -5,8 +5,6 @@ time), TLS, downloads, and that every session's process ends with its tab or wit
 from __future__ import annotations
 
 import asyncio
-import datetime
-import ipaddress
 import re
 import socket
 import ssl
@@ -17,10 +15,6 @@ from pathlib import Path
 import aiohttp
 import pytest
 from aiohttp import web
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from pdtui.web import server as server_module
 from pdtui.web.options import WebOptions
@@ -28,7 +22,7 @@ from pdtui.web.preface import Preface
 from pdtui.web.server import SECURITY_HEADERS, WebServer
 from tests.conftest_sim import gone, wait_until
 from tests.web_app import DELIVERED
-from tests.web_helpers import client, open_session, plain, read_until
+from tests.web_helpers import client, open_session, plain, read_until, self_signed
 
 APP = str(Path(__file__).parents[1] / "web_app.py")
 TOKEN = "s3cret-token"
@@ -313,22 +307,3 @@ async def test_tls_serves_the_page_and_the_session_over_https_with_a_secure_cook
     with pytest.raises(aiohttp.ClientError):              # plain http is not served beside it
         async with running.http.get(f"http://127.0.0.1:{running.port}/"):
             pass
-
-
-def self_signed(folder: Path) -> tuple[Path, Path]:
-    """A certificate for 127.0.0.1 and its key, made now (PEM files in ``folder``)."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-                           critical=False)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .sign(key, hashes.SHA256()))
-    cert_path, key_path = folder / "cert.pem", folder / "key.pem"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
-    return cert_path, key_path
