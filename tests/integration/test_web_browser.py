@@ -1,5 +1,6 @@
 """``pdtui demo --web`` in a real browser (Debian's headless Chromium): the page shows the three panels READY,
-fetches nothing but from the server, refuses actions without the token, and every process ends with the server.
+fetches nothing but from the server (its policy blocking nothing), refuses actions without the token, takes the token
+out of the address bar, saves a log as a download with it, and every process ends with the server.
 
 The screen is read from the page's xterm.js buffer (what its canvas renderer
 draws; see tests/browser.py). ``PDTUI_WEB_SCREENSHOT=docs/web.png`` also saves
