@@ -46,6 +46,11 @@ TERMINAL_ROWS = """function () {
 }"""
 
 
+VIOLATIONS = """window.violations = [];
+document.addEventListener("securitypolicyviolation", e => window.violations.push(e.violatedDirective + " " + e.blockedURI));
+"""
+
+
 def chromium() -> str | None:
     return shutil.which("chromium")
 
@@ -134,14 +139,21 @@ class Chromium:
         return reply.get("result", {})
 
     async def open(self, url: str) -> Page:
-        """A new tab on ``url``, its requests recorded."""
+        """A new tab on ``url``, its requests recorded, every Content-Security-Policy violation kept in the page's
+        ``window.violations``."""
         target = (await self.send("Target.createTarget", {"url": "about:blank"}))["targetId"]
         session = (await self.send("Target.attachToTarget", {"targetId": target, "flatten": True}))["sessionId"]
         page = Page(self, target, session)
         await page.send("Network.enable")
         await page.send("Page.enable")
+        await page.send("Page.addScriptToEvaluateOnNewDocument", {"source": VIOLATIONS})
         await page.send("Page.navigate", {"url": url})
         return page
+
+    async def download_to(self, folder: Path) -> None:
+        """Files a page downloads (its own or a tab it opens) are saved in ``folder``."""
+        folder.mkdir(parents=True, exist_ok=True)
+        await self.send("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(folder)})
 
     async def stop(self) -> None:
         """Close the connection, then end the browser's process group by PID: SIGTERM, SIGKILL after 5 s."""

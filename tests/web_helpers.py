@@ -8,6 +8,8 @@ reads what xterm.js shows instead).
 from __future__ import annotations
 
 import asyncio
+import datetime
+import ipaddress
 import os
 import re
 import signal
@@ -20,10 +22,14 @@ from pathlib import Path
 
 import aiohttp
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
 from pdtui.sim.sandbox import Sandbox
 
-URL = re.compile(r"serving the TUI at (http://127\.0\.0\.1:(\d+)/(?:\?token=([\w-]+))?)")
+URL = re.compile(r"serving the TUI at (https?://127\.0\.0\.1:(\d+)/(?:\?token=([\w-]+))?)")
 WEBSOCKET_URL = re.compile(r'data-session-websocket-url="([^"]+)"')
 ESCAPES = re.compile(r"\x1b(?:\[[0-9;?<>=]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[()][0-9A-Za-z]|[=>78])")
 START_WAIT = 30.0
@@ -42,8 +48,15 @@ def websocket_url(page: str) -> str:
     return found.group(1)
 
 
+def client() -> aiohttp.ClientSession:
+    """An HTTP client that keeps cookies as a browser does, for 127.0.0.1 too (aiohttp's own keeps none for an
+    address): the token's cookie reaches the session's websocket."""
+    return aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True))
+
+
 async def open_session(http: aiohttp.ClientSession, url: str, size: tuple[int, int] = (160, 50)):
-    """Load ``url``'s page and open the session its script would (same Origin as the page)."""
+    """Load ``url``'s page (sent on without its token, the token's cookie kept) and open the session its script
+    would (same Origin as the page)."""
     async with http.get(url) as response:
         assert response.status == 200
         page = await response.text()
@@ -73,7 +86,8 @@ async def read_until(ws: aiohttp.ClientWebSocketResponse, done: Callable[[str], 
 
 
 class Served:
-    """``python -m pdtui ARGV`` serving the web face; :meth:`stop` (and the ``with`` exit) ends it by PID.
+    """``python -m pdtui ARGV`` serving the web face, in a working directory of its own (``cwd``: a test may check
+    nothing was written there); :meth:`stop` (and the ``with`` exit) ends it by PID.
 
     On a failed test the ``with`` exit asks it to stop (Ctrl-C), kills it if it does not, and then
     stops the units of the demo's ``sandbox`` by their PIDs: they run detached from it.
@@ -83,6 +97,7 @@ class Served:
         self.argv = [*argv, "--sandbox", str(sandbox)] if sandbox is not None else argv
         self.sandbox = sandbox
         self.err_path = log_dir / "served.err"
+        self.cwd = log_dir / "served-cwd"
         self.lines: list[str] = []
         self.proc: subprocess.Popen | None = None
         self._url_seen = threading.Event()
@@ -90,9 +105,11 @@ class Served:
 
     def __enter__(self) -> Served:
         self.started_at = time.monotonic()
+        self.cwd.mkdir(exist_ok=True)
         with open(self.err_path, "wb") as err:
             self.proc = subprocess.Popen([sys.executable, "-m", "pdtui", *self.argv], stdout=subprocess.PIPE,
-                                         stderr=err, stdin=subprocess.DEVNULL, text=True, start_new_session=True)
+                                         stderr=err, stdin=subprocess.DEVNULL, text=True, start_new_session=True,
+                                         cwd=self.cwd)
         threading.Thread(target=self._read, daemon=True).start()
         if not self._url_seen.wait(START_WAIT):
             self.kill()
@@ -159,3 +176,22 @@ class Served:
             except ProcessLookupError:
                 pass
             self.proc.wait()
+
+
+def self_signed(folder: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 and its key, made now (PEM files in ``folder``)."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                           critical=False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256()))
+    cert_path, key_path = folder / "cert.pem", folder / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return cert_path, key_path

@@ -9,6 +9,8 @@ under way) and carried out by the app, which closes the source before it exits.
 
 from __future__ import annotations
 
+import functools
+import io
 import os
 import re
 import time
@@ -75,6 +77,19 @@ WIDE = 120
 HOST_SEVERITY: dict[str, SeverityLevel] = {"error": "error", "unreachable": "warning"}
 NOTICE_SEVERITY: dict[str, SeverityLevel] = {"warning": "warning", "error": "error"}
 
+SIDE_EFFECTS: dict[str, str] = {
+    "retry": "retry",
+    "restart": "restart",           # drained, rolled or at once: the choice comes after the gate
+    "stop": "stop",
+    "pairs": "proving the pairs",   # a request to every prefill x decode pair
+    "save": "saving a log",         # a file (the terminal) or a download (a browser with the token)
+}
+"""Every action of the screen with an effect beyond it (a service, the engine's requests, a file), by the words its
+refusal says: what a page served to watch refuses, by key, from the palette or called. The one list: each
+``action_NAME`` here is wrapped by :func:`_gated` once, below the class."""
+SAVE_ATTEMPTS = 10_000
+"""Numbered names a save tries before it gives up (each press takes a new one; none is ever overwritten)."""
+
 
 def _safe_name(name: str) -> str:
     """A file-name-safe form of a deployment or service name."""
@@ -108,7 +123,7 @@ class DeploymentScreen(Screen[None]):
         self.source = source
         self.log_limit = log_limit
         self.follow_up_text = follow_up_text
-        self.refuse_actions = refuse_actions   # why restart, stop and retry are refused (a page served to watch)
+        self.refuse_actions = refuse_actions   # why every action in SIDE_EFFECTS is refused (a page served to watch)
         self.baseline = baseline               # each service's phase lengths in its last successful run
         self.elapsed = ElapsedClock(clock or time.monotonic)
         self.panels: dict[str, ServicePanel] = {}
@@ -501,38 +516,32 @@ class DeploymentScreen(Screen[None]):
         self.merged.log_view.focus()
 
     def action_save(self) -> None:
+        """The focused log as text: a download in a browser (nothing written where the server runs), else a new
+        file in the working directory, readable by its owner alone."""
         log = self._focused_log()
         if log is None:
             return
         panel = self._focused_panel()
-        name = panel.service if panel is not None else "all"
-        path = self._save_path(name)
+        stem = f"pdtui-{_safe_name(self._deployment)}-{_safe_name(panel.service if panel is not None else 'all')}"
+        text = "".join(f"{row.saved()}\n" for row in log.rows())
+        if self.app.is_web:
+            self.app.deliver_text(io.StringIO(text), save_filename=f"{stem}.log", mime_type="text/plain")
+            self.notify(f"sent {log.total} lines to the browser as {stem}.log", title="log saved", markup=False)
+            return
         try:
-            create_private(path, "".join(f"{row.saved()}\n" for row in log.rows()))     # 0600: a whole journal
+            path = write_new(Path.cwd(), stem, text)     # 0600: a whole journal
         except OSError as error:
-            self.notify(f"could not save {path}: {error.strerror}", severity="error", markup=False)
+            self.notify(f"could not save {error.filename or stem}: {error.strerror}", severity="error", markup=False)
             return
         self.notify(f"saved {log.total} lines to {path}", title="log saved", markup=False)
 
-    def _save_path(self, service: str) -> Path:
-        """``pdtui-DEPLOYMENT-SERVICE.log`` in the working directory, numbered if taken."""
-        stem = f"pdtui-{_safe_name(self._deployment)}-{_safe_name(service)}"
-        path = Path.cwd() / f"{stem}.log"
-        counter = 1
-        while path.exists():
-            path = Path.cwd() / f"{stem}-{counter}.log"
-            counter += 1
-        return path
-
     def _refused(self, verb: str) -> bool:
-        """True (after saying so) when this screen may not act: a page served to watch only."""
+        """True (after saying so) when this screen may not act: a page served to watch only (see :data:`SIDE_EFFECTS`)."""
         if self.refuse_actions:
             self.notify(f"{verb} refused: {self.refuse_actions}", severity="warning", markup=False)
         return bool(self.refuse_actions)
 
     def action_retry(self) -> None:
-        if self._refused("retry"):
-            return
         panel = self._focused_panel()
         if panel is None:
             self.notify("focus a service panel to retry it", severity="warning")
@@ -548,20 +557,16 @@ class DeploymentScreen(Screen[None]):
 
     def action_pairs(self) -> None:
         """Prove every prefill × decode pair behind the serving routers again (one request each)."""
-        if self._refused("proving the pairs"):
-            return
         if self.source.prove_pairs():
             self.notify("proving every prefill × decode pair")
         else:
             self.notify("no router serves: no pairs to prove", severity="warning")
 
     def action_restart(self) -> None:
-        if not self._refused("restart"):
-            self._confirm_action("restart")
+        self._confirm_action("restart")
 
     def action_stop(self) -> None:
-        if not self._refused("stop"):
-            self._confirm_action("stop")
+        self._confirm_action("stop")
 
     def _confirm_action(self, verb: str) -> None:
         """Restart or stop the focused service, once the user has seen the exact command and said yes."""
@@ -659,8 +664,39 @@ class DeploymentScreen(Screen[None]):
         yield SystemCommand("Filter", "Filter the focused log by a regular expression", self.action_filter)
         yield SystemCommand("Zoom", "Zoom the focused panel to the whole screen, and back", self.action_zoom)
         yield SystemCommand("Retry", "Retry the focused service when it failed or timed out", self.action_retry)
+        yield SystemCommand("Prove pairs", "Prove every prefill × decode pair again (one request each)",
+                            self.action_pairs)
         yield SystemCommand("Restart service", "Restart the focused service (asks first)", self.action_restart)
         yield SystemCommand("Stop service", "Stop the focused service (asks first)", self.action_stop)
         yield SystemCommand("All logs", "Every service's log merged by time", self.action_all_logs)
-        yield SystemCommand("Save log", "Save the focused log to a file", self.action_save)
+        yield SystemCommand("Save log", "Save the focused log to a file (in a browser: a download)", self.action_save)
         yield SystemCommand("Help", "Keys and badges", self.action_help)
+
+
+def _gated(name: str, words: str) -> None:
+    """Wrap ``DeploymentScreen.action_NAME`` so that a page served to watch refuses it, saying ``words``."""
+    action = getattr(DeploymentScreen, f"action_{name}")
+
+    @functools.wraps(action)
+    def gate(self: DeploymentScreen) -> None:
+        if not self._refused(words):
+            action(self)
+
+    setattr(DeploymentScreen, f"action_{name}", gate)
+
+
+for _name, _words in SIDE_EFFECTS.items():
+    _gated(_name, _words)
+
+
+def write_new(directory: Path, stem: str, text: str) -> Path:
+    """``text`` in a new file ``STEM.log`` (``STEM-N.log`` when taken) in ``directory``, created 0600 exclusively and
+    never through a symbolic link: a file already there, or a link planted under the name, is never written."""
+    for counter in range(SAVE_ATTEMPTS):
+        path = directory / (f"{stem}.log" if counter == 0 else f"{stem}-{counter}.log")
+        try:
+            create_private(path, text)
+        except FileExistsError:
+            continue
+        return path
+    raise FileExistsError(17, f"{SAVE_ATTEMPTS} saved logs already", str(directory / f"{stem}.log"))

@@ -20,7 +20,7 @@ HELP_KEYS: tuple[tuple[str, str], ...] = (
     ("/", "filter the focused log by regex (empty: no filter)"),
     ("z", "zoom the focused panel to the whole screen, and back"),
     ("a", "all services' logs merged by time, and back"),
-    ("s", "save the focused log to a file"),
+    ("s", "save the focused log to a file (in a browser: a download)"),
     ("r", "retry the focused service when it failed or timed out"),
     ("R", "restart the focused service (asks: drain, roll or now)"),
     ("x", "stop the focused service (asks first; shows the command)"),

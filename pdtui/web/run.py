@@ -15,6 +15,7 @@ import os
 import secrets
 import signal
 import socket
+import ssl
 import sys
 from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from pdtui.support.exits import EXIT_OK, EXIT_USAGE
+from pdtui.support.text import inert
 from pdtui.web.options import WebOptions, session_command
 from pdtui.web.preface import Preface
 from pdtui.web.server import WebServer
@@ -70,14 +72,17 @@ def serve(command: Callable[[str], list[str]], options: WebOptions, title: str, 
 
 
 async def _serve(command: Callable[[str], list[str]], options: WebOptions, title: str, bring_up: BringUp | None) -> int:
+    tls = tls_context(options)
+    if isinstance(tls, str):
+        print(f"pdtui: {tls}", file=sys.stderr)
+        return EXIT_USAGE
     token = secrets.token_urlsafe(24) if options.allow_actions else None
     preface = Preface(echo=sys.stderr) if bring_up is not None else None
     server = WebServer(command, options, title=title, token=token, preface=preface)
-    runner = web.AppRunner(await server.make_app(), handle_signals=False, access_log=None, shutdown_timeout=2.0)
     with _stop_signals() as stopped:
-        await runner.setup()
+        runner = await server.runner()
         try:
-            await web.TCPSite(runner, options.host, options.port).start()
+            await web.TCPSite(runner, options.host, options.port, ssl_context=tls).start()
         except OSError as exc:
             await runner.cleanup()
             print(f"pdtui: cannot listen on {options.host}:{options.port}: {_reason(exc)}", file=sys.stderr)
@@ -96,16 +101,37 @@ async def _serve(command: Callable[[str], list[str]], options: WebOptions, title
     return EXIT_OK
 
 
+def tls_context(options: WebOptions) -> ssl.SSLContext | None | str:
+    """The server's TLS context from ``--cert``/``--key`` (None without them), or the line saying why it cannot be."""
+    if options.cert is None or options.key is None:
+        return None
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        context.load_cert_chain(options.cert, options.key)
+    except ssl.SSLError as exc:   # a file that is no PEM, a key that is not the certificate's
+        what = f"not a PEM certificate chain and its private key ({exc.reason or exc.strerror})"
+    except OSError as exc:
+        what = exc.strerror or str(exc)
+    else:
+        return context
+    return inert(f"--cert {options.cert} --key {options.key}: cannot serve TLS with them: {what}")
+
+
 def _announce(options: WebOptions, port: int, token: str | None) -> None:
-    """The URL (with its token when actions are allowed) on stdout; off loopback, the warning on stderr."""
-    base = f"http://{_url_host(options.host)}:{port}/"
+    """The URL (with its token when actions are allowed) on stdout; off loopback, the warnings on stderr."""
+    base = f"{'https' if options.tls else 'http'}://{_url_host(options.host)}:{port}/"
     url = f"{base}?token={token}" if token else base
-    acting = ("; a browser with this URL's token may restart, stop and retry" if token
-              else "; it watches only (restart, stop and retry are refused)")
+    acting = ("; a browser with this URL's token may restart, stop, retry, prove the pairs and save logs" if token
+              else "; it watches only (restart, stop, retry, proving the pairs and saving logs are refused)")
     print(f"pdtui: serving the TUI at {url}{acting}; Ctrl-C stops it", flush=True)
     if not options.loopback:
         print(f"pdtui: warning: listening on {options.host}: anyone who reaches {base} sees the deployment",
               file=sys.stderr, flush=True)
+        if not options.tls:
+            secret = "the token, " if token else ""
+            print(f"pdtui: warning: no TLS: {secret}the page and the deployment's logs cross the network in clear "
+                  f"text; give --cert and --key to serve https", file=sys.stderr, flush=True)
 
 
 def _reason(exc: OSError) -> str:

@@ -7,11 +7,23 @@ page's script, stylesheet and fonts. What pdtui changes:
 - the page is pdtui's own (``page.html``): nothing fetched from the internet, the
   websocket URL taken from the request's own host;
 - a session runs the command for ``watch``, or for ``act`` only when the server
-  allows actions and the websocket came with the token (in its path: the page passes
-  on the token of its own URL). The server decides; a browser cannot ask for more;
+  allows actions and the websocket came with the token's cookie: the printed URL's
+  ``?token=`` is set in an HttpOnly, SameSite=Strict cookie (Secure over TLS) and the
+  browser sent on to the URL without it, out of the address bar and its history.
+  The server decides; a browser cannot ask for more;
 - a websocket opened by another site's page (its ``Origin`` not this server) is
-  refused, and on loopback so is a ``Host`` that is not a loopback name (DNS
-  rebinding): other pages in the same browser cannot watch through it;
+  refused, and so is a ``Host`` that is none of this server's names (DNS rebinding:
+  on loopback a loopback name; elsewhere an address, the ``--host`` name or this
+  machine's name): other pages in the same browser cannot watch through it;
+- every answer forbids framing and sniffing and sends no referrer; the page's
+  policy lets it load only from this server;
+- bounds: at most ``max_sessions`` websockets at once (one more gets a line saying
+  so), a terminal of at most :data:`TERMINAL_LIMIT`, a browser message of at most
+  :data:`MESSAGE_LIMIT`, request lines and headers within :data:`HTTP_LIMITS`, and a
+  session ended after ``idle`` seconds without a message from its tab;
+- a file the app delivers (a saved log, a screenshot) is downloaded from
+  ``/download/KEY``, a key only its session's tab is told: nothing is written where
+  the server runs;
 - each session's process is ended by its PID when its tab closes or the server
   stops: asked to quit, SIGTERM after a grace, SIGKILL last, and waited for.
 """
@@ -25,23 +37,44 @@ import json
 import os
 import shlex
 import signal
+import socket
 from collections.abc import Callable
 from pathlib import Path
-from urllib.parse import quote, urlsplit
+from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp_jinja2
 import jinja2
-from aiohttp import WSMsgType, web
+from aiohttp import WSCloseCode, WSMsgType, web
 from textual_serve.app_service import AppService
 from textual_serve.server import Server
 
-from pdtui.web.options import ACT, WATCH, WebOptions, is_loopback
+from pdtui.web.options import ACT, WATCH, WebOptions, is_address, is_loopback
 from pdtui.web.preface import Preface
 
 PAGE_DIR = Path(__file__).parent
 STOP_GRACE = 5.0
 """Seconds a session's app gets to quit (closing its connections) before SIGTERM, and again before SIGKILL."""
 FONT_SIZES = range(6, 65)
+HEARTBEAT = 15.0
+"""Seconds between the server's pings on a session's websocket: a tab gone without closing it is noticed."""
+TERMINAL_LIMIT = (500, 200)
+"""The largest terminal a browser may ask for, columns by rows (the query string's and every resize's)."""
+MESSAGE_LIMIT = 64 * 1024
+"""The largest websocket message a browser may send (a key, a paste, a resize); a larger one ends its session."""
+HTTP_LIMITS: dict[str, Any] = {"max_line_size": 8190, "max_field_size": 8190, "max_headers": 64}
+"""aiohttp's bounds on a request line, a header and the number of headers (a browser sends some twenty)."""
+BODY_LIMIT = 64 * 1024
+"""The largest request body (the page takes none)."""
+SECURITY_HEADERS = {
+    "X-Frame-Options": "DENY",
+    "Content-Security-Policy": "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+                               "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
+"""On every answer: never framed, never sniffed, no referrer; the page loads from this server alone (textual.js
+adds its stylesheets as style elements, hence inline styles)."""
 
 
 class Session(AppService):
@@ -80,6 +113,7 @@ class Session(AppService):
         process = self._process
         if process is None:
             return
+        await self._download_manager.cancel_app_downloads(app_service_id=self.app_service_id)
         if process.returncode is None:
             with contextlib.suppress(Exception):
                 await self.send_meta({"type": "quit"})
@@ -111,32 +145,59 @@ class WebServer(Server):
         self.sockets: set[web.WebSocketResponse] = set()
         self.closing = False
         self.started = 0          # sessions started so far
+        self.names = served_names(options.host)
 
     async def _make_app(self) -> web.Application:
         return await self.make_app()
 
     async def make_app(self) -> web.Application:
-        """The page, its static files (textual-serve's, no directory listing) and the websocket routes."""
-        app = web.Application()
+        """The page, its static files (textual-serve's, no directory listing), the websocket and download routes."""
+        app = web.Application(client_max_size=BODY_LIMIT)
         aiohttp_jinja2.setup(app, loader=jinja2.FileSystemLoader(PAGE_DIR))
         app.add_routes([
             web.get("/", self.handle_index, name="index"),
             web.get("/ws", self.handle_websocket, name="websocket"),
-            web.get("/ws/{token}", self.handle_websocket, name="websocket-token"),
+            web.get("/download/{key}", self.handle_download, name="download"),
             web.static("/static", self.statics_path, name="static"),
         ])
+        app.on_response_prepare.append(_secure_headers)
         return app
+
+    async def runner(self) -> web.AppRunner:
+        """The app's runner, set up, with :data:`HTTP_LIMITS` on every request: what a site is started on."""
+        runner = web.AppRunner(await self.make_app(), handle_signals=False, access_log=None, shutdown_timeout=2.0,
+                               **HTTP_LIMITS)
+        await runner.setup()
+        return runner
 
     # -- who may -----------------------------------------------------------------------------------
     def trusted(self, request: web.Request) -> bool:
-        """Same origin (or none: not a browser page), and on loopback a loopback Host (no DNS rebinding)."""
+        """Same origin (or none: not a browser page), and a Host that names this server (no DNS rebinding)."""
         origin = request.headers.get("Origin")
         if origin is not None and urlsplit(origin).netloc.lower() != request.host.lower():
             return False
-        if self.options.loopback:
+        try:
             hostname = urlsplit(f"//{request.host}").hostname
-            return hostname is not None and is_loopback(hostname)
-        return True
+        except ValueError:                      # "[" without its "]"
+            return False
+        if hostname is None:
+            return False
+        if self.options.loopback:
+            return is_loopback(hostname)
+        return is_address(hostname) or is_loopback(hostname) or hostname in self.names
+
+    def full(self) -> str:
+        """Why one more session is refused, or nothing when there is room."""
+        most = self.options.max_sessions
+        if len(self.sockets) < most:
+            return ""
+        return (f"pdtui: {most} session{'s are' if most != 1 else ' is'} open, the most this server serves "
+                f"(--max-sessions {most}): close one, then reload this page")
+
+    @staticmethod
+    def cookie(request: web.Request) -> str:
+        """The token's cookie for this server (cookies are shared by every port of a host: the port is in its name)."""
+        return f"pdtui-token-{request.url.port}"
 
     def mode(self, given: str | None) -> str:
         """``act`` for the token when actions are allowed; ``watch`` for anything else."""
@@ -146,42 +207,67 @@ class WebServer(Server):
 
     # -- the page ----------------------------------------------------------------------------------
     async def handle_index(self, request: web.Request) -> web.Response:
-        """The page; its websocket URL carries the token of the page's own URL, if any."""
+        """The page. With ``?token=``: the token (if it is this server's) set in a cookie, and the browser sent on to
+        the same URL without it."""
         if not self.trusted(request):
             raise web.HTTPForbidden(text="pdtui: this page is served to its own host only\n")
-        token = request.query.get("token", "")
-        path = f"/ws/{quote(token, safe='')}" if token else "/ws"
+        if "token" in request.query:
+            return self._take_token(request)
+        if full := self.full():
+            raise web.HTTPServiceUnavailable(text=f"{full}\n", headers={"Cache-Control": "no-store"})
         size = _int(request.query.get("fontsize", ""), 16)
         context = {
             "title": self.title,
             "static_url": "/static/",
-            "websocket_url": f"{'wss' if request.secure else 'ws'}://{request.host}{path}",
+            "websocket_url": f"{'wss' if request.secure else 'ws'}://{request.host}/ws",
             "font_size": size if size in FONT_SIZES else 16,
         }
         response = aiohttp_jinja2.render_template("page.html", request, context)
-        response.headers["Cache-Control"] = "no-store"     # it may hold the token
+        response.headers["Cache-Control"] = "no-store"
         return response
+
+    def _take_token(self, request: web.Request) -> web.Response:
+        """303 to the URL without ``token``; the cookie set when it is this server's (a wrong one sets nothing)."""
+        response = web.Response(status=303, headers={"Location": str(request.rel_url.without_query_params("token")),
+                                                     "Cache-Control": "no-store"})
+        token = request.query.get("token", "")
+        if self.mode(token) == ACT:
+            response.set_cookie(self.cookie(request), token, path="/", httponly=True, samesite="Strict",
+                                secure=request.secure)
+        return response
+
+    async def handle_download(self, request: web.Request) -> web.StreamResponse:
+        """A file a session's app delivers (its key was sent to that session's tab alone), for this server's pages."""
+        if not self.trusted(request):
+            raise web.HTTPForbidden(text="pdtui: downloads are for pages of this server only\n")
+        return await super().handle_download(request)
 
     # -- a session ---------------------------------------------------------------------------------
     async def handle_websocket(self, request: web.Request) -> web.WebSocketResponse:
         """One browser tab: the preface (if any), then its own app process until the tab or the app closes."""
         if not self.trusted(request):
             raise web.HTTPForbidden(text="pdtui: sessions are for pages of this server only\n")
-        mode = self.mode(request.match_info.get("token"))
-        websocket = web.WebSocketResponse(heartbeat=15)
-        await websocket.prepare(request)
-        self.sockets.add(websocket)
+        mode = self.mode(request.cookies.get(self.cookie(request)))
+        websocket = web.WebSocketResponse(heartbeat=HEARTBEAT, max_msg_size=MESSAGE_LIMIT)
+        if full := self.full():
+            await websocket.prepare(request)
+            await websocket.send_bytes(f"{full}\r\n".encode())
+            await websocket.close(code=WSCloseCode.TRY_AGAIN_LATER, message=b"pdtui: too many sessions")
+            return websocket
+        self.sockets.add(websocket)                # before any wait: the count is always the truth
         try:
+            await websocket.prepare(request)
             if self.preface is not None:
                 await self.preface.follow(websocket.send_bytes)
             if not self.closing and not websocket.closed:
-                await self._run_session(websocket, mode, _int(request.query.get("width", ""), 80),
-                                        _int(request.query.get("height", ""), 24))
+                await self._run_session(websocket, mode, *terminal_size(request.query.get("width"),
+                                                                        request.query.get("height")))
         except ConnectionResetError:
             pass                                  # the tab went away while being written to
         finally:
             self.sockets.discard(websocket)
-            await websocket.close()
+            if websocket.prepared:
+                await websocket.close()
         return websocket
 
     async def _run_session(self, websocket: web.WebSocketResponse, mode: str, width: int, height: int) -> None:
@@ -190,26 +276,37 @@ class WebServer(Server):
         self.sessions.add(session)
         self.started += 1
         try:
-            await session.start(max(width, 1), max(height, 1))
+            await session.start(width, height)
             await self._relay(websocket, session)
         finally:
             await session.stop()
             self.sessions.discard(session)
 
     async def _relay(self, websocket: web.WebSocketResponse, session: Session) -> None:
-        """The browser's messages to the app: keys, size, focus; a malformed one is ignored."""
-        async for message in websocket:
+        """The browser's messages to the app: keys, size, focus; a malformed one is ignored. Ends with the tab, or
+        after ``idle`` seconds without a message from it (saying so): one deadline over the reads, as the answers to
+        the heartbeat's pings are read, unseen, within them."""
+        loop, idle = asyncio.get_running_loop(), self.options.idle
+        while True:
+            try:
+                async with asyncio.timeout_at(loop.time() + idle if idle else None):
+                    message = await websocket.receive()
+            except TimeoutError:
+                await websocket.send_bytes(f"\r\n{idle_line(idle)}\r\n".encode())
+                return
+            if message.type in (WSMsgType.CLOSE, WSMsgType.CLOSING, WSMsgType.CLOSED, WSMsgType.ERROR):
+                return
             if message.type != WSMsgType.TEXT:
                 continue
             try:
                 kind, *rest = json.loads(message.data)
-            except (ValueError, TypeError):
+            except (ValueError, TypeError, RecursionError):
                 continue
             data = rest[0] if rest else None
             if kind == "stdin" and isinstance(data, str):
-                await session.send_bytes(data.encode("utf-8"))
+                await session.send_bytes(data.encode("utf-8", "replace"))
             elif kind == "resize" and isinstance(data, dict):
-                await session.set_terminal_size(_int(data.get("width"), 80), _int(data.get("height"), 24))
+                await session.set_terminal_size(*terminal_size(data.get("width"), data.get("height")))
             elif kind == "ping":
                 await websocket.send_json(["pong", data])
             elif kind == "blur":
@@ -233,3 +330,26 @@ def _int(value: object, default: int) -> int:
         return int(str(value))
     except ValueError:
         return default
+
+
+def terminal_size(width: object, height: object) -> tuple[int, int]:
+    """The terminal a browser asks for, within 1 x 1 and :data:`TERMINAL_LIMIT` (80 x 24 for what is no number)."""
+    return (min(max(_int(width, 80), 1), TERMINAL_LIMIT[0]), min(max(_int(height, 24), 1), TERMINAL_LIMIT[1]))
+
+
+def idle_line(seconds: float) -> str:
+    """What a session ended for idleness says to its tab."""
+    return (f"pdtui: this session ended after {seconds / 60:g} minutes without a key, click or resize from this tab "
+            f"(--idle-minutes); reload the page to watch again")
+
+
+def served_names(host: str) -> frozenset[str]:
+    """The names a browser may give as Host off loopback: the ``--host`` name, this machine's name (and its first
+    label); any address is taken too (an address cannot be rebound to another site)."""
+    machine = socket.gethostname().lower()
+    return frozenset({host.strip("[]").lower(), machine, machine.split(".")[0]} - {"", "0.0.0.0", "::"})
+
+
+async def _secure_headers(request: web.Request, response: web.StreamResponse) -> None:
+    """Every answer (page, asset, download, refusal, websocket handshake) with :data:`SECURITY_HEADERS`."""
+    response.headers.update(SECURITY_HEADERS)

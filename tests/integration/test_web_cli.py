@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +15,7 @@ import aiohttp
 
 from pdtui.sim.procs import ProcId, running_with
 from tests.conftest_sim import assert_nothing_left, wait_until
-from tests.web_helpers import Served, open_session, read_until
+from tests.web_helpers import Served, client, open_session, read_until, self_signed
 
 DEMO = ["demo", "--web", "--router", "sim", "--startup", "1"]
 REFERENCE = str(Path(__file__).parents[2] / "sample_configs" / "reference.yaml")
@@ -38,7 +39,7 @@ async def test_demo_web_shows_the_bring_up_then_the_tui_refuses_actions_and_ctrl
     sandbox = tmp_path / "sim"
     with Served(DEMO, tmp_path, sandbox) as served:
         assert served.token is None and "it watches only" in "".join(served.lines)
-        async with aiohttp.ClientSession() as http:
+        async with client() as http:
             ws = await open_session(http, served.url)
             seen = bytearray()
             text = await read_until(ws, all_ready, seen=seen)
@@ -58,7 +59,7 @@ async def test_demo_web_shows_the_bring_up_then_the_tui_refuses_actions_and_ctrl
 async def test_ctrl_c_while_a_tab_waits_for_the_bring_up_starts_no_app_and_leaves_nothing(tmp_path):
     sandbox = tmp_path / "sim"
     with Served([*DEMO[:-1], "5"], tmp_path, sandbox) as served:
-        async with aiohttp.ClientSession() as http:
+        async with client() as http:
             ws = await open_session(http, served.url)
             await read_until(ws, lambda t: "decode   waiting" in t, timeout=30)
             code = served.stop(signal.SIGINT)
@@ -72,7 +73,7 @@ async def test_with_allow_actions_only_the_token_acts_and_status_web_watches_the
     with Served([*DEMO, "--allow-actions"], tmp_path, sandbox) as served:
         token = served.token
         assert token and len(token) >= 24
-        async with aiohttp.ClientSession() as http:
+        async with client() as http:
             without = await open_session(http, served.url.split("?")[0])
             with_token = await open_session(http, served.url)
             seen_without, seen_with = bytearray(), bytearray()
@@ -128,3 +129,24 @@ def test_a_bad_config_is_one_line_before_anything_listens(tmp_path):
                             text=True, timeout=60)
     assert result.returncode == 2 and "serving" not in result.stdout
     assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
+
+
+async def test_status_web_with_a_certificate_serves_https_and_says_nothing_of_clear_text(tmp_path):
+    cert, key = self_signed(tmp_path)
+    with Served(["status", REFERENCE, "--web", "--allow-actions", "--cert", str(cert), "--key", str(key)],
+                tmp_path) as served:
+        assert served.url.startswith(f"https://127.0.0.1:{served.port}/?token=")
+        async with client() as http, http.get(served.url, ssl=ssl.create_default_context(cafile=str(cert))) as page:
+            assert page.status == 200 and str(page.url) == f"https://127.0.0.1:{served.port}/"
+        assert served.stop(signal.SIGINT) == 0
+    assert "clear text" not in served.stderr()
+
+
+def test_a_certificate_that_cannot_serve_is_one_line_and_exit_2(tmp_path):
+    (tmp_path / "cert.pem").write_text("not a certificate\n")
+    result = subprocess.run([sys.executable, "-m", "pdtui", "status", REFERENCE, "--web", "--cert",
+                             str(tmp_path / "cert.pem"), "--key", str(tmp_path / "cert.pem")],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and "serving" not in result.stdout
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("pdtui: --cert ") and "cannot serve TLS with them: not a PEM certificate chain" in line
