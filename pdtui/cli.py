@@ -184,6 +184,9 @@ def main(argv: list[str] | None = None) -> int:
         return handlers[args.command](args)
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
+    except BrokenPipeError:     # the reader went away (pdtui units | head): stop, as a shell tool does, in silence
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())    # the interpreter's last flush goes nowhere
+        return 1
 
 
 def _history(args: argparse.Namespace) -> int:

@@ -314,3 +314,14 @@ def test_a_config_named_on_the_command_line_is_used_with_a_warning_and_every_fac
     assert table.stdout.splitlines()[0] == f"config {config}"
     as_json = pdtui("status", "--once", "--json", str(config), timeout=60)
     assert json.loads(as_json.stdout)["config"] == str(config)
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly():
+    """``pdtui units CONFIG | head -1``: the pipe closes under pdtui's output; no traceback, as a shell tool."""
+    proc = subprocess.Popen([sys.executable, "-m", "pdtui", "units", "sample_configs/wide-ep.yaml"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=Path(__file__).parents[2])
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()            # before it writes a line
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 1
+    assert err == ""
