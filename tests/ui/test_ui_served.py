@@ -68,31 +68,22 @@ def untouched(source: ScriptedSource, cwd: Path) -> bool:
     return source.actions == [] and source.retries == [] and list(cwd.iterdir()) == []
 
 
+@pytest.mark.parametrize("by", ["key", "palette"])
 @pytest.mark.parametrize("action", list(SIDE_EFFECTS))
-async def test_a_watching_session_refuses_each_key_with_a_side_effect_and_says_so(action, tmp_path, monkeypatch) -> None:
+async def test_a_watching_session_refuses_each_action_with_a_side_effect_and_says_so(action, by, tmp_path,
+                                                                                     monkeypatch) -> None:
+    """By its key and by its palette entry alike."""
     monkeypatch.chdir(tmp_path)
     source = ScriptedSource(script_for(action))
     app = Watching(source, refusal(WATCH))
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         await focus_for(pilot, action)
-        await pilot.press(KEYS[action])
-        await settle(pilot)
-        assert not isinstance(app.screen, (ConfirmScreen, RestartScreen))
-        assert f"{SIDE_EFFECTS[action]} refused: {REFUSED}" in app.notices
-    assert untouched(source, tmp_path)
-
-
-@pytest.mark.parametrize("action", list(SIDE_EFFECTS))
-async def test_a_watching_session_refuses_each_palette_entry_with_a_side_effect(action, tmp_path, monkeypatch) -> None:
-    monkeypatch.chdir(tmp_path)
-    source = ScriptedSource(script_for(action))
-    app = Watching(source, refusal(WATCH))
-    async with app.run_test(size=(120, 40)) as pilot:
-        await settle(pilot)
-        await focus_for(pilot, action)
-        [command] = [c for c in app.deployment.system_commands() if c.title == PALETTE[action]]
-        command.callback()
+        if by == "key":
+            await pilot.press(KEYS[action])
+        else:
+            [command] = [c for c in app.deployment.system_commands() if c.title == PALETTE[action]]
+            command.callback()
         await settle(pilot)
         assert not isinstance(app.screen, (ConfirmScreen, RestartScreen))
         assert f"{SIDE_EFFECTS[action]} refused: {REFUSED}" in app.notices

@@ -145,31 +145,35 @@ async def test_a_post_sends_its_json_with_its_length():
     assert b"content-type: application/json" in head.lower()
 
 
-async def test_an_answer_larger_than_the_limit_is_refused(monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setattr(http, "MAX_BODY", 1 << 20)
+def endless(first: bytes, more: bytes):
+    """A server that answers ``first``, then ``more`` again and again until the prober hangs up."""
     async def handle(server: Server, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, n: int) -> None:
         await server.request(reader)
-        writer.write(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n")
-        chunk = b"%x\r\n%s\r\n" % (64 << 10, b"x" * (64 << 10))
+        writer.write(first)
         while not writer.is_closing():
-            writer.write(chunk)
+            writer.write(more)
             await writer.drain()
+    return handle
+
+
+async def test_an_answer_larger_than_the_limit_is_refused(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(http, "MAX_BODY", 1 << 20)
+    handle = endless(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n",
+                     b"%x\r\n%s\r\n" % (64 << 10, b"x" * (64 << 10)))
     async with serving(handle) as (server, prober, port):
         result = await prober.get(port, "/metrics")
     assert result.status is None and result.error == "connection error: an answer larger than 1 MiB"
 
 
-@pytest.mark.parametrize("endless", [b"HTTP/1.1 200 OK\r\nx-evil: ", b"HTTP/1.1 200 OK\r\n",
-                                     b"HTTP/1.1 103 Early Hints\r\nlink: </a>\r\n\r\n"])
-async def test_headers_that_never_end_are_refused_once_larger_than_the_limit(endless: bytes):
-    async def handle(server: Server, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, n: int) -> None:
-        await server.request(reader)
-        writer.write(endless)
-        more = b"a" * 4096 if endless.endswith(b": ") else (b"x-a: b\r\n" * 512 if b"200" in endless else endless * 64)
-        while not writer.is_closing():
-            writer.write(more)
-            await writer.drain()
-    async with serving(handle) as (server, prober, port):
+EARLY_HINTS = b"HTTP/1.1 103 Early Hints\r\nlink: </a>\r\n\r\n"
+
+
+@pytest.mark.parametrize("first, more", [(b"HTTP/1.1 200 OK\r\nx-evil: ", b"a" * 4096),        # one endless value
+                                         (b"HTTP/1.1 200 OK\r\n", b"x-a: b\r\n" * 512),        # endless headers
+                                         (EARLY_HINTS, EARLY_HINTS * 64)],                      # endless interim answers
+                         ids=["value", "headers", "interim"])
+async def test_headers_that_never_end_are_refused_once_larger_than_the_limit(first: bytes, more: bytes):
+    async with serving(endless(first, more)) as (server, prober, port):
         result = await prober.get(port, "/health")
     assert result.status is None and result.error == "connection error: answer headers larger than 64 KiB"
 
