@@ -151,8 +151,9 @@ class LaunchSpec(BaseModel):
         return {key: value for key, value in self.env.items() if key not in secrets}
 
     def secret_values(self) -> list[str]:
-        """Every secret value of the launch: its secret env values and its secret flags' values."""
-        return [*self.secrets.values(), *secret_args(self.args)]
+        """Every secret value of the launch: its secret env values, and the values of the secret flags (and
+        assignments) of its command and its args."""
+        return [*self.secrets.values(), *secret_args(self.command or ()), *secret_args(self.args)]
 
 
 def check_launch_keys(name: str, role: str, launch: LaunchSpec, *, nnodes: int = 1, engine: str = "sglang") -> None:

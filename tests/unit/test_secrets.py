@@ -74,6 +74,19 @@ def test_secret_env_names_a_variable_of_env_or_is_refused_with_its_place():
     assert re.match(r"mn\.yaml:\d+:\d+: secret_env names NOPE, which is not in launch.env", str(caught.value))
 
 
+def test_an_assignment_to_a_variable_named_as_a_secret_gives_its_value():
+    assert list(secret_args(["env", "HF_TOKEN=hf_v1", "PLAIN=p", "python", "x=HF_TOKEN"])) == ["hf_v1"]
+
+
+def test_a_secret_flag_or_assignment_in_a_launchs_command_is_a_secret(capsys):
+    deployment = deployment_with({"command": ["env", "HF_TOKEN=hf_cmdtoken1", "python3", "-m", "sglang.launch_server",
+                                              "--api-key", "sk-cmdsecret-999"]})
+    assert {"hf_cmdtoken1", "sk-cmdsecret-999"} <= set(deployment.redactor.secrets)
+    units.run(deployment)
+    out = capsys.readouterr().out
+    assert "sk-cmdsecret-999" not in out and "hf_cmdtoken1" not in out and "--api-key <secret>" in out
+
+
 def test_units_prints_secrets_masked(capsys):
     deployment = deployment_with({"env": {"HF_TOKEN": TOKEN}, "args": ["--api-key", "sk-argsecret"]})
     units.run(deployment)
@@ -108,6 +121,24 @@ def test_the_redactor_masks_every_secret_and_leaves_other_text_as_it_is():
     assert redactor.redact("Grüße 名字秘密xyz, hf_abcdef; hf_abcdefg abc") == "Grüße <secret>, <secret>; <secret>g abc"
     assert redactor.redact("nothing here") == "nothing here"
     assert not Redactor([]) and Redactor([]).redact("hf_abcdef") == "hf_abcdef"
+
+
+@pytest.mark.parametrize("spelled", [
+    "api_key='sk-Ab/c\\'d\\\\e'",                              # a Python repr: quote and backslash escaped
+    '{"api_key": "sk-Ab\\/c\'d\\\\e"}',                         # JSON, its solidus escaped too
+    '{"api_key": "sk-Ab/c\'d\\\\e"}',
+    "GET /v1?key=sk-Ab%2Fc%27d%5Ce HTTP/1.1",                      # percent-encoded in a URL
+    "GET /v1?key=sk-ab%2fc%27d%5ce HTTP/1.1",
+    "api_key=SK-AB/C'D\\E",                                      # another case
+])
+def test_the_redactor_masks_a_secret_escaped_encoded_or_in_another_case(spelled):
+    secret = "sk-Ab/c'd\\e"
+    masked = Redactor([secret]).redact(spelled)
+    assert "<secret>" in masked and "sk-" not in masked.lower(), masked
+
+
+def test_the_redactor_keeps_the_places_of_a_text_whose_lower_case_is_longer():
+    assert Redactor(["hf_abcdef"]).redact("İİ HF_ABCDEF İ") == "İİ <secret> İ"
 
 
 def test_a_deployments_redactor_holds_its_launches_secrets_and_its_routers_api_key(monkeypatch):
