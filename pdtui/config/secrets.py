@@ -12,16 +12,19 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
-SECRET_WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD", "PASSPHRASE", "CREDENTIAL", "AUTH", "COOKIE",
-                "PRIVATE")
-"""A name holding one of these (any case, anywhere: ``HF_TOKEN``, ``api-key``) names a secret."""
-_SECRET_NAME = re.compile("|".join(SECRET_WORDS), re.IGNORECASE)
+SECRET_WORDS = ("TOKEN", "KEY", "KEYS", "SECRET", "SECRETS", "PASSWORD", "PASSWORDS", "PASSWD", "PASSPHRASE",
+                "CREDENTIAL", "CREDENTIALS", "AUTH", "COOKIE", "COOKIES", "PRIVATE")
+"""A name one of whose words (split at anything but letters and digits) ends with one of these, in any case, names a
+secret: ``HF_TOKEN``, ``api-key``, ``OPENAI_APIKEY``. A word that only begins with one does not: ``--max-total-tokens``,
+``--tokenizer-path`` and ``TOKENIZERS_PARALLELISM`` hold no secret (their values, ``8192`` or ``false``, would be
+masked in every line)."""
+_WORD = re.compile(r"[A-Za-z0-9]+")
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def secret_name(name: str) -> bool:
     """Whether a variable or flag name says it holds a secret."""
-    return _SECRET_NAME.search(name) is not None
+    return any(word.upper().endswith(SECRET_WORDS) for word in _WORD.findall(name))
 
 
 def secret_args(args: Iterable[str]) -> Iterator[str]:

@@ -29,7 +29,9 @@ def deployment_with(launch: dict, source: str = "mn.yaml"):
 
 @pytest.mark.parametrize(("name", "secret"), [
     ("HF_TOKEN", True), ("OPENAI_API_KEY", True), ("db_password", True), ("AWS_SECRET_ACCESS_KEY", True),
-    ("--api-key", True), ("GIT_CREDENTIALS", True), ("NCCL_DEBUG", False), ("CUDA_VISIBLE_DEVICES", False)])
+    ("--api-key", True), ("GIT_CREDENTIALS", True), ("NCCL_DEBUG", False), ("CUDA_VISIBLE_DEVICES", False),
+    ("OPENAI_APIKEY", True), ("oauthToken", True), ("--max-total-tokens", False), ("--tokenizer-path", False),
+    ("TOKENIZERS_PARALLELISM", False), ("AUTHOR", False), ("--ssl-keyfile", False)])
 def test_a_name_that_says_so_names_a_secret(name, secret):
     assert secret_name(name) is secret
 
@@ -72,6 +74,11 @@ def test_secret_env_names_a_variable_of_env_or_is_refused_with_its_place():
     with pytest.raises(ConfigError) as caught:
         deployment_with({"env": {"A": "1"}, "secret_env": ["NOPE"]})
     assert re.match(r"mn\.yaml:\d+:\d+: secret_env names NOPE, which is not in launch.env", str(caught.value))
+
+
+def test_a_flag_that_only_begins_with_a_secret_word_gives_no_secret():
+    args = ["--max-total-tokens", "8192", "--tokenizer-path", "/models/tok", "--api-key", "sk-1234"]
+    assert list(secret_args(args)) == ["sk-1234"]
 
 
 def test_an_assignment_to_a_variable_named_as_a_secret_gives_its_value():
