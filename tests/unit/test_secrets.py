@@ -11,7 +11,7 @@ import yaml
 
 from pdtui.commands import units_command as units
 from pdtui.config import ConfigError, parse_config
-from pdtui.config.secrets import secret_args, secret_name
+from pdtui.config.secrets import SECRET_WORDS, secret_args, secret_name
 from pdtui.sim.unit_store import parse_unit, read_env_file
 from pdtui.support.redact import Redactor
 from pdtui.targets.systemd.unit_files import env_file_text, render_units
@@ -146,6 +146,29 @@ def test_the_redactor_masks_a_secret_escaped_encoded_or_in_another_case(spelled)
 
 def test_the_redactor_keeps_the_places_of_a_text_whose_lower_case_is_longer():
     assert Redactor(["hf_abcdef"]).redact("İİ HF_ABCDEF İ") == "İİ <secret> İ"
+
+
+@pytest.mark.parametrize(("line", "masked"), [
+    ("server_args=ServerArgs(model_path='m', api_key='sk-hand1', admin_api_key=None)",
+     "server_args=ServerArgs(model_path='m', api_key='<secret>', admin_api_key=None)"),
+    ('{"api_key": "sk-hand2", "max_total_tokens": 8192}', '{"api_key": "<secret>", "max_total_tokens": 8192}'),
+    ("Environment=HF_TOKEN=hf_old77 \"OPENAI_APIKEY=sk-old\" PLAIN=1",
+     "Environment=HF_TOKEN=<secret> \"OPENAI_APIKEY=<secret>\" PLAIN=1"),
+    ("ExecStart=/x --api-key sk-old --port 1 --admin-api-key=sk-o2",
+     "ExecStart=/x --api-key <secret> --port 1 --admin-api-key=<secret>"),
+    ("Authorization: Bearer abc.def", "Authorization: Bearer <secret>"),
+    ("GET /v1/models?key=abcd&x=1 HTTP/1.1", "GET /v1/models?key=<secret>&x=1 HTTP/1.1"),
+])
+def test_a_value_given_to_a_secrets_name_is_masked_though_pdtui_was_never_told_it(line, masked):
+    assert Redactor([], SECRET_WORDS).redact(line) == masked
+
+
+@pytest.mark.parametrize("line", [
+    "Prefill batch. #new-seq: 1, #new-token: 7, #cached-token: 0, token usage: 0.00, input throughput (token/s): 1.5",
+    "--max-total-tokens 8192 --tokenizer-path /models/tok", "api_key=None", "the token is bad, key not found",
+])
+def test_a_line_that_only_speaks_of_tokens_or_keys_is_left_as_it_is(line):
+    assert Redactor([], SECRET_WORDS).redact(line) == line
 
 
 def test_a_deployments_redactor_holds_its_launches_secrets_and_its_routers_api_key(monkeypatch):
