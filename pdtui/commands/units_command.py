@@ -247,11 +247,11 @@ def run(deployment: Deployment, *, out: str | None = None, diff_them: bool = Fal
     units = render_units(deployment)
     jobs = any(svc.is_job for svc in deployment.services.values())
     if not units and (diff_them or install_them) and jobs:
-        print(f"pdtui: the services of {deployment.source} run as Slurm jobs: no unit to compare or install "
+        print(f"pdtui: the services of {inert(deployment.source)} run as Slurm jobs: no unit to compare or install "
               f"(pdtui units CONFIG prints their job scripts)", file=sys.stderr)
         return 1
     if not units and not jobs:
-        print(f"pdtui: no service of {deployment.source} has a launch: block, so there is no unit to generate",
+        print(f"pdtui: no service of {inert(deployment.source)} has a launch: block, so there is no unit to generate",
               file=sys.stderr)
         return 1
     if diff_them or install_them:
@@ -268,5 +268,5 @@ def run(deployment: Deployment, *, out: str | None = None, diff_them: bool = Fal
         print_units(units, deployment.redactor)
         return 0
     for path in write_units(units, Path(out)):
-        print(f"wrote {path}")
+        print(f"wrote {inert(str(path))}")
     return 0
