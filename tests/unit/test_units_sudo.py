@@ -92,7 +92,7 @@ def test_what_a_host_says_is_printed_inert(capsys, flag):
 
 @pytest.mark.parametrize(("config", "flag"), [(SLURM, "diff_them"), ("name: x\nhosts: {h: {local: true}}\n"
                                                                      "services: {a: {host: h, unit: a, role: other}}\n",
-                                                                     None)])
+                                                                     None)], ids=["jobs", "no-launch"])
 def test_the_configs_file_name_is_printed_inert_when_there_is_no_unit(capsys, config, flag):
     deployment = parse_config(config, "/tmp/x\x1b]0;title\x07.yaml")
     assert units.run(deployment, **({flag: True} if flag else {}), factory=lambda config, **_: RecordingHost("h")) == 1
