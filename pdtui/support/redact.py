@@ -40,9 +40,9 @@ def forms(secret: str) -> set[str]:
     return {form.lower() for form in spelled}
 
 
-_AFTER = re.compile(r"""(["']?)(=|:[ \t]*|[ \t]+)((?:bearer|basic|token)[ \t]+)?""")
-"""What follows a secret's name that assigns it a value (matched in lower case): ``=``, ``:``, blanks, and an
-``Authorization`` header's scheme."""
+_AFTER = re.compile(r"""(["']?)(=|:[ \t]*|[ \t]+)\[?((?:bearer|basic|token)[ \t]+)?""")
+"""What follows a secret's name that assigns it a value (matched in lower case): ``=``, ``:``, blanks, the bracket
+of a list (vLLM's ``api_key=['…']``) and an ``Authorization`` header's scheme."""
 _VALUE = re.compile(r"""\"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|[^\s"',;)}\]&]+""")
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
 _HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "set-cookie"})

@@ -152,6 +152,7 @@ def test_the_redactor_keeps_the_places_of_a_text_whose_lower_case_is_longer():
     ("server_args=ServerArgs(model_path='m', api_key='sk-hand1', admin_api_key=None)",
      "server_args=ServerArgs(model_path='m', api_key='<secret>', admin_api_key=None)"),
     ('{"api_key": "sk-hand2", "max_total_tokens": 8192}', '{"api_key": "<secret>", "max_total_tokens": 8192}'),
+    ("args: Namespace(host=None, api_key=['sk-vllm1'], port=8000)", "args: Namespace(host=None, api_key=['<secret>'], port=8000)"),
     ("Environment=HF_TOKEN=hf_old77 \"OPENAI_APIKEY=sk-old\" PLAIN=1",
      "Environment=HF_TOKEN=<secret> \"OPENAI_APIKEY=<secret>\" PLAIN=1"),
     ("ExecStart=/x --api-key sk-old --port 1 --admin-api-key=sk-o2",
