@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import stat
+import time
 
 import pytest
 import yaml
@@ -12,8 +13,12 @@ import yaml
 from pdtui.commands import units_command as units
 from pdtui.config import ConfigError, parse_config
 from pdtui.config.secrets import SECRET_WORDS, secret_args, secret_name
+from pdtui.engine.events import Done, ProbeResult
+from pdtui.engine.orchestrator import Orchestrator
+from pdtui.sim.memhost import MemoryFleet
 from pdtui.sim.unit_store import parse_unit, read_env_file
 from pdtui.support.redact import Redactor
+from pdtui.targets.registry import Registry
 from pdtui.targets.systemd.unit_files import env_file_text, render_units
 from tests.unit.test_config import SLURM
 from tests.unit.test_unit_files import multi_node
@@ -180,3 +185,14 @@ def test_a_deployments_redactor_holds_its_launches_secrets_and_its_routers_api_k
     config["services"]["router"]["api_key_env"] = "ROUTER_KEY"
     deployment = parse_config(yaml.safe_dump(config), "mn.yaml")
     assert set(deployment.redactor.secrets) == {"hf_tok123", "sk-123456", "router-key-123"}
+
+
+async def test_a_secret_in_an_events_text_is_masked_before_any_face_sees_it():
+    deployment = deployment_with({"env": {"HF_TOKEN": "hf_eventSecret1"}})
+    orchestrator = Orchestrator(deployment, Registry(MemoryFleet(deployment).host), clock=time.monotonic)
+    seen: list = []
+    orchestrator.subscribe(seen.append)
+    orchestrator.emit(ProbeResult("decode-0", "http /health", False, "HTTP 401: bad token hf_eventSecret1"))
+    orchestrator.emit(Done(False, 1, failures={"decode-0": "sbatch: error: api_key='sk-stderr1' refused"}))
+    assert seen[0].detail == "HTTP 401: bad token <secret>"
+    assert seen[1].failures == {"decode-0": "sbatch: error: api_key='<secret>' refused"}
