@@ -20,6 +20,7 @@ import asyncio
 import difflib
 import os
 import re
+import shlex
 import sys
 import tempfile
 import time
@@ -165,7 +166,8 @@ async def install(deployment: Deployment, factory: HostFactory, *, yes: bool) ->
         if refused and not yes:
             for unit, old in refused:
                 print(f"{unit.host}: {unit.name} differs from the installed {inert(old[0])} (pdtui units "
-                      f"{inert(deployment.source)} --diff shows how); not replaced: --yes replaces it", file=sys.stderr)
+                      f"{shlex.quote(inert(deployment.source))} --diff shows how); not replaced: --yes replaces it",
+                      file=sys.stderr)
             print("nothing written", file=sys.stderr)
             return 1
         results = await asyncio.gather(*(_write_host(deployment, t, pairs) for t, pairs in zip(targets, plans, strict=False)))

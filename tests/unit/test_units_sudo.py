@@ -105,3 +105,10 @@ def test_the_files_written_are_named_inert(capsys, tmp_path):
     assert units.run(deployment, out=str(tmp_path / "o\x1b[2J")) == 0
     out = capsys.readouterr().out
     assert "\x1b" not in out and "o\u241b[2J/" in out
+
+
+def test_the_suggested_diff_command_quotes_the_configs_file_name(capsys):
+    deployment = parse_config(yaml.safe_dump(multi_node()), "/tmp/my pd;touch x.yaml")
+    assert units.run(deployment, install_them=True, factory=lambda config, **_: AnsweringHost(config.name)) == 1
+    err = capsys.readouterr().err
+    assert "(pdtui units '/tmp/my pd;touch x.yaml' --diff shows how)" in err
