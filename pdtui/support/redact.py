@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from collections.abc import Iterable
 from urllib.parse import quote, quote_plus
 
@@ -32,11 +33,13 @@ secret worth the name)."""
 
 def forms(secret: str) -> set[str]:
     """Each way a text may spell ``secret`` (compared in lower case): as it is, JSON- and repr-escaped,
-    percent-encoded."""
+    percent-encoded, quoted for the shell (a job script's ``export``) and as a unit's ``ExecStart=`` word."""
     escaped = json.dumps(secret)[1:-1]
+    unit_word = secret.replace("%", "%%").replace("$", "$$")
     spelled = {secret, escaped, escaped.replace("/", "\\/"), json.dumps(secret, ensure_ascii=False)[1:-1],
                repr(secret)[1:-1], secret.replace("\\", "\\\\").replace("'", "\\'"),    # a repr, either quote
-               quote(secret, safe=""), quote(secret), quote_plus(secret)}
+               quote(secret, safe=""), quote(secret), quote_plus(secret), shlex.quote(secret),
+               unit_word, unit_word.replace("\\", "\\\\").replace('"', '\\"')}
     return {form.lower() for form in spelled}
 
 

@@ -107,6 +107,16 @@ def test_units_prints_secrets_masked(capsys):
     assert "HF_TOKEN=<secret>" in out and "--api-key <secret>" in out
 
 
+def test_a_secret_quoted_for_the_shell_or_a_unit_is_masked_whole_when_printed(capsys):
+    deployment = parse_config(SLURM.replace("launch: {model: m}", "launch: {model: m, env: {HF_TOKEN: \"t$(id)'\\\"x\"}, "
+                                            "args: [--api-key, \"k%$'\\\"y\"]}", 1))
+    units.run(deployment)
+    out = capsys.readouterr().out
+    assert "export HF_TOKEN=<secret>\n" in out and "--api-key <secret>" in out, out
+    units.run(deployment_with({"args": ["--api-key", "k%$'\"y"]}))
+    assert "--api-key \"<secret>\"\n" in capsys.readouterr().out
+
+
 def test_a_job_scripts_secrets_are_masked_when_printed(capsys):
     deployment = parse_config(SLURM.replace("launch: {model: m}", "launch: {model: m, env: {HF_TOKEN: hf_jobsecret1}}",
                                             1))
