@@ -99,6 +99,19 @@ def test_a_secret_flag_or_assignment_in_a_launchs_command_is_a_secret(capsys):
     assert "sk-cmdsecret-999" not in out and "hf_cmdtoken1" not in out and "--api-key <secret>" in out
 
 
+@pytest.mark.parametrize("launch", [
+    {"env": {"HF_TOKEN": "hf_pasted1\r"}},
+    {"args": ["--api-key", "sk-pasted1\r"]},
+    {"args": ["--api-key=sk-pasted1\r"]},
+    {"command": ["python3", "--api-key", "sk-pasted1\n"]},
+    {"command": "python3 --api-key sk-pasted1\t"},
+])
+def test_a_refused_secret_is_not_quoted_in_the_error(launch):
+    with pytest.raises(ConfigError) as caught:
+        deployment_with(launch)
+    assert "pasted1" not in str(caught.value) and "a secret's value (not shown)" in str(caught.value)
+
+
 def test_units_prints_secrets_masked(capsys):
     deployment = deployment_with({"env": {"HF_TOKEN": TOKEN}, "args": ["--api-key", "sk-argsecret"]})
     units.run(deployment)
