@@ -91,7 +91,7 @@ def _args(value: Any) -> tuple[str, ...]:
     """Extra flags: a list of strings (numbers are written as they read), printable text only."""
     if not isinstance(value, (list, tuple)):
         raise fail(f"expected a list of extra command-line arguments, got {show(value)}")
-    args = []
+    args: list[str] = []
     for index, item in enumerate(value):
         if isinstance(item, bool) or not isinstance(item, (str, int, float)) or item == "":
             raise fail(f"expected an argument (a string or a number), got {show(item)}", index)
