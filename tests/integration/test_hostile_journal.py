@@ -77,3 +77,16 @@ def test_a_secret_pdtui_was_never_told_is_masked_where_a_hand_written_units_serv
     out = done.stdout.decode()
     history = (tmp_path / "state" / "pdtui" / "history.sqlite3").read_bytes()
     assert "api_key='<secret>'" in out and "sk-handWritten42" not in out and b"sk-handWritten42" not in history
+
+
+def test_a_history_that_cannot_be_written_is_told_inert(sandbox, tmp_path):
+    config = tmp_path / "hostile.yaml"
+    _config(sandbox, config)
+    state = tmp_path / "state\x1b]0;title\x07"
+    state.mkdir()
+    (state / "pdtui").write_text("a file where the history's folder goes\n")
+    done = subprocess.run([sys.executable, "-m", "pdtui", "up", str(config), "--headless"], capture_output=True,
+                          timeout=90, env={**os.environ, "XDG_STATE_HOME": str(state)})
+    err = done.stderr.decode()
+    assert done.returncode == 0 and "the run history could not be written" in err, err
+    assert acting(err) == [] and "state\u241b]0;title\u2407" in err
