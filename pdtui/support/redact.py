@@ -29,6 +29,9 @@ MASK = "<secret>"
 MIN_SECRET = 4
 """Shorter values are not masked: a secret of one to three characters would mask every such run of text (and is no
 secret worth the name)."""
+NO_SECRET = frozenset({"true", "false", "none", "null"})
+"""Values never masked, though a variable named as a secret holds one (``USE_AUTH=true``): matched in any case, they
+would mask every ``True`` of a server's arguments."""
 
 
 def forms(secret: str) -> set[str]:
@@ -69,7 +72,7 @@ class Redactor:
     ``words`` a secret's name ends with, every value given to such a name too."""
 
     def __init__(self, secrets: Iterable[str], words: Iterable[str] = ()) -> None:
-        self.secrets = tuple(sorted({s for s in secrets if len(s) >= MIN_SECRET}))
+        self.secrets = tuple(sorted({s for s in secrets if len(s) >= MIN_SECRET and s.lower() not in NO_SECRET}))
         patterns = sorted({form for secret in self.secrets for form in forms(secret)})
         self._automaton = AhoCorasick(patterns, matchkind=MATCHKIND_LEFTMOST_LONGEST) if patterns else None
         names = sorted({word.lower() for word in words})

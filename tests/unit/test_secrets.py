@@ -172,6 +172,11 @@ def test_the_redactor_masks_a_secret_escaped_encoded_or_in_another_case(spelled)
     assert "<secret>" in masked and "sk-" not in masked.lower(), masked
 
 
+def test_a_boolean_held_by_a_secrets_name_is_never_masked_in_every_line():
+    masked = Redactor(["true", "False", "hf_x1234"]).redact("enable_metrics=True, reuse=false, token hf_x1234")
+    assert masked == "enable_metrics=True, reuse=false, token <secret>"
+
+
 def test_the_redactor_keeps_the_places_of_a_text_whose_lower_case_is_longer():
     assert Redactor(["hf_abcdef"]).redact("İİ HF_ABCDEF İ") == "İİ <secret> İ"
 
