@@ -184,9 +184,15 @@ def main(argv: list[str] | None = None) -> int:
         return handlers[args.command](args)
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
-    except BrokenPipeError:     # the reader went away (pdtui units | head): stop, as a shell tool does, in silence
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())    # the interpreter's last flush goes nowhere
-        return 1
+    except BrokenPipeError:
+        return _reader_gone()
+
+
+def _reader_gone() -> int:
+    """The reader of stdout went away (``pdtui check CONFIG | head``): end quietly, as ``cat`` does, not with a
+    traceback; stdout is pointed at /dev/null so that Python's own flush at exit does not fail again."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 128 + signal.SIGPIPE
 
 
 def _history(args: argparse.Namespace) -> int:

@@ -12,6 +12,7 @@ from contextlib import contextmanager
 
 from pdtui.commands.probe import probing
 from pdtui.support.exits import EXIT_INTERRUPTED
+from pdtui.support.text import inert
 
 
 def host_factory_for(args: argparse.Namespace):
@@ -50,7 +51,7 @@ def bring_up(deployment, host_factory, args: argparse.Namespace, follow_up: str 
     if code == EXIT_INTERRUPTED:
         recorder.interrupted(code)
     if recorder.error:
-        print(f"pdtui: the run history could not be written ({recorder.error}); the bring-up is unaffected",
+        print(f"pdtui: the run history could not be written ({inert(recorder.error)}); the bring-up is unaffected",
               file=sys.stderr)
     return code
 

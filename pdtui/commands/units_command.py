@@ -20,6 +20,7 @@ import asyncio
 import difflib
 import os
 import re
+import shlex
 import sys
 import tempfile
 import time
@@ -165,7 +166,8 @@ async def install(deployment: Deployment, factory: HostFactory, *, yes: bool) ->
         if refused and not yes:
             for unit, old in refused:
                 print(f"{unit.host}: {unit.name} differs from the installed {inert(old[0])} (pdtui units "
-                      f"{inert(deployment.source)} --diff shows how); not replaced: --yes replaces it", file=sys.stderr)
+                      f"{shlex.quote(inert(deployment.source))} --diff shows how); not replaced: --yes replaces it",
+                      file=sys.stderr)
             print("nothing written", file=sys.stderr)
             return 1
         results = await asyncio.gather(*(_write_host(deployment, t, pairs) for t, pairs in zip(targets, plans, strict=False)))
@@ -247,11 +249,11 @@ def run(deployment: Deployment, *, out: str | None = None, diff_them: bool = Fal
     units = render_units(deployment)
     jobs = any(svc.is_job for svc in deployment.services.values())
     if not units and (diff_them or install_them) and jobs:
-        print(f"pdtui: the services of {deployment.source} run as Slurm jobs: no unit to compare or install "
+        print(f"pdtui: the services of {inert(deployment.source)} run as Slurm jobs: no unit to compare or install "
               f"(pdtui units CONFIG prints their job scripts)", file=sys.stderr)
         return 1
     if not units and not jobs:
-        print(f"pdtui: no service of {deployment.source} has a launch: block, so there is no unit to generate",
+        print(f"pdtui: no service of {inert(deployment.source)} has a launch: block, so there is no unit to generate",
               file=sys.stderr)
         return 1
     if diff_them or install_them:
@@ -268,5 +270,5 @@ def run(deployment: Deployment, *, out: str | None = None, diff_them: bool = Fal
         print_units(units, deployment.redactor)
         return 0
     for path in write_units(units, Path(out)):
-        print(f"wrote {path}")
+        print(f"wrote {inert(str(path))}")
     return 0

@@ -48,13 +48,24 @@ def _choice(choices: tuple[str, ...], what: str) -> Any:
     return check
 
 
+def _shown(text: str, secret: bool) -> str:
+    """A refused text as an error quotes it; a secret's (a token pasted with its line's end) only by where it breaks:
+    an error reaches terminals and CI logs."""
+    if not secret:
+        return show(text)
+    at = next(i for i, c in enumerate(text) if not c.isprintable())
+    what = {"\n": "a newline", "\r": "a carriage return", "\t": "a tab"}.get(text[at], f"U+{ord(text[at]):04X}")
+    return f"a secret's value (not shown) with {what} at its character {at + 1}"
+
+
 def _words(value: Any) -> tuple[str, ...]:
     """A command: a string split like a shell would, or a non-empty list of strings; printable text only (a newline
     would end a generated unit's line, and what follows it would be a directive of its own)."""
     expected = "a command: a string or a non-empty list of strings"
     if isinstance(value, str):
         if not value.isprintable():
-            raise fail(f"expected {expected} of printable text, got {show(value)}")
+            secret = any(secret_name(word) for word in value.split() if word.startswith("-"))
+            raise fail(f"expected {expected} of printable text, got {_shown(value, secret)}")
         try:
             words = shlex.split(value)
         except ValueError as exc:
@@ -64,8 +75,10 @@ def _words(value: Any) -> tuple[str, ...]:
             if not isinstance(word, str) or not word:
                 raise fail(f"expected {expected}, got {show(word)}", index)
             if not word.isprintable():
+                secret = bool(index and secret_name(value[index - 1]) and value[index - 1].startswith("-")) or \
+                    (word.startswith("-") and "=" in word and secret_name(word.partition("=")[0]))
                 raise fail(f"expected a word of printable text (no newline or other control character), "
-                           f"got {show(word)}", index)
+                           f"got {_shown(word, secret)}", index)
         words = list(value)
     else:
         raise fail(f"expected {expected}, got {show(value)}")
@@ -78,13 +91,15 @@ def _args(value: Any) -> tuple[str, ...]:
     """Extra flags: a list of strings (numbers are written as they read), printable text only."""
     if not isinstance(value, (list, tuple)):
         raise fail(f"expected a list of extra command-line arguments, got {show(value)}")
-    args = []
+    args: list[str] = []
     for index, item in enumerate(value):
         if isinstance(item, bool) or not isinstance(item, (str, int, float)) or item == "":
             raise fail(f"expected an argument (a string or a number), got {show(item)}", index)
         if not str(item).isprintable():
+            secret = bool(args and secret_name(args[-1]) and args[-1].startswith("-")) or \
+                (str(item).startswith("-") and "=" in str(item) and secret_name(str(item).partition("=")[0]))
             raise fail(f"expected an argument of printable text (no newline or other control character), "
-                       f"got {show(item)}", index)
+                       f"got {_shown(str(item), secret)}", index)
         args.append(str(item))
     return tuple(args)
 
@@ -102,7 +117,7 @@ def _env(value: Any) -> dict[str, str]:
             raise fail(f"expected a value (a string or a number), got {show(item)}", key)
         if not str(item).isprintable():
             raise fail(f"expected a value of printable text (no newline or other control character), "
-                       f"got {show(item)}", key)
+                       f"got {_shown(str(item), secret_name(key))}", key)
         env[key] = str(item)
     return env
 
@@ -151,8 +166,9 @@ class LaunchSpec(BaseModel):
         return {key: value for key, value in self.env.items() if key not in secrets}
 
     def secret_values(self) -> list[str]:
-        """Every secret value of the launch: its secret env values and its secret flags' values."""
-        return [*self.secrets.values(), *secret_args(self.args)]
+        """Every secret value of the launch: its secret env values, and the values of the secret flags (and
+        assignments) of its command and its args."""
+        return [*self.secrets.values(), *secret_args(self.command or ()), *secret_args(self.args)]
 
 
 def check_launch_keys(name: str, role: str, launch: LaunchSpec, *, nnodes: int = 1, engine: str = "sglang") -> None:

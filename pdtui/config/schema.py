@@ -53,6 +53,7 @@ from pdtui.config.fields import (
 )
 from pdtui.config.job import SLURM_COMMANDS, JobSpec, OutputDir, check_job, check_word
 from pdtui.config.launch import LaunchSpec, check_launch_keys
+from pdtui.config.secrets import SECRET_WORDS
 from pdtui.support.redact import Redactor
 
 RANK_MARK = "@"     # a server's rank >= 1 is the service SERVER@RANK (no name the config gives has one)
@@ -607,10 +608,11 @@ class Deployment(_Model):
     @cached_property
     def redactor(self) -> Redactor:
         """Masks every secret of the deployment in a text: its launches' (pdtui/config/secrets.py) and its routers'
-        API keys; built once."""
+        API keys, and any value given to a name that says it is a secret (one pdtui was never told); built once."""
         values = [value for svc in self.services.values() if svc.launch is not None
                   for value in svc.launch.secret_values()]
-        return Redactor([*values, *(key for svc in self.services.values() if (key := svc.api_key))])
+        return Redactor([*values, *(key for svc in self.services.values() if (key := svc.api_key))],
+                        SECRET_WORDS)
 
     @cached_property
     def _routers_of(self) -> dict[str, tuple[ServiceConfig, ...]]:

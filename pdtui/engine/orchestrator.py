@@ -33,6 +33,7 @@ from pdtui.engine.events import (
     Done,
     Event,
     HostStatus,
+    LogLines,
     Notice,
     PlanReady,
     Step,
@@ -50,6 +51,7 @@ from pdtui.engine.states import FINAL_STATES, ServiceState
 from pdtui.engine.steps import split, step_statuses
 from pdtui.engine.timing import DEFAULT_TIMING, Timing
 from pdtui.support.exits import EXIT_FAILED, EXIT_OK
+from pdtui.support.redact import Redactor
 
 __all__ = ["Orchestrator", "Timing"]
 
@@ -216,6 +218,11 @@ class Orchestrator:
         return self._runs
 
     def emit(self, event: Event) -> None:
+        """Hand ``event`` to every face, a secret in its text masked: a server's lines are masked as they are read
+        (run_lines.py), and what else comes from outside (an HTTP body quoted in a probe's detail, a host's stderr
+        in a failure's reason) here, before a face, the history or the web page sees it."""
+        if not isinstance(event, LogLines):
+            event = _redacted(event, self.deployment.redactor)
         for callback in list(self._subscribers):
             callback(event)
 
@@ -477,3 +484,22 @@ def _let_go(tasks: Iterable[asyncio.Task]) -> None:
             task.cancel()
         elif not task.cancelled():
             task.exception()
+
+
+def _redacted(event: Any, redactor: Redactor) -> Any:
+    """``event`` with each secret in its text fields (a text, a tuple or a mapping of texts) masked; itself when it
+    held none."""
+    changes: dict[str, Any] = {}
+    for field in dataclasses.fields(event):
+        value = getattr(event, field.name)
+        if isinstance(value, str):
+            masked: Any = redactor.redact(value)
+        elif isinstance(value, tuple) and value and all(isinstance(item, str) for item in value):
+            masked = tuple(map(redactor.redact, value))
+        elif isinstance(value, dict) and value and all(isinstance(item, str) for item in value.values()):
+            masked = {key: redactor.redact(item) for key, item in value.items()}
+        else:
+            continue
+        if masked != value:
+            changes[field.name] = masked
+    return dataclasses.replace(event, **changes) if changes else event

@@ -69,9 +69,7 @@ class RunLines:
         if entry.cursor in attempt.backfilled:
             attempt.backfilled.discard(entry.cursor)   # seen in the backfilled history already
             return
-        redactor = run.w.deployment.redactor
-        if redactor:
-            entry.message = redactor.redact(entry.message)
+        entry.message = run.w.deployment.redactor.redact(entry.message)
         message = entry.message
         if own_echo(message) and not entry.system:
             return      # pdtui's own request in the server's access log: it tells nothing, and would scroll the panel

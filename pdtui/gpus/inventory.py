@@ -24,6 +24,7 @@ from pdtui.gpus.nvidia_smi import (
     compute_apps_argv,
     gpu_ranges,
     inventory_argv,
+    inventory_mark,
     parse_compute_apps,
     parse_inventory,
     parse_query_gpu,
@@ -108,9 +109,9 @@ async def hardware(host: Host, nvidia_smi: Sequence[str], *, sysfs: str = "/sys"
     nvidia-smi is missing, fails or lists no GPU; the fabric when the tree
     cannot be read.
     """
-    text = await _stdout(host, inventory_argv(nvidia_smi, sysfs), timeout) or ""
-    fabric = parse_fabric(host.name, sysfs, text)
-    found = parse_inventory(text)
+    mark = inventory_mark()
+    found = parse_inventory(await _stdout(host, inventory_argv(nvidia_smi, sysfs, mark), timeout) or "", mark)
+    fabric = parse_fabric(host.name, sysfs, found.rest)
     gpus = parse_query_gpu(found.gpus or "")
     if not gpus:
         return None, fabric

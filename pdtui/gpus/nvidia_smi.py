@@ -10,6 +10,7 @@ skipped.
 from __future__ import annotations
 
 import re
+import secrets
 import shlex
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -87,16 +88,22 @@ def sampler_argv(nvidia_smi: Sequence[str], interval_ms: int = SAMPLE_INTERVAL_M
     return [*nvidia_smi, "--query-gpu=" + ",".join(SAMPLE_FIELDS), CSV_FORMAT, "-lms", str(interval_ms)]
 
 
-def inventory_argv(nvidia_smi: Sequence[str], sysfs: str) -> list[str]:
+def inventory_mark() -> str:
+    """A mark no output can forge: a process of another user named ``x\\n@@pdtui 0\\n…`` (a path may hold a
+    newline; nvidia-smi lists GPU processes by it) would otherwise end a part early and write the parts after it."""
+    return f"{MARK}-{secrets.token_hex(8)}"
+
+
+def inventory_argv(nvidia_smi: Sequence[str], sysfs: str, mark: str = MARK) -> list[str]:
     """One remote command for a host's whole inventory: its GPUs, the processes holding them and the process table,
-    each part closed by its exit status (:func:`parse_inventory`), then, under ``sysfs``, every PCI device's NUMA
-    node (the GPUs' among them) and the RDMA fabric (fabric/sysfs.py reads it from the same output)."""
-    script = (f"{shlex.join(query_gpu_argv(nvidia_smi))} 2>/dev/null; echo \"{MARK} $?\"\n"
-              f"{shlex.join(compute_apps_argv(nvidia_smi))} 2>/dev/null; echo \"{MARK} $?\"\n"
-              f"{shlex.join(PS_ARGV)} 2>/dev/null; echo \"{MARK} $?\"\n"
+    each part closed by ``mark`` and its exit status (:func:`parse_inventory`), then, under ``sysfs``, every PCI
+    device's NUMA node (the GPUs' among them) and the RDMA fabric (fabric/sysfs.py reads it from the same output)."""
+    script = (f"{shlex.join(query_gpu_argv(nvidia_smi))} 2>/dev/null; echo \"$2 $?\"\n"
+              f"{shlex.join(compute_apps_argv(nvidia_smi))} 2>/dev/null; echo \"$2 $?\"\n"
+              f"{shlex.join(PS_ARGV)} 2>/dev/null; echo \"$2 $?\"\n"
               f'cd -- "$1" 2>/dev/null || exit 0\n{FABRIC_READ}\n'
               'grep -H . bus/pci/devices/*/numa_node 2>/dev/null\nexit 0')
-    return ["sh", "-c", script, "pdtui-gpus", sysfs]
+    return ["sh", "-c", script, "pdtui-gpus", sysfs, mark]
 
 
 # --------------------------------------------------------------------------- values
@@ -184,34 +191,39 @@ def parse_numa_node(text: str) -> int | None:
 @dataclass(frozen=True, slots=True)
 class InventoryText:
     """What :func:`inventory_argv` printed, in its parts: nvidia-smi's answers and the process table (None where
-    one failed) and each PCI device's NUMA node by its sysfs name (``0000:18:00.0``)."""
+    one failed), each PCI device's NUMA node by its sysfs name (``0000:18:00.0``) and what came after the parts
+    (the fabric's lines: nothing a part printed)."""
 
     gpus: str | None
     apps: str | None
     processes: str | None
     numa: dict[str, int | None]
+    rest: str = ""
 
 
 PARTS = 3      # the inventory's parts before its NUMA lines: GPUs, compute apps, processes
 
 
-def parse_inventory(text: str) -> InventoryText:
+def parse_inventory(text: str, mark: str = MARK) -> InventoryText:
     parts: list[str | None] = []
     lines: list[str] = []
+    rest: list[str] = []
     numa: dict[str, int | None] = {}
     for line in text.splitlines():
-        if len(parts) < PARTS and line.startswith(MARK + " "):
-            parts.append("".join(f"{kept}\n" for kept in lines) if line == f"{MARK} 0" else None)
+        if len(parts) < PARTS and line.startswith(mark + " "):
+            parts.append("".join(f"{kept}\n" for kept in lines) if line == f"{mark} 0" else None)
             lines = []
         elif len(parts) < PARTS:
             lines.append(line)
-        elif line.startswith("bus/pci/devices/"):
-            path, sep, value = line.partition("/numa_node:")
-            if sep:
-                numa[path.removeprefix("bus/pci/devices/")] = parse_numa_node(value)
+        else:
+            rest.append(line)
+            if line.startswith("bus/pci/devices/"):
+                path, sep, value = line.partition("/numa_node:")
+                if sep:
+                    numa[path.removeprefix("bus/pci/devices/")] = parse_numa_node(value)
     parts += [None] * (PARTS - len(parts))
     gpus, apps, processes = parts
-    return InventoryText(gpus, apps, processes, numa)
+    return InventoryText(gpus, apps, processes, numa, "".join(f"{line}\n" for line in rest))
 
 
 def parse_topo(text: str) -> dict[int, int | None]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import os
 import shlex
 import socket
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -39,6 +40,7 @@ from pdtui.hosts.base import (
 )
 from pdtui.hosts.shared_reads import SharedReads
 from pdtui.support.backoff import Backoff
+from pdtui.support.text import inert
 
 # sshd's MaxSessions is 10 by default; stay below it so one channel can always be opened by hand.
 MAX_SESSIONS = 8
@@ -437,6 +439,7 @@ class _HostKeys:
         self.known: Sequence[asyncssh.SSHKey] = ()
         self.revoked: Sequence[asyncssh.SSHKey] = ()
         self.offered: asyncssh.SSHKey | None = None
+        self.unrecorded = ""       # why --accept-new did not record (and so did not trust) the key offered
 
     def match(self, host: str, addr: str, port: int | None) -> Any:
         """The keys known_hosts trusts for the host, and every key it revokes for it, with or without the port.
@@ -454,19 +457,28 @@ class _HostKeys:
         self.offered = key
         if self.known or not self.accept_new or key in self.revoked:
             return False
-        self._append(host, port, key)
-        return True
+        return self._append(host, port, key)
 
-    def _append(self, host: str, port: int, key: asyncssh.SSHKey) -> None:
-        """Trust on first use: record the key where OpenSSH would, in the first known_hosts file."""
+    def _append(self, host: str, port: int, key: asyncssh.SSHKey) -> bool:
+        """Trust on first use: record the key where OpenSSH would, in the first known_hosts file; only in a file
+        (and through a link) of the caller's, or not at all (False): run with another user's HOME (``sudo``
+        keeping it), pdtui would otherwise append as root to wherever that user's link leads."""
         path = Path(self.files[0])
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         pattern = host if port == 22 else f"[{host}]:{port}"
         existing = _read(str(path))
         separator = "\n" if existing and not existing.endswith("\n") else ""
-        with path.open("a") as out:
+        if path.is_symlink() and (owner := path.lstat().st_uid) != os.geteuid():
+            self.unrecorded = f"{path} is a link of another user's (uid {owner})"
+            return False
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        with os.fdopen(fd, "a") as out:
+            if (owner := os.fstat(fd).st_uid) != os.geteuid():
+                self.unrecorded = f"{path} is another user's file (uid {owner})"
+                return False
             out.write(f"{separator}{pattern} {' '.join(key.export_public_key().decode().split()[:2])}\n")
         self.note(f"trusted the new host key {key.get_fingerprint('sha256')} (added to {path})")
+        return True
 
     def refusal(self, name: str, where: str, exc: asyncssh.HostKeyNotVerifiable) -> HostError:
         if self.offered is None:
@@ -479,6 +491,9 @@ class _HostKeys:
                 f"{name}: HOST KEY CHANGED for {where}: it now offers {fingerprint}, not the key in "
                 f"{self.files[0]}; refusing to connect (a man in the middle, or a reinstalled host: "
                 f"then remove the old key with ssh-keygen -R)")
+        if self.unrecorded:
+            return HostKeyUnknown(f"{name}: unknown host key for {where} ({fingerprint}) not trusted: "
+                                  f"{inert(self.unrecorded)}; record it with ssh-keyscan in a known_hosts of yours")
         return HostKeyUnknown(f"{name}: unknown host key for {where} ({fingerprint}); check it, "
                               f"then re-run with --accept-new to trust it")
 

@@ -524,7 +524,8 @@ class MemoryHost:
             numa = "".join(f"bus/pci/devices/0000:{0x18 + i:02x}:00.0/numa_node:{self.numa_of(i)}\n"
                            for i in range(self.gpu_count))
             ps = "".join(f"{unit.pid} 1\n" for unit in self.units.values() if unit.active == "active")
-            return 0, f"{gpus}{MARK} 0\n{MARK} 0\n{ps}{MARK} 0\n{FABRIC}{numa}", ""
+            mark = args[4] if len(args) > 4 else MARK       # the script's $2
+            return 0, f"{gpus}{mark} 0\n{mark} 0\n{ps}{mark} 0\n{FABRIC}{numa}", ""
         return 2, "", "memory host: no such script"
 
     # -- HTTP ------------------------------------------------------------------------

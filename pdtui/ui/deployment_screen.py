@@ -58,6 +58,7 @@ from pdtui.faces.timeline import slower
 from pdtui.gpus.sampler import GpuSample
 from pdtui.support.exits import EXIT_FAILED, EXIT_INTERRUPTED
 from pdtui.support.private_files import create_private
+from pdtui.support.text import inert
 from pdtui.ui.filterbar import FilterBar
 from pdtui.ui.header import PlanStrip, TitleBar
 from pdtui.ui.logview import LogView
@@ -72,6 +73,7 @@ if TYPE_CHECKING:
 
 ROUTER_ROLE = "router"
 WIDE = 120
+NOTIFY_LIMIT = 400      # characters of a toast: a host's long stderr is cut, with how much more there was
 """From this many columns the backends sit side by side (the ``-wide`` class; layout.tcss keys on it)."""
 
 HOST_SEVERITY: dict[str, SeverityLevel] = {"error": "error", "unreachable": "warning"}
@@ -117,6 +119,12 @@ class DeploymentScreen(Screen[None]):
 
     app: PdtuiApp
 
+    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
+               timeout: float | None = None, markup: bool = False) -> None:
+        """Every toast of the screen as plain inert text (``markup`` is never read): most carry words from outside,
+        a host's disconnect reason, a failure's reason, a notice quoting a remote program's stderr."""
+        super().notify(inert(message, NOTIFY_LIMIT), title=inert(title), severity=severity, timeout=timeout,
+                       markup=False)
     def __init__(self, source: EventSource, *, log_limit: int, clock: Callable[[], float] | None,
                  follow_up_text: str, refuse_actions: str, baseline: Mapping[str, Mapping[str, float]]) -> None:
         super().__init__()

@@ -17,6 +17,7 @@ import pytest
 from pdtui.sim.command_lines import REAL_ROUTERS, SIM_ROUTER, router_label
 from pdtui.sim.procs import running_with
 from pdtui.sim.sandbox import Sandbox
+from pdtui.support.data import data_dir
 from tests.engine_helpers import real_router_params
 
 STATES = {"pending", "starting", "waiting", "ready", "failed", "timed_out", "blocked"}
@@ -316,12 +317,13 @@ def test_a_config_named_on_the_command_line_is_used_with_a_warning_and_every_fac
     assert json.loads(as_json.stdout)["config"] == str(config)
 
 
-def test_a_reader_that_goes_away_ends_the_command_quietly():
-    """``pdtui units CONFIG | head -1``: the pipe closes under pdtui's output; no traceback, as a shell tool."""
-    proc = subprocess.Popen([sys.executable, "-m", "pdtui", "units", "sample_configs/wide-ep.yaml"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=Path(__file__).parents[2])
-    assert proc.stdout is not None and proc.stderr is not None
-    proc.stdout.close()            # before it writes a line
-    err = proc.stderr.read().decode()
-    assert proc.wait(timeout=60) == 1
-    assert err == ""
+def test_a_reader_that_goes_away_ends_pdtui_quietly(tmp_path):
+    config = tmp_path / "pd.yaml"
+    config.write_text((data_dir("sample_configs") / "reference.yaml").read_text())
+    pdtui = subprocess.Popen([sys.executable, "-m", "pdtui", "check", str(config)], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+    assert pdtui.stdout is not None and pdtui.stderr is not None
+    pdtui.stdout.close()          # as `| head -0` does, before pdtui prints
+    err = pdtui.stderr.read().decode()
+    assert pdtui.wait(timeout=60) == 128 + signal.SIGPIPE and "Traceback" not in err, err
+

@@ -4,6 +4,7 @@ shows a journal: the headless lines, the JSON events and the TUI's panel. Each l
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -59,3 +60,33 @@ async def test_every_hostile_line_is_drawn_inert_in_the_tui():
         assert acting(drawn) == []
         assert all(segment.control is None for segment in segments)
         assert all(segment.style is None or not segment.style.link for segment in segments)
+
+
+def test_a_secret_pdtui_was_never_told_is_masked_where_a_hand_written_units_server_prints_it(sandbox, tmp_path):
+    program = ("import time; print(\"server_args=ServerArgs(model_path='m', api_key='sk-handWritten42', "
+               "admin_api_key=None)\", flush=True); print('HOSTILE-END', flush=True); time.sleep(120)")
+    unit = sandbox.add_unit("t-hand", [sys.executable, "-c", program])
+    config = tmp_path / "hand.yaml"
+    config.write_text(yaml.safe_dump({
+        "name": "hand-written", "hosts": {"sim": {"local": True, "commands": sandbox.commands}},
+        "services": {"hand": {"host": "sim", "unit": unit, "role": "other", "ready": {"log": END}, "timeout": "50s"}}}))
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
+    done = subprocess.run([sys.executable, "-m", "pdtui", "up", str(config), "--json", "--logs"], capture_output=True,
+                          timeout=90, env=env)
+    assert done.returncode == 0, done.stderr.decode()
+    out = done.stdout.decode()
+    history = (tmp_path / "state" / "pdtui" / "history.sqlite3").read_bytes()
+    assert "api_key='<secret>'" in out and "sk-handWritten42" not in out and b"sk-handWritten42" not in history
+
+
+def test_a_history_that_cannot_be_written_is_told_inert(sandbox, tmp_path):
+    config = tmp_path / "hostile.yaml"
+    _config(sandbox, config)
+    state = tmp_path / "state\x1b]0;title\x07"
+    state.mkdir()
+    (state / "pdtui").write_text("a file where the history's folder goes\n")
+    done = subprocess.run([sys.executable, "-m", "pdtui", "up", str(config), "--headless"], capture_output=True,
+                          timeout=90, env={**os.environ, "XDG_STATE_HOME": str(state)})
+    err = done.stderr.decode()
+    assert done.returncode == 0 and "the run history could not be written" in err, err
+    assert acting(err) == [] and "state\u241b]0;title\u2407" in err

@@ -344,6 +344,23 @@ async def test_accept_new_writes_to_the_configured_known_hosts(sshd, ssh_home, t
     assert not ssh_home.known_hosts.exists()
 
 
+@pytest.mark.parametrize("planted", ["link", "file"])
+async def test_accept_new_never_records_through_a_link_or_in_a_file_of_another_user(sshd, tmp_path, make_host,
+                                                                                  monkeypatch, planted):
+    """As pdtui run by root with another user's HOME finds it: that user's link to a file of root's, or his file."""
+    victim, known = tmp_path / "victim", tmp_path / "known_hosts"
+    victim.write_text("root's own\n")
+    if planted == "link":
+        known.symlink_to(victim)
+    else:
+        known.write_text("")
+    monkeypatch.setattr(ssh.os, "geteuid", lambda: victim.stat().st_uid + 1)    # the link and file are another's
+    with pytest.raises(HostKeyUnknown, match="another user's"):
+        await make_host(sshd.port, accept_new=True, config={"known_hosts": str(known)}).connect()
+    assert victim.read_text() == "root's own\n" and (planted == "link" or known.read_text() == "")
+    assert sshd.accepted_connections() == 0
+
+
 async def test_changed_host_key_is_refused_even_with_accept_new(sshd, ssh_home, make_host):
     ssh_home.known_hosts.write_text(sshd.known_hosts_line(asyncssh.generate_private_key("ssh-ed25519")))
     before = ssh_home.known_hosts.read_text()

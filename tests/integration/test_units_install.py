@@ -173,6 +173,19 @@ async def test_diff_shows_the_installed_text_inert_with_secrets_masked(sandbox, 
     assert "hf_diffSecret42" not in out and "-Environment=HF_TOKEN=<secret>" in out
 
 
+async def test_diff_masks_a_secret_of_the_installed_unit_the_config_does_not_hold(sandbox, capsys):
+    deployment = deployment_of(launched(sandbox), sandbox)
+    assert await units.install(deployment, make_host, yes=False) == 0
+    path = sandbox.root / "units" / "d.service"
+    text = path.read_text().replace("ExecStart=", "Environment=HF_TOKEN=hf_oldToken77\nExecStart=", 1)
+    path.write_text(text.replace("--startup 0.4", "--startup 0.4 --api-key sk-handKey77", 1))
+    capsys.readouterr()
+    assert await units.diff(deployment, make_host) == 1
+    out = capsys.readouterr().out
+    assert "hf_oldToken77" not in out and "sk-handKey77" not in out
+    assert "-Environment=HF_TOKEN=<secret>" in out and "--api-key <secret>" in out
+
+
 async def test_a_missing_environment_file_fails_the_start_job_as_systemd_252_does(sandbox):
     """What tests/integration/test_real_systemd.py sees a real systemd do: result 'resources', no process, these
     lines, and systemctl start exits 1 saying why."""

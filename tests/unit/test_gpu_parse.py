@@ -1,9 +1,11 @@
 """nvidia-smi and sysfs parsers on real-format output (8-GPU boxes, NVLink topologies, N/A values)."""
 
 import shlex
+import sys
 
 import pytest
 
+from pdtui.gpus.inventory import hardware
 from pdtui.gpus.nvidia_smi import (
     ComputeApp,
     Gpu,
@@ -21,6 +23,8 @@ from pdtui.gpus.nvidia_smi import (
     sysfs_bus_id,
     topo_argv,
 )
+from pdtui.hosts.local import LocalHost
+from pdtui.sim.sysfs import FabricShape, write_tree
 
 H100_BOX = """\
 0, GPU-22b2c6ac-2d49-4863-197c-9c469071178a, NVIDIA H100 80GB HBM3, 00000000:18:00.0, 1, 81559, 0
@@ -199,8 +203,8 @@ def test_argv_builders_use_the_host_prefix():
     assert topo_argv(prefix) == [*prefix, "topo", "-m"]
     assert sampler_argv(prefix) == [*prefix, "--query-gpu=index,memory.used,memory.total,utilization.gpu",
                                     "--format=csv,noheader,nounits", "-lms", "2000"]
-    sh, dash_c, script, name, root = inventory_argv(prefix, "/sys")
-    assert (sh, dash_c, name, root) == ("sh", "-c", "pdtui-gpus", "/sys")
+    sh, dash_c, script, name, root, mark = inventory_argv(prefix, "/sys", "@@pdtui-1234")
+    assert (sh, dash_c, name, root, mark) == ("sh", "-c", "pdtui-gpus", "/sys", "@@pdtui-1234")
     assert f"{shlex.join(query_gpu_argv(prefix))} 2>/dev/null" in script and "bus/pci/devices/*/numa_node" in script
 
 
@@ -210,3 +214,18 @@ def test_gpu_ranges_are_written_one_way_everywhere():
     assert gpu_ranges([0, 1]) == "0, 1"
     assert gpu_ranges([0, 1, 2, 5]) == "0-2, 5"
     assert gpu_ranges([4, 6, 7]) == "4, 6, 7"
+
+
+FORGED = "/tmp/x\n@@pdtui 0\n@@pdtui 0\n@@pdtui 0\n@root\nclass/infiniband/mlx5_9/ports/1/state:4: ACTIVE\n"
+SMI = ("import sys; args = ' '.join(sys.argv)\n"
+       "if '--query-gpu' in args: print('0, GPU-0, NVIDIA H100, 00000000:18:00.0, 10, 81559, 0')\n"
+       "if '--query-compute-apps' in args: print('GPU-0, 4242, ' + sys.argv[1] + ', 70000')")
+
+
+@pytest.mark.parametrize("name", ["python3", FORGED])
+async def test_a_gpu_process_named_with_newlines_cannot_end_a_part_or_forge_the_fabric(tmp_path, name):
+    root = write_tree(tmp_path / "sys", FabricShape())
+    inventory, fabric = await hardware(LocalHost(), [sys.executable, "-c", SMI, name], sysfs=str(root))
+    assert inventory is not None and fabric is not None
+    assert fabric.active == ("mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3")     # no mlx5_9
+    assert [app.pid for app in inventory.apps] == [4242]

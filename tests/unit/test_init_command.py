@@ -57,7 +57,8 @@ class ScriptedHost:
             raise HostError(f"{self.name}: cannot run {argv[0]}: No such file or directory")
         if argv[0] == "sh" and argv[3] == "pdtui-gpus":     # the inventory: sysfs hides the GPUs, as the sim's does
             status = 127 if "nvidia-smi" in self.broken else 0
-            out = f"{SMI if not status else ''}{MARK} {status}\n{MARK} {status}\n{MARK} 0\n"
+            mark = argv[5] if len(argv) > 5 else MARK        # the script's $2
+            out = f"{SMI if not status else ''}{mark} {status}\n{mark} {status}\n{mark} 0\n"
             return Result(tuple(argv), 0, out, "")
         verb = argv[1] if argv[0] == "systemctl" else "topo" if "topo" in argv else argv[1].partition("=")[0]
         if verb in self.answers:

@@ -217,6 +217,19 @@ def test_a_folder_at_the_scripts_name_fails_the_submit_and_nothing_is_moved_into
     assert list((folder / "x.sbatch").iterdir()) == [] and sorted(p.name for p in folder.iterdir()) == ["x.sbatch"]
 
 
+def test_a_folder_every_user_may_write_is_refused_before_anything_is_written_or_submitted(tmp_path: Path) -> None:
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    folder.chmod(0o1777)
+    result = submitted(folder, "#!/bin/bash\ntrue\n", check=False)
+    assert result.returncode == 77 and "--parsable" not in result.stdout and list(folder.iterdir()) == []
+    assert result.stderr == f"pdtui: {folder} can be written by every user: another could make a job's output " \
+                            "file before the job and read or forge it; give output_dir a folder only you (or your " \
+                            "group) can write\n"
+    folder.chmod(0o2770)        # a group's shared folder
+    assert submitted(folder, "#!/bin/bash\ntrue\n").stdout.startswith("--parsable")
+
+
 @pytest.mark.parametrize(("text", "seconds"), [
     ("00:07", 7.0), ("01:02:03", 3723.0), ("2-00:00:01", 172801.0), ("UNLIMITED", None), ("", None), ("1-2", None)])
 def test_elapsed_as_slurm_prints_it(text: str, seconds: float | None) -> None:

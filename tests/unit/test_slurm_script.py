@@ -105,6 +105,12 @@ def test_an_output_dir_with_blanks_and_a_hash_is_one_quoted_word_as_sbatch_reads
     assert '#SBATCH --output="/shared/pd jobs/#1 \\"x\\"/%x-%j.out"' in lines
 
 
+def test_an_extra_option_with_blanks_or_a_hash_stays_one_word_as_sbatch_reads_it() -> None:
+    dep = parse_config(SLURM.replace("args: [--mail-type=FAIL]", "args: ['--comment=two words #x \"q\"', --exclusive]"))
+    lines = render_script(dep, dep.services["prefill"]).text.splitlines()
+    assert '#SBATCH --comment="two words #x \\"q\\""' in lines and "#SBATCH --exclusive" in lines
+
+
 @pytest.mark.parametrize("folder", ["/shared/%u/jobs", "/shared/a\\\\b"])
 def test_an_output_dir_sbatch_would_read_as_a_pattern_is_refused_at_load(folder: str) -> None:
     with pytest.raises(ConfigError, match=r"^pd\.yaml:6:17: expected a folder without '%' or '\\'"):

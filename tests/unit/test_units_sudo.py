@@ -11,6 +11,7 @@ import yaml
 from pdtui.commands import units_command as units
 from pdtui.config import parse_config
 from pdtui.hosts.base import HostError, Result
+from tests.unit.test_config import SLURM
 from tests.unit.test_unit_files import multi_node
 
 
@@ -87,3 +88,27 @@ def test_what_a_host_says_is_printed_inert(capsys, flag):
     printed = capsys.readouterr()
     assert "\x1b" not in printed.out + printed.err and "\x07" not in printed.out + printed.err
     assert ("\u241b]0;title\u2407" in printed.out) if flag == "diff_them" else ("\u241b[2Jdenied" in printed.err)
+
+
+@pytest.mark.parametrize(("config", "flag"), [(SLURM, "diff_them"), ("name: x\nhosts: {h: {local: true}}\n"
+                                                                     "services: {a: {host: h, unit: a, role: other}}\n",
+                                                                     None)], ids=["jobs", "no-launch"])
+def test_the_configs_file_name_is_printed_inert_when_there_is_no_unit(capsys, config, flag):
+    deployment = parse_config(config, "/tmp/x\x1b]0;title\x07.yaml")
+    assert units.run(deployment, **({flag: True} if flag else {}), factory=lambda config, **_: RecordingHost("h")) == 1
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\x07" not in err and "x\u241b]0;title\u2407.yaml" in err
+
+
+def test_the_files_written_are_named_inert(capsys, tmp_path):
+    deployment = parse_config(yaml.safe_dump(multi_node()), "mn.yaml")
+    assert units.run(deployment, out=str(tmp_path / "o\x1b[2J")) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "o\u241b[2J/" in out
+
+
+def test_the_suggested_diff_command_quotes_the_configs_file_name(capsys):
+    deployment = parse_config(yaml.safe_dump(multi_node()), "/tmp/my pd;touch x.yaml")
+    assert units.run(deployment, install_them=True, factory=lambda config, **_: AnsweringHost(config.name)) == 1
+    err = capsys.readouterr().err
+    assert "(pdtui units '/tmp/my pd;touch x.yaml' --diff shows how)" in err

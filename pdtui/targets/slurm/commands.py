@@ -13,11 +13,19 @@ from pathlib import PurePosixPath
 
 from pdtui.targets.slurm.parse import SACCT_FIELDS, SQUEUE_FORMAT
 
+EVERYONE_WRITES = ("$1 can be written by every user: another could make a job's output file before the job and read "
+                   "or forge it; give output_dir a folder only you (or your group) can write")
 # $1 the folder, $2 the script's file name in it; then the sbatch argv (the path last); the script itself on stdin
 # (never a word of an argv: ps shows those to every user). In a folder others may write: the script is made by
 # mktemp (a new file of a random name, 0600, never through a link planted there), then renamed over its name (a
 # link planted at the name is replaced, never followed; -T: nor is a folder there moved into). POSIX sh, coreutils.
-_WRITE_AND_SUBMIT = ('set -e; umask 077; mkdir -p "$1"; tmp=$(mktemp "$1/.$2.XXXXXX"); trap \'rm -f "$tmp"\' EXIT; '
+# A folder every user may write is refused: the job's output file has a name known in advance (NAME-JOBID.out, job
+# ids count up), so another user could make it first, his own, and read the server's output (its --api-key among
+# it) or write lines pdtui would judge (a ready line). A group's shared folder (g+w) is the group's choice.
+_WRITE_AND_SUBMIT = ('set -e; umask 077; mkdir -p "$1"; '
+                     'if [ -n "$(find -H "$1" -maxdepth 0 -perm -002)" ]; then '
+                     f'echo "pdtui: {EVERYONE_WRITES}" >&2; exit 77; fi; '
+                     'tmp=$(mktemp "$1/.$2.XXXXXX"); trap \'rm -f "$tmp"\' EXIT; '
                      'cat > "$tmp"; chmod 700 "$tmp"; mv -fT "$tmp" "$1/$2"; trap - EXIT; shift 2; exec "$@"')
 SACCT_SINCE = "now-7days"    # sacct lists only today's jobs unless told otherwise
 

@@ -102,7 +102,14 @@ def sbatch_options(cluster: ClusterConfig, job: JobSpec) -> list[str]:
         options.append(f"--time={slurm_time(job.time)}")
     if job.exclusive:
         options.append("--exclusive")
-    return options + list(job.args)
+    return options + [_option_quoted(option) for option in job.args]
+
+
+def _option_quoted(option: str) -> str:
+    """An extra option of the job block as one word of its ``#SBATCH`` line: its value quoted when sbatch would split
+    it (``--comment=two words``) or end it (``#``)."""
+    flag, equals, value = option.partition("=")
+    return f"{flag}={sbatch_quoted(value)}" if equals else sbatch_quoted(option)
 
 
 def sbatch_quoted(value: str) -> str:
