@@ -220,7 +220,8 @@ class Orchestrator:
     def emit(self, event: Event) -> None:
         """Hand ``event`` to every face, a secret in its text masked: a server's lines are masked as they are read
         (run_lines.py), and what else comes from outside (an HTTP body quoted in a probe's detail, a host's stderr
-        in a failure's reason) here, before a face, the history or the web page sees it."""
+        in a failure's reason) here, before a face, the history or the web page sees it: the deployment's secret
+        values only, as pdtui's own words name secrets' flags without a value."""
         if not isinstance(event, LogLines):
             event = _redacted(event, self.deployment.redactor)
         for callback in list(self._subscribers):
@@ -487,17 +488,17 @@ def _let_go(tasks: Iterable[asyncio.Task]) -> None:
 
 
 def _redacted(event: Any, redactor: Redactor) -> Any:
-    """``event`` with each secret in its text fields (a text, a tuple or a mapping of texts) masked; itself when it
-    held none."""
+    """``event`` with each of the deployment's secret values in its text fields (a text, a tuple or a mapping of
+    texts) masked; itself when it held none."""
     changes: dict[str, Any] = {}
     for field in dataclasses.fields(event):
         value = getattr(event, field.name)
         if isinstance(value, str):
-            masked: Any = redactor.redact(value)
+            masked: Any = redactor.redact(value, by_name=False)
         elif isinstance(value, tuple) and value and all(isinstance(item, str) for item in value):
-            masked = tuple(map(redactor.redact, value))
+            masked = tuple(redactor.redact(item, by_name=False) for item in value)
         elif isinstance(value, dict) and value and all(isinstance(item, str) for item in value.values()):
-            masked = {key: redactor.redact(item) for key, item in value.items()}
+            masked = {key: redactor.redact(item, by_name=False) for key, item in value.items()}
         else:
             continue
         if masked != value:

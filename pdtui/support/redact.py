@@ -81,16 +81,18 @@ class Redactor:
     def __bool__(self) -> bool:
         return self._automaton is not None or self._names is not None
 
-    def redact(self, text: str) -> str:
-        """``text`` with each secret masked (as it is, when it holds none)."""
-        if self._automaton is None and self._names is None:
+    def redact(self, text: str, *, by_name: bool = True) -> str:
+        """``text`` with each secret masked (as it is, when it holds none). ``by_name=False``: the known values
+        alone, for pdtui's own words, which name secrets' flags without giving them a value (``its --api-key or
+        --control-plane-api-keys``)."""
+        if self._automaton is None and (self._names is None or not by_name):
             return text
         lowered = text.lower()
         if len(lowered) != len(text):      # a character whose lower case is longer (U+0130): keep the places
             lowered = "".join(c.lower() if len(c.lower()) == 1 else c for c in text)
         spans = [(start, end) for _, start, end in self._automaton.find_matches_as_indexes(lowered)] \
             if self._automaton is not None else []
-        if self._names is not None:
+        if self._names is not None and by_name:
             spans += self._assigned(text, lowered)
         if not spans:
             return text

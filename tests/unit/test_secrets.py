@@ -17,7 +17,7 @@ from pdtui.engine.events import Done, ProbeResult
 from pdtui.engine.orchestrator import Orchestrator
 from pdtui.sim.memhost import MemoryFleet
 from pdtui.sim.unit_store import parse_unit, read_env_file
-from pdtui.support.redact import Redactor
+from pdtui.support.redact import MASK, Redactor
 from pdtui.targets.registry import Registry
 from pdtui.targets.systemd.unit_files import env_file_text, render_units
 from tests.unit.test_config import SLURM
@@ -221,6 +221,17 @@ async def test_a_secret_in_an_events_text_is_masked_before_any_face_sees_it():
     seen: list = []
     orchestrator.subscribe(seen.append)
     orchestrator.emit(ProbeResult("decode-0", "http /health", False, "HTTP 401: bad token hf_eventSecret1"))
-    orchestrator.emit(Done(False, 1, failures={"decode-0": "sbatch: error: api_key='sk-stderr1' refused"}))
+    orchestrator.emit(Done(False, 1, failures={"decode-0": "sbatch: error: key 'hf_eventSecret1' refused"}))
+    advice = "HTTP 401: the router requires an API key (its --api-key or --control-plane-api-keys)"
+    orchestrator.emit(ProbeResult("router", "workers", False, advice))
     assert seen[0].detail == "HTTP 401: bad token <secret>"
-    assert seen[1].failures == {"decode-0": "sbatch: error: api_key='<secret>' refused"}
+    assert seen[1].failures == {"decode-0": "sbatch: error: key '<secret>' refused"}
+    assert seen[2].detail == advice          # pdtui's own words naming a secret's flag: no value to mask
+
+
+def test_pdtuis_own_words_naming_a_secrets_flag_are_not_masked_in_events_but_a_known_value_is():
+    redactor = Redactor(["sk-known-value"], ["api-key", "api_key"])
+    advice = "the router requires an API key (its --api-key or --control-plane-api-keys): name its variable"
+    assert redactor.redact(advice, by_name=False) == advice
+    assert redactor.redact("HTTP 401: bad key sk-known-value", by_name=False) == f"HTTP 401: bad key {MASK}"
+    assert redactor.redact("server_args api_key='sk-unknown-one'") == f"server_args api_key='{MASK}'"
