@@ -79,7 +79,7 @@ def _write_file(path: Path, text: str, mode: int) -> Path:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     with os.fdopen(fd, "w") as file:
         file.write(text)
-    os.chmod(tmp, mode)
+        os.fchmod(fd, mode)     # the file made, never its name: another user of a shared folder may swap the name
     os.replace(tmp, path)
     return path
 

@@ -468,10 +468,13 @@ class _HostKeys:
         pattern = host if port == 22 else f"[{host}]:{port}"
         existing = _read(str(path))
         separator = "\n" if existing and not existing.endswith("\n") else ""
-        if path.is_symlink() and (owner := path.lstat().st_uid) != os.geteuid():
-            self.unrecorded = f"{path} is a link of another user's (uid {owner})"
-            return False
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        target = path
+        if path.is_symlink():
+            if (owner := path.lstat().st_uid) != os.geteuid():
+                self.unrecorded = f"{path} is a link of another user's (uid {owner})"
+                return False
+            target = Path(os.path.realpath(path))     # followed once, here; the file itself never through a link
+        fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         with os.fdopen(fd, "a") as out:
             if (owner := os.fstat(fd).st_uid) != os.geteuid():
                 self.unrecorded = f"{path} is another user's file (uid {owner})"
