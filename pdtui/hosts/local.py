@@ -12,6 +12,8 @@ from pdtui.hosts.base import LOOPBACK_ADDRESS, MAX_LINE, HostError, HostTimedOut
 
 STREAM_LIMIT = MAX_LINE
 """asyncio's stream buffer limit: the longest line a ``readuntil`` (an HTTP header, say) may take."""
+STOP_GRACE = 5.0
+"""Seconds a stopped command has to end on SIGTERM before its group gets SIGKILL."""
 
 
 class LocalHost:
@@ -19,6 +21,7 @@ class LocalHost:
 
     def __init__(self, name: str = "local") -> None:
         self.name = name
+        self._running: set[asyncio.subprocess.Process] = set()
 
     async def run(self, argv: Sequence[str], *, timeout: float | None = None, read_only: bool = False,
                   input: bytes | None = None) -> Result:
@@ -28,13 +31,13 @@ class LocalHost:
             async with asyncio.timeout(timeout):
                 out, err = await proc.communicate(input)
         except TimeoutError:
-            _kill_group(proc)
-            await proc.wait()
+            await _stopped(proc)
             raise HostTimedOut.after(self.name, argv, timeout) from None
         except asyncio.CancelledError:
-            _kill_group(proc)
-            await proc.wait()
+            await _stopped(proc)
             raise
+        finally:
+            self._running.discard(proc)
         return Result(tuple(argv), proc.returncode or 0,
                       out.decode(errors="replace"), err.decode(errors="replace"))
 
@@ -45,9 +48,8 @@ class LocalHost:
         try:
             yield lines
         finally:
-            if proc.returncode is None:
-                _kill_group(proc)
-            await proc.wait()
+            await _stopped(proc)
+            self._running.discard(proc)
             await lines.finish()
 
     async def open_tcp(self, port: int, *, timeout: float | None = None, address: str = LOOPBACK_ADDRESS):
@@ -58,17 +60,21 @@ class LocalHost:
             raise ConnectionError(f"connecting to {address}:{port} timed out") from None
 
     async def close(self) -> None:
-        return None
+        """Stop and reap every command still running: one the event loop never reaped would outlive it."""
+        running, self._running = list(self._running), set()
+        await asyncio.gather(*(_stopped(proc) for proc in running))
 
     async def _spawn(self, argv: Sequence[str], *, stdout: int, stdin_data: bool = False) -> asyncio.subprocess.Process:
         if not argv:
             raise HostError(f"{self.name}: empty command")
         try:
-            return await asyncio.create_subprocess_exec(
+            proc = await asyncio.create_subprocess_exec(
                 *argv, stdin=asyncio.subprocess.PIPE if stdin_data else asyncio.subprocess.DEVNULL, stdout=stdout,
                 stderr=asyncio.subprocess.PIPE, limit=STREAM_LIMIT, start_new_session=True)
         except OSError as exc:
             raise HostError(f"{self.name}: cannot run {argv[0]}: {exc.strerror or exc}") from None
+        self._running.add(proc)
+        return proc
 
 
 class StreamLines:
@@ -93,9 +99,36 @@ class StreamLines:
         self.stderr = (await self._stderr).decode(errors="replace").strip()
 
 
-def _kill_group(proc: asyncio.subprocess.Process) -> None:
-    """Stop a command and anything it started (it runs in its own session)."""
+async def _stopped(proc: asyncio.subprocess.Process) -> None:
+    """Stop a command and anything it started (it runs in a session of its own), and wait for its end however often
+    the waiter is cancelled meanwhile: a command the event loop never reaped outlives the loop, and asyncio's child
+    watcher complains of it on stderr when it ends."""
+    ending = asyncio.ensure_future(_end(proc))
+    cancelled = False
+    while not ending.done():
+        try:
+            await asyncio.shield(ending)
+        except asyncio.CancelledError:
+            cancelled = True
+    if cancelled:
+        raise asyncio.CancelledError
+    ending.result()
+
+
+async def _end(proc: asyncio.subprocess.Process) -> None:
+    if proc.returncode is not None:
+        return
+    _signal_group(proc, signal.SIGTERM)
     try:
-        os.killpg(proc.pid, signal.SIGTERM)
+        async with asyncio.timeout(STOP_GRACE):
+            await proc.wait()
+    except TimeoutError:
+        _signal_group(proc, signal.SIGKILL)
+        await proc.wait()
+
+
+def _signal_group(proc: asyncio.subprocess.Process, sig: signal.Signals) -> None:
+    try:
+        os.killpg(proc.pid, sig)
     except ProcessLookupError:
         pass

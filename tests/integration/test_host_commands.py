@@ -61,3 +61,49 @@ async def test_closing_a_session_stops_a_look_whose_asker_is_gone(tmp_path) -> N
         await session.close()
     assert [t for t in asyncio.all_tasks() if t is not asyncio.current_task()] == []
     assert _gone(int(marker.read_text()))
+
+
+STUBBORN = [sys.executable, "-c", "import os, signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+            "print(os.getpid(), flush=True); time.sleep(60)"]
+
+
+async def test_a_command_that_ignores_sigterm_is_killed_and_reaped_though_its_asker_is_cancelled_again(
+        tmp_path, monkeypatch) -> None:
+    """The asker cancelled a second time while the stopped command still runs: the command is killed after its grace
+    and reaped all the same (one left unreaped outlives the event loop, and asyncio complains of it on stderr)."""
+    monkeypatch.setattr("pdtui.hosts.local.STOP_GRACE", 0.3)
+    host = LocalHost()
+    pid_file = tmp_path / "pid"
+    argv = [*STUBBORN[:2], STUBBORN[2].replace("print(os.getpid(), flush=True)",
+                                               f"open({str(pid_file)!r}, 'w').write(str(os.getpid()))")]
+    task = asyncio.create_task(host.run(argv, timeout=30))
+    async with asyncio.timeout(20):
+        while not pid_file.exists() or not pid_file.read_text():
+            await asyncio.sleep(0.02)
+    task.cancel()
+    await asyncio.sleep(0.05)
+    task.cancel()
+    async with asyncio.timeout(10):
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    assert _reaped(int(pid_file.read_text()))
+
+
+async def test_closing_the_host_stops_and_reaps_a_command_still_running() -> None:
+    host = LocalHost()
+    stream = host.stream(SLEEPER)
+    lines = await stream.__aenter__()
+    pid = int((await anext(aiter(lines))).decode())
+    async with asyncio.timeout(10):
+        await host.close()
+    assert _reaped(pid)
+    await stream.__aexit__(None, None, None)
+
+
+def _reaped(pid: int) -> bool:
+    """Gone, not a zombie: nobody is left to wait for it."""
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return _gone(pid)
+    return False

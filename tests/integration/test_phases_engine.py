@@ -38,7 +38,7 @@ async def test_phases_are_told_as_lines_and_json(sandbox):
     printer = LinePrinter()
     printer.width = 8
     assert printer.format(first).endswith(f"{first.service:<8} phase distributed")
-    assert to_json(first).startswith('{"kind": "phase", "service": "' + first.service + '", "phase": "distributed"')
+    assert to_json(first).startswith('{"kind":"phase","service":"' + first.service + '","phase":"distributed"')
 
 
 async def test_a_sim_bring_up_leaves_a_run_whose_report_waits_for_the_router_then_a_backend(sandbox, tmp_path):

@@ -65,7 +65,7 @@ def test_ctrl_c_summary_names_what_was_commanded_while_waiting(demo_sandbox):
 
 def test_ctrl_c_with_json_ends_with_one_interrupted_object(demo_sandbox):
     sandbox = demo_sandbox
-    code, out, err = run_demo_until(sandbox, '"status": "running"', "--json")
+    code, out, err = run_demo_until(sandbox, '"status":"running"', "--json")
     assert code == 130
     last = json.loads(out.strip().splitlines()[-1])
     assert last["kind"] == "interrupted" and isinstance(last["commanded"], list)
