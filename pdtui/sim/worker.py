@@ -78,6 +78,13 @@ class Log:
         """A line of the scheduler of rank TP0."""
         self.write(f"{self.stamp(self.rank)} {message}\n")
 
+    def progress(self, label: str) -> None:
+        """A tqdm bar as SGLang's weight loader draws it on stderr: each state redrawn over the last by a carriage
+        return, one newline at its close, so the journal holds all of them in one line."""
+        states = (f"{label}:   0% Completed | 0/1 [00:00<?, ?it/s]",
+                  f"{label}: 100% Completed | 1/1 [00:00<00:00, 1296.14it/s]")
+        self.write("".join(f"\r{state}" for state in states) + "\n", sys.stderr)
+
     def tp_error(self, message: str) -> None:
         """An error line of the scheduler of rank TP0, on stderr."""
         self.write(f"{self.stamp(self.rank)} {message}\n", sys.stderr)
@@ -191,6 +198,7 @@ class Worker:
             (0.10, log.tp, self.words.parallel[1]),
             *([(0.11, log.tp, "Memory baseline taken. mem usage=1.96 GB")] if self.words.startup_timings else []),
             (0.12, log.tp, "Load weight begin. avail mem=137.34 GB"),
+            (0.13, log.progress, "Multi-thread loading shards"),
             (0.40, log.tp, "Load weight end. type=DeepseekV4ForCausalLM, dtype=torch.bfloat16, "
                            "avail mem=71.08 GB, mem usage=66.26 GB."),
             (0.45, log.tp, f"KV Cache is allocated. #tokens: {MAX_TOTAL_TOKENS}, K size: 24.12 GB, V size: 24.12 GB"),

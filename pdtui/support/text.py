@@ -108,8 +108,26 @@ def json_inert(text: str) -> str:
     return _finder(text).sub(_json_escape, text)
 
 
+def redrawn(text: str) -> str:
+    """A line that redraws itself with carriage returns (a progress bar: ``\rloading 0%\rloading 100%``) as a
+    terminal leaves it: each part written over the one before from the line's start. Only what a terminal would
+    show is dropped; the line's other controls are still there to be made visible."""
+    return "\n".join(_redrawn_row(row) for row in text.split("\n"))
+
+
+def _redrawn_row(row: str) -> str:
+    parts = row.split("\r")
+    shown = parts[0]
+    for part in parts[1:]:
+        shown = part + shown[len(part):]
+    return shown
+
+
 def inert(text: str, limit: int = MAX_LINE_CHARS) -> str:
-    """Return ``text`` ready to draw: capped at ``limit`` characters, controls made visible."""
+    """Return ``text`` ready to draw: as a terminal leaves a line its carriage returns redraw, capped at ``limit``
+    characters, controls made visible. (A saved line keeps every state: :func:`make_visible`.)"""
+    if "\r" in text:
+        text = redrawn(text)
     extra = len(text) - limit
     if extra > 0:
         return f"{make_visible(text[:limit])}… ({extra} more)"

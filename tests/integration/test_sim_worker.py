@@ -6,10 +6,11 @@ import json
 import re
 import signal
 import subprocess
+from collections.abc import Iterable, Iterator
 
 import pytest
 
-from tests.conftest_sim import Procs, fetch, free_port, read_until, status, worker_process_argv  # noqa: F401
+from tests.conftest_sim import Procs, fetch, free_port, package_env, read_until, status, worker_process_argv  # noqa: F401
 
 SERVING = ["max_total_num_tokens=", "Started server process", "Waiting for application startup",
            "Application startup complete", "Uvicorn running on http://127.0.0.1:", 'model_info HTTP/1.1" 200']
@@ -138,6 +139,24 @@ def test_steady_state_batch_lines_come_after_ready(procs: Procs):
     assert all(" TP0] Decode batch, #running-req: " in line and "gen throughput (token/s)" in line for line in lines)
 
 
+BAR = "Multi-thread loading shards: "
+
+
+def without_bar(err: str | Iterable[str]) -> list[str] | Iterator[str]:
+    """stderr's lines but the weight loader's progress bar (its redrawing ``\r`` read as line ends by a text-mode
+    pipe): a list of a text's, an iterator of a stream's."""
+    if isinstance(err, str):
+        return [line for line in err.splitlines() if line and not line.startswith(BAR)]
+    return (line for line in err if line.strip() and not line.startswith(BAR))
+
+
+def test_the_weight_loader_draws_its_bar_redrawn_by_carriage_returns_as_sglang_does():
+    worker = subprocess.run(worker_process_argv("decode", free_port(), "--fail", "oom", startup=0.2),
+                            capture_output=True, timeout=30, env=package_env())     # bytes: every \r as it is
+    assert worker.stderr.split(b"\n")[0] == (b"\rMulti-thread loading shards:   0% Completed | 0/1 [00:00<?, ?it/s]"
+                                   b"\rMulti-thread loading shards: 100% Completed | 1/1 [00:00<00:00, 1296.14it/s]")
+
+
 def finished(procs: Procs, role: str, mode: str) -> tuple[int, str, str]:
     worker = procs.start(worker_process_argv(role, free_port(), "--fail", mode, startup=0.2))
     out, err = worker.communicate(timeout=30)
@@ -153,7 +172,7 @@ def test_crash_during_startup_prints_traceback_and_exits_1(procs: Procs, mode, l
     code, out, err = finished(procs, "decode", mode)
     assert code == 1
     assert "fired up" not in out and "Uvicorn running" not in out
-    err_lines = err.splitlines()
+    err_lines = without_bar(err)
     assert "Scheduler hit an exception: Traceback (most recent call last):" in err_lines[0]
     assert any(line.startswith(last_error) for line in err_lines)
     assert "Received sigquit from a child process." in err_lines[-1]
@@ -184,7 +203,7 @@ def test_a_port_really_taken_is_said_and_0_5_23_then_hangs_as_the_real_one_does(
         sock.listen()
         worker = procs.start(worker_process_argv("decode", sock.getsockname()[1], startup=0.2))
         assert worker.stderr is not None
-        assert "[Errno 98] error while attempting to bind on address" in worker.stderr.readline()
+        assert "[Errno 98] error while attempting to bind on address" in next(without_bar(worker.stderr))
         assert "Waiting for application shutdown." in read_until(worker, "Waiting for application shutdown.")[-1]
         with pytest.raises(subprocess.TimeoutExpired):
             worker.wait(timeout=1.0)
@@ -270,7 +289,7 @@ def test_a_request_traceback_after_ready_leaves_the_server_serving(procs: Procs)
     read_until(worker, "Decode batch")   # the first comes 2 s after ready, the traceback 1 s after
     assert worker.poll() is None and status(f"http://127.0.0.1:{port}/health") == 200
     procs.stop(worker)
-    err = worker.stderr.read().splitlines()
+    err = without_bar(worker.stderr.read())
     assert "ERROR:    Exception in ASGI application" in err[0] and err[1] == "Traceback (most recent call last):"
 
 

@@ -4,7 +4,7 @@ import unicodedata
 
 import pytest
 
-from pdtui.support.text import MAX_LINE_CHARS, inert, json_inert
+from pdtui.support.text import MAX_LINE_CHARS, inert, json_inert, make_visible
 
 
 def test_colour_codes_are_dropped():
@@ -21,8 +21,25 @@ def test_nul_c1_and_del_become_placeholders():
     assert inert("x\x00y\x9bz\x7f") == "x␀y\\x9bz␡"
 
 
-def test_newline_and_carriage_return_cannot_move_the_cursor():
-    assert inert("one\rtwo\nthree") == "one␍two␊three"
+def test_a_newline_cannot_move_the_cursor():
+    assert inert("one\ntwo\r\nthree") == "one␊two␊three"
+
+
+def test_a_line_redrawn_by_carriage_returns_reads_as_a_terminal_leaves_it():
+    bar = ("\rMulti-thread loading shards:   0% Completed | 0/1 [00:00<?, ?it/s]"
+           "\rMulti-thread loading shards: 100% Completed | 1/1 [00:00<00:00, 1296.14it/s]\r")
+    assert inert(bar) == "Multi-thread loading shards: 100% Completed | 1/1 [00:00<00:00, 1296.14it/s]"
+    assert inert("downloading 100%\rdone") == "doneloading 100%"      # a shorter state leaves the rest standing
+    assert inert("50%\r\x1b]0;title\x07") == "␛]0;title␇"             # and stays inert
+
+
+def test_a_saved_line_keeps_every_state_of_a_redrawn_line():
+    assert make_visible("0%\r100%") == "0%␍100%"
+
+
+def test_a_redrawn_line_is_capped_after_it_is_redrawn():
+    states = "".join(f"\rstep {i:05d} " + "x" * 100 for i in range(100))
+    assert inert(states) == "step 00099 " + "x" * 100
 
 
 def test_tabs_become_spaces():
