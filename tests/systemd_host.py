@@ -50,9 +50,7 @@ def booted(tmp_path: Path, ssh_home: SshHome, **options: Any) -> Iterator[contai
     reason = container.missing_reason()
     if reason:
         pytest.skip(f"no real systemd: {reason}")
-    # The units run this interpreter and this checkout: bound in where the container's root would not show them.
-    binds = {**container.unshared([sys.prefix, sys.base_prefix, str(REPO)]), **options.pop("binds", {})}
-    host = container.boot(tmp_path / "container", binds=binds, **options)
+    host = container.boot(tmp_path / "container", **options)     # it binds in this interpreter and checkout
     try:
         ssh_home.use_key(host.client_key)
         with ssh_home.known_hosts.open("a") as out:

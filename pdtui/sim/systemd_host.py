@@ -8,6 +8,8 @@ the machine's files or its other processes: the container's systemd manages only
 its own subtree and has its own /tmp. Its boot target pulls in basic.target and
 an sshd on 127.0.0.1 at a free port, nothing else (the container shares the
 machine's network: the default target would start the machine's own services).
+Every boot binds in the interpreter that runs pdtui (:func:`interpreter_binds`):
+units name it as their ExecStart, whoever boots the container.
 
 Only this way, never another: systemd booted on the machine's own root, or in a
 bare namespace, empties every temporary folder at boot.
@@ -21,16 +23,20 @@ does not; never SIGKILL to nspawn itself, which would leave its overlay behind.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from importlib import metadata
 from itertools import count
 from pathlib import Path
+from urllib.parse import unquote, urlparse
 
 import asyncssh
 
@@ -155,7 +161,8 @@ def boot(folder: Path, *, client_key: asyncssh.SSHKey | None = None, timeout: fl
 
     ``private_network``: the container gets a network namespace of its own, loopback only (for servers that bind
     every address, as real SGLang's torch store and Mooncake do); it is then reached from inside that namespace
-    (:meth:`SystemdHost.network`). ``binds``: more folders bound read-only, by where they appear inside.
+    (:meth:`SystemdHost.network`). ``binds``: more folders bound read-only, by where they appear inside, beside
+    the interpreter that runs pdtui (:func:`interpreter_binds`).
     """
     reason = missing_reason()
     if reason:
@@ -165,7 +172,7 @@ def boot(folder: Path, *, client_key: asyncssh.SSHKey | None = None, timeout: fl
     port = free_port()
     host_key = asyncssh.generate_private_key("ssh-ed25519")
     client_key = client_key or asyncssh.generate_private_key("ssh-ed25519")
-    binds = {**_files(folder, name, port, host_key, client_key), **(binds or {})}
+    binds = {**_files(folder, name, port, host_key, client_key), **interpreter_binds(), **(binds or {})}
     cgroups = tuple(CGROUP / hierarchy / name for hierarchy in HYBRID)
     (folder / "root").mkdir()
     try:
@@ -188,19 +195,66 @@ def boot(folder: Path, *, client_key: asyncssh.SSHKey | None = None, timeout: fl
     return host
 
 
+def interpreter_binds() -> dict[str, Path]:
+    """The interpreter that runs pdtui, bound read-only where the container would not see it (a venv made under
+    /tmp, a Python on another disk): the units pdtui's tests and benches make name ``sys.executable`` as
+    their ExecStart, and one the container cannot find fails with 203/EXEC. :func:`boot` binds these always."""
+    return unshared(interpreter_paths())
+
+
+def interpreter_paths() -> list[str]:
+    """Where the running interpreter and its pdtui are: the executable as named and as resolved (a venv's python
+    links to its base interpreter's), the venv's prefix, the base installation (its standard library), the folder
+    pdtui is imported from, and the checkout an editable install of pdtui names (where a unit's ``import pdtui``
+    goes without a PYTHONPATH)."""
+    executable = [sys.executable, os.path.realpath(sys.executable)] if sys.executable else []
+    checkout = editable_checkout(_direct_url())
+    return [*executable, sys.prefix, sys.base_prefix, str(SOURCE), *([checkout] if checkout else [])]
+
+
+def editable_checkout(direct_url: str | None) -> str | None:
+    """The folder an editable install was made from, read from its PEP 610 record (``direct_url.json``); None for
+    an install that is not editable, or not from a local folder."""
+    try:
+        record = json.loads(direct_url or "{}")
+    except ValueError:
+        return None
+    if not isinstance(record, dict) or not isinstance(record.get("dir_info"), dict):
+        return None
+    url = urlparse(str(record.get("url", "")))
+    if url.scheme != "file" or record["dir_info"].get("editable") is not True:
+        return None
+    return unquote(url.path) or None
+
+
+def _direct_url() -> str | None:
+    """The installed pdtui's PEP 610 record, as the running interpreter finds it first on its path."""
+    try:
+        return metadata.distribution("pdtui").read_text("direct_url.json")
+    except metadata.PackageNotFoundError:
+        return None
+
+
 def unshared(paths: Iterable[str], device: Callable[[str], int | None] | None = None) -> dict[str, Path]:
     """Those of ``paths`` the container would not see, each to be bound where it is: the container's root is the
     machine's ``/`` alone, without the file systems mounted below it (a venv made on another disk, a checkout in a
-    mounted home), and with folders of its own (a venv in /tmp). ``device``: a path's file system (None where there
-    is no such path)."""
+    mounted home), and with folders of its own (a venv in /tmp). One inside another bound is left out: the outer
+    bind shows it, where a bind of its own would replace a venv's link to its interpreter with the file linked to.
+    ``device``: a path's file system (None where there is no such path)."""
     device = device or _device
     root = device("/")
-    return {path: Path(path) for path in dict.fromkeys(paths)
-            if (found := device(path)) is not None and (found != root or _in_its_own(path))}
+    chosen = [path for path in dict.fromkeys(paths)
+              if (found := device(path)) is not None and (found != root or _in_its_own(path))]
+    return {path: Path(path) for path in chosen if not any(_below(path, outer) for outer in chosen)}
 
 
 def _in_its_own(path: str) -> bool:
-    return any(path == folder or path.startswith(f"{folder}/") for folder in CONTAINER_OWN)
+    return any(path == folder or _below(path, folder) for folder in CONTAINER_OWN)
+
+
+def _below(path: str, folder: str) -> bool:
+    """Whether ``path`` lies inside ``folder`` (and is not it)."""
+    return path.startswith(folder.rstrip("/") + "/") and path != folder
 
 
 def _device(path: str) -> int | None:
@@ -233,10 +287,7 @@ def _files(folder: Path, name: str, port: int, host_key: asyncssh.SSHKey,
     (folder / "hostname").write_text(name + "\n")
     return {CONFIG_DIR: config, "/etc/machine-id": folder / "machine-id", "/etc/hostname": folder / "hostname",
             f"/etc/systemd/system/{SSHD_UNIT}": folder / SSHD_UNIT,
-            f"/etc/systemd/system/{TARGET}": folder / TARGET,
-            # pdtui's own checkout, at its own path: the sim's programs the units run import it from there, and
-            # the container's /tmp is its own (a checkout under the machine's /tmp would not be seen)
-            str(SOURCE): SOURCE}
+            f"/etc/systemd/system/{TARGET}": folder / TARGET}
 
 
 def _boot_script(root: Path, cgroups: tuple[Path, ...], name: str, binds: dict[str, Path],
