@@ -26,7 +26,10 @@ def parse_duration(value: str | int | float) -> float:
     """
     seconds: float | None = None
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        seconds = float(value)
+        try:
+            seconds = float(value)
+        except OverflowError:     # an integer past a float's range (YAML reads any number of digits)
+            seconds = math.inf
     elif isinstance(value, str):
         text = value.strip()
         if re.fullmatch(_NUMBER, text):
