@@ -1,4 +1,5 @@
-"""The command line: bare ``pdtui``, ``up``, ``status``, ``restart``, ``down``, ``demo``, ``check``, ``units``.
+"""The command line: bare ``pdtui``, ``up``, ``status``, ``restart``, ``down``, ``demo``, ``check``, ``units``,
+``init``, ``history``, ``report``, ``schema``.
 
 Exit codes: 0 all ready (``down``: all stopped); 1 failed, timed out or not
 ready; 2 usage or config error; 130 interrupted. Quitting never stops a
@@ -150,6 +151,9 @@ def _parser(*, demo_options: bool = True) -> argparse.ArgumentParser:
     init = sub.add_parser("init", help="write a commented pdtui.yaml for this machine (its GPUs and SGLang units)")
     init.add_argument("path", metavar="PATH", nargs="?", default="pdtui.yaml",
                       help="the file to write, or a folder for its pdtui.yaml (default ./pdtui.yaml); never replaces a file")
+
+    schema = sub.add_parser("schema", help="print the JSON Schema of a config, for editors (YAML language servers)")
+    schema.add_argument("--path", action="store_true", help="print where the schema file installed with pdtui is")
     return parser
 
 
@@ -165,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser(demo_options=argv[:1] == ["demo"]).parse_args(argv)
     handlers: dict[str, Callable[[argparse.Namespace], int]] = {
         "up": _up, "status": _status, "restart": _restart, "down": _down, "demo": _demo, "check": _check,
-        "units": _units, "init": _init, "history": _history, "report": _report}
+        "units": _units, "init": _init, "history": _history, "report": _report, "schema": _schema}
     if getattr(args, "theme", None):
         from pdtui.config import ConfigError
         from pdtui.ui.themes import available_themes, read_theme
@@ -256,6 +260,23 @@ def _init(args: argparse.Namespace) -> int:
 
     from pdtui.commands import init
     return init.run(Path(args.path))
+
+
+def _schema(args: argparse.Namespace) -> int:
+    """``pdtui schema``: the config's JSON Schema on stdout, made from the models now; ``--path``: the file of it
+    installed with pdtui, which an editor's settings can name."""
+    from pdtui.config.json_schema import schema_text, shipped_schema
+    from pdtui.support.exits import EXIT_FAILED, EXIT_OK
+    if not args.path:
+        sys.stdout.write(schema_text())
+        return EXIT_OK
+    path = shipped_schema()
+    if not path.is_file():
+        print(f"pdtui: no schema file at {path} (an installation without its data files?): "
+              "`pdtui schema > pdtui.schema.json` writes one", file=sys.stderr)
+        return EXIT_FAILED
+    print(path)
+    return EXIT_OK
 
 
 def _up(args: argparse.Namespace) -> int:

@@ -4,11 +4,12 @@ Every failure becomes one :class:`ConfigError` line, ``FILE:LINE:COL: what was e
 pointing at the key (an unknown key) or the value (a wrong value) to blame. The package:
 
 - ``yamlpos``: the YAML layer (nodes with their positions; duplicate keys caught)
-- ``fields``: each value's type check and the wording of what was expected
+- ``fields``: each value's type check, the wording of what was expected and the JSON Schema of what it takes
 - ``schema``: the pydantic models (role defaults, cross-checks)
 - ``graph``: the dependency graph (cycles, bring-up levels, what a failure blocks)
 - ``errors``: the error line and its wording
 - ``loader``: file -> Deployment, pydantic's errors turned into ConfigError
+- ``json_schema``: the config's JSON Schema for editors, made from the models (``pdtui schema``)
 """
 
 from __future__ import annotations

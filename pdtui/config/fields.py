@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import copy
 import math
 import re
+from dataclasses import dataclass, field
 from typing import Annotated, Any
 
-from pydantic import BeforeValidator
-from pydantic_core import PydanticCustomError
+from pydantic import BeforeValidator, GetJsonSchemaHandler
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema, PydanticCustomError
 
 from pdtui.config import regex
 from pdtui.config.defaults import ENGINES, ROLES
@@ -15,7 +18,24 @@ from pdtui.config.errors import did_you_mean, fail, show
 
 DURATION_EXPECTED = "a duration like 90s, 6m, 1h or a number of seconds"
 _NUMBER = r"\d+(?:\.\d+)?"
-_DURATION = re.compile(rf"(?:(?P<h>{_NUMBER})h)?(?:(?P<m>{_NUMBER})m)?(?:(?P<s>{_NUMBER})s)?")
+_HMS = rf"(?:({_NUMBER})h)?(?:({_NUMBER})m)?(?:({_NUMBER})s)?"   # JSON Schema's regexes too: no named groups
+_DURATION = re.compile(_HMS)
+
+
+@dataclass(frozen=True, slots=True)
+class Check(BeforeValidator):
+    """pdtui's check of a value (run before pydantic's own, so an error is in pdtui's words) and the JSON Schema of
+    what it accepts.
+
+    ``pdtui schema`` tells editors what the loader takes, which is not always what the Python type holds: a float
+    of seconds is written ``90s``, a command is a string or a list. The schema is stated beside the check it
+    describes, so the two are read (and changed) together.
+    """
+
+    accepts: dict[str, Any] = field(kw_only=True, compare=False)   # a dict: out of the hash Annotated takes
+
+    def __get_pydantic_json_schema__(self, schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        return copy.deepcopy(self.accepts)
 
 
 def parse_duration(value: str | int | float) -> float:
@@ -26,13 +46,16 @@ def parse_duration(value: str | int | float) -> float:
     """
     seconds: float | None = None
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        seconds = float(value)
+        try:
+            seconds = float(value)
+        except OverflowError:     # an integer past a float's range (YAML reads any number of digits)
+            seconds = math.inf
     elif isinstance(value, str):
         text = value.strip()
         if re.fullmatch(_NUMBER, text):
             seconds = float(text)
         elif text and (match := _DURATION.fullmatch(text)):
-            h, m, s = (float(match[unit] or 0) for unit in "hms")
+            h, m, s = (float(part or 0) for part in match.groups())
             seconds = h * 3600 + m * 60 + s
     if seconds is None or not math.isfinite(seconds) or seconds < 0:
         raise ValueError(f"expected {DURATION_EXPECTED}, got {show(value)}")
@@ -144,7 +167,8 @@ def check_regex(value: Any) -> str:
     return value
 
 
-_UNIT_CHARS = re.compile(r"[A-Za-z0-9:_.\\@-]+")
+_UNIT_CHAR = r"A-Za-z0-9:_.\\@"      # and '-', never first
+_UNIT_CHARS = re.compile(rf"[{_UNIT_CHAR}-]+")
 _UNIT_TYPES = frozenset(
     {"service", "socket", "device", "mount", "automount", "swap", "target", "path", "timer", "slice", "scope"}
 )
@@ -218,12 +242,6 @@ def gpu_index(value: Any) -> int:
     return check_int(value, "a GPU index (an integer >= 0)", 0)
 
 
-Port = Annotated[int, BeforeValidator(lambda v: check_int(v, "a port number (1-65535)", 1, 65535))]
-Address = Annotated[str, BeforeValidator(lambda v: check_ssh_word(v, "a host name or IP address"))]
-UserName = Annotated[str, BeforeValidator(lambda v: check_ssh_word(v, "a user name"))]
-FilePath = Annotated[str, BeforeValidator(lambda v: check_text(v, "a path to a known_hosts file"))]
-
-
 def check_absolute_dir(value: Any) -> str:
     text = check_text(value, "an absolute path of a folder")
     if not text.startswith("/"):
@@ -231,10 +249,80 @@ def check_absolute_dir(value: Any) -> str:
     return text.rstrip("/") or "/"
 
 
-AbsoluteDir = Annotated[str, BeforeValidator(check_absolute_dir)]
-HostName = Annotated[str, BeforeValidator(lambda v: check_text(v, "a host name"))]
-DeploymentName = Annotated[str, BeforeValidator(lambda v: check_text(v, "a deployment name (a string)"))]
-NumaNode = Annotated[int, BeforeValidator(lambda v: check_int(v, "a NUMA node number (an integer >= 0)", 0))]
-LogRegex = Annotated[str | None, BeforeValidator(lambda v: None if v is None else check_regex(v))]
-Bool = Annotated[bool, BeforeValidator(check_bool)]
-Unit = Annotated[str, BeforeValidator(normalize_unit)]
+# --------------------------------------------------------------------------- each check with what it accepts
+
+WORD_PATTERN = r"^[^\s-]\S*$"
+"""One word, not an option: what :func:`check_ssh_word` (and a Slurm word) lets through, as JSON Schema says it."""
+NAME_PATTERN = f"^{_NAME.pattern}$"
+"""A host's, cluster's or service's name (a key of the config), as JSON Schema says it."""
+YAML_1_1_TRUE = ("yes", "Yes", "YES", "on", "On", "ON")
+YAML_1_1_FALSE = ("no", "No", "NO", "off", "Off", "OFF")
+"""Words pdtui's YAML (PyYAML: YAML 1.1) reads as true and false, which an editor's YAML 1.2 reads as strings: the
+schema accepts them so that ``sudo: yes`` is no error in the editor either."""
+
+
+def printable(expected: str) -> Check:
+    """Printable text, not empty."""
+    return Check(lambda v: check_text(v, expected), accepts={"type": "string", "minLength": 1, "description": expected})
+
+
+def ssh_word(expected: str) -> Check:
+    """One word that goes on an ssh command line: no spaces, no option lookalikes."""
+    return Check(lambda v: check_ssh_word(v, expected),
+                 accepts={"type": "string", "pattern": WORD_PATTERN, "description": expected})
+
+
+def integer(expected: str, low: int, high: int | None = None) -> Check:
+    """An integer from ``low`` (to ``high``): YAML's integers only, never a boolean or a float."""
+    bounds = {"minimum": low, **({"maximum": high} if high is not None else {})}
+    return Check(lambda v: check_int(v, expected, low, high), accepts={"type": "integer", **bounds, "description": expected})
+
+
+def config_name(what: str) -> Check:
+    """A name the config gives (a service's, a host's): letters, digits, ``_ . -``."""
+    return Check(lambda v: check_name(v, what), accepts={"type": "string", "pattern": NAME_PATTERN,
+                                                         "description": f"a {what} name"})
+
+
+def listed(item: Check, expected: str) -> Check:
+    """A YAML list of what ``item`` accepts, checked item by item (an error points at the bad item)."""
+    return Check(list_of(item.func, expected), accepts={"type": "array", "items": item.accepts, "description": expected})
+
+
+def _duration_schema() -> list[dict[str, Any]]:
+    """What :func:`check_duration` accepts: seconds above zero, or a text :func:`parse_duration` reads as some
+    (a digit 1-9 somewhere: all zeros is no time)."""
+    return [{"type": "number", "exclusiveMinimum": 0},
+            {"type": "string", "pattern": rf"^\s*(?=[^1-9]*[1-9])(?:{_NUMBER}|{_HMS})\s*$"}]
+
+
+DURATION = Check(check_duration, accepts={"anyOf": _duration_schema(), "description": DURATION_EXPECTED})
+INTERVAL_OR_OFF = Check(check_interval_or_off, accepts={
+    "anyOf": [*_duration_schema(), {"const": False}, {"enum": list(YAML_1_1_FALSE)},
+              {"type": "string", "pattern": r"^\s*[oO][fF][fF]\s*$"}],
+    "description": f"{DURATION_EXPECTED}, or false/off for never"})
+REGEX = Check(check_regex, accepts={"type": "string", "minLength": 1, "description": "a regular expression"})
+UNIT = Check(normalize_unit, accepts={
+    "type": "string", "pattern": rf"^[{_UNIT_CHAR}][{_UNIT_CHAR}-]*$",
+    "description": 'a systemd unit name (".service" optional)'})
+ENV_NAME = Check(check_env_name, accepts={"type": "string", "pattern": f"^{_ENV_NAME.pattern}$",
+                                          "description": "the name of an environment variable of pdtui's"})
+GPU_INDEX = Check(gpu_index, accepts={"type": "integer", "minimum": 0, "description": "a GPU index"})
+
+Port = Annotated[int, integer("a port number (1-65535)", 1, 65535)]
+Address = Annotated[str, ssh_word("a host name or IP address")]
+UserName = Annotated[str, ssh_word("a user name")]
+FilePath = Annotated[str, printable("a path to a known_hosts file")]
+AbsoluteDir = Annotated[str, Check(check_absolute_dir, accepts={"type": "string", "pattern": "^/",
+                                                                "description": "an absolute path of a folder"})]
+HostName = Annotated[str, printable("a host name")]
+DeploymentName = Annotated[str, printable("a deployment name (a string)")]
+NumaNode = Annotated[int, integer("a NUMA node number (an integer >= 0)", 0)]
+LogRegex = Annotated[str | None, Check(lambda v: None if v is None else check_regex(v),
+                                       accepts={"anyOf": [REGEX.accepts, {"type": "null"}]})]
+Bool = Annotated[bool, Check(check_bool, accepts={
+    "anyOf": [{"type": "boolean"}, {"enum": [*YAML_1_1_TRUE, *YAML_1_1_FALSE]}], "description": "true or false"})]
+Unit = Annotated[str, UNIT]
+Duration = Annotated[float, DURATION]
+GpuIndexes = Annotated[tuple[int, ...], listed(GPU_INDEX, "a list of GPU indexes (integers)")]
+Engine = Annotated[str, Check(check_engine, accepts={"enum": list(ENGINES), "description": "a serving engine"})]

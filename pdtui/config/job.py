@@ -11,14 +11,25 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict
+from pydantic import BaseModel, ConfigDict
 
 from pdtui.config.defaults import DEFAULT_DIST_PORT
 from pdtui.config.errors import fail, show
-from pdtui.config.fields import Bool, Port, check_absolute_dir, check_duration, check_int, check_text, list_of
+from pdtui.config.fields import (
+    WORD_PATTERN,
+    Bool,
+    Check,
+    Duration,
+    Port,
+    check_absolute_dir,
+    check_text,
+    integer,
+    listed,
+)
 
 SLURM_COMMANDS: tuple[str, ...] = ("sbatch", "squeue", "sacct", "scontrol", "scancel")
 _MEMORY = re.compile(r"\d+[KMGT]?")
+_MEMORY_EXPECTED = "memory per node as sbatch takes it (a number of MB, or with K, M, G or T: 200G; 0 for all of it)"
 
 
 def check_word(value: Any, expected: str) -> str:
@@ -29,15 +40,16 @@ def check_word(value: Any, expected: str) -> str:
     return text
 
 
-def _word(expected: str) -> Any:
-    return BeforeValidator(lambda v: check_word(v, expected))
+def slurm_word(expected: str) -> Check:
+    """One word of an ``#SBATCH`` line, with what it accepts (see :class:`~pdtui.config.fields.Check`)."""
+    return Check(lambda v: check_word(v, expected),
+                 accepts={"type": "string", "pattern": WORD_PATTERN, "description": expected})
 
 
 def _memory(value: Any) -> str:
     text = str(value) if isinstance(value, int) and not isinstance(value, bool) else value
     if not isinstance(text, str) or not _MEMORY.fullmatch(text):
-        raise fail(f"expected memory per node as sbatch takes it (a number of MB, or with K, M, G or T: 200G; "
-                   f"0 for all of it), got {show(value)}")
+        raise fail(f"expected {_MEMORY_EXPECTED}, got {show(value)}")
     return text
 
 
@@ -56,8 +68,11 @@ def _line(value: Any) -> str:
     return value
 
 
-def _count(expected: str, low: int) -> Any:
-    return BeforeValidator(lambda v: check_int(v, expected, low))
+MEMORY = Check(_memory, accepts={"anyOf": [{"type": "integer", "minimum": 0},
+                                            {"type": "string", "pattern": f"^{_MEMORY.pattern}$"}],
+                                  "description": _MEMORY_EXPECTED})
+SETUP_LINE = Check(_line, accepts={"type": "string", "pattern": r"\S", "description": "a shell line"})
+OPTION = Check(_option, accepts={"type": "string", "pattern": "^-", "description": "an sbatch option"})
 
 
 class JobSpec(BaseModel):
@@ -65,23 +80,23 @@ class JobSpec(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    name: Annotated[str, _word("a job name")] | None = None          # filled by the deployment: DEPLOYMENT-SERVICE
-    partition: Annotated[str, _word("a partition name")] | None = None
-    account: Annotated[str, _word("an account name")] | None = None
-    qos: Annotated[str, _word("a QOS name")] | None = None
-    reservation: Annotated[str, _word("a reservation name")] | None = None
-    constraint: Annotated[str, _word("a node feature constraint (like h100&ib)")] | None = None
-    nodes: Annotated[int, _count("a number of nodes (an integer >= 1)", 1)] = 1
-    gpus_per_node: Annotated[int, _count("a number of GPUs per node (an integer >= 0)", 0)] | None = None
-    gpu_type: Annotated[str, _word("a GPU type as the cluster's gres names it (like h100)")] | None = None
-    cpus_per_task: Annotated[int, _count("a number of CPUs (an integer >= 1)", 1)] | None = None
-    mem: Annotated[str, BeforeValidator(_memory)] | None = None
-    time: Annotated[float, BeforeValidator(check_duration)] | None = None     # the job's time limit
+    name: Annotated[str, slurm_word("a job name")] | None = None          # filled by the deployment: DEPLOYMENT-SERVICE
+    partition: Annotated[str, slurm_word("a partition name")] | None = None
+    account: Annotated[str, slurm_word("an account name")] | None = None
+    qos: Annotated[str, slurm_word("a QOS name")] | None = None
+    reservation: Annotated[str, slurm_word("a reservation name")] | None = None
+    constraint: Annotated[str, slurm_word("a node feature constraint (like h100&ib)")] | None = None
+    nodes: Annotated[int, integer("a number of nodes (an integer >= 1)", 1)] = 1
+    gpus_per_node: Annotated[int, integer("a number of GPUs per node (an integer >= 0)", 0)] | None = None
+    gpu_type: Annotated[str, slurm_word("a GPU type as the cluster's gres names it (like h100)")] | None = None
+    cpus_per_task: Annotated[int, integer("a number of CPUs (an integer >= 1)", 1)] | None = None
+    mem: Annotated[str, MEMORY] | None = None
+    time: Duration | None = None     # the job's time limit
     exclusive: Bool = False
-    queue_timeout: Annotated[float, BeforeValidator(check_duration)] | None = None   # default: the service's timeout
+    queue_timeout: Duration | None = None   # default: the service's timeout
     dist_port: Port = DEFAULT_DIST_PORT   # a multi-node server's --dist-init-addr port, on its first node
-    setup: Annotated[tuple[str, ...], BeforeValidator(list_of(_line, "a list of shell lines run before the command"))] = ()
-    args: Annotated[tuple[str, ...], BeforeValidator(list_of(_option, "a list of extra sbatch options"))] = ()
+    setup: Annotated[tuple[str, ...], listed(SETUP_LINE, "a list of shell lines run before the command")] = ()
+    args: Annotated[tuple[str, ...], listed(OPTION, "a list of extra sbatch options")] = ()
 
 
 def check_job(name: str, role: str, job: JobSpec) -> None:
@@ -107,4 +122,5 @@ def check_output_dir(value: Any) -> str:
     return text
 
 
-OutputDir = Annotated[str, BeforeValidator(check_output_dir)]
+OutputDir = Annotated[str, Check(check_output_dir, accepts={
+    "type": "string", "pattern": r"^/[^%\\]*$", "description": "an absolute path of a folder the nodes share"})]

@@ -11,10 +11,10 @@ import shlex
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict
+from pydantic import BaseModel, ConfigDict
 
 from pdtui.config.errors import did_you_mean, fail, show
-from pdtui.config.fields import Address, Port, check_int, check_text
+from pdtui.config.fields import Address, Check, Port, integer, printable
 from pdtui.config.secrets import secret_args, secret_name
 
 TransferBackend = Literal["mooncake", "nixl", "ascend", "mori", "mooncake_tcp", "fake"]
@@ -40,12 +40,12 @@ ENGINE_TRANSFER_BACKENDS = {"sglang": TRANSFER_BACKENDS, "vllm": ("nixl", "moonc
 ENGINE_TITLES = {"sglang": "SGLang", "vllm": "vLLM"}
 
 
-def _choice(choices: tuple[str, ...], what: str) -> Any:
+def _choice(choices: tuple[str, ...], what: str) -> Check:
     def check(value: Any) -> str:
         if value not in choices:
             raise fail(f"expected {what}: one of {', '.join(choices)}, got {show(value)}{did_you_mean(value, choices)}")
         return value
-    return check
+    return Check(check, accepts={"enum": list(choices), "description": what})
 
 
 def _shown(text: str, secret: bool) -> str:
@@ -132,24 +132,35 @@ def _env_names(value: Any) -> tuple[str, ...]:
     return tuple(value)
 
 
+_TEXT = {"type": "string", "minLength": 1}
+_SCALAR = {"anyOf": [_TEXT, {"type": "number"}]}    # a number is written as it reads
+COMMAND = Check(_words, accepts={"anyOf": [_TEXT, {"type": "array", "items": _TEXT, "minItems": 1}],
+                                 "description": "a command: a string or a non-empty list of strings"})
+ARGS = Check(_args, accepts={"type": "array", "items": _SCALAR, "description": "extra command-line arguments"})
+ENV = Check(_env, accepts={"type": "object", "additionalProperties": _SCALAR,
+                           "description": "environment variables and their values"})
+SECRET_ENV = Check(_env_names, accepts={"type": "array", "items": _TEXT,
+                                        "description": "names of env whose values are secrets"})
+
+
 class LaunchSpec(BaseModel):
     """What a generated unit runs; every key optional but ``model`` for an SGLang server."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    model: Annotated[str, BeforeValidator(lambda v: check_text(v, "a model path or name"))] | None = None
-    tp: Annotated[int, BeforeValidator(lambda v: check_int(v, "a tensor-parallel size (an integer >= 1)", 1))] | None = None
-    transfer_backend: Annotated[str, BeforeValidator(_choice(TRANSFER_BACKENDS, "a KV transfer backend"))] = "mooncake"
+    model: Annotated[str, printable("a model path or name")] | None = None
+    tp: Annotated[int, integer("a tensor-parallel size (an integer >= 1)", 1)] | None = None
+    transfer_backend: Annotated[str, _choice(TRANSFER_BACKENDS, "a KV transfer backend")] = "mooncake"
     bootstrap_port: Port | None = None
-    ib_device: Annotated[str, BeforeValidator(lambda v: check_text(v, "an InfiniBand device (mlx5_0, or a comma list)"))] | None = None
-    host: Annotated[str, BeforeValidator(lambda v: check_text(v, "an address to listen on (0.0.0.0, 127.0.0.1)"))] | None = None
-    python: Annotated[str, BeforeValidator(lambda v: check_text(v, "the path of a Python interpreter"))] | None = None
-    command: Annotated[tuple[str, ...], BeforeValidator(_words)] | None = None
-    args: Annotated[tuple[str, ...], BeforeValidator(_args)] = ()
-    env: Annotated[dict[str, str], BeforeValidator(_env)] = {}
-    secret_env: Annotated[tuple[str, ...], BeforeValidator(_env_names)] = ()   # env names that hold secrets
-    package: Annotated[str, BeforeValidator(_choice(ROUTER_PACKAGES, "a router package"))] = DEFAULT_ROUTER_PACKAGE
-    policy: Annotated[str, BeforeValidator(lambda v: check_text(v, "a routing policy (cache_aware, round_robin, ...)"))] | None = None
+    ib_device: Annotated[str, printable("an InfiniBand device (mlx5_0, or a comma list)")] | None = None
+    host: Annotated[str, printable("an address to listen on (0.0.0.0, 127.0.0.1)")] | None = None
+    python: Annotated[str, printable("the path of a Python interpreter")] | None = None
+    command: Annotated[tuple[str, ...], COMMAND] | None = None
+    args: Annotated[tuple[str, ...], ARGS] = ()
+    env: Annotated[dict[str, str], ENV] = {}
+    secret_env: Annotated[tuple[str, ...], SECRET_ENV] = ()   # env names that hold secrets
+    package: Annotated[str, _choice(ROUTER_PACKAGES, "a router package")] = DEFAULT_ROUTER_PACKAGE
+    policy: Annotated[str, printable("a routing policy (cache_aware, round_robin, ...)")] | None = None
     prometheus_port: Port | None = None
     dist_port: Port | None = None     # a server over several nodes: where its ranks meet on rank 0's host
     dist_addr: Address | None = None  # ... at this address (default: rank 0's host's)

@@ -5,12 +5,23 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import cached_property
 from typing import Annotated, Any, ClassVar, Self
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, field_validator, model_validator
-from pydantic_core import PydanticCustomError
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    GetJsonSchemaHandler,
+    PrivateAttr,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
+from pydantic.json_schema import JsonDict, JsonSchemaValue, SkipJsonSchema
+from pydantic_core import CoreSchema, PydanticCustomError
 
 from pdtui.config import graph
 from pdtui.config.defaults import (
@@ -29,29 +40,32 @@ from pdtui.config.defaults import (
 )
 from pdtui.config.errors import did_you_mean, fail, show, show_key, unknown_key
 from pdtui.config.fields import (
+    DURATION,
+    ENV_NAME,
+    INTERVAL_OR_OFF,
+    NAME_PATTERN,
+    REGEX,
+    UNIT,
     AbsoluteDir,
     Address,
     Bool,
     DeploymentName,
+    Duration,
+    Engine,
     FilePath,
+    GpuIndexes,
     HostName,
     LogRegex,
     NumaNode,
     Port,
     Unit,
     UserName,
-    check_duration,
-    check_engine,
-    check_env_name,
-    check_interval_or_off,
     check_name,
-    check_regex,
     check_role,
-    gpu_index,
-    list_of,
-    normalize_unit,
+    config_name,
+    listed,
 )
-from pdtui.config.job import SLURM_COMMANDS, JobSpec, OutputDir, check_job, check_word
+from pdtui.config.job import SLURM_COMMANDS, JobSpec, OutputDir, check_job, slurm_word
 from pdtui.config.launch import LaunchSpec, check_launch_keys
 from pdtui.config.secrets import SECRET_WORDS
 from pdtui.support.redact import Redactor
@@ -63,11 +77,39 @@ class _Model(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+def _commands_schema(names: tuple[str, ...]) -> dict[str, Any]:
+    """What :func:`_commands` accepts, for editors: each of ``names`` as a string (split like a shell would) or an
+    argv list, and no other name."""
+    argv = {"anyOf": [{"type": "string", "minLength": 1},
+                      {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1}]}
+    return {"type": "object", "properties": {name: argv for name in names}, "additionalProperties": False,
+            "description": f"how {', '.join(names)} are run here: a command line or an argv list each"}
+
+
+def _no_default(schema: JsonDict) -> None:
+    """For editors: no ``default`` where the model's is no value the file may give (pdtui decides: a stall window, a
+    canary interval; or none at all), lest an editor offer it."""
+    schema.pop("default", None)
+
+
+def _required_one_of(*keys: str, filled: tuple[str, ...] = ()) -> Callable[[JsonDict], None]:
+    """A model's JSON Schema edited to say what its file requires: one of ``keys`` (each model requires none of
+    them), and not ``filled``, which the model requires but the loader fills when the file leaves them out."""
+    def edit(schema: JsonDict) -> None:
+        required = schema.pop("required", [])
+        kept = [key for key in required if key not in filled] if isinstance(required, list) else []
+        schema.update({"required": kept} if kept else {})
+        schema["anyOf"] = [{"required": [key]} for key in keys]
+    return edit
+
+
 class ReadySpec(_Model):
     """What must hold for a service to count as ready: every check given."""
 
     log: LogRegex = None
-    http: str | None = None
+    http: Annotated[str | None, WithJsonSchema(
+        {"anyOf": [{"type": "string", "pattern": r"^/\S*$", "description": "an HTTP path, like /health"},
+                   {"type": "null"}]})] = None
     tcp: Bool = False
 
     @field_validator("http", mode="before")
@@ -85,7 +127,7 @@ class _Reached(_Model):
 
     KIND: ClassVar[str] = "host"
 
-    name: str
+    name: SkipJsonSchema[str]     # its key in the file
     address: Address | None = None
     local: Bool = False
     user: UserName | None = None
@@ -109,7 +151,8 @@ class HostConfig(_Reached):
     unit_dir: AbsoluteDir = "/etc/systemd/system"    # where `pdtui units --install` writes units
     secret_dir: AbsoluteDir = "/etc/pdtui/env"       # ... and each unit's secrets (0600 files in a 0700 folder)
     sysfs: AbsoluteDir = "/sys"                      # where the preflight reads its RDMA devices and modules
-    commands: dict[str, tuple[str, ...]] = Field(default_factory=lambda: _default_commands(COMMANDS))
+    commands: Annotated[dict[str, tuple[str, ...]], WithJsonSchema(_commands_schema(COMMANDS))] = Field(
+        default_factory=lambda: _default_commands(COMMANDS))
 
     @field_validator("commands", mode="before")
     @classmethod
@@ -127,9 +170,10 @@ class ClusterConfig(_Reached):
     KIND: ClassVar[str] = "cluster"
 
     output_dir: OutputDir
-    partition: Annotated[str, BeforeValidator(lambda v: check_word(v, "a partition name"))] | None = None
-    account: Annotated[str, BeforeValidator(lambda v: check_word(v, "an account name"))] | None = None
-    commands: dict[str, tuple[str, ...]] = Field(default_factory=lambda: _default_commands(SLURM_COMMANDS))
+    partition: Annotated[str, slurm_word("a partition name")] | None = None
+    account: Annotated[str, slurm_word("an account name")] | None = None
+    commands: Annotated[dict[str, tuple[str, ...]], WithJsonSchema(_commands_schema(SLURM_COMMANDS))] = Field(
+        default_factory=lambda: _default_commands(SLURM_COMMANDS))
 
     @field_validator("commands", mode="before")
     @classmethod
@@ -187,7 +231,7 @@ class NodeConfig(_Model):
     from the server's, its GPUs, NUMA node and HTTP port (two nodes on one machine need ports of their own)."""
 
     host: HostName
-    gpus: Annotated[tuple[int, ...], BeforeValidator(list_of(gpu_index, "a list of GPU indexes (integers)"))] | None = None
+    gpus: GpuIndexes | None = None
     numa: NumaNode | None = None
     port: Port | None = None
     unit: Unit | None = None     # two nodes on one machine: a unit each
@@ -198,6 +242,11 @@ class NodeConfig(_Model):
         """A bare host name is a node on that host with the server's GPUs, NUMA node and port."""
         return {"host": data} if isinstance(data, str) else data
 
+    @classmethod
+    def __get_pydantic_json_schema__(cls, schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        """For editors: a node is a host's name too (see :meth:`_named`)."""
+        return {"anyOf": [{"type": "string", "minLength": 1, "description": "a host name"}, handler(schema)]}
+
 
 def _nodes(value: Any) -> Any:
     """A server's nodes, rank 0 first: two at least (one node is ``host:``)."""
@@ -207,33 +256,44 @@ def _nodes(value: Any) -> Any:
     return value
 
 
+def _nodes_schema(schema: JsonDict) -> None:
+    """For editors: two nodes or more (see :func:`_nodes`); none is no value to offer."""
+    _no_default(schema)
+    schema["minItems"] = 2
+
+
 class ServiceConfig(_Model):
     """One service of the deployment (a systemd unit on a host, or a Slurm job on a cluster) and how to tell
     it is ready."""
 
-    name: str
+    # For editors: a unit on a host, a job on a cluster, or a server over several nodes; its timeout, readiness
+    # checks and (a job, a server over several nodes) host are filled when the file leaves them out.
+    model_config = ConfigDict(json_schema_extra=_required_one_of("host", "cluster", "hosts",
+                                                                 filled=("host", "timeout", "ready")))
+
+    name: SkipJsonSchema[str]    # its key in the file
     host: HostName               # where its commands run: its host, or (a job) its cluster's login host
-    hosts: Annotated[tuple[NodeConfig, ...], BeforeValidator(_nodes)] = ()   # a server over several nodes: rank 0 first
+    # A server over several nodes: rank 0 first.
+    hosts: Annotated[tuple[NodeConfig, ...], BeforeValidator(_nodes)] = Field((), json_schema_extra=_nodes_schema)
     cluster: HostName | None = None  # set for a Slurm job: ``host`` is then the cluster's name too
     unit: Unit | None = None     # a unit's name; a job is found by its job's name
     role: Annotated[Role, BeforeValidator(check_role)] = "other"
-    engine: Annotated[str, BeforeValidator(check_engine)] = DEFAULT_ENGINE   # what it runs (a router: whose router)
-    gpus: Annotated[tuple[int, ...], BeforeValidator(list_of(gpu_index, "a list of GPU indexes (integers)"))] = ()
+    engine: Engine = DEFAULT_ENGINE   # what it runs (a router: whose router)
+    gpus: GpuIndexes = ()
     numa: NumaNode | None = None
     port: Port | None = None
     bootstrap_port: Port | None = None            # a prefill's bootstrap server (default: /server_info, else 8998)
-    replaces: Annotated[tuple[str, ...], BeforeValidator(list_of(normalize_unit, "a list of unit names"))] = ()
-    timeout: Annotated[float, BeforeValidator(check_duration)]
-    unhealthy_after: Annotated[float, BeforeValidator(check_duration)] = DEFAULT_UNHEALTHY_AFTER
+    replaces: Annotated[tuple[str, ...], listed(UNIT, "a list of unit names")] = ()
+    timeout: Duration
+    unhealthy_after: Duration = DEFAULT_UNHEALTHY_AFTER
     # No line this long in a start-up phase known to hang: a warning, and a timeout names where it stopped.
-    stall_after: Annotated[float | None, BeforeValidator(check_duration)] = None   # default: timeout / 4, >= 1m, <= timeout / 2
-    canary: Annotated[float | None, BeforeValidator(check_interval_or_off)] = None   # a router's (default 30s)
-    api_key_env: Annotated[str | None, BeforeValidator(check_env_name)] = None   # a router's API key: where it is
+    # Default: timeout / 4, >= 1m, <= timeout / 2.
+    stall_after: Annotated[float | None, DURATION] = Field(None, json_schema_extra=_no_default)
+    canary: Annotated[float | None, INTERVAL_OR_OFF] = Field(None, json_schema_extra=_no_default)   # a router's (30s)
+    api_key_env: Annotated[str | None, ENV_NAME] = Field(None, json_schema_extra=_no_default)   # a router's API key
     ready: ReadySpec
-    fail: Annotated[tuple[str, ...], BeforeValidator(list_of(check_regex, "a list of regular expressions"))] = ()
-    after: Annotated[
-        tuple[str, ...], BeforeValidator(list_of(lambda v: check_name(v, "service"), "a list of service names"))
-    ] = ()
+    fail: Annotated[tuple[str, ...], listed(REGEX, "a list of regular expressions")] = ()
+    after: Annotated[tuple[str, ...], listed(config_name("service"), "a list of service names")] = ()
     launch: LaunchSpec | None = None
     job: JobSpec | None = None
 
@@ -448,16 +508,22 @@ class ServiceConfig(_Model):
         check_job(self.name, self.role, job)
 
 
+_NAMED: JsonDict = {"propertyNames": {"pattern": NAME_PATTERN}, "minProperties": 1}
+"""For editors: a section of named entries (hosts, clusters, services), at least one, each key a name."""
+
+
 class Deployment(_Model):
     """The whole deployment: hosts, services, and the order to bring them up in."""
 
+    model_config = ConfigDict(json_schema_extra=_required_one_of("hosts", "clusters"))   # units, jobs or both
+
     name: DeploymentName
-    hosts: dict[str, HostConfig] = Field(default_factory=dict)
-    clusters: dict[str, ClusterConfig] = Field(default_factory=dict)
-    services: dict[str, ServiceConfig]
-    source: str = "<config>"
+    hosts: dict[str, HostConfig] = Field(default_factory=dict, json_schema_extra=_NAMED)
+    clusters: dict[str, ClusterConfig] = Field(default_factory=dict, json_schema_extra=_NAMED)
+    services: dict[str, ServiceConfig] = Field(json_schema_extra=_NAMED)
+    source: SkipJsonSchema[str] = "<config>"   # where it was read from: the loader's, never the file's
     strict: Bool = False
-    engine: Annotated[str, BeforeValidator(check_engine)] = DEFAULT_ENGINE   # every service's, unless it says its own
+    engine: Engine = DEFAULT_ENGINE   # every service's, unless it says its own
 
     @model_validator(mode="before")
     @classmethod

@@ -324,11 +324,18 @@ def test_parse_duration_accepts(value: str | float, seconds: float) -> None:
 
 
 @pytest.mark.parametrize(
-    "value", ["6 minutes", "", "s", "m5", "6M", "1d", "-5s", "1m1h", "inf", "nan", -1, float("inf"), True, None, [1]]
+    "value", ["6 minutes", "", "s", "m5", "6M", "1d", "-5s", "1m1h", "inf", "nan", -1, float("inf"), 10**400, True, None,
+              [1]]
 )
 def test_parse_duration_refuses(value: object) -> None:
     with pytest.raises(ValueError, match="expected a duration like 90s, 6m, 1h or a number of seconds"):
         parse_duration(value)  # type: ignore[arg-type]
+
+
+def test_a_timeout_past_a_floats_range_is_one_line_where_it_is() -> None:
+    text = "name: x\nhosts: {h: {local: true}}\nservices:\n  a: {host: h, unit: a, timeout: 1" + "0" * 400 + "}\n"
+    with pytest.raises(ConfigError, match=r"^<config>:4:34: expected a duration like 90s"):
+        parse_config(text)
 
 
 # --------------------------------------------------------------------------- levels and dependents

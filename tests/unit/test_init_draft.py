@@ -1,7 +1,11 @@
 """pdtui init's decisions and the file it writes, pure: unit listings, which unit is which, the GPU split, the YAML."""
 
 import re
+from pathlib import Path
+from urllib.parse import urlparse
+from urllib.request import url2pathname
 
+import jsonschema
 import pytest
 import yaml
 
@@ -9,6 +13,7 @@ from pdtui.commands.init.draft import Draft, make_draft, split_gpus
 from pdtui.commands.init.draft_yaml import render
 from pdtui.commands.init.survey import FoundUnit, Survey, classify
 from pdtui.config import parse_config
+from pdtui.config.json_schema import config_schema, modeline, schema_text, shipped_schema
 from pdtui.gpus.inventory import Inventory
 from pdtui.gpus.nvidia_smi import Gpu
 from pdtui.targets.systemd.commands import ListedUnit, parse_list_unit_files, parse_list_units
@@ -272,6 +277,20 @@ def test_every_commented_out_key_loads_once_switched_on(case):
     assert deployment.hosts["gpu0"].sudo
 
 
+@pytest.mark.parametrize("case", DRAFTS)
+def test_the_written_config_and_every_key_switched_on_validate_against_the_schema(case):
+    validator = jsonschema.Draft202012Validator(config_schema())
+    text = render(DRAFTS[case]())
+    assert validator.is_valid(yaml.safe_load(text)) and validator.is_valid(yaml.safe_load(switched_on(text)))
+
+
+def test_the_first_line_names_the_schema_installed_with_pdtui_for_the_editor():
+    first = render(draft(), "conf/my pd.yaml").splitlines()[0]
+    assert first == modeline(shipped_schema().as_uri())
+    uri = first.partition("$schema=")[2]
+    assert " " not in uri and Path(url2pathname(urlparse(uri).path)).read_text() == schema_text()
+
+
 def test_the_written_config_says_what_was_decided():
     deployment = loads(DRAFTS["reference machine"]())
     got = {name: (svc.unit, svc.gpus, svc.numa, svc.port) for name, svc in deployment.services.items()}
@@ -314,7 +333,8 @@ def test_every_section_and_key_is_commented():
 
 def test_comment_lines_fit_a_terminal():
     text = render(DRAFTS["reference machine"]())
-    assert max(len(line) for line in text.splitlines()) <= 100
+    # The first line is for editors: the schema's path, as long as where pdtui is installed.
+    assert max(len(line) for line in text.splitlines()[1:]) <= 100
 
 
 def test_the_missing_nvidia_smi_is_said_in_the_file():

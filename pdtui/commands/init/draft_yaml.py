@@ -19,6 +19,7 @@ import yaml
 
 from pdtui.commands.init.draft import BACKENDS, DEFAULT_COMMANDS, Draft, ServiceDraft
 from pdtui.commands.init.survey import FoundUnit
+from pdtui.config.json_schema import modeline, shipped_schema
 
 WIDTH = 100
 COMMENT_COLUMN = 36
@@ -48,14 +49,17 @@ def render(draft: Draft, path: str = "pdtui.yaml") -> str:
 # --------------------------------------------------------------------------- pieces
 
 def _header(path: str) -> list[str]:
+    """The file's opening: the schema it is written against (for the editor), what it is, and what to run next."""
     check, up = f"pdtui check {path} --probe", f"pdtui up {path}"
     width = max(len(check), len(up)) + 3
-    return [*_comment(
+    return [modeline(shipped_schema().as_uri()), *_comment(
         "This machine's prefill/decode (PD) disaggregated SGLang deployment, written by `pdtui init`.",
         "",
         "pdtui brings up three systemd units: the prefill and the decode server side by side, then, once both are "
         "truly ready (their ready log line, /health answering 200, no failure line), the router in front of them, "
-        "proved with one tiny generation through it. Every key is described in the Config section of pdtui's README.",
+        "proved with one tiny generation through it. Every key is described in the Config section of pdtui's README; "
+        "the first line names the file's JSON Schema (installed with pdtui), so an editor with a YAML language server "
+        "completes and checks it as you type.",
         "", "Next:"),
         f"#   {check.ljust(width)}checks this machine against this file; starts nothing",
         f"#   {up.ljust(width)}the bring-up"]
