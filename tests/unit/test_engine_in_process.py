@@ -537,6 +537,42 @@ async def test_a_ready_unit_is_looked_at_on_the_slow_beat_and_its_end_still_fail
     assert ended < asyncio.get_running_loop().time()
 
 
+async def test_a_decode_that_fails_after_ready_leaves_the_steps_as_they_were_and_the_outcome_says_when():
+    async with Bringing() as up:
+        first = await up.orchestrator.run()
+        steps = up.rec.of(StepChanged)
+        await asyncio.sleep(60.0)
+        decode = up.fleet.services["decode"]
+        up.fleet.hosts[decode.cfg.host]._exited(decode, 1)
+        second = await up.next_done(2)
+    ready = [e for e in steps if e.step is Step.DONE and e.status is StepStatus.DONE]
+    assert first.ok and len(ready) == 1 and first.ready_at == ready[0].elapsed and first.failed_at is None
+    assert up.rec.of(StepChanged) == steps, "no step told again: each keeps the status and the time it was told"
+    assert {e.step: e.status for e in steps} == dict.fromkeys(Step, StepStatus.DONE)
+    failed = up.rec.change("decode", "failed")
+    assert not second.ok and second.failures == {"decode": failed.reason}
+    assert second.ready_at == first.ready_at and second.failed_at == failed.elapsed
+    assert second.failed_at - second.ready_at >= 60.0 and second.failed_at <= second.elapsed
+    told = json.loads(to_json(second))
+    assert (told["ready_at"], told["failed_at"]) == (second.ready_at, second.failed_at)
+
+
+async def test_a_retry_after_a_failure_after_ready_tells_the_steps_again_and_its_own_readiness():
+    async with Bringing() as up:
+        first = await up.orchestrator.run()
+        decode = up.fleet.services["decode"]
+        up.fleet.hosts[decode.cfg.host]._exited(decode, 1)
+        await up.next_done(2)
+        told = len(up.rec.of(StepChanged))
+        assert up.orchestrator.retry("decode")
+        third = await up.next_done(3)
+    again = up.rec.of(StepChanged)[told:]
+    assert (Step.WAIT_READY, StepStatus.RUNNING) in [(e.step, e.status) for e in again], "a new attempt is told"
+    assert again[-1].step is Step.DONE and again[-1].status is StepStatus.DONE
+    assert set(third.failures) <= {"router"}, third     # its canary failed while decode was down (ready again later)
+    assert third.ready_at == again[-1].elapsed > first.ready_at and third.failed_at is None
+
+
 async def again(up: Bringing, intent: Intent) -> tuple[Done, Recorder]:
     """A second command on the deployment ``up`` brought up: a second orchestrator, as the command line's."""
     orchestrator = Orchestrator(up.deployment, Registry(up.fleet.host), clock=asyncio.get_running_loop().time, intent=intent)
