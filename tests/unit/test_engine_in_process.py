@@ -9,6 +9,7 @@ time.
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 
 import pytest
@@ -30,7 +31,7 @@ from pdtui.engine.orchestrator import Orchestrator
 from pdtui.engine.readiness import LineJudge
 from pdtui.engine.states import ServiceState
 from pdtui.engine.timing import Timing
-from pdtui.faces.headless import to_json
+from pdtui.faces.headless import LinePrinter, to_json
 from pdtui.sim.memhost import MemoryConnection, MemoryFleet, MemoryHost
 from pdtui.targets.registry import Registry
 from pdtui.targets.systemd.commands import START_AND_SHOW
@@ -538,7 +539,9 @@ async def test_a_ready_unit_is_looked_at_on_the_slow_beat_and_its_end_still_fail
 
 
 async def test_a_decode_that_fails_after_ready_leaves_the_steps_as_they_were_and_the_outcome_says_when():
+    printed = io.StringIO()
     async with Bringing() as up:
+        up.orchestrator.subscribe(LinePrinter(out=printed))
         first = await up.orchestrator.run()
         steps = up.rec.of(StepChanged)
         await asyncio.sleep(60.0)
@@ -555,6 +558,10 @@ async def test_a_decode_that_fails_after_ready_leaves_the_steps_as_they_were_and
     assert second.failed_at - second.ready_at >= 60.0 and second.failed_at <= second.elapsed
     told = json.loads(to_json(second))
     assert (told["ready_at"], told["failed_at"]) == (second.ready_at, second.failed_at)
+    lines = printed.getvalue().splitlines()
+    assert [line for line in lines if "✗" in line] == [
+        f"[{second.elapsed:7.1f}s] ✗ ready at {second.ready_at:.1f}s · failed "
+        f"{round(second.failed_at, 1) - round(second.ready_at, 1):.1f}s later, at {second.failed_at:.1f}s"]
 
 
 async def test_a_retry_after_a_failure_after_ready_tells_the_steps_again_and_its_own_readiness():
