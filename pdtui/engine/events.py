@@ -312,7 +312,12 @@ class ServerFailed:
 
 @dataclass(frozen=True, slots=True)
 class Done:
-    """Last event of a bring-up."""
+    """Last event of a bring-up; told again when a crash, a retry or a restart changes the outcome.
+
+    ``ready_at`` and ``failed_at`` tell a failure after ready from a bring-up that never got there: the deployment
+    was ready at ``ready_at`` and a service failed at ``failed_at`` (both seconds since the bring-up began, as
+    ``elapsed``); ``elapsed`` is when the outcome was told, a moment after the failure it tells.
+    """
 
     ok: bool
     exit_code: int
@@ -322,6 +327,9 @@ class Done:
     elapsed: float = 0.0
     waiting: tuple[str, ...] = ()       # services not yet decided when the outcome was told (no failure of theirs)
     blocked: dict[str, str] = field(default_factory=dict)    # service -> why it was never started (what it waits on)
+    ready_at: float | None = None       # when the deployment was last all ready (None: not since a retry or restart)
+    failed_at: float | None = None      # when a service first failed after that (None: none has; a degraded router
+                                        # is no failure: its state tells it)
 
 
 Event = (PlanReady | StepChanged | StateChanged | LogLines | PhaseStarted | ProbeResult | PairMatrix | RouterBackends

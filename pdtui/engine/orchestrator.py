@@ -37,7 +37,6 @@ from pdtui.engine.events import (
     Notice,
     PlanReady,
     Step,
-    StepChanged,
     StepStatus,
 )
 from pdtui.engine.figures import FiguresWatch
@@ -48,7 +47,7 @@ from pdtui.engine.ranks import RankWatch
 from pdtui.engine.service_run import ServiceRun
 from pdtui.engine.session import Session, Targets
 from pdtui.engine.states import FINAL_STATES, ServiceState
-from pdtui.engine.steps import split, step_statuses
+from pdtui.engine.steps import StepRecord, split, step_statuses
 from pdtui.engine.timing import DEFAULT_TIMING, Timing
 from pdtui.support.exits import EXIT_FAILED, EXIT_OK
 from pdtui.support.redact import Redactor
@@ -96,7 +95,7 @@ class Orchestrator:
         self._tails: list[asyncio.Task] = []
         self._figures = FiguresWatch(deployment, self._runs, emit=self.emit, clock=clock, elapsed=self.elapsed,
                                      interval=timing.figures_poll)
-        self._steps: dict[Step, StepStatus] = {}
+        self._steps = StepRecord()       # as told: a step once done stays so when a service fails after it
         self._preflight = StepStatus.PENDING
         self._changed: asyncio.Event | None = None  # set and let go at every state change, when waited on (until)
         self._flush_handle: asyncio.TimerHandle | None = None
@@ -450,7 +449,7 @@ class Orchestrator:
         blocked = {r.name: r.reason or r.state.value for r in missed if r.state is S.BLOCKED}
         waiting = tuple(r.name for r in missed if r.state in UNDECIDED)
         return Done(ok, EXIT_OK if ok else EXIT_FAILED, ttr, failures, self.left_running(), self.elapsed(), waiting,
-                    blocked)
+                    blocked, self._steps.ready_at, self._steps.failed_at)
 
     def _goal(self, run: ServiceRun) -> ServiceState:
         """What the outcome wants of a service: stopped when taken down (all, or it is named), else ready."""
@@ -470,10 +469,8 @@ class Orchestrator:
             self._steps_handle = None
         if self.intent.verb is Verb.DOWN:
             return    # taking down has no bring-up steps
-        for step, status in step_statuses(self._preflight, *self._groups).items():
-            if self._steps.get(step) != status:
-                self._steps[step] = status
-                self.emit(StepChanged(step, status, "", self.elapsed()))
+        for change in self._steps.update(step_statuses(self._preflight, *self._groups), self.elapsed()):
+            self.emit(change)
 
 
 def _let_go(tasks: Iterable[asyncio.Task]) -> None:

@@ -1,10 +1,12 @@
-"""The plan strip's steps, derived from the services' states (never tracked on their own).
+"""The plan strip's steps, derived from the services' states, and told as they happened (:class:`StepRecord`).
 
 Backends are the services that are not routers (``ServiceConfig.is_router``);
 "start" is done once every one of a group was started (or found running); "wait" (or "probe",
 for routers) once every one is ready, and failed as soon as one failed or timed
 out. Services that were blocked make their steps skipped, as does a preflight
-that refused the command before anything started.
+that refused the command before anything started. A step once done stays done
+when a service of it fails later: that failure comes after the step, and the
+outcome tells it (when the deployment was ready, when it failed since).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from collections.abc import Sequence
 from operator import attrgetter
 from typing import Protocol, TypeVar
 
-from pdtui.engine.events import Step, StepStatus
+from pdtui.engine.events import Step, StepChanged, StepStatus
 from pdtui.engine.states import ServiceState
 
 S = ServiceState
@@ -104,3 +106,42 @@ def _wait_status(states: set[ServiceState]) -> StepStatus:
     if states == {S.READY}:
         return StepStatus.DONE
     return StepStatus.RUNNING if S.WAITING in states or S.READY in states else StepStatus.PENDING
+
+
+class StepRecord:
+    """The steps as told so far, and when the deployment was last ready and when it failed since.
+
+    A step told done stays done when it would now fail: every service of it had
+    been started (or ready) by then, so one failing later fails in the life
+    after that step, as its state and the outcome tell (``ready_at``,
+    ``failed_at``); telling the step failed would rewrite what happened. A step
+    that goes back to running or pending is a new attempt (a retry, a restart)
+    and is told so: the deployment's readiness is then still to come.
+    """
+
+    def __init__(self) -> None:
+        self.told: dict[Step, StepStatus] = {}
+        self.ready_at: float | None = None     # elapsed when the ready step was told done (None: not since)
+        self.failed_at: float | None = None    # elapsed when a service failed after that (None: none has)
+
+    def update(self, now: dict[Step, StepStatus], elapsed: float) -> list[StepChanged]:
+        """The changes to tell, ``now`` being each step's status as the services are (:func:`step_statuses`)."""
+        changes = []
+        for step, status in now.items():
+            told = self.told.get(step)
+            if told is status or (told is StepStatus.DONE and status is StepStatus.FAILED):
+                continue
+            self.told[step] = status
+            changes.append(StepChanged(step, status, "", elapsed))
+        self._readiness(now.get(Step.DONE), elapsed)
+        return changes
+
+    def _readiness(self, now: StepStatus | None, elapsed: float) -> None:
+        """When the deployment became ready, and when it failed after that (its ready step kept done)."""
+        if self.told.get(Step.DONE) is not StepStatus.DONE:
+            self.ready_at = self.failed_at = None
+            return
+        if self.ready_at is None:
+            self.ready_at = elapsed
+        if now is StepStatus.FAILED and self.failed_at is None:
+            self.failed_at = elapsed

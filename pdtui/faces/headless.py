@@ -38,6 +38,7 @@ from pdtui.engine.events import (
     UnitStatus,
 )
 from pdtui.engine.states import ServiceState
+from pdtui.faces.outcome import since_ready
 from pdtui.faces.timeline import finished, slower
 from pdtui.gpus.sampler import GpuSample
 from pdtui.servers import serving_named
@@ -182,6 +183,13 @@ class LinePrinter:
             text += "\n" + " " * 11 + f"> {inert(event.line, 300)}"
         return text
 
+    def _failed(self, done: Done) -> str:
+        """What failed: the bring-up (or what the run did), or, once it was ready, the deployment since when:
+        ``ready at 59.0s · failed 167.0s later, at 226.0s`` (the steps printed before stay true)."""
+        if done.ready_at is not None and done.failed_at is not None:
+            return since_ready(done.ready_at, "failed", done.failed_at, seconds=True)
+        return {"bringing up": "bring-up failed", "taking down": "not all stopped"}.get(self.title, "not all ready")
+
     def _summary(self, done: Done) -> str:
         down = self.title == "taking down"
         if done.ok and (down or not done.time_to_ready):
@@ -190,8 +198,7 @@ class LinePrinter:
             parts = ", ".join(f"{name} {t:.1f}s" for name, t in done.time_to_ready.items())
             text = self._line(done.elapsed, f"✓ all ready in {done.elapsed:.1f}s (time to ready: {parts})")
         else:
-            failed = {"bringing up": "bring-up failed", "taking down": "not all stopped"}.get(self.title, "not all ready")
-            lines = [self._line(done.elapsed, f"✗ {failed}")]
+            lines = [self._line(done.elapsed, f"✗ {self._failed(done)}")]
             for name, reason in done.failures.items():
                 lines.append(f"{' ' * 11}{name}: {inert(reason, 300)}")
                 if name in self.failure_lines:

@@ -26,6 +26,7 @@ from pdtui.engine.events import (
     UnitStatus,
 )
 from pdtui.engine.states import ServiceState
+from pdtui.faces.outcome import since_ready
 from pdtui.faces.pair_matrix import matrix_lines
 from pdtui.gpus.inventory import GpuInfo
 from pdtui.gpus.nvidia_smi import gpu_ranges
@@ -84,6 +85,7 @@ class StatusBoard:
         done = self.done
         data = {"kind": "status", "deployment": self.deployment, "config": self.config, "ok": bool(done and done.ok),
                 "exit_code": done.exit_code if done else 1, "elapsed": done.elapsed if done else None,
+                "ready_at": done.ready_at if done else None, "failed_at": done.failed_at if done else None,
                 "services": [_service_json(s) for s in self.services.values()]}
         return json_inert(json.dumps(data, ensure_ascii=False))
 
@@ -109,9 +111,16 @@ class StatusBoard:
                 lines += [""] + [f"{s.info.name} {line}" if n == 0 else " " * (len(s.info.name) + 1) + line
                                  for n, line in enumerate(matrix_lines(s.pairs))]
         if self.done is not None:
-            ready = sum(s.state is ServiceState.READY for s in self.services.values())
-            lines.append(f"{self.deployment}: {ready} of {len(self.services)} ready")
+            lines.append(self._footer(self.done))
         return "\n".join(line.rstrip() for line in lines)
+
+    def _footer(self, done: Done) -> str:
+        """``dsv4: 2 of 3 ready``, and when a service failed after the deployment was ready, since when."""
+        ready = sum(s.state is ServiceState.READY for s in self.services.values())
+        footer = f"{self.deployment}: {ready} of {len(self.services)} ready"
+        if done.ready_at is not None and done.failed_at is not None:
+            footer += f" ({since_ready(done.ready_at, 'failed', done.failed_at)})"
+        return footer
 
 
 def routed_lines(router: str, routed: RouterBackends) -> list[str]:

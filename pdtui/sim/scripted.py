@@ -199,7 +199,29 @@ def ready_script() -> list[Event]:
         StepChanged(Step.PROBE_ROUTER, StepStatus.DONE, elapsed=59.0),
         StepChanged(Step.DONE, StepStatus.DONE, elapsed=59.0),
         Done(True, 0, {"prefill": 40.0, "decode": 46.0, "router": 12.0}, {},
-             ("sglang-dsv4-prefill", "sglang-dsv4-decode", "sglang-dsv4-router"), 59.0),
+             ("sglang-dsv4-prefill", "sglang-dsv4-decode", "sglang-dsv4-router"), 59.0, ready_at=59.0),
+    ]
+
+
+SCHEDULER_LINE = "RuntimeError: NCCL communicator was aborted on rank 0."
+
+
+def failed_after_ready_script() -> list[Event]:
+    """The bring-up succeeds at 0:59; at 3:46 the decode's scheduler crashes: the outcome is told again, the steps
+    stay as they went."""
+    reason = f"after ready: scheduler crashed (TP0): {SCHEDULER_LINE}"
+    header = "[2025-10-16 09:09:55 TP0] Scheduler hit an exception: Traceback (most recent call last):"
+    crash = [LogRecord(header, LineKind.FAIL, T0 + 226, "c-decode-crash-0"),
+             LogRecord(f"[2025-10-16 09:09:56 TP0] {SCHEDULER_LINE}", N, T0 + 227, "c-decode-crash-1"),
+             LogRecord("sglang-dsv4-decode.service: Main process exited, code=exited, status=1/FAILURE",
+                       LineKind.SYSTEM, T0 + 227, "c-decode-crash-2")]
+    return [
+        *ready_script(),
+        LogLines("decode", tuple(crash), 226.0),
+        StateChanged("decode", S.READY, S.FAILED, reason, header, 226.0),
+        Notice("warning", f"router degraded: decode failed after it was ready ({reason})", "router", 226.0),
+        Done(False, 1, {"prefill": 40.0, "router": 12.0}, {"decode": reason},
+             ("sglang-dsv4-prefill", "sglang-dsv4-router"), 226.4, ready_at=59.0, failed_at=226.0),
     ]
 
 

@@ -54,6 +54,7 @@ from pdtui.engine.events import (
 )
 from pdtui.engine.intent import RestartHow
 from pdtui.engine.states import SERVING_STATES, ServiceState
+from pdtui.faces.outcome import since_ready
 from pdtui.faces.timeline import slower
 from pdtui.gpus.sampler import GpuSample
 from pdtui.support.exits import EXIT_FAILED, EXIT_INTERRUPTED
@@ -440,6 +441,9 @@ class DeploymentScreen(Screen[None]):
         name = self._deployment or "bring-up"
         if done.ok:
             message = f"{name} is ready ({format_elapsed(done.elapsed)})"
+        elif done.ready_at is not None and done.failed_at is not None:
+            message = (f"{name} failed after it was ready: {', '.join(done.failures)} "
+                       f"({since_ready(done.ready_at, 'failed', done.failed_at)})")
         else:
             message = f"{name} failed: {', '.join(done.failures) or 'see the panels'}"
         if self.follow_up_text:

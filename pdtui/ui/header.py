@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from rich.style import Style
 from rich.text import Text
@@ -12,6 +13,7 @@ from textual.widget import Widget
 from pdtui.config.fields import format_elapsed
 from pdtui.engine.events import Done, PreflightFinding, StateChanged, Step, StepChanged, StepStatus
 from pdtui.engine.states import FINAL_STATES, SERVING_STATES, ServiceState
+from pdtui.faces.outcome import since_ready
 from pdtui.support.text import inert
 
 MAX_FINDINGS = 4      # lines of findings under the steps; more are counted ("and N more")
@@ -99,12 +101,20 @@ class PlanStrip(Widget):
     def __init__(self) -> None:
         super().__init__()
         self.since_done: dict[str, StateChanged] = {}   # each service's latest change after the verdict was told
+        self.degraded_since: dict[str, float] = {}      # each degraded router: when it degraded (kept across verdicts)
+        self.ready_in: dict[str, float] = {}            # each service's latest time to ready, as its state told it
 
     def set_steps(self, steps: tuple[Step, ...]) -> None:
         self.progress = dict.fromkeys(steps, StepStatus.PENDING)
 
     def follow(self, event: StateChanged) -> None:
         """A service's new state: a verdict shown already is told again as the services are now."""
+        if event.new is ServiceState.DEGRADED:
+            self.degraded_since.setdefault(event.service, event.elapsed)
+        else:
+            self.degraded_since.pop(event.service, None)
+        if event.time_to_ready is not None:
+            self.ready_in[event.service] = event.time_to_ready
         if self.done is not None:
             self.since_done[event.service] = event
             self.refresh(layout=True)
@@ -185,34 +195,82 @@ class PlanStrip(Widget):
 
     def _verdict(self) -> Text:
         """``✓ ready in 1:23 — prefill 0:41 · decode 0:47``, or the failures, then what is still undecided, then
-        the ready times: as the services are now (a prefill ready after the outcome was told says so)."""
+        the ready times: as the services are now (a prefill ready after the outcome was told says so). A deployment
+        that was ready and failed or degraded since says when each came: ``✗ ready at 1:34 · failed 2:12 later, at
+        3:46 — decode: …``; the steps above keep the bring-up as it went."""
         done = self.done
         assert done is not None
-        ready = {name: seconds for name, seconds in done.time_to_ready.items()}
-        failures = dict(done.failures)
-        waiting = list(done.waiting)
-        for name, event in self.since_done.items():
-            failures.pop(name, None)
-            ready.pop(name, None)
-            if name in waiting:
-                waiting.remove(name)
-            if event.new in SERVING_STATES:
-                ready[name] = event.time_to_ready if event.time_to_ready is not None else 0.0
-            elif event.new in FINAL_STATES:
-                failures[name] = event.reason or event.new.value
-            else:
-                waiting.append(name)
-        times = [f"{name} {format_elapsed(seconds)}" for name, seconds in ready.items()]
-        if done.ok:
-            head = Text(f"✓ ready in {format_elapsed(done.elapsed)}", self._style("ok"))
+        now = self._as_now(done)
+        times = [f"{name} {format_elapsed(seconds)}" for name, seconds in now.ready.items()]
+        head, well = self._head(done, now)
+        if well:
             tail = " · ".join(times)
         else:
-            head = Text(f"✗ failed after {format_elapsed(done.elapsed)}", self._style("bad"))
-            tail = " · ".join([*(f"{name}: {inert(reason)}" for name, reason in failures.items()),
+            tail = " · ".join([*(f"{name}: {inert(reason)}" for name, reason in now.failures.items()),
+                               *(f"{name} degraded: {inert(reason)}" for name, reason in now.degraded.items()),
                                *(f"{name} not started" for name in done.blocked if name not in self.since_done),
-                               *(f"{name} {_undecided(self.since_done.get(name))}" for name in waiting),
+                               *(f"{name} {_undecided(self.since_done.get(name))}" for name in now.waiting),
                                *(f"{item} ready" for item in times)])
         return Text.assemble(head, f" — {tail}" if tail else "", no_wrap=True)
+
+    def _head(self, done: Done, now: _Now) -> tuple[Text, bool]:
+        """The verdict's first words, and whether all is well (then only the ready times follow them)."""
+        after = self._after_ready(done, now)
+        if after is not None:
+            return after
+        if done.ok:
+            return Text(f"✓ ready in {format_elapsed(done.elapsed)}", self._style("ok")), True
+        return Text(f"✗ failed after {format_elapsed(done.elapsed)}", self._style("bad")), False
+
+    def _as_now(self, done: Done) -> _Now:
+        """The verdict's services as they are now: the outcome told, then each change since; a router degraded
+        (now) is told apart from the failures."""
+        now = _Now(dict(done.time_to_ready), dict(done.failures), {}, list(done.waiting))
+        for name, event in self.since_done.items():
+            ready = now.ready.pop(name, None)
+            now.failures.pop(name, None)
+            if name in now.waiting:
+                now.waiting.remove(name)
+            if event.new in SERVING_STATES:     # back from degraded: its time to ready is the one told before
+                known = ready if ready is not None else self.ready_in.get(name, 0.0)
+                now.ready[name] = event.time_to_ready if event.time_to_ready is not None else known
+            elif event.new in FINAL_STATES:
+                now.failures[name] = event.reason or event.new.value
+            else:
+                now.waiting.append(name)
+        for name in self.degraded_since:
+            if name in now.failures or name in now.ready:
+                told = self.since_done.get(name)
+                now.ready.pop(name, None)
+                now.degraded[name] = now.failures.pop(name, "") if told is None else told.reason
+        return now
+
+    def _after_ready(self, done: Done, now: _Now) -> tuple[Text, bool] | None:
+        """``✗ ready at 1:34 · failed 2:12 later, at 3:46`` (or ``⚠ … degraded …``): what came after the deployment
+        was ready, and when; ``✓ ready at 1:34`` once all of it is back; None when it was not ready since the steps
+        last began, or nothing came after."""
+        if done.ready_at is None:
+            return None
+        failed = [self.since_done[name].elapsed for name in now.failures if name in self.since_done]
+        failed_at = done.failed_at if done.failed_at is not None else min(failed, default=None)
+        if now.failures and failed_at is not None:
+            return Text(f"✗ {since_ready(done.ready_at, 'failed', failed_at)}", self._style("bad")), False
+        if now.degraded and not now.failures:
+            degraded_at = min(self.degraded_since[name] for name in now.degraded)
+            return Text(f"⚠ {since_ready(done.ready_at, 'degraded', degraded_at)}", self._style("running")), False
+        if not done.ok and not (now.failures or now.waiting or done.blocked):
+            return Text(f"✓ ready at {format_elapsed(done.ready_at)}", self._style("ok")), True
+        return None
+
+
+@dataclass
+class _Now:
+    """The services as the verdict tells them: ready (with their times), failed, degraded, undecided."""
+
+    ready: dict[str, float]
+    failures: dict[str, str]
+    degraded: dict[str, str]
+    waiting: list[str] = field(default_factory=list)
 
 
 def _count(found: Sequence[PreflightFinding], *, forced: bool = False) -> str:

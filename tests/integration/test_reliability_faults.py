@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from pdtui.config import parse_config
-from pdtui.engine.events import Done, LogLines, Notice, ProbeResult
+from pdtui.engine.events import Done, LogLines, Notice, ProbeResult, StepChanged
 from pdtui.engine.orchestrator import Orchestrator
 from pdtui.hosts import make_host
 from pdtui.hosts.local import LocalHost
@@ -194,6 +194,7 @@ async def test_backend_killed_after_ready_fails_and_the_router_is_said_degraded(
     try:
         first = await orchestrator.run()
         assert first.ok, first
+        steps = recorder.of(StepChanged)
         child = sandbox.store.read_state("sglang-dsv4-decode").child_proc()
         os.kill(child.pid, signal.SIGKILL)
         async with asyncio.timeout(20):
@@ -211,6 +212,10 @@ async def test_backend_killed_after_ready_fails_and_the_router_is_said_degraded(
     assert "degraded" in degraded[0].text and "decode" in degraded[0].text
     again = recorder.of(Done)[-1]
     assert not again.ok and "decode" in again.failures
+    assert recorder.of(StepChanged) == steps, "the bring-up's steps stay as they went"
+    failed_at = recorder.change("decode", "failed").elapsed
+    assert again.ready_at == first.ready_at and again.failed_at is not None
+    assert first.ready_at is not None and first.ready_at <= failed_at <= again.failed_at <= again.elapsed
 
 
 # --- the host's tools ----------------------------------------------------------------------------

@@ -39,6 +39,7 @@ from pdtui.sim.scripted import (
     T0,
     ScriptedSource,
     decode_failed_script,
+    failed_after_ready_script,
     hostile_script,
     ready_script,
     starting_script,
@@ -168,6 +169,54 @@ async def test_the_verdict_follows_a_prefill_that_gets_ready_after_the_outcome()
         await settle(pilot)
         assert "decode: CUDA out of memory · router not started · prefill 0:40 ready" in screen_text(app)
         assert "prefill waiting" not in screen_text(app)
+
+
+ALL_DONE = "✓ preflight ── ✓ start backends ── ✓ wait for readiness ── ✓ start router ── ✓ probe router ── ✓ ready"
+CRASH = "after ready: scheduler crashed (TP0): RuntimeError: NCCL communicator was aborted on rank 0."
+
+
+async def test_a_failure_after_ready_keeps_the_steps_and_says_when_it_was_ready_and_when_it_failed() -> None:
+    script = failed_after_ready_script()
+    app, source = make_app(script[:-1])         # the crash told, its outcome not yet
+    async with app.run_test(size=(240, 50)) as pilot:
+        await settle(pilot)
+        told = f"✗ ready at 0:59 · failed 2:47 later, at 3:46 — decode: {CRASH} · prefill 0:40 ready · router 0:12 ready"
+        assert app.deployment.plan.render().plain.splitlines() == [ALL_DONE, told]
+        source.emit(script[-1])
+        await settle(pilot)
+        assert app.deployment.plan.render().plain.splitlines() == [ALL_DONE, told]
+        assert app.notices[-1] == ("dsv4-flash-pd failed after it was ready: decode (ready at 0:59 · failed 2:47 later, "
+                                   "at 3:46)")
+
+
+async def test_a_router_degraded_after_ready_says_since_when_and_its_time_to_ready_once_it_passes_again() -> None:
+    app, source = make_app(ready_script())
+    async with app.run_test(size=(240, 50)) as pilot:
+        await settle(pilot)
+        source.emit(StateChanged("router", S.READY, S.DEGRADED, "canary failed: HTTP 500", None, 120.0))
+        await settle(pilot)
+        assert app.deployment.plan.render().plain.splitlines() == [
+            ALL_DONE, "⚠ ready at 0:59 · degraded 1:01 later, at 2:00 — router degraded: canary failed: HTTP 500 · "
+                      "prefill 0:40 ready · decode 0:46 ready"]
+        source.emit(StateChanged("router", S.DEGRADED, S.READY, "canary passes again: 0.4 s", None, 150.0))
+        await settle(pilot)
+        assert app.deployment.plan.render().plain.splitlines()[1] == "✓ ready in 0:59 — prefill 0:40 · decode 0:46 · router 0:12"
+
+
+async def test_an_outcome_told_while_the_router_is_degraded_names_it_degraded_and_all_ready_once_it_passes() -> None:
+    app, source = make_app(ready_script())
+    async with app.run_test(size=(240, 50)) as pilot:
+        await settle(pilot)
+        source.emit(StateChanged("router", S.READY, S.DEGRADED, "canary failed: HTTP 500", None, 120.0),
+                    Done(False, 1, {"prefill": 40.0, "decode": 46.0}, {"router": "canary failed: HTTP 500"},
+                         elapsed=130.0, ready_at=59.0))
+        await settle(pilot)
+        assert app.deployment.plan.render().plain.splitlines()[1] == (
+            "⚠ ready at 0:59 · degraded 1:01 later, at 2:00 — router degraded: canary failed: HTTP 500 · "
+            "prefill 0:40 ready · decode 0:46 ready")
+        source.emit(StateChanged("router", S.DEGRADED, S.READY, "canary passes again: 0.4 s", None, 150.0))
+        await settle(pilot)
+        assert app.deployment.plan.render().plain.splitlines()[1] == "✓ ready at 0:59 — prefill 0:40 · decode 0:46 · router 0:12"
 
 
 async def test_a_crash_pins_the_exception_its_traceback_ended_in_not_the_header() -> None:

@@ -9,6 +9,7 @@ time.
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 
 import pytest
@@ -30,7 +31,7 @@ from pdtui.engine.orchestrator import Orchestrator
 from pdtui.engine.readiness import LineJudge
 from pdtui.engine.states import ServiceState
 from pdtui.engine.timing import Timing
-from pdtui.faces.headless import to_json
+from pdtui.faces.headless import LinePrinter, to_json
 from pdtui.sim.memhost import MemoryConnection, MemoryFleet, MemoryHost
 from pdtui.targets.registry import Registry
 from pdtui.targets.systemd.commands import START_AND_SHOW
@@ -535,6 +536,48 @@ async def test_a_ready_unit_is_looked_at_on_the_slow_beat_and_its_end_still_fail
     failed = next(e for e in up.rec.of(StateChanged) if e.service == "decode" and e.new is ServiceState.FAILED)
     assert "status=1" in failed.reason or "exit" in failed.reason, failed.reason
     assert ended < asyncio.get_running_loop().time()
+
+
+async def test_a_decode_that_fails_after_ready_leaves_the_steps_as_they_were_and_the_outcome_says_when():
+    printed = io.StringIO()
+    async with Bringing() as up:
+        up.orchestrator.subscribe(LinePrinter(out=printed))
+        first = await up.orchestrator.run()
+        steps = up.rec.of(StepChanged)
+        await asyncio.sleep(60.0)
+        decode = up.fleet.services["decode"]
+        up.fleet.hosts[decode.cfg.host]._exited(decode, 1)
+        second = await up.next_done(2)
+    ready = [e for e in steps if e.step is Step.DONE and e.status is StepStatus.DONE]
+    assert first.ok and len(ready) == 1 and first.ready_at == ready[0].elapsed and first.failed_at is None
+    assert up.rec.of(StepChanged) == steps, "no step told again: each keeps the status and the time it was told"
+    assert {e.step: e.status for e in steps} == dict.fromkeys(Step, StepStatus.DONE)
+    failed = up.rec.change("decode", "failed")
+    assert not second.ok and second.failures == {"decode": failed.reason}
+    assert second.ready_at == first.ready_at and second.failed_at == failed.elapsed
+    assert second.failed_at - second.ready_at >= 60.0 and second.failed_at <= second.elapsed
+    told = json.loads(to_json(second))
+    assert (told["ready_at"], told["failed_at"]) == (second.ready_at, second.failed_at)
+    lines = printed.getvalue().splitlines()
+    assert [line for line in lines if "✗" in line] == [
+        f"[{second.elapsed:7.1f}s] ✗ ready at {second.ready_at:.1f}s · failed "
+        f"{round(second.failed_at, 1) - round(second.ready_at, 1):.1f}s later, at {second.failed_at:.1f}s"]
+
+
+async def test_a_retry_after_a_failure_after_ready_tells_the_steps_again_and_its_own_readiness():
+    async with Bringing() as up:
+        first = await up.orchestrator.run()
+        decode = up.fleet.services["decode"]
+        up.fleet.hosts[decode.cfg.host]._exited(decode, 1)
+        await up.next_done(2)
+        told = len(up.rec.of(StepChanged))
+        assert up.orchestrator.retry("decode")
+        third = await up.next_done(3)
+    again = up.rec.of(StepChanged)[told:]
+    assert (Step.WAIT_READY, StepStatus.RUNNING) in [(e.step, e.status) for e in again], "a new attempt is told"
+    assert again[-1].step is Step.DONE and again[-1].status is StepStatus.DONE
+    assert set(third.failures) <= {"router"}, third     # its canary failed while decode was down (ready again later)
+    assert third.ready_at == again[-1].elapsed > first.ready_at and third.failed_at is None
 
 
 async def again(up: Bringing, intent: Intent) -> tuple[Done, Recorder]:

@@ -67,3 +67,30 @@ def test_the_first_line_and_the_first_json_object_name_the_config_file_inert():
     board(plan)
     assert board.table().splitlines()[0] == "config /srv/pd␛]52;c;eA==␇.yaml"
     assert json.loads(board.as_json())["config"] == plan.config
+
+
+def test_a_failure_after_ready_says_when_the_deployment_was_ready_and_when_it_failed_in_lines_and_json():
+    from pdtui.faces.headless import LinePrinter, to_json
+    from pdtui.sim.scripted import failed_after_ready_script
+    first, second = [event for event in failed_after_ready_script() if isinstance(event, Done)]
+    printer = LinePrinter()
+    assert printer.format(first).startswith("[   59.0s] ✓ all ready in 59.0s")
+    assert printer.format(second).splitlines()[:2] == [
+        "[  226.4s] ✗ ready at 59.0s · failed 167.0s later, at 226.0s",
+        "           decode: after ready: scheduler crashed (TP0): RuntimeError: NCCL communicator was aborted on rank 0."]
+    told = [json.loads(to_json(done)) for done in (first, second)]
+    assert [(d["ok"], d["ready_at"], d["failed_at"], d["elapsed"]) for d in told] == [
+        (True, 59.0, None, 59.0), (False, 59.0, 226.0, 226.4)]
+    assert LinePrinter().format(dataclasses.replace(second, ready_at=None, failed_at=None)).splitlines()[0] \
+        == "[  226.4s] ✗ bring-up failed", "never ready: the bring-up failed"
+
+
+def test_status_once_says_when_the_deployment_was_ready_and_when_it_failed():
+    from pdtui.faces.status_table import StatusBoard
+    from pdtui.sim.scripted import failed_after_ready_script
+    board = StatusBoard()
+    for event in failed_after_ready_script():
+        board(event)
+    assert board.table().splitlines()[-1] == "dsv4-flash-pd: 2 of 3 ready (ready at 0:59 · failed 2:47 later, at 3:46)"
+    told = json.loads(board.as_json())
+    assert (told["ok"], told["ready_at"], told["failed_at"]) == (False, 59.0, 226.0)

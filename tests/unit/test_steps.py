@@ -5,7 +5,7 @@ from hypothesis import strategies as st
 
 from pdtui.engine.events import Step, StepStatus
 from pdtui.engine.states import ServiceState as S
-from pdtui.engine.steps import split, step_statuses
+from pdtui.engine.steps import StepRecord, split, step_statuses
 
 DONE, RUNNING, PENDING, FAILED, SKIPPED = (StepStatus.DONE, StepStatus.RUNNING, StepStatus.PENDING,
                                            StepStatus.FAILED, StepStatus.SKIPPED)
@@ -108,3 +108,40 @@ def test_the_one_pass_tally_answers_as_a_pass_per_step(specs) -> None:
 def test_a_degraded_router_keeps_the_bring_up_steps_done():
     got = steps(service(S.READY, True), service(S.READY, True), (S.DEGRADED, True))
     assert got[Step.PROBE_ROUTER] is DONE and got[Step.DONE] is DONE
+
+
+def told(record: StepRecord, prefill, decode, router, at: float) -> dict:
+    """The steps ``record`` tells when the services are as given, at ``at``: each step told, with its status."""
+    return {change.step: change.status for change in record.update(steps(prefill, decode, router), at)}
+
+
+def test_a_failure_after_ready_changes_no_step_and_is_dated_after_the_readiness():
+    record = StepRecord()
+    assert told(record, service(S.READY, True), service(S.READY, True), (S.READY, True), 94.0)[Step.DONE] is DONE
+    assert (record.ready_at, record.failed_at) == (94.0, None)
+    assert told(record, service(S.READY, True), service(S.FAILED, True), (S.READY, True), 226.0) == {}
+    assert record.told == dict.fromkeys(Step, DONE)
+    assert (record.ready_at, record.failed_at) == (94.0, 226.0)
+    assert told(record, service(S.READY, True), service(S.FAILED, True), (S.DEGRADED, True), 240.0) == {}
+    assert record.failed_at == 226.0, "since its first failure"
+
+
+def test_a_retry_after_ready_is_told_as_a_new_attempt_whose_readiness_is_still_to_come():
+    record = StepRecord()
+    told(record, service(S.READY, True), service(S.READY, True), (S.READY, True), 94.0)
+    told(record, service(S.READY, True), service(S.FAILED, True), (S.READY, True), 226.0)
+    again = told(record, service(S.READY, True), service(S.PENDING), (S.READY, True), 300.0)
+    assert (again[Step.WAIT_READY], again[Step.DONE]) == (RUNNING, PENDING)
+    assert (record.ready_at, record.failed_at) == (None, None)
+    assert told(record, service(S.READY, True), service(S.FAILED, True), (S.READY, True), 320.0)[Step.WAIT_READY] \
+        is FAILED, "the retry failed before it was ready: its step did"
+    assert (record.ready_at, record.failed_at) == (None, None)
+
+
+def test_a_backend_failing_while_the_router_is_probed_keeps_its_wait_done_and_fails_the_bring_up():
+    record = StepRecord()
+    told(record, service(S.READY, True), service(S.READY, True), (S.WAITING, True), 50.0)
+    now = told(record, service(S.READY, True), service(S.FAILED, True), (S.WAITING, True), 51.0)
+    assert now == {Step.DONE: FAILED}
+    assert (record.told[Step.WAIT_READY], record.told[Step.PROBE_ROUTER]) == (DONE, RUNNING)
+    assert record.ready_at is None, "the deployment was never ready: no failure after ready"
