@@ -1,12 +1,14 @@
+# PYTHON_ARGCOMPLETE_OK
 """The command line: bare ``pdtui``, ``up``, ``status``, ``restart``, ``down``, ``demo``, ``check``, ``units``,
-``init``, ``history``, ``report``, ``schema``.
+``init``, ``history``, ``report``, ``schema``, ``completion``.
 
 Exit codes: 0 all ready (``down``: all stopped); 1 failed, timed out or not
 ready; 2 usage or config error; 130 interrupted. Quitting never stops a
 service; only ``down`` (and the TUI's stop, confirmed) does. The demo stops the
 simulated deployment it made.
 
-Here the parser, the config read and the dispatch; each subcommand's work lives in pdtui/commands/.
+Here the parser, the config read and the dispatch; each subcommand's work lives in pdtui/commands/, TAB completion
+in pdtui/commands/completion.py (the marker above tells argcomplete's global completion that pdtui answers a TAB).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from pdtui import __version__
+from pdtui.commands.completion import SHELLS, complete, shell_script
+from pdtui.commands.targets import ROLE_WORDS, config_among
 from pdtui.support.exits import EXIT_INTERRUPTED, EXIT_USAGE, usage_error
 
 if TYPE_CHECKING:
@@ -154,6 +158,10 @@ def _parser(*, demo_options: bool = True) -> argparse.ArgumentParser:
 
     schema = sub.add_parser("schema", help="print the JSON Schema of a config, for editors (YAML language servers)")
     schema.add_argument("--path", action="store_true", help="print where the schema file installed with pdtui is")
+
+    completion = sub.add_parser("completion", help="print the script that makes TAB complete pdtui's commands, options, "
+                                                   "config files and service names in SHELL")
+    completion.add_argument("shell", metavar="SHELL", choices=SHELLS, help=f"one of {', '.join(SHELLS)}")
     return parser
 
 
@@ -163,13 +171,15 @@ def _demo_options(demo: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    complete(lambda demo: _parser(demo_options=demo))    # the shell asking for a TAB's completions: answered, exits
     argv = sys.argv[1:] if argv is None else list(argv)
     if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version"):
         argv = ["status", *argv]    # bare pdtui (options alone too): watch the deployment found where pdtui looks
     args = _parser(demo_options=argv[:1] == ["demo"]).parse_args(argv)
     handlers: dict[str, Callable[[argparse.Namespace], int]] = {
         "up": _up, "status": _status, "restart": _restart, "down": _down, "demo": _demo, "check": _check,
-        "units": _units, "init": _init, "history": _history, "report": _report, "schema": _schema}
+        "units": _units, "init": _init, "history": _history, "report": _report, "schema": _schema,
+        "completion": _completion}
     if getattr(args, "theme", None):
         from pdtui.config import ConfigError
         from pdtui.ui.themes import available_themes, read_theme
@@ -213,6 +223,11 @@ def _report(args: argparse.Namespace) -> int:
     from pdtui.commands.history import report_command
     from pdtui.faces.run_history import history_path
     return report_command(history_path(), args.run, args.json, sys.stdout, sys.stderr)
+
+
+def _completion(args: argparse.Namespace) -> int:
+    sys.stdout.write(shell_script(args.shell))
+    return 0
 
 
 def _raise_interrupt(signum, frame) -> None:
@@ -341,16 +356,11 @@ def _restart(args: argparse.Namespace) -> int:
     return verbs.restart(deployment, targets, args, drain_timeout)
 
 
-ROLE_WORDS = {"prefills": "prefill", "decodes": "decode"}
-
-
 def _config_and_services(verb: str, given: list[str]) -> tuple[Deployment, list[str]] | int:
     """``[CONFIG] SERVICE...`` read: the deployment and the services named (a role word stands for its services),
     or the exit status after one line saying what is wrong."""
-    targets = list(given)     # CONFIG first, or anywhere among them where it ends .yaml or .yml
-    at = next((i for i, t in enumerate(targets) if t.endswith((".yaml", ".yml"))), None)
-    if at is None and targets and os.path.isfile(targets[0]):
-        at = 0
+    targets = list(given)
+    at = config_among(targets)
     config = targets.pop(at) if at is not None else None
     path = _found_config(config, verb)
     deployment = _load(path, named=config is not None) if path else None

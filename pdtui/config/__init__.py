@@ -10,27 +10,58 @@ pointing at the key (an unknown key) or the value (a wrong value) to blame. The 
 - ``errors``: the error line and its wording
 - ``loader``: file -> Deployment, pydantic's errors turned into ConfigError
 - ``json_schema``: the config's JSON Schema for editors, made from the models (``pdtui schema``)
+
+The names below are imported when first used (PEP 562): ``discovery`` and ``trust`` need none of them, and TAB
+completion, which runs pdtui once per key press, finds and vets a config with those two without paying for pydantic.
 """
 
 from __future__ import annotations
 
-from pdtui.config.defaults import (
-    BACKEND_ROLES,
-    COMMANDS,
-    DEFAULT_BOOTSTRAP_PORT,
-    DEFAULT_TIMEOUT,
-    DEFAULT_UNHEALTHY_AFTER,
-    ROLES,
-    Role,
-)
-from pdtui.config.errors import ConfigError
-from pdtui.config.fields import parse_duration
-from pdtui.config.job import JobSpec
-from pdtui.config.loader import load_config, parse_config
-from pdtui.config.schema import ClusterConfig, Deployment, HostConfig, ReadySpec, ServiceConfig
+from importlib import import_module
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pdtui.config.defaults import (
+        BACKEND_ROLES,
+        COMMANDS,
+        DEFAULT_BOOTSTRAP_PORT,
+        DEFAULT_TIMEOUT,
+        DEFAULT_UNHEALTHY_AFTER,
+        ROLES,
+        Role,
+    )
+    from pdtui.config.errors import ConfigError
+    from pdtui.config.fields import parse_duration
+    from pdtui.config.job import JobSpec
+    from pdtui.config.loader import load_config, parse_config
+    from pdtui.config.schema import ClusterConfig, Deployment, HostConfig, ReadySpec, ServiceConfig
+
+_HOMES = {
+    "defaults": ("BACKEND_ROLES", "COMMANDS", "DEFAULT_BOOTSTRAP_PORT", "DEFAULT_TIMEOUT", "DEFAULT_UNHEALTHY_AFTER",
+                 "ROLES", "Role"),
+    "errors": ("ConfigError",),
+    "fields": ("parse_duration",),
+    "job": ("JobSpec",),
+    "loader": ("load_config", "parse_config"),
+    "schema": ("ClusterConfig", "Deployment", "HostConfig", "ReadySpec", "ServiceConfig"),
+}
+_HOME = {name: module for module, names in _HOMES.items() for name in names}
 
 __all__ = [
     "BACKEND_ROLES", "COMMANDS", "DEFAULT_BOOTSTRAP_PORT", "DEFAULT_TIMEOUT", "DEFAULT_UNHEALTHY_AFTER", "ROLES",
     "ClusterConfig", "ConfigError", "Deployment", "HostConfig", "JobSpec", "ReadySpec", "Role", "ServiceConfig",
     "load_config", "parse_config", "parse_duration",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """One of the package's names, imported from its module the first time it is asked for."""
+    if name not in _HOME:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f"{__name__}.{_HOME[name]}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
