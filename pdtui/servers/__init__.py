@@ -66,6 +66,18 @@ class TransferPath:
     devices: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True, slots=True)
+class ArgumentsProbe:
+    """How an engine's installed server is asked what it takes (servers/arguments.py): the module its servers run,
+    the distributions whose installed version names it, its ``parser()`` for the probe, and the prefix of the
+    environment variables it lists (empty: it lists none pdtui trusts)."""
+
+    module: str
+    distributions: tuple[str, ...]
+    parser: str
+    env_prefix: str = ""
+
+
 class PairSend(Protocol):
     """Sends one request of a pair's to its prefill or its decode, as pdtui's probes send (their timeout, their
     address): the serving engine says what, in what order. A POST of ``body``; a GET without one."""
@@ -204,6 +216,7 @@ class ServingEngine(Protocol):
         """The PD roles a server's command line may play (None: it says none, a wrapper script may set it)."""
 
     command_flags: CommandFlags              # how a unit written by hand is read back against the config
+    arguments_probe: ArgumentsProbe          # how its installed release is asked for the flags it takes
 
     def runs_server(self, words: Sequence[str]) -> bool:
         """Whether a command line is its server itself: a wrapper script may set the flags where pdtui cannot read."""

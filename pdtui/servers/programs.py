@@ -5,12 +5,14 @@ from __future__ import annotations
 from pdtui.config import Deployment, ServiceConfig
 from pdtui.config.launch import LaunchSpec
 
+DEFAULT_PYTHON = "/usr/bin/python3"     # what runs a launch that names neither its python nor its command
+
 
 def program(launch: LaunchSpec, module: str) -> list[str]:
     """The launch's own command, else its Python (the system's by default) running ``module``."""
     if launch.command is not None:
         return list(launch.command)
-    return [launch.python or "/usr/bin/python3", "-m", module]
+    return [launch.python or DEFAULT_PYTHON, "-m", module]
 
 
 def listen_host(deployment: Deployment, svc: ServiceConfig) -> str:
