@@ -47,7 +47,8 @@ class Mismatch:
     level: str                      # error | warning
     kind: str                       # pair (a prefill against a decode, as they will run) | running (the same, as
                                     # they run) | host (servers sharing one host) | fabric (a server against the
-                                    # RDMA devices, modules and limits of its host)
+                                    # RDMA devices, modules and limits of its host) | flags (a server's launch
+                                    # against the parser of the engine installed on its host)
     services: tuple[str, ...]       # the one it fails first
     setting: str
     values: tuple[str, ...]
