@@ -264,3 +264,13 @@ def serving_for(cfg: ServiceConfig) -> ServingEngine:
 def default_serving() -> ServingEngine:
     """The serving engine of what has no service at hand (the run history of a deployment no longer configured)."""
     return serving_named(DEFAULT_ENGINE)
+
+
+# What the preflight's flags check (engine/checks/flags.py) asks of an installed engine's parser, and keeps.
+from pdtui.servers.arguments import MARK as ARGUMENTS_MARK  # noqa: E402
+from pdtui.servers.arguments import EngineArguments, probe_program, unknown_env, unknown_words  # noqa: E402
+from pdtui.servers.arguments_cache import ArgumentsCache  # noqa: E402
+from pdtui.servers.arguments_probe import describe as describe_parser  # noqa: E402
+
+__all__ = ["ARGUMENTS_MARK", "ArgumentsCache", "EngineArguments", "describe_parser", "probe_program",
+           "unknown_env", "unknown_words"]

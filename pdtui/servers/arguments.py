@@ -32,11 +32,6 @@ def probe_program(parser: str) -> str:
     return f"{_PRELUDE}{PROBE_FILE.read_text(encoding='utf-8')}\n{parser}\nrun(parser)\n"
 
 
-def stand_in_parser(module: str) -> str:
-    """The ``parser()`` of one of pdtui's stand-ins (the sim's workers): its module's own ``build_parser``."""
-    return f"\ndef parser():\n    import importlib\n    return importlib.import_module({module!r}).build_parser(), {{}}\n"
-
-
 @dataclass(frozen=True, slots=True)
 class Option:
     """One option string of the parser: how many words it takes (argparse's ``nargs``) and, where argparse compares

@@ -1,6 +1,6 @@
 """The program a serving engine's own Python runs to tell pdtui what its server takes: its parser, as JSON.
 
-Never imported by pdtui's engine: its source is sent as ``python -c`` (standard library only, any Python 3.8 and
+Sent as source to ``python -c`` (standard library only, any Python 3.8 and
 up), with one engine's ``parser()`` (servers/sglang/arguments.py, servers/vllm/arguments.py) appended, and run
 where the server will run. Its arguments: the engine's distribution names (comma separated, the first installed
 one gives the version; none for a stand-in of pdtui's own) and the version pdtui already knows for that Python:
@@ -9,7 +9,8 @@ start, not the engine's seconds of imports). Else it prints ``{"version", "optio
 "dotted", "env"}``: every option string with its ``nargs`` and, where argparse compares the word as written, its
 ``choices``.
 
-pdtui's own stand-ins (the sim's workers) answer the same from their own ``build_parser()``.
+pdtui's own stand-ins (the sim's workers) are described in pdtui's process by the same :func:`describe`, from
+their own ``build_parser()``.
 """
 
 import json

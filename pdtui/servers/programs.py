@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from pdtui.config import Deployment, ServiceConfig
+from pdtui.config.defaults import DEFAULT_PYTHON
 from pdtui.config.launch import LaunchSpec
-
-DEFAULT_PYTHON = "/usr/bin/python3"     # what runs a launch that names neither its python nor its command
 
 
 def program(launch: LaunchSpec, module: str) -> list[str]:

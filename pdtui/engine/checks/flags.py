@@ -11,26 +11,30 @@ that cannot be asked (no such Python, an import that fails, no answer in time) i
 from __future__ import annotations
 
 import asyncio
+import functools
+import importlib
 import json
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from pdtui.config import BACKEND_ROLES, Deployment, ServiceConfig
+from pdtui.config.defaults import DEFAULT_PYTHON
 from pdtui.config.launch import LaunchSpec
 from pdtui.engine.service_run import ServiceRun
 from pdtui.engine.session import Session
 from pdtui.hosts.base import HostError
-from pdtui.servers import ArgumentsProbe, Mismatch, serving_for
-from pdtui.servers.arguments import (
-    MARK,
+from pdtui.servers import (
+    ARGUMENTS_MARK,
+    ArgumentsCache,
+    ArgumentsProbe,
     EngineArguments,
+    Mismatch,
+    describe_parser,
     probe_program,
-    stand_in_parser,
+    serving_for,
     unknown_env,
     unknown_words,
 )
-from pdtui.servers.arguments_cache import ArgumentsCache
-from pdtui.servers.programs import DEFAULT_PYTHON
 
 ASK_TIMEOUT = 180.0         # an engine's imports: 10-20 s on two busy cores; a loaded node takes longer
 STAND_IN_PREFIX = "pdtui."  # pdtui's own stand-ins (the sim's workers) answer from their own parsers
@@ -48,7 +52,7 @@ class Asking:
     distributions: tuple[str, ...]
     env_prefix: str
     pythonpath: str | None        # the launch's PYTHONPATH: where its Python finds what it imports
-    cached: bool                  # a real engine's answer is kept; a stand-in's (pdtui's own, cheap) is not
+    cached: bool                  # a real engine's answer is kept; a stand-in (pdtui's own) answers in-process
 
 
 def asking(cfg: ServiceConfig, probe: ArgumentsProbe) -> Asking | str:
@@ -67,7 +71,7 @@ def asking(cfg: ServiceConfig, probe: ArgumentsProbe) -> Asking | str:
         return Asking(cfg.host, python, options, cfg.engine, probe.parser, probe.distributions, probe.env_prefix,
                       pythonpath, cached=True)
     if module.startswith(STAND_IN_PREFIX):
-        return Asking(cfg.host, python, options, module, stand_in_parser(module), (), "", pythonpath, cached=False)
+        return Asking(cfg.host, python, options, module, "", (), "", pythonpath, cached=False)
     return f"its command runs {module}, not {probe.module}"
 
 
@@ -147,8 +151,9 @@ class EngineFlags:
     async def _ask(self, ask: Asking) -> EngineArguments | str:
         """What the engine at ``ask`` takes (from the cache when the installed version is the one kept), or why it
         could not tell."""
-        host_key = self._host_key(ask.place)
-        kept = self.cache.load(host_key, ask.python, ask.engine) if ask.cached else None
+        if not ask.cached:
+            return stand_in_arguments(ask.engine)
+        kept = self.cache.load(ask.place, ask.python, ask.engine)
         argv = [*(["env", f"PYTHONPATH={ask.pythonpath}"] if ask.pythonpath else []), ask.python, *ask.options, "-c",
                 probe_program(ask.parser), ",".join(ask.distributions), kept["version"] if kept else ""]
         try:
@@ -164,25 +169,29 @@ class EngineFlags:
             if kept is None or kept["version"] != answer["version"]:
                 return f"it answered version {answer['version']} alone"
             answer = kept
-        elif ask.cached:
-            self.cache.keep(host_key, ask.python, ask.engine, answer)
+        else:
+            self.cache.keep(ask.place, ask.python, ask.engine, answer)
         try:
             return EngineArguments.from_answer(ask.engine, answer, ask.env_prefix)
         except ValueError as exc:
             return str(exc)
 
-    def _host_key(self, place: str) -> str:
-        """The host as the cache knows it: its name and where it is reached (a renamed address is another host)."""
-        host = self.deployment.hosts.get(place)
-        return f"{place}@{host.address or ''}" if host is not None else place
+
+@functools.cache
+def stand_in_arguments(module: str) -> EngineArguments:
+    """What one of pdtui's own stand-ins (the sim's workers) takes, asked in pdtui's process: its parser is pdtui's
+    own code, the same wherever this pdtui runs it, and asking it on its host cost a Python's start (and the sim's
+    imports) at every bring-up of a demo."""
+    built = importlib.import_module(module).build_parser()
+    return EngineArguments.from_answer(module, describe_parser(built, ""))
 
 
 def _answer(stdout: str) -> dict | None:
     """The probe's marked line, read (None: no such line, or not JSON of a mapping)."""
     for line in reversed(stdout.splitlines()):
-        if line.startswith(MARK):
+        if line.startswith(ARGUMENTS_MARK):
             try:
-                answer = json.loads(line[len(MARK):])
+                answer = json.loads(line[len(ARGUMENTS_MARK):])
             except ValueError:
                 return None
             return answer if isinstance(answer, dict) else None
