@@ -22,11 +22,12 @@ import yaml
 from pdtui.config import Deployment, parse_config
 from pdtui.sim import real_sglang
 from pdtui.sim.ports import free_port
+from pdtui.sim.sandbox import Sandbox
 from pdtui.sim.systemd_host import SystemdHost
 from tests.sshd import SshHome
 from tests.systemd_host import booted
 
-__all__ = ["ONE_ENGINE_AT_A_TIME", "UNITS", "sglang_deployment", "sglang_host", "tiny_model"]
+__all__ = ["ONE_ENGINE_AT_A_TIME", "UNITS", "before_start_deployment", "sglang_deployment", "sglang_host", "tiny_model"]
 
 # Real servers take most of the machine (two start in 7-9 GB and both cores): every test of either engine runs on one
 # worker, so that SGLang's and vLLM's never start side by side (a real SGLang demo beside real vLLM's under the
@@ -83,6 +84,25 @@ def sglang_deployment(host: SystemdHost, folder: Path, model: Path, *, router: s
     }
     for name, more in (keys or {}).items():
         config["services"][name].update(more)
+    path = folder / "pdtui.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return parse_config(path.read_text(), str(path))
+
+
+def before_start_deployment(sandbox: Sandbox, folder: Path, launches: Mapping[str, Mapping[str, object]],
+                            engine: str = "sglang") -> Deployment:
+    """A prefill and a decode of the real engine (``launches``: each one's ``launch:`` block) on the sandbox's
+    simulated systemd (their units to be installed), for what is refused before anything starts: no server needs to
+    run, nor a model to exist."""
+    p, d, r, boot = (free_port() for _ in range(4))
+    services = {
+        "prefill": {"host": "cpu0", "unit": "f-prefill", "role": "prefill", "port": p, "launch": launches["prefill"],
+                    **({"bootstrap_port": boot} if engine == "sglang" else {})},
+        "decode": {"host": "cpu0", "unit": "f-decode", "role": "decode", "port": d, "launch": launches["decode"]},
+        "router": {"host": "cpu0", "unit": "f-router", "role": "router", "port": r,
+                   "launch": {"command": [sys.executable, "-S", "-m", "pdtui.sim.router"], "host": "127.0.0.1"}}}
+    config = {"name": "flags", "engine": engine, "services": services,
+              "hosts": {"cpu0": {"local": True, "commands": sandbox.commands, "unit_dir": str(sandbox.root / "units")}}}
     path = folder / "pdtui.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     return parse_config(path.read_text(), str(path))

@@ -24,3 +24,6 @@ READY_LINES: dict[str, str] = {"sglang": "fired up and ready", "vllm": "Applicat
 # schedulers are ready (0.5.23's words first, then the older releases').
 SGLANG_FOLLOWER_READY_LINE = (r"Dummy health check server started|Starting dummy health check server|"
                               r"Dummy health check server scheduled")
+
+DEFAULT_PYTHON = "/usr/bin/python3"
+"""What runs a launch that names neither its python nor its command."""

@@ -89,9 +89,11 @@ def parse_config(text: str, source: str = "<config>") -> Deployment:
         line, col = walker.positions.find(("source",), "key")
         raise ConfigError(source, line, col, unknown_key((), "source", _USER_KEYS[()]))
     try:
-        return Deployment.model_validate({**data, "source": source})
+        deployment = Deployment.model_validate({**data, "source": source})
     except ValidationError as exc:
         raise _first_error(exc, walker.positions, source) from None
+    deployment._positions = walker.positions
+    return deployment
 
 
 def load_config(path: str | os.PathLike[str]) -> Deployment:

@@ -68,7 +68,9 @@ from pdtui.config.fields import (
 from pdtui.config.job import SLURM_COMMANDS, JobSpec, OutputDir, check_job, slurm_word
 from pdtui.config.launch import LaunchSpec, check_launch_keys
 from pdtui.config.secrets import SECRET_WORDS
+from pdtui.config.yamlpos import Positions
 from pdtui.support.redact import Redactor
+from pdtui.support.text import inert
 
 RANK_MARK = "@"     # a server's rank >= 1 is the service SERVER@RANK (no name the config gives has one)
 
@@ -524,6 +526,15 @@ class Deployment(_Model):
     source: SkipJsonSchema[str] = "<config>"   # where it was read from: the loader's, never the file's
     strict: Bool = False
     engine: Engine = DEFAULT_ENGINE   # every service's, unless it says its own
+    _positions: Positions | None = PrivateAttr(default=None)     # where each key and value was read (from a file)
+
+    def where(self, *path: str | int, on: str = "value") -> str:
+        """``FILE:LINE:COL`` of a key or value of the config (its nearest written ancestor's), as an error line
+        begins; the source alone for a deployment not read from YAML."""
+        if self._positions is None:
+            return inert(self.source)
+        line, col = self._positions.find(path, on)
+        return f"{inert(self.source)}:{line}:{col}"
 
     @model_validator(mode="before")
     @classmethod

@@ -202,7 +202,7 @@ class PreflightFinding:
     or servers of one host in each other's way. ``values`` and ``sources``: each side's, the one it fails first."""
 
     level: str                   # error (refused unless --force) | warning (refused with strict: true)
-    check: str                   # pair | host | running | fabric
+    check: str                   # pair | host | running | fabric | flags
     service: str
     host: str
     setting: str

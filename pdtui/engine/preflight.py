@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, Container, Mapping, Sequence
 from typing import TypeVar
 
 from pdtui.config import BACKEND_ROLES, Deployment
+from pdtui.engine.checks.flags import EngineFlags
 from pdtui.engine.events import Event, Notice, PreflightFinding
 from pdtui.engine.intent import Verb
 from pdtui.engine.service_run import ServiceRun
@@ -113,10 +114,11 @@ class Preflight:
                     for p in self.sessions}
         self._reachers = dict(reachers)
         starting = self.verb in (Verb.UP, Verb.RESTART)
-        # The GPU inventory and the fabric are read while the services are looked at, and their command lines
-        # judged against each other as soon as every look is in: none waits for another.
-        (results, commands, among), (inventories, fabrics) = await asyncio.gather(
-            self._look_and_compare(reachers, compare=starting), self._hardware(self._hosts(), fabric=starting))
+        # The GPU inventory, the fabric and the engines' flags are read while the services are looked at, and their
+        # command lines judged against each other as soon as every look is in: none waits for another.
+        (results, commands, among), (inventories, fabrics), flags = await asyncio.gather(
+            self._look_and_compare(reachers, compare=starting), self._hardware(self._hosts(), fabric=starting),
+            self._flags(starting))
         # a host reached only after retries had its hardware asked too early: asked again
         if again := {p: self.sessions[p].host for p in self.sessions if reachers[p].retried
                      and (inventories.get(p, ...) is None or fabrics.get(p, ...) is None)}:
@@ -126,7 +128,7 @@ class Preflight:
         gpus_ok = await self._judge_gpus(inventories, sample=sample_gpus)
         commands_ok = True
         if starting:
-            among = [*among, *await self._pair_paths(commands, inventories)]
+            among = [*among, *flags, *await self._pair_paths(commands, inventories)]
             commands_ok = self._judge_commands(commands, among, inventories, fabrics)
         if starting:
             self._refuse_the_command()
@@ -144,6 +146,16 @@ class Preflight:
         for name in starting:
             if runs[name].state is S.PENDING:
                 runs[name].transition(S.BLOCKED, "the preflight refused the servers as they would run")
+
+    async def _flags(self, starting: bool) -> list[Mismatch]:
+        """The launch flags of what this command starts, read against the engines installed where they run."""
+        if not starting:
+            return []
+
+        def tell(text: str, service: str | None) -> None:
+            self.emit(Notice("warning", text, service, self.elapsed()))
+
+        return await EngineFlags(self.deployment, self.sessions, self._runs, tell).mismatches(self._starting())
 
     def _starting(self) -> set[str]:
         """What this command would start: a restart's services, else every service."""

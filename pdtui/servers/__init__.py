@@ -47,7 +47,8 @@ class Mismatch:
     level: str                      # error | warning
     kind: str                       # pair (a prefill against a decode, as they will run) | running (the same, as
                                     # they run) | host (servers sharing one host) | fabric (a server against the
-                                    # RDMA devices, modules and limits of its host)
+                                    # RDMA devices, modules and limits of its host) | flags (a server's launch
+                                    # against the parser of the engine installed on its host)
     services: tuple[str, ...]       # the one it fails first
     setting: str
     values: tuple[str, ...]
@@ -64,6 +65,18 @@ class TransferPath:
     backend: str
     rdma: bool
     devices: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ArgumentsProbe:
+    """How an engine's installed server is asked what it takes (servers/arguments.py): the module its servers run,
+    the distributions whose installed version names it, its ``parser()`` for the probe, and the prefix of the
+    environment variables it lists (empty: it lists none pdtui trusts)."""
+
+    module: str
+    distributions: tuple[str, ...]
+    parser: str
+    env_prefix: str = ""
 
 
 class PairSend(Protocol):
@@ -204,6 +217,7 @@ class ServingEngine(Protocol):
         """The PD roles a server's command line may play (None: it says none, a wrapper script may set it)."""
 
     command_flags: CommandFlags              # how a unit written by hand is read back against the config
+    arguments_probe: ArgumentsProbe          # how its installed release is asked for the flags it takes
 
     def runs_server(self, words: Sequence[str]) -> bool:
         """Whether a command line is its server itself: a wrapper script may set the flags where pdtui cannot read."""
@@ -250,3 +264,13 @@ def serving_for(cfg: ServiceConfig) -> ServingEngine:
 def default_serving() -> ServingEngine:
     """The serving engine of what has no service at hand (the run history of a deployment no longer configured)."""
     return serving_named(DEFAULT_ENGINE)
+
+
+# What the preflight's flags check (engine/checks/flags.py) asks of an installed engine's parser, and keeps.
+from pdtui.servers.arguments import MARK as ARGUMENTS_MARK  # noqa: E402
+from pdtui.servers.arguments import EngineArguments, probe_program, unknown_env, unknown_words  # noqa: E402
+from pdtui.servers.arguments_cache import ArgumentsCache  # noqa: E402
+from pdtui.servers.arguments_probe import describe as describe_parser  # noqa: E402
+
+__all__ = ["ARGUMENTS_MARK", "ArgumentsCache", "EngineArguments", "describe_parser", "probe_program",
+           "unknown_env", "unknown_words"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pdtui.config import Deployment, ServiceConfig
+from pdtui.config.defaults import DEFAULT_PYTHON
 from pdtui.config.launch import LaunchSpec
 
 
@@ -10,7 +11,7 @@ def program(launch: LaunchSpec, module: str) -> list[str]:
     """The launch's own command, else its Python (the system's by default) running ``module``."""
     if launch.command is not None:
         return list(launch.command)
-    return [launch.python or "/usr/bin/python3", "-m", module]
+    return [launch.python or DEFAULT_PYTHON, "-m", module]
 
 
 def listen_host(deployment: Deployment, svc: ServiceConfig) -> str:

@@ -375,7 +375,13 @@ def serve(engine: Engine, stop: threading.Event, on_ready: Callable[[], None] | 
     return 0
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
+SIM_ONLY = frozenset({"--startup", "--fail"})
+"""The stand-in's own flags: every other flag of its parser is vLLM's."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The stand-in's own flags and vLLM's it reads, as vLLM spells them: what the preflight's flag check asks it
+    (servers/arguments_probe.py), as it asks a real vLLM its parser."""
     parser = argparse.ArgumentParser(prog="pdtui.sim.vllm_worker", description=__doc__)
     parser.add_argument("--model", required=True)
     parser.add_argument("--host", default="127.0.0.1")
@@ -383,9 +389,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--served-model-name", default=None)
     parser.add_argument("--dtype", default="auto")
     parser.add_argument("--kv-transfer-config", default=None)
+    parser.add_argument("--tensor-parallel-size", "-tp", type=int, default=1)
     parser.add_argument("--startup", type=float, default=3.0)
     parser.add_argument("--fail", choices=sorted(FAIL_MODES), default=None)
-    args, _ = parser.parse_known_args(argv)     # vLLM's many other flags: taken, as the real server takes them
+    return parser
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The stand-in's flags read; vLLM's many others are taken and ignored (the preflight refuses them first)."""
+    args, _ = build_parser().parse_known_args(argv)     # vLLM's many other flags: taken, as the real server takes them
     return args
 
 

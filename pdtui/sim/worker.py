@@ -687,12 +687,16 @@ def server_args_repr(args: argparse.Namespace, gpus: list[int], *, as_dict: bool
     return "ServerArgs(" + ", ".join(f"{k}={v!r}" for k, v in fields.items()) + ")"
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    """The sim's own flags, and SGLang's own for what they mean here (so a generated unit runs it as it is).
+SIM_ONLY = frozenset({"--role", "--bootstrap-port", "--startup", "--fail", "--fail-after", "--fail-for",
+                      "--unreachable-bootstrap", "--generation", "--log-rate", "--gpus", "--fail-rank", "--rank-ports"})
+"""The sim's own flags (how it plays a failure, how long it takes): every other flag of its parser is SGLang's, as
+SGLang 0.5.23 reads it (tests/integration/test_real_sglang_conformance.py holds it to that)."""
 
-    SGLang flags the sim has no use for (``--trust-remote-code``, ``--mem-fraction-static 0.82``) are
-    accepted and ignored, as the real server would take them.
-    """
+
+def build_parser() -> argparse.ArgumentParser:
+    """The sim's own flags (:data:`SIM_ONLY`), and SGLang's own for what they mean here (so a generated unit runs it
+    as it is), each as SGLang 0.5.23 spells it, with its choices where the sim has them: what the preflight's flag
+    check asks the sim (servers/arguments_probe.py), as it asks a real SGLang its parser."""
     parser = argparse.ArgumentParser(prog="pdtui.sim.worker", description="A simulated SGLang PD worker.")
     parser.add_argument("--role", "--disaggregation-mode", dest="role", choices=("prefill", "decode"), required=True)
     parser.add_argument("--port", type=int, required=True)
@@ -736,6 +740,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--rank-ports", type=_port_list, default=None, metavar="PORT,PORT...",
                         help="ranks that share this machine (a private cluster's nodes all are): rank R listens on "
                              "the R-th of these instead of --port (sim only)")
+    return parser
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The worker's flags read. SGLang flags the sim has no use for (``--trust-remote-code``,
+    ``--mem-fraction-static 0.82``) are taken and ignored here; the preflight's flag check refuses them in the sim's
+    deployments, as it refuses any flag the installed engine does not list."""
+    parser = build_parser()
     args, _sglang_only = parser.parse_known_args(argv)
     if args.nnodes > 1 and not args.dist_init_addr:
         parser.error("--nnodes above 1 needs --dist-init-addr HOST:PORT")

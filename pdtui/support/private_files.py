@@ -65,3 +65,33 @@ def private_file(path: Path) -> Path:
         finally:
             os.close(fd)
     return path
+
+
+def read_private(path: Path) -> str | None:
+    """The text of the caller's own regular file at ``path``, read without following a link; None when there is
+    none, or it is a link, not a regular file, or another user's (what another user could have written is never
+    believed)."""
+    try:
+        fd = _own(path, os.O_RDONLY)
+    except OSError:
+        return None
+    with os.fdopen(fd, encoding="utf-8") as file:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        try:
+            return file.read()
+        except (OSError, UnicodeDecodeError):
+            return None
+
+
+def replace_private(path: Path, text: str) -> None:
+    """``path`` made to hold ``text``, 0600, in its private folder: written to a new file of its own beside it, then
+    renamed over it (a link at ``path`` is replaced, never written through; a reader never sees half a file)."""
+    folder = private_folder(path.parent)
+    spare = folder / f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}"
+    create_private(spare, text)
+    try:
+        os.replace(spare, path)
+    except OSError:
+        spare.unlink(missing_ok=True)
+        raise

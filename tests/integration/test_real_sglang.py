@@ -21,13 +21,15 @@ from pathlib import Path
 
 import pytest
 
+from pdtui.commands import units_command as units
 from pdtui.config import Deployment
 from pdtui.engine.events import Done, PhaseStarted, StateChanged
 from pdtui.engine.intent import Intent
+from pdtui.hosts import make_host
 from pdtui.sim import command_lines, real_sglang, systemd_host
 from pdtui.sim.systemd_host import SystemdHost
 from tests.engine_helpers import Recorder, bring_up, until_it_fails
-from tests.real_sglang import ONE_ENGINE_AT_A_TIME, UNITS, sglang_deployment
+from tests.real_sglang import ONE_ENGINE_AT_A_TIME, UNITS, before_start_deployment, sglang_deployment
 from tests.systemd_host import install
 
 pytestmark = ONE_ENGINE_AT_A_TIME
@@ -221,6 +223,29 @@ async def test_a_page_size_mismatch_is_refused_before_start_and_forced_the_decod
                                        "server has page_size=16, but decode server has page_size=1. Both servers must "
                                        "use the same --page-size value."), done
 
+
+async def test_a_flag_of_another_release_is_refused_before_start_by_the_installed_sglangs_own_parser(
+        sandbox, tmp_path, monkeypatch):
+    """--disaggregation-decode-tp (an earlier release's) on the prefill: refused by what SGLang 0.5.23's parser
+    says, before any unit starts, naming its line; the answer kept for the next bring-up. No server runs."""
+    reason = real_sglang.missing_reason()
+    if reason:
+        pytest.skip(f"no real SGLang: {reason}")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    model = tmp_path / "no-model"
+    prefill = real_sglang.launch("prefill", model)
+    deployment = before_start_deployment(sandbox, tmp_path, {
+        "prefill": {**prefill, "args": [*prefill["args"], "--disaggregation-decode-tp", "2"]},
+        "decode": real_sglang.launch("decode", model)})
+    assert await units.install(deployment, make_host, yes=False) == 0
+    done, rec, _ = await bring_up(deployment)
+    assert done.exit_code == 1 and set(done.blocked) == {"decode", "router"}, done
+    assert re.fullmatch(rf"{re.escape(str(tmp_path))}/pdtui\.yaml:\d+:\d+: sglang 0\.5\.23 has no "
+                        r"--disaggregation-decode-tp \(did you mean '--disaggregation-mode'\?\)",
+                        done.failures["prefill"]), done
+    assert sandbox.store.started_names() == []
+    [kept] = (tmp_path / "cache" / "pdtui" / "engine-arguments").iterdir()
+    assert kept.stat().st_mode & 0o777 == 0o600 and json.loads(kept.read_text())["version"] == "0.5.23"
 
 
 def test_the_real_sglang_bench_prints_its_figures():

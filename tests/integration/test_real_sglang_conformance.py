@@ -20,16 +20,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from pdtui.config import Deployment
 from pdtui.engine.checks.generation import judge, request_body
 from pdtui.engine.readiness import LineJudge
 from pdtui.hosts.http import HttpResult
+from pdtui.servers.arguments import MARK, EngineArguments, probe_program, resolve
+from pdtui.servers.sglang import arguments as sglang_arguments
 from pdtui.servers.sglang import launch, metrics
 from pdtui.servers.sglang.pairing import RUNNING
 from pdtui.servers.sglang.phases import PhaseTracker
 from pdtui.servers.sglang.signatures import signatures_for
+from pdtui.sim import real_sglang, worker
 from pdtui.sim.systemd_host import SystemdHost
 from tests.conftest_sim import Procs, fetch
 from tests.engine_helpers import bring_up
@@ -167,3 +171,26 @@ async def test_the_sims_current_generation_reads_as_real_0_5_23_does(sglang_host
     real_paths, sim_paths = paths(want.answer.json()), paths(got.answer.json())
     assert {p for p in ANSWER_PATHS if p in real_paths} == {p for p in ANSWER_PATHS if p in sim_paths}, (
         real_paths ^ sim_paths)
+
+
+def test_the_sims_flags_are_sglangs_as_its_installed_parser_reads_them():
+    """Every flag of the sim's parser but its own knobs is one SGLang 0.5.23's parser reads (itself, or a long flag
+    cut short as argparse takes it: --tp), taking a value where SGLang's takes one: the demo's flag check, answered
+    by the sim's parser, refuses what the real engine would. No server runs: SGLang's parser alone (8-10 s)."""
+    reason = real_sglang.missing_reason()
+    if reason:
+        pytest.skip(f"no real SGLang: {reason}")
+    done = subprocess.run([str(real_sglang.python()), "-c", probe_program(sglang_arguments.PROBE),
+                           ",".join(sglang_arguments.DISTRIBUTIONS), ""], capture_output=True, text=True, timeout=300,
+                          stdin=subprocess.DEVNULL, cwd="/")
+    assert done.returncode == 0, done.stderr[-3000:]
+    [line] = [line for line in done.stdout.splitlines() if line.startswith(MARK)]
+    real = EngineArguments.from_answer("sglang", json.loads(line.removeprefix(MARK)))
+    assert real.label == f"sglang {real_sglang.VERSION}"
+    differ = {}
+    for action in worker.build_parser()._actions:
+        for flag in (f for f in action.option_strings if f not in worker.SIM_ONLY and f not in ("-h", "--help")):
+            found, why = resolve(flag, real)
+            if found is None or (real.options[found].nargs == 0) != (action.nargs == 0):
+                differ[flag] = why or f"{found} takes nargs {real.options[found].nargs}, the sim's {action.nargs}"
+    assert differ == {}

@@ -23,9 +23,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from pdtui.commands import units_command as units
 from pdtui.config import Deployment
-from pdtui.engine.events import Done, Notice, PhaseStarted, ProbeResult
+from pdtui.engine.events import Done, Notice, PhaseStarted, PreflightFinding, ProbeResult
 from pdtui.engine.intent import Intent
+from pdtui.hosts import make_host
 from pdtui.servers.ports import side_channel_port
 from pdtui.servers.prometheus import summed
 from pdtui.servers.vllm.signatures import SIDE_CHANNEL_TAKEN
@@ -33,7 +35,7 @@ from pdtui.sim import real_vllm
 from pdtui.sim.systemd_host import SystemdHost
 from tests.conftest_sim import fetch
 from tests.engine_helpers import Recorder, bring_up, until_it_fails
-from tests.real_sglang import ONE_ENGINE_AT_A_TIME
+from tests.real_sglang import ONE_ENGINE_AT_A_TIME, before_start_deployment
 from tests.real_vllm import VLLM_UNITS, vllm_deployment
 from tests.systemd_host import install
 
@@ -169,3 +171,29 @@ async def test_a_dtype_mismatch_is_refused_before_start_and_forced_the_first_req
     said = str(done.failures) + str([p.detail for p in rec.of(ProbeResult) if not p.ok])
     journal = vllm_host.run("journalctl", "-o", "short-precise", "-u", VLLM_UNITS["decode"]).stdout
     assert "NIXL compatibility hash mismatch" in said, (said, [line for line in journal.splitlines() if "NIXL" in line])
+
+
+async def test_a_flag_of_another_release_and_a_misspelt_variable_are_told_before_start_by_vllms_own_parser(
+        sandbox, tmp_path, monkeypatch):
+    """--disable-log-requests (an earlier release's) on the decode is refused by what vLLM 0.32's parser says,
+    before any unit starts, naming its line; VLLM_CPU_KVCACHE_SPAC, a variable vLLM does not list, is warned of.
+    No server runs."""
+    reason = real_vllm.missing_reason()
+    if reason:
+        pytest.skip(f"no real vLLM: {reason}")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    model = tmp_path / "no-model"
+    decode = real_vllm.launch("decode", model)
+    deployment = before_start_deployment(sandbox, tmp_path, {
+        "prefill": {**real_vllm.launch("prefill", model), "env": {"VLLM_CPU_KVCACHE_SPAC": "1"}},
+        "decode": {**decode, "args": [*decode["args"], "--disable-log-requests"]}}, engine="vllm")
+    assert await units.install(deployment, make_host, yes=False) == 0
+    done, rec, _ = await bring_up(deployment)
+    assert done.exit_code == 1 and set(done.failures) == {"decode"}, done
+    assert re.fullmatch(rf"{re.escape(str(tmp_path))}/pdtui\.yaml:\d+:\d+: vllm 0\.32\.0 has no "
+                        r"--disable-log-requests \(did you mean '--enable-log-requests'\?\)",
+                        done.failures["decode"]), done
+    warned = [f for f in rec.of(PreflightFinding) if f.level == "warning"]
+    assert [(f.service, f.setting) for f in warned] == [("prefill", "VLLM_CPU_KVCACHE_SPAC")], warned
+    assert "(did you mean 'VLLM_CPU_KVCACHE_SPACE'?)" in warned[0].text
+    assert sandbox.store.started_names() == []

@@ -98,6 +98,24 @@ async def test_install_over_ssh_then_up(sandbox, sshd, ssh_home, capsys):
     assert done.ok, done
 
 
+async def test_a_misspelt_flag_is_refused_before_anything_starts_by_the_sim_workers_own_parser(sandbox):
+    """The sim's worker answers the flag check from its own parser, as a real engine does from its own."""
+    config = launched(sandbox)
+    config["services"]["decode"]["launch"] = {**config["services"]["decode"]["launch"],
+                                              "args": ["--startup", "0.4", "--enable-metrcs"]}
+    deployment = deployment_of(config, sandbox)
+    assert await units.install(deployment, make_host, yes=False) == 0
+    done, rec, _ = await bring_up(deployment)
+    assert done.exit_code == 1 and set(done.blocked) == {"prefill", "router"}, done
+    where, _, said = done.failures["decode"].rpartition(": pdtui.sim.worker has no ")
+    assert said == "--enable-metrcs (did you mean '--enable-metrics'?)", done
+    path, line, col = where.rsplit(":", 2)
+    text = yaml.safe_dump(config, sort_keys=False)      # what deployment_of read as that file
+    assert path == f"{sandbox.root}/pdtui.yaml"
+    assert text.splitlines()[int(line) - 1][int(col) - 1:] == "--enable-metrcs"
+    assert sandbox.store.started_names() == []
+
+
 DRIFTS = {   # an edit of the installed unit, and what the preflight says of it
     "gpus": ("d.service", "CUDA_VISIBLE_DEVICES=2,3", "CUDA_VISIBLE_DEVICES=0,1",
              "decode", "its unit runs on GPUs 0,1 (CUDA_VISIBLE_DEVICES), the config says 2, 3"),

@@ -7,9 +7,9 @@ from typing import Any
 
 from pdtui.config import Deployment, ServiceConfig
 from pdtui.hosts.http import HttpProber
-from pdtui.servers import Mismatch, PairAnswers, PairSend, ServerCommand, TransferPath
+from pdtui.servers import ArgumentsProbe, Mismatch, PairAnswers, PairSend, ServerCommand, TransferPath
 from pdtui.servers.ports import metrics_ports
-from pdtui.servers.sglang import launch, metrics, pairing, pd_request, phases, signatures
+from pdtui.servers.sglang import arguments, launch, metrics, pairing, pd_request, phases, signatures
 from pdtui.servers.sglang.bootstrap_check import BootstrapAccepts
 from pdtui.servers.sglang.server_info import read_server_info
 from pdtui.support.argv import flag_value
@@ -114,6 +114,7 @@ class SGLang:
         return frozenset({mode}) if mode is not None else None
 
     command_flags = launch.FLAGS
+    arguments_probe = ArgumentsProbe(launch.SERVER_MODULE, arguments.DISTRIBUTIONS, arguments.PROBE)
 
     def runs_server(self, words: Sequence[str]) -> bool:
         return launch.runs_server(words)

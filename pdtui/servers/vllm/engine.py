@@ -7,9 +7,9 @@ from typing import Any
 
 from pdtui.config import Deployment, ServiceConfig
 from pdtui.hosts.http import HttpProber
-from pdtui.servers import Mismatch, PairAnswers, PairSend, ServerCommand, TransferPath
+from pdtui.servers import ArgumentsProbe, Mismatch, PairAnswers, PairSend, ServerCommand, TransferPath
 from pdtui.servers.ports import metrics_ports
-from pdtui.servers.vllm import launch, metrics, pairing, pd_request, phases, signatures
+from pdtui.servers.vllm import arguments, launch, metrics, pairing, pd_request, phases, signatures
 from pdtui.servers.vllm.server_info import read_server_info
 from pdtui.vocabulary.checks import ReadinessCheck
 from pdtui.vocabulary.figures import Figures, KvTotals
@@ -112,6 +112,7 @@ class VLLM:
         return launch.roles_of(words)
 
     command_flags = launch.FLAGS
+    arguments_probe = ArgumentsProbe(launch.SERVER_MODULE, arguments.DISTRIBUTIONS, arguments.PROBE, arguments.ENV_PREFIX)
 
     def runs_server(self, words: Sequence[str]) -> bool:
         return launch.runs_server(words)
