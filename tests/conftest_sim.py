@@ -10,7 +10,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -201,3 +201,14 @@ def pdtui_until(args: list[str], marker: str, sig: int = signal.SIGINT, wait: fl
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
     return proc.returncode, "".join(seen) + out, err
+
+
+BAR = "Multi-thread loading shards: "
+
+
+def without_bar(err: str | Iterable[str]) -> list[str] | Iterator[str]:
+    """stderr's lines but the weight loader's progress bar (its redrawing ``\\r`` read as line ends by a text-mode
+    pipe): a list of a text's, an iterator of a stream's."""
+    if isinstance(err, str):
+        return [line for line in err.splitlines() if line and not line.startswith(BAR)]
+    return (line for line in err if line.strip() and not line.startswith(BAR))

@@ -7,6 +7,7 @@ hostile log line cannot act on the terminal.
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Callable, Mapping
 from typing import TextIO
@@ -65,7 +66,16 @@ def to_json(event: Event) -> str:
     data = {"kind": KINDS.get(type(event), type(event).__name__.lower()), **msgspec.to_builtins(event)}
     if isinstance(event, StateChanged):
         data["state"] = data.pop("new")
-    return json_inert(_ENCODE(data).decode())
+    return to_json_line(data)
+
+
+def to_json_line(data: dict) -> str:
+    """``data`` as one line of JSON, every invisible character escaped (support/text.py's json_inert)."""
+    try:
+        text = _ENCODE(data).decode()
+    except UnicodeEncodeError:      # a lone surrogate (a file name's undecodable byte), which UTF-8 cannot hold
+        text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return json_inert(text)
 
 
 class JsonPrinter:
@@ -251,6 +261,5 @@ class InterruptSummary:
         return inert(f"interrupted{where}{commanded}{left}", 2000)
 
     def json(self, left_running: tuple[str, ...]) -> str:
-        text = _ENCODE({"kind": "interrupted", "step": self.step, "commanded": self.commanded,
-                        "left_running": list(left_running)})
-        return json_inert(text.decode())
+        return to_json_line({"kind": "interrupted", "step": self.step, "commanded": self.commanded,
+                             "left_running": list(left_running)})

@@ -6,11 +6,19 @@ import json
 import re
 import signal
 import subprocess
-from collections.abc import Iterable, Iterator
 
 import pytest
 
-from tests.conftest_sim import Procs, fetch, free_port, package_env, read_until, status, worker_process_argv  # noqa: F401
+from tests.conftest_sim import (  # noqa: F401
+    Procs,
+    fetch,
+    free_port,
+    package_env,
+    read_until,
+    status,
+    without_bar,
+    worker_process_argv,
+)
 
 SERVING = ["max_total_num_tokens=", "Started server process", "Waiting for application startup",
            "Application startup complete", "Uvicorn running on http://127.0.0.1:", 'model_info HTTP/1.1" 200']
@@ -137,17 +145,6 @@ def test_steady_state_batch_lines_come_after_ready(procs: Procs):
     worker, _ = ready_worker(procs, "decode", "--log-rate", "200")
     lines = [read_until(worker, "Decode batch")[-1] for _ in range(50)]
     assert all(" TP0] Decode batch, #running-req: " in line and "gen throughput (token/s)" in line for line in lines)
-
-
-BAR = "Multi-thread loading shards: "
-
-
-def without_bar(err: str | Iterable[str]) -> list[str] | Iterator[str]:
-    """stderr's lines but the weight loader's progress bar (its redrawing ``\r`` read as line ends by a text-mode
-    pipe): a list of a text's, an iterator of a stream's."""
-    if isinstance(err, str):
-        return [line for line in err.splitlines() if line and not line.startswith(BAR)]
-    return (line for line in err if line.strip() and not line.startswith(BAR))
 
 
 def test_the_weight_loader_draws_its_bar_redrawn_by_carriage_returns_as_sglang_does():

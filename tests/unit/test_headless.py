@@ -94,3 +94,9 @@ def test_status_once_says_when_the_deployment_was_ready_and_when_it_failed():
     assert board.table().splitlines()[-1] == "dsv4-flash-pd: 2 of 3 ready (ready at 0:59 · failed 2:47 later, at 3:46)"
     told = json.loads(board.as_json())
     assert (told["ok"], told["ready_at"], told["failed_at"]) == (False, 59.0, 226.0)
+
+
+def test_a_lone_surrogate_a_file_name_carried_is_one_json_line_with_its_code_escaped():
+    from pdtui.faces.headless import to_json
+    line = to_json(Notice("warning", "config not utf-8 \udcff.yaml", elapsed=1.0))
+    assert "\\udcff" in line and json.loads(line)["text"] == "config not utf-8 \udcff.yaml"
