@@ -6,28 +6,44 @@ with a network of its own, since real SGLang's torch store and Mooncake bind
 every address, and the model bound in; a test reaches it from inside that
 network (``with sglang_host.network():``). ``sglang_deployment`` writes a
 prefill, a decode and a real router for it, each a unit made from its
-``launch:`` block with the CPU flags. Where SGLang or a container cannot run,
-the test skips, saying why.
+``launch:`` block with the CPU flags. ``served_sglang`` is one such deployment
+pdtui brought up once, with what was read of it at once, for the tests that only
+look at a bring-up. Where SGLang or a container cannot run, the test skips,
+saying why.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
 import sys
+import time
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from pdtui.config import Deployment, parse_config
-from pdtui.sim import real_sglang
+from pdtui.engine.checks.generation import request_body
+from pdtui.engine.events import Done
+from pdtui.hosts.http import HttpResult
+from pdtui.servers.sglang import metrics
+from pdtui.servers.sglang.phases import PhaseTracker
+from pdtui.sim import command_lines, real_sglang
 from pdtui.sim.ports import free_port
 from pdtui.sim.sandbox import Sandbox
 from pdtui.sim.systemd_host import SystemdHost
-from tests.sshd import SshHome
-from tests.systemd_host import booted
+from tests.conftest_sim import fetch
+from tests.engine_helpers import Recorder, bring_up
+from tests.sshd import SshHome, made_ssh_home, use_home
+from tests.systemd_host import booted, install
 
-__all__ = ["ONE_ENGINE_AT_A_TIME", "UNITS", "before_start_deployment", "sglang_deployment", "sglang_host", "tiny_model"]
+__all__ = ["ANSWER_PATHS", "ONE_ENGINE_AT_A_TIME", "SERVERS", "UNITS", "Seen", "Served", "before_start_deployment",
+           "read", "served_sglang", "sglang_deployment", "sglang_host", "tiny_model"]
 
 # Real servers take most of the machine (two start in 7-9 GB and both cores): every test of either engine runs on one
 # worker, so that SGLang's and vLLM's never start side by side (a real SGLang demo beside real vLLM's under the
@@ -55,11 +71,13 @@ def sglang_host(tmp_path: Path, ssh_home: SshHome, tiny_model: Path) -> Iterator
 def sglang_deployment(host: SystemdHost, folder: Path, model: Path, *, router: str = "smg", timeout: str = TIMEOUT,
                       prefill: Sequence[str] = (), decode: Sequence[str] = (),
                       transfer_backend: Mapping[str, str] | None = None, second_decode: bool = False,
-                      keys: Mapping[str, Mapping[str, object]] | None = None, **top: object) -> Deployment:
+                      keys: Mapping[str, Mapping[str, object]] | None = None,
+                      servers: Sequence[str] = ("prefill", "decode"), **top: object) -> Deployment:
     """prefill, decode (real SGLang on the CPU) and ``router`` (a real router's package) on the container at
     ``host``, each a unit from its ``launch:`` block; ``prefill``/``decode``: more flags for that server;
     ``transfer_backend``: another, by role; ``second_decode``: a decode-1 beside decode; ``keys``: more keys of
-    a service, by name."""
+    a service, by name; ``servers``: the servers it has (a test of one server's failure starts that one alone: a
+    real server's start is half a minute of both cores)."""
     p, d, r, boot = (free_port() for _ in range(4))
 
     def server(role: str, extra: Sequence[str]) -> dict:
@@ -82,6 +100,9 @@ def sglang_deployment(host: SystemdHost, folder: Path, model: Path, *, router: s
                                   "prometheus_port": free_port()}},
         },
     }
+    for name in ("prefill", "decode"):
+        if name not in servers:
+            del config["services"][name]
     for name, more in (keys or {}).items():
         config["services"][name].update(more)
     path = folder / "pdtui.yaml"
@@ -106,3 +127,96 @@ def before_start_deployment(sandbox: Sandbox, folder: Path, launches: Mapping[st
     path = folder / "pdtui.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     return parse_config(path.read_text(), str(path))
+
+
+# -- one real deployment brought up once, for the tests that only look at it ------------------------------------
+
+SERVERS = ("prefill", "decode")
+FAMILIES = (metrics.RUNNING, metrics.QUEUED, metrics.TOKEN_USAGE, metrics.GEN_THROUGHPUT, metrics.PROMPT_TOKENS,
+            metrics.GENERATION_TOKENS, *metrics.KV_FAMILIES)
+# Long enough that the decode logs a batch (every 40 decode steps): 0.5.23 sets its scheduler's gauges there.
+def long_answer(model: Path) -> dict[str, Any]:
+    return {**request_body(str(model), "Say OK."), "max_tokens": 64, "ignore_eos": True}
+
+
+ANSWER_PATHS = ("choices.0.message.content", "choices.0.message.role", "choices.0.finish_reason",
+                "usage.prompt_tokens", "usage.completion_tokens", "usage.total_tokens", "model")
+
+
+@dataclass
+class Seen:
+    """What pdtui reads of one deployment's servers."""
+
+    lines: dict[str, list[str]] = field(default_factory=dict)
+    health: dict[str, int] = field(default_factory=dict)
+    info: dict[str, dict[str, Any]] = field(default_factory=dict)
+    old_info: dict[str, set[str]] = field(default_factory=dict)
+    families: dict[str, set[str]] = field(default_factory=dict)
+    answer: HttpResult | None = None
+    bootstrap: int | None = None
+
+    def phases(self, server: str) -> list[str]:
+        tracker = PhaseTracker()
+        return [phase for line in self.lines[server] if (phase := tracker.feed(line)) is not None]
+
+
+def read(seen: Seen, deployment: Deployment, model: Path) -> None:
+    """Each server's endpoints, then a generation through the router (the KV series appear with it)."""
+    router = deployment.services["router"].port
+    seen.bootstrap = deployment.services["prefill"].bootstrap_port
+    answer: tuple[int, bytes] = (0, b"")
+    deadline = time.monotonic() + 60
+    while answer[0] != 200 and time.monotonic() < deadline:     # the router activates its workers on its own time
+        answer = fetch(f"http://127.0.0.1:{router}/v1/chat/completions", "POST", long_answer(model), timeout=60)
+        time.sleep(0.5 if answer[0] != 200 else 0)
+    seen.answer = HttpResult(answer[0], answer[1], 0.0)
+    time.sleep(1)       # a prefill counts its transfer as it completes
+    for name in SERVERS:
+        port = deployment.services[name].port
+        seen.health[name] = fetch(f"http://127.0.0.1:{port}/health", timeout=30)[0]
+        seen.info[name] = json.loads(fetch(f"http://127.0.0.1:{port}/server_info")[1])
+        seen.old_info[name] = set(json.loads(fetch(f"http://127.0.0.1:{port}/get_server_info")[1]))
+        text = fetch(f"http://127.0.0.1:{port}/metrics")[1].decode()
+        seen.families[name] = {f.name for f in text_string_to_metric_families(text)} & set(FAMILIES)
+
+
+@dataclass
+class Served:
+    """Real SGLang that pdtui brought up once behind sglang-router (prefill, decode, router), and what was read of
+    it at once: the bring-up's events, its units' states, and the servers' answers and lines a conformance test
+    holds the sim to. The tests that only look at a bring-up share it (a real bring-up is a minute of both cores);
+    its container is stopped once all is read, so that idle servers hold no memory beside the tests after it."""
+
+    host: SystemdHost               # stopped: its port and folders name it in a config
+    deployment: Deployment
+    done: Done
+    rec: Recorder
+    active: list[str]
+    seen: Seen
+
+
+@pytest.fixture(scope="session")
+def served_sglang(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> Served:
+    if "sglang-router" not in command_lines.installed_routers():
+        pytest.skip("the sglang-router package is not installed (pip install sglang-router)")
+    folder = tmp_path_factory.mktemp("served-sglang")
+    home = made_ssh_home(folder)
+    with booted(folder, home, private_network=True, binds={str(tiny_model): tiny_model}) as host:
+        deployment = sglang_deployment(host, folder, tiny_model, router="sglang-router")
+        seen = Seen()
+        with pytest.MonkeyPatch.context() as patch, host.network():
+            use_home(home, patch)
+            done, rec = asyncio.run(_installed_and_up(deployment))
+            if done.ok:
+                read(seen, deployment, tiny_model)
+        active = [host.run("systemctl", "show", "-p", "ActiveState", "--value", unit).stdout.strip()
+                  for unit in UNITS.values()]
+        for name in SERVERS:
+            seen.lines[name] = host.run("journalctl", "-u", UNITS[name], "-o", "cat", "--no-pager").stdout.splitlines()
+    return Served(host, deployment, done, rec, active, seen)
+
+
+async def _installed_and_up(deployment: Deployment) -> tuple[Done, Recorder]:
+    await install(deployment)
+    done, rec, _ = await bring_up(deployment)
+    return done, rec

@@ -51,13 +51,24 @@ class SshHome:
 @pytest.fixture
 def ssh_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> SshHome:
     """$HOME with ~/.ssh/config naming a fresh client key; no ssh-agent."""
-    home = tmp_path / "home"
+    home = made_ssh_home(tmp_path)
+    use_home(home, monkeypatch)
+    return home
+
+
+def made_ssh_home(folder: Path) -> SshHome:
+    """A home in ``folder`` whose ~/.ssh/config names a fresh client key (not yet $HOME: :func:`use_home`)."""
+    home = folder / "home"
     (home / ".ssh").mkdir(parents=True)
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
     ssh_home = SshHome(home, asyncssh.generate_private_key("ssh-ed25519"))
     ssh_home.use_key(ssh_home.client_key)
     return ssh_home
+
+
+def use_home(home: SshHome, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make ``home`` $HOME, without an ssh-agent, for as long as ``monkeypatch`` lasts."""
+    monkeypatch.setenv("HOME", str(home.home))
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
 
 
 @pytest.fixture

@@ -29,7 +29,7 @@ from pdtui.hosts import make_host
 from pdtui.sim import command_lines, real_sglang, systemd_host
 from pdtui.sim.systemd_host import SystemdHost
 from tests.engine_helpers import Recorder, bring_up, until_it_fails
-from tests.real_sglang import ONE_ENGINE_AT_A_TIME, UNITS, before_start_deployment, sglang_deployment
+from tests.real_sglang import ONE_ENGINE_AT_A_TIME, UNITS, Served, before_start_deployment, sglang_deployment
 from tests.systemd_host import install
 
 pytestmark = ONE_ENGINE_AT_A_TIME
@@ -39,17 +39,12 @@ def active(host: SystemdHost, unit: str) -> str:
     return host.run("systemctl", "show", "-p", "ActiveState", "--value", unit).stdout.strip()
 
 
-async def test_up_brings_real_sglang_ready_then_starts_and_proves_the_real_sglang_router(
-        sglang_host, tmp_path, tiny_model):
-    """sglang-router here; smg, the other real router, in front of the drained restart below."""
-    if "sglang-router" not in command_lines.installed_routers():
-        pytest.skip("the sglang-router package is not installed (pip install sglang-router)")
-    deployment = sglang_deployment(sglang_host, tmp_path, tiny_model, router="sglang-router")
-    with sglang_host.network():
-        await install(deployment)
-        done, rec, _ = await bring_up(deployment)
+def test_up_brings_real_sglang_ready_then_starts_and_proves_the_real_sglang_router(served_sglang: Served):
+    """sglang-router here (the bring-up the tests that look at one share); smg, the other real router, in front of
+    the drained restart below."""
+    done, rec = served_sglang.done, served_sglang.rec
     assert done.ok, done
-    assert [active(sglang_host, unit) for unit in UNITS.values()] == ["active"] * 3
+    assert served_sglang.active == ["active"] * 3
     starting = rec.index("router", "starting")
     assert rec.index("prefill", "ready") < starting and rec.index("decode", "ready") < starting
     for server in ("prefill", "decode"):
@@ -137,7 +132,7 @@ def failed_before_the_router(host: SystemdHost, done: Done, rec: Recorder, servi
 
 @pytest.mark.parametrize("port", ["port", "bootstrap_port"])
 async def test_a_port_taken_fails_the_prefill_naming_it(sglang_host, tmp_path, tiny_model, port):
-    deployment = sglang_deployment(sglang_host, tmp_path, tiny_model)
+    deployment = sglang_deployment(sglang_host, tmp_path, tiny_model, servers=["prefill"])
     taken = getattr(deployment.services["prefill"], port)
     with sglang_host.network(), socket.create_server(("127.0.0.1", taken)):
         done, rec = await up(sglang_host, deployment)
@@ -148,7 +143,7 @@ async def test_a_port_taken_fails_the_prefill_naming_it(sglang_host, tmp_path, t
 
 async def test_a_model_path_that_does_not_exist_is_named(sglang_host, tmp_path):
     missing = tmp_path / "no-such-model"
-    done, rec = await up(sglang_host, sglang_deployment(sglang_host, tmp_path, missing))
+    done, rec = await up(sglang_host, sglang_deployment(sglang_host, tmp_path, missing, servers=["prefill"]))
     said = failed_before_the_router(sglang_host, done, rec)
     assert said.startswith("model not found: no such folder"), said
     assert any(f"'{missing}'" in (change.line or "") for change in rec.of(StateChanged) if change.new.value == "failed")
@@ -156,7 +151,8 @@ async def test_a_model_path_that_does_not_exist_is_named(sglang_host, tmp_path):
 
 async def test_fake_on_a_prefill_is_refused_before_it_starts_and_forced_sglang_refuses_it_too(
         sglang_host, tmp_path, tiny_model):
-    deployment = sglang_deployment(sglang_host, tmp_path, tiny_model, transfer_backend={"prefill": "fake", "decode": "fake"})
+    deployment = sglang_deployment(sglang_host, tmp_path, tiny_model, transfer_backend={"prefill": "fake"},
+                                   servers=["prefill"])
     done, rec = await up(sglang_host, deployment)
     said = failed_before_the_router(sglang_host, done, rec, "prefill")
     assert "--disaggregation-transfer-backend fake" in said and "SGLang refuses it on a prefill" in said, said
@@ -167,8 +163,8 @@ async def test_fake_on_a_prefill_is_refused_before_it_starts_and_forced_sglang_r
 
 
 async def test_a_transfer_backend_whose_package_is_missing_is_named(sglang_host, tmp_path, tiny_model):
-    deployment = sglang_deployment(sglang_host, tmp_path, tiny_model, transfer_backend={"prefill": "nixl",
-                                                                                       "decode": "nixl"})
+    deployment = sglang_deployment(sglang_host, tmp_path, tiny_model, transfer_backend={"prefill": "nixl"},
+                                   servers=["prefill"])
     done, rec = await up(sglang_host, deployment)
     said = failed_before_the_router(sglang_host, done, rec)
     assert said.startswith("KV transfer backend not installed"), said
@@ -201,7 +197,7 @@ async def test_a_decode_whose_kv_pool_is_smaller_than_the_context_times_out_in_i
     a loaded machine room to reach the warm-up: one whose other workers kept both cores busy took 74 s to reach
     distributed init."""
     deployment = sglang_deployment(sglang_host, tmp_path, tiny_model, decode=["--max-total-tokens", "64"],
-                                   timeout="120s")
+                                   timeout="120s", servers=["decode"])
     done, rec = await up(sglang_host, deployment)
     assert done.exit_code == 1 and rec.states("router") == ["blocked"], done
     timed_out = rec.change("decode", "timed_out")

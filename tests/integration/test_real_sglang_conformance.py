@@ -1,8 +1,9 @@
 """The sim's worker (its ``current`` generation) against real SGLang 0.5.23, started with the same flags.
 
-Real SGLang runs as pdtui brings it up (tests/real_sglang.py), the sim as the
-same command lines with the sim's worker in place of SGLang's server, both
-behind the real smg router. What pdtui reads of a server must agree: the phases
+Real SGLang runs as pdtui brought it up once for the tests that look at a
+bring-up (tests/real_sglang.py's served_sglang), the sim as the same command
+lines with the sim's worker in place of SGLang's server, both behind the real
+sglang-router. What pdtui reads of a server must agree: the phases
 it recognizes in its lines and in which order, the lines it waits for (the
 bootstrap server's, the warm-up's, the ready line), that no line of either is
 taken for a failure, ``/health``, the fields of ``/server_info`` and
@@ -16,33 +17,25 @@ import json
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
-from pdtui.config import Deployment
-from pdtui.engine.checks.generation import judge, request_body
+from pdtui.engine.checks.generation import judge
 from pdtui.engine.readiness import LineJudge
-from pdtui.hosts.http import HttpResult
 from pdtui.servers.arguments import MARK, EngineArguments, probe_program, resolve
 from pdtui.servers.sglang import arguments as sglang_arguments
-from pdtui.servers.sglang import launch, metrics
+from pdtui.servers.sglang import launch
 from pdtui.servers.sglang.pairing import RUNNING
-from pdtui.servers.sglang.phases import PhaseTracker
 from pdtui.servers.sglang.signatures import signatures_for
 from pdtui.sim import real_sglang, worker
 from pdtui.sim.systemd_host import SystemdHost
-from tests.conftest_sim import Procs, fetch
-from tests.engine_helpers import bring_up
-from tests.real_sglang import ONE_ENGINE_AT_A_TIME, UNITS, sglang_deployment
-from tests.systemd_host import install
+from tests.conftest_sim import Procs
+from tests.real_sglang import ANSWER_PATHS, ONE_ENGINE_AT_A_TIME, SERVERS, Seen, Served, read, sglang_deployment
 
 pytestmark = ONE_ENGINE_AT_A_TIME
 
-SERVERS = ("prefill", "decode")
 # The lines pdtui waits for or shows as evidence, in the order a 0.5.23 prefill prints them.
 KEY_LINES = {
     "prefill": ["CommonKVBootstrapServer started successfully on", "Init parallel begin.", "Load weight begin",
@@ -55,70 +48,10 @@ KEY_LINES = {
                "The server is fired up and ready to roll!"],
 }
 INFO_KEYS = (*(key for key, _ in RUNNING), "version")
-FAMILIES = (metrics.RUNNING, metrics.QUEUED, metrics.TOKEN_USAGE, metrics.GEN_THROUGHPUT, metrics.PROMPT_TOKENS,
-            metrics.GENERATION_TOKENS, *metrics.KV_FAMILIES)
-# Long enough that the decode logs a batch (every 40 decode steps): 0.5.23 sets its scheduler's gauges there.
-def long_answer(model: Path) -> dict[str, Any]:
-    return {**request_body(str(model), "Say OK."), "max_tokens": 64, "ignore_eos": True}
-
-
-ANSWER_PATHS = ("choices.0.message.content", "choices.0.message.role", "choices.0.finish_reason",
-                "usage.prompt_tokens", "usage.completion_tokens", "usage.total_tokens", "model")
-
-
-@dataclass
-class Seen:
-    """What pdtui reads of one deployment's servers."""
-
-    lines: dict[str, list[str]] = field(default_factory=dict)
-    health: dict[str, int] = field(default_factory=dict)
-    info: dict[str, dict[str, Any]] = field(default_factory=dict)
-    old_info: dict[str, set[str]] = field(default_factory=dict)
-    families: dict[str, set[str]] = field(default_factory=dict)
-    answer: HttpResult | None = None
-    bootstrap: int | None = None
-
-    def phases(self, server: str) -> list[str]:
-        tracker = PhaseTracker()
-        return [phase for line in self.lines[server] if (phase := tracker.feed(line)) is not None]
-
-
-def read(seen: Seen, deployment: Deployment, model: Path) -> None:
-    """Each server's endpoints, then a generation through the router (the KV series appear with it)."""
-    router = deployment.services["router"].port
-    seen.bootstrap = deployment.services["prefill"].bootstrap_port
-    answer: tuple[int, bytes] = (0, b"")
-    deadline = time.monotonic() + 60
-    while answer[0] != 200 and time.monotonic() < deadline:     # the router activates its workers on its own time
-        answer = fetch(f"http://127.0.0.1:{router}/v1/chat/completions", "POST", long_answer(model), timeout=60)
-        time.sleep(0.5 if answer[0] != 200 else 0)
-    seen.answer = HttpResult(answer[0], answer[1], 0.0)
-    time.sleep(1)       # a prefill counts its transfer as it completes
-    for name in SERVERS:
-        port = deployment.services[name].port
-        seen.health[name] = fetch(f"http://127.0.0.1:{port}/health", timeout=30)[0]
-        seen.info[name] = json.loads(fetch(f"http://127.0.0.1:{port}/server_info")[1])
-        seen.old_info[name] = set(json.loads(fetch(f"http://127.0.0.1:{port}/get_server_info")[1]))
-        text = fetch(f"http://127.0.0.1:{port}/metrics")[1].decode()
-        seen.families[name] = {f.name for f in text_string_to_metric_families(text)} & set(FAMILIES)
-
-
-async def real(host: SystemdHost, folder: Path, model: Path) -> Seen:
-    deployment = sglang_deployment(host, folder, model)
-    seen = Seen()
-    with host.network():
-        await install(deployment)
-        done, _, _ = await bring_up(deployment, smoke=False)
-        assert done.ok, done
-        read(seen, deployment, model)
-    for name in SERVERS:
-        seen.lines[name] = host.run("journalctl", "-u", UNITS[name], "-o", "cat", "--no-pager").stdout.splitlines()
-    return seen
-
-
 def sim(folder: Path, model: Path, procs: Procs, host: SystemdHost) -> Seen:
-    """The same command lines (new ports), the sim's worker in place of SGLang's server, smg in front."""
-    deployment = sglang_deployment(host, folder, model)
+    """The same command lines (new ports), the sim's worker in place of SGLang's server, the same router in
+    front."""
+    deployment = sglang_deployment(host, folder, model, router="sglang-router")
     seen, outputs = Seen(), {}
     for name in (*SERVERS, "router"):
         svc = deployment.services[name]
@@ -145,11 +78,10 @@ def paths(value: Any, prefix: str = "") -> set[str]:
     return {prefix.rstrip(".")}
 
 
-async def test_the_sims_current_generation_reads_as_real_0_5_23_does(sglang_host, tmp_path, tiny_model, procs):
-    (tmp_path / "real").mkdir()
-    (tmp_path / "sim").mkdir()
-    want = await real(sglang_host, tmp_path / "real", tiny_model)
-    got = sim(tmp_path / "sim", tiny_model, procs, sglang_host)
+def test_the_sims_current_generation_reads_as_real_0_5_23_does(served_sglang: Served, tmp_path, tiny_model, procs):
+    assert served_sglang.done.ok, served_sglang.done
+    want = served_sglang.seen
+    got = sim(tmp_path, tiny_model, procs, served_sglang.host)
     for name in SERVERS:
         assert got.phases(name) == want.phases(name) == ["distributed", "weights", "kv_cache", "http", "warmup",
                                                          "ready"], name
