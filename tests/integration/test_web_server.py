@@ -5,6 +5,7 @@ time), TLS, downloads, and that every session's process ends with its tab or wit
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import socket
 import ssl
@@ -68,6 +69,13 @@ async def eventually(check, timeout: float = 20.0) -> None:
     async with asyncio.timeout(timeout):
         while not check():
             await asyncio.sleep(0.05)
+
+
+async def kept_alive(ws, every: float = 0.3) -> None:
+    """Send the session a message from its tab (a resize to its size) every ``every`` seconds, as a user at it does."""
+    while True:
+        await ws.send_str(json.dumps(["resize", {"width": 160, "height": 50}]))
+        await asyncio.sleep(every)
 
 
 async def shown(ws) -> tuple[str, int]:
@@ -246,7 +254,11 @@ async def test_a_session_without_a_message_from_its_tab_for_the_idle_time_ends_a
     monkeypatch.setattr(server_module, "HEARTBEAT", 0.2)
     served.append(running := await start(idle=1.0))
     ws = await running.session()
-    _, pid = await shown(ws)
+    keeping = asyncio.ensure_future(kept_alive(ws))     # until the app shows, however long a loaded machine takes
+    try:
+        _, pid = await shown(ws)
+    finally:
+        keeping.cancel()
     text = await read_until(ws, lambda t: "pdtui: this session ended after" in t, timeout=30)
     assert "without a key, click or resize from this tab (--idle-minutes); reload the page to watch again" in text
     assert await closing(ws)
