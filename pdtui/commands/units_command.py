@@ -62,6 +62,19 @@ def print_units(units: list[UnitFile], redactor: Redactor) -> None:
             print("".join(f"{key}={SECRET_MASK}\n" for key, _ in unit.secrets), end="")
 
 
+def shared_folder(out: Path) -> str | None:
+    """Why ``out`` is no place for units and secrets, or None: a folder others may write without the sticky bit
+    lets them rename a file pdtui made there, or put their own link in its place before it is renamed over its name
+    (checked where it leads; one not made yet is made by pdtui, 0755 under the umask)."""
+    try:
+        mode = out.stat().st_mode
+    except FileNotFoundError:
+        return None
+    if mode & 0o002 and not mode & 0o1000:
+        return f"others may write that folder (mode {mode & 0o7777:04o}) and rename what is written there"
+    return None
+
+
 def write_units(units: list[UnitFile], out: Path) -> list[Path]:
     """Each unit to ``out/<unit>`` (0644), its secrets to ``out/<unit>.env`` (0600) and a job script (it may hold
     secrets) 0700; each atomically: a temporary file, made 0600 by mkstemp, renamed over its name."""
@@ -269,6 +282,9 @@ def run(deployment: Deployment, *, out: str | None = None, diff_them: bool = Fal
     if out is None:
         print_units(units, deployment.redactor)
         return 0
+    if (shared := shared_folder(Path(out))) is not None:
+        print(f"pdtui: not writing units to {inert(out)}: {shared}; name a folder only you can write", file=sys.stderr)
+        return 1
     for path in write_units(units, Path(out)):
         print(f"wrote {inert(str(path))}")
     return 0

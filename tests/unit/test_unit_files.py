@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 
 import pytest
 import yaml
@@ -138,3 +139,28 @@ def _verify(folder, *names: str) -> subprocess.CompletedProcess[str]:
     files = [f"./{name}" for name in names] or sorted(f"./{p.name}" for p in folder.glob("sglang-*.service"))
     return subprocess.run(["systemd-analyze", "verify", "--man=no", *files], cwd=folder, capture_output=True,
                           text=True, timeout=60)
+
+
+def test_units_are_never_written_to_a_folder_others_may_rename_their_files_in(tmp_path):
+    from pdtui.commands.units_command import shared_folder
+    shared, sticky, own = tmp_path / "shared", tmp_path / "sticky", tmp_path / "own"
+    for folder, mode in ((shared, 0o777), (sticky, 0o1777), (own, 0o755)):
+        folder.mkdir()
+        folder.chmod(mode)
+    assert shared_folder(shared) == "others may write that folder (mode 0777) and rename what is written there"
+    assert shared_folder(sticky) is None and shared_folder(own) is None and shared_folder(tmp_path / "new") is None
+    link = tmp_path / "link"
+    link.symlink_to(shared)
+    assert shared_folder(link) is not None       # judged where it leads
+
+
+def test_units_out_to_a_folder_others_may_write_says_so_in_one_line_and_writes_nothing(tmp_path):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    done = subprocess.run([sys.executable, "-m", "pdtui", "units", str(data_dir("sample_configs") / "reference.yaml"),
+                           "--out", str(shared)],
+                          capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout, list(shared.iterdir())) == (1, "", [])
+    assert done.stderr == (f"pdtui: not writing units to {shared}: others may write that folder (mode 0777) and rename "
+                           "what is written there; name a folder only you can write\n")
