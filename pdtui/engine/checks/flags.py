@@ -52,7 +52,7 @@ class Asking:
     distributions: tuple[str, ...]
     env_prefix: str
     pythonpath: str | None        # the launch's PYTHONPATH: where its Python finds what it imports
-    cached: bool                  # a real engine's answer is kept; a stand-in (pdtui's own) answers in-process
+    stand_in: bool                # pdtui's own (the sim's workers): described in-process; an engine is asked, and kept
 
 
 def asking(cfg: ServiceConfig, probe: ArgumentsProbe) -> Asking | str:
@@ -69,9 +69,9 @@ def asking(cfg: ServiceConfig, probe: ArgumentsProbe) -> Asking | str:
     pythonpath = launch.env.get("PYTHONPATH")
     if module == probe.module:
         return Asking(cfg.host, python, options, cfg.engine, probe.parser, probe.distributions, probe.env_prefix,
-                      pythonpath, cached=True)
+                      pythonpath, stand_in=False)
     if module.startswith(STAND_IN_PREFIX):
-        return Asking(cfg.host, python, options, module, "", (), "", pythonpath, cached=False)
+        return Asking(cfg.host, python, options, module, "", (), "", pythonpath, stand_in=True)
     return f"its command runs {module}, not {probe.module}"
 
 
@@ -151,7 +151,7 @@ class EngineFlags:
     async def _ask(self, ask: Asking) -> EngineArguments | str:
         """What the engine at ``ask`` takes (from the cache when the installed version is the one kept), or why it
         could not tell."""
-        if not ask.cached:
+        if ask.stand_in:
             return stand_in_arguments(ask.engine)
         kept = self.cache.load(ask.place, ask.python, ask.engine)
         argv = [*(["env", f"PYTHONPATH={ask.pythonpath}"] if ask.pythonpath else []), ask.python, *ask.options, "-c",
