@@ -108,6 +108,24 @@ async def until_it_fails(deployment, service: str | Sequence[str], *, timeout: f
     return recorder
 
 
+async def until_told(deployment, told: Callable[[Recorder], bool], *, timeout: float) -> Recorder:
+    """A bring-up watched until ``told`` holds of what it told (or it ended), then left: what a user who saw enough
+    does with Ctrl-C (the units stay as they are)."""
+    recorder = Recorder()
+    orchestrator = Orchestrator(deployment, Registry(make_host), timing=FAST)
+    orchestrator.subscribe(recorder)
+    running = asyncio.ensure_future(orchestrator.run())
+    try:
+        async with asyncio.timeout(timeout):
+            while not told(recorder) and not running.done():
+                await asyncio.sleep(0.05)
+    finally:
+        running.cancel()
+        await asyncio.gather(running, return_exceptions=True)
+        await orchestrator.close()
+    return recorder
+
+
 async def run_to_done(orchestrator: Orchestrator) -> tuple[Done, Recorder]:
     """Run ``orchestrator`` to its Done, every event recorded, then close it."""
     recorder = Recorder()

@@ -387,7 +387,7 @@ class ServiceRun:
                 self.transition(S.FAILED, *failure)
                 self._tell_advice()
                 return
-            for warning in attempt.startup.warnings(clock(), attempt.started_at, self.cfg.timeout):
+            for warning in attempt.startup.warnings(clock(), attempt.started_at, self.cfg.timeout, attempt.warning):
                 self.notice("warning", f"{self.who}: {warning}")
             probing = attempt.log_ok or not self.cfg.ready.log
             now = clock()

@@ -113,8 +113,14 @@ class StartupWatch:
         """When a stall or a slow phase can next be told (inf when neither can)."""
         return min(self._stall_due(started), self._slow_due())
 
-    def warnings(self, now: float, started: float | None, timeout: float) -> list[str]:
-        """What is to be told now: a stall once per place, a slow phase once per phase, in one start."""
+    def warnings(self, now: float, started: float | None, timeout: float, evidence: str | None = None) -> list[str]:
+        """What is to be told now: a stall once per place, a slow phase once per phase, in one start; each with
+        ``evidence`` (the server's latest warning line), which often says why it waits (a KV pool too small for its
+        warm-up, a peer it cannot reach) where the silence alone does not."""
+        told = self._told(now, started, timeout)
+        return [f"{warning}; its last warning: {evidence}" for warning in told] if evidence else told
+
+    def _told(self, now: float, started: float | None, timeout: float) -> list[str]:
         told = []
         stall = self.stall(now, started)
         if stall is not None and stall.words not in self.stall_told:

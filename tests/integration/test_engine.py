@@ -347,3 +347,5 @@ async def test_a_decode_with_a_small_kv_pool_times_out_in_its_warm_up_quoting_th
     assert re.match(r"not ready after 10s: (stuck )?in the PD warm-up since ", timed_out.reason), timed_out
     assert "KV pool holds 64 tokens, fewer than --context-length" in (timed_out.line or ""), timed_out
     assert rec.states("router") == ["blocked"] and done.exit_code == 1
+    [stall] = [n.text for n in rec.of(Notice) if "it may be stuck" in n.text]
+    assert re.match(r"decode: no line for \d+s in the PD warm-up .*; its last warning: .*KV pool holds 64 tokens", stall), stall

@@ -57,6 +57,14 @@ def test_a_slow_first_line_and_a_hang_after_it_are_two_stalls_each_told_once() -
     assert startup.warnings(9.0, started=0.0, timeout=12) == []
 
 
+def test_a_stall_quotes_the_servers_latest_warning_as_its_evidence() -> None:
+    startup = watch()
+    enter(startup, GRAPHS, now=30.0)
+    told = startup.warnings(90.0, started=0.0, timeout=300, evidence="KV pool holds 64 tokens, fewer than ...")
+    assert told == ["no line for 1m in CUDA graph capture (since 0:30): it may be stuck; not ready after 5m it fails; "
+                    "its last warning: KV pool holds 64 tokens, fewer than ..."]
+
+
 def test_silence_while_loading_weights_is_no_stall() -> None:
     startup = watch()
     enter(startup, WEIGHTS, now=5.0)
