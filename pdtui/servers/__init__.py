@@ -1,14 +1,18 @@
-"""The serving engines pdtui brings up, one package each (SGLang today), behind :class:`ServingEngine`.
+"""The serving engines pdtui brings up, one package each (SGLang, vLLM), behind :class:`ServingEngine`.
 
 A serving engine's package holds what is its own: how its servers and router
 are launched (``launch``), what their log lines mean (``signatures``, read by
 the engine's judge through the types of vocabulary/signatures.py), their start-up
 phases, their live figures, its own readiness checks (SGLang's prefill
 bootstrap server) and the request a prefill and a decode are paired by. The
-engine's service runs reach it only through :func:`serving_for`: a second
-engine (vLLM's PD) is one package more and an entry in :data:`ENGINES`.
-The generic checks that read a serving engine's answers (a generation by
-its tokens, the KV transfer series, the pairs) are in engine/checks/.
+engine's service runs reach it only through :func:`serving_for`: another
+engine is one package more and an entry in :data:`ENGINES`.
+Each package's ``engine`` module declares it (declared.py's
+:class:`~pdtui.servers.declared.DeclaredEngine`: its phase and signature tables,
+its modules, the few facts that are data); what every engine does alike with
+them is written there once. The generic checks that read a serving engine's
+answers (a generation by its tokens, the KV transfer series, the pairs) are in
+engine/checks/.
 """
 
 from __future__ import annotations
@@ -122,9 +126,17 @@ class PhaseTracking(Protocol):
 class ServingEngine(Protocol):
     """What a service's run needs of the software its servers run."""
 
-    name: str
-    phase_labels: Mapping[str, str]          # each start-up phase's words
-    hang_prone: Mapping[str, str]            # the phases its servers are known to hang in, in a warning's words
+    @property
+    def name(self) -> str:
+        """Its name in the config (``engine:``)."""
+
+    @property
+    def phase_labels(self) -> Mapping[str, str]:
+        """Each start-up phase's words."""
+
+    @property
+    def hang_prone(self) -> Mapping[str, str]:
+        """The phases its servers are known to hang in, in a warning's words."""
 
     def signatures_for(self, role: str, extra: Sequence[str] = ()) -> tuple[Signature, ...]:
         """What a role's log lines mean, with the user's own ``fail:`` patterns."""
@@ -154,11 +166,22 @@ class ServingEngine(Protocol):
     def peer_lost(self, reason: str) -> bool:
         """Whether a rank's failure says another rank of its server went first (a consequence, not the cause)."""
 
-    metrics_hint: str                        # what its servers' figures beyond their batch lines need ("TTFT needs ...")
-    router_puts_back: bool                   # its router's worker API puts a worker taken out back (a drain's end)
-    kv_series_role: str                      # the role whose servers count each KV transfer (SGLang's prefill sends,
-                                             # vLLM's decode pulls): the series read around a request
-    failed_transfers_series: str             # the counter of a server's failed KV transfers, as a warning names it
+    @property
+    def metrics_hint(self) -> str:
+        """What its servers' figures beyond their batch lines need ("TTFT needs ...")."""
+
+    @property
+    def router_puts_back(self) -> bool:
+        """Its router's worker API puts a worker taken out back (a drain's end)."""
+
+    @property
+    def kv_series_role(self) -> str:
+        """The role whose servers count each KV transfer (SGLang's prefill sends, vLLM's decode pulls): the series
+        read around a request."""
+
+    @property
+    def failed_transfers_series(self) -> str:
+        """The counter of a server's failed KV transfers, as a warning names it."""
 
     def figures(self, text: str, at: float, previous: Any, role: str) -> tuple[Any, Figures]:
         """A server's (or its router's, ``role`` "router") ``/metrics`` text read at ``at``: the sample kept for the
@@ -197,7 +220,9 @@ class ServingEngine(Protocol):
 
     # What the targets write and the faces tell: its own, so neither imports its package.
 
-    title: str                               # its servers' name in a unit's description and a job's comment
+    @property
+    def title(self) -> str:
+        """Its servers' name in a unit's description and a job's comment."""
 
     def command_line(self, deployment: Deployment, cfg: ServiceConfig, metrics_port: int | None = None,
                      backend_urls: Mapping[str, str] | None = None) -> list[str]:
@@ -216,8 +241,13 @@ class ServingEngine(Protocol):
     def pd_roles(self, words: Sequence[str]) -> frozenset[str] | None:
         """The PD roles a server's command line may play (None: it says none, a wrapper script may set it)."""
 
-    command_flags: CommandFlags              # how a unit written by hand is read back against the config
-    arguments_probe: ArgumentsProbe          # how its installed release is asked for the flags it takes
+    @property
+    def command_flags(self) -> CommandFlags:
+        """How a unit written by hand is read back against the config."""
+
+    @property
+    def arguments_probe(self) -> ArgumentsProbe:
+        """How its installed release is asked for the flags it takes."""
 
     def runs_server(self, words: Sequence[str]) -> bool:
         """Whether a command line is its server itself: a wrapper script may set the flags where pdtui cannot read."""

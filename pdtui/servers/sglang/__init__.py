@@ -6,5 +6,6 @@
 - ``metrics``: live figures from ``/metrics`` (Prometheus text) or, without it, the batch lines
 - ``pd_request``: the request a prefill and a decode are paired by (a pair proven directly)
 - ``bootstrap_check``: its own readiness check, a PD prefill's bootstrap server accepting
-- ``engine``: all of it as the one :class:`~pdtui.servers.ServingEngine` the engine's runs use
+- ``engine``: all of it declared as the one :class:`~pdtui.servers.ServingEngine` the engine's runs use
+  (pdtui/servers/declared.py)
 """

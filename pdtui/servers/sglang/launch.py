@@ -13,6 +13,7 @@ from pdtui.config import DEFAULT_BOOTSTRAP_PORT, Deployment, ServiceConfig
 from pdtui.config.launch import ROUTER_PYTHON_PACKAGES, LaunchSpec
 from pdtui.servers import CommandFlags
 from pdtui.servers.programs import listen_host, program
+from pdtui.support.argv import flag_value
 
 SERVER_MODULE = "sglang.launch_server"
 DEFAULT_PORT = 30000                  # the server's own, without --port
@@ -28,6 +29,18 @@ def runs_server(words: Sequence[str]) -> bool:
     """Whether the command is SGLang's server itself (not a wrapper script that may set its flags)."""
     return any("launch_server" in word for word in words) or any(
         word.rpartition("/")[2] == "sglang" and nxt == "serve" for word, nxt in zip(words, words[1:], strict=False))
+
+
+def roles_of(words: Sequence[str]) -> frozenset[str] | None:
+    """The PD role a command line plays, by its ``--disaggregation-mode``; None when it gives none (not PD, or a
+    wrapper script that sets it itself)."""
+    mode = flag_value(words, FLAGS.mode)
+    return frozenset({mode}) if mode is not None else None
+
+
+def environment(deployment: Deployment, svc: ServiceConfig) -> dict[str, str]:
+    """What a server's environment needs beside its launch's own: nothing, its command line says all."""
+    return {}
 
 
 def command_line(deployment: Deployment, svc: ServiceConfig, prometheus_port: int | None = None,

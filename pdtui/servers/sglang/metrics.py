@@ -35,6 +35,7 @@ BOOTSTRAP_FAILED = "sglang:num_bootstrap_failed_reqs"
 EVERY_RANK = (KV_TRANSFER_MB, TRANSFER_FAILED)
 KV_MB_SUM = f"{KV_TRANSFER_MB}_sum"
 METRICS_FLAG = "--enable-metrics"
+METRICS_HINT = f"TTFT needs {METRICS_FLAG}"
 # The routers' own (smg and sglang-router 0.3 export the same smg_* names).
 ROUTED = "smg_router_requests"
 ROUTED_SECONDS = "smg_router_request_duration_seconds"

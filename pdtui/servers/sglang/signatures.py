@@ -25,8 +25,8 @@ The generations are SGLang's: ``older`` (0.4.7-0.4.10, 2025), ``2025``
 
 from __future__ import annotations
 
-import re
-
+from pdtui.servers import signature_table
+from pdtui.servers.signature_table import SignatureTable, access_line
 from pdtui.vocabulary.signatures import Severity, Signature, signature
 
 W, T, E, H = Severity.WARNING, Severity.TRANSFER, Severity.EVIDENCE, Severity.HANG
@@ -158,24 +158,6 @@ ROUTER_SIGNATURES: tuple[Signature, ...] = (
     signature(r"panicked at", "router panicked", 8),
 )
 
-ROLE_SIGNATURES: dict[str, tuple[Signature, ...]] = {
-    "prefill": SGLANG_SIGNATURES,
-    "decode": SGLANG_SIGNATURES,
-    "router": ROUTER_SIGNATURES,
-    "other": (),
-}
-
-USER_RANK = 11   # a failure pattern the user wrote is the most telling of all
-
-
-def signatures_for(role: str, extra: tuple[str, ...] = ()) -> tuple[Signature, ...]:
-    """The role's signatures plus the user's own ``fail:`` patterns (fatal)."""
-    user = tuple(signature(p, f"matched fail pattern {p!r}", USER_RANK) for p in extra)
-    return user + ROLE_SIGNATURES.get(role, ())
-
-
-_ACCESS_LINE = re.compile(r'"[A-Z]+ \S+ HTTP/[0-9.]+" [0-9]{3}\b')
-
 
 def request_line(message: str) -> bool:
     """A line that only records one HTTP request answered: a server's access line (uvicorn's ``"GET /health
@@ -184,17 +166,18 @@ def request_line(message: str) -> bool:
     the start-up goes: a router logs each of pdtui's own probes so."""
     if "http_request" in message:
         return "smg::request" in message or "smg::response" in message
-    return " HTTP/" in message and _ACCESS_LINE.search(message) is not None
+    return access_line(message)
+
+
+TABLE = SignatureTable(SGLANG_SIGNATURES, ROUTER_SIGNATURES, request_line, PEER_LOST)
+signatures_for = TABLE.signatures_for
 
 
 def markdown_table() -> str:
     """The signature table of docs/signatures.md."""
-    rows = ["| signature (regex) | meaning | kind | generation | who |", "|---|---|---|---|---|"]
-    for who, signatures in (("SGLang", SGLANG_SIGNATURES), ("router", ROUTER_SIGNATURES)):
-        for s in signatures:
-            pattern = s.pattern.pattern.replace("|", r"\|")
-            rows.append(f"| `{pattern}` | {s.reason} | {s.severity.value} | {s.generations} | {who} |")
-    return "\n".join(rows) + "\n"
+    return signature_table.markdown_table("generation", (
+        (who, s, s.generations) for who, signatures in (("SGLang", SGLANG_SIGNATURES), ("router", ROUTER_SIGNATURES))
+        for s in signatures))
 
 
 if __name__ == "__main__":

@@ -8,5 +8,6 @@
 - ``pd_request``: the two legs a prefill and a decode are paired by (a pair proven directly)
 - ``pairing``: what a prefill and a decode must share, and what the servers of one host must not
 - ``server_info``: what a running server says it serves (``/v1/models``, ``/version``)
-- ``engine``: all of it as the one :class:`~pdtui.servers.ServingEngine` the engine's runs use
+- ``engine``: all of it declared as the one :class:`~pdtui.servers.ServingEngine` the engine's runs use
+  (pdtui/servers/declared.py)
 """

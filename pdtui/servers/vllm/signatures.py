@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import re
 
+from pdtui.servers import signature_table
+from pdtui.servers.signature_table import SignatureTable, access_line
 from pdtui.vocabulary.signatures import Severity, Signature, signature
 
 W, T, H = Severity.WARNING, Severity.TRANSFER, Severity.HANG
@@ -123,23 +125,6 @@ ROUTER_SOURCED: tuple[tuple[Signature, str], ...] = (
 VLLM_SIGNATURES: tuple[Signature, ...] = tuple(s for s, _ in VLLM_SOURCED)
 ROUTER_SIGNATURES: tuple[Signature, ...] = tuple(s for s, _ in ROUTER_SOURCED)
 
-ROLE_SIGNATURES: dict[str, tuple[Signature, ...]] = {
-    "prefill": VLLM_SIGNATURES,
-    "decode": VLLM_SIGNATURES,
-    "router": ROUTER_SIGNATURES,
-    "other": (),
-}
-
-USER_RANK = 11   # a failure pattern the user wrote is the most telling of all
-
-
-def signatures_for(role: str, extra: tuple[str, ...] = ()) -> tuple[Signature, ...]:
-    """The role's signatures plus the user's own ``fail:`` patterns (fatal)."""
-    user = tuple(signature(p, f"matched fail pattern {p!r}", USER_RANK) for p in extra)
-    return user + ROLE_SIGNATURES.get(role, ())
-
-
-_ACCESS_LINE = re.compile(r'"[A-Z]+ \S+ HTTP/[0-9.]+" [0-9]{3}\b')
 # vllm-router's request and response events: its per-request targets, as its log prints them ("target: ").
 _ROUTER_REQUEST = re.compile(r"vllm_router_rs::(?:request|response|http): ")
 
@@ -150,17 +135,18 @@ def request_line(message: str) -> bool:
     Whoever asked, it is no news of how the start-up goes: each of pdtui's own probes is logged so."""
     if "vllm_router_rs::" in message:
         return _ROUTER_REQUEST.search(message) is not None
-    return " HTTP/" in message and _ACCESS_LINE.search(message) is not None
+    return access_line(message)
+
+
+TABLE = SignatureTable(VLLM_SIGNATURES, ROUTER_SIGNATURES, request_line)
+signatures_for = TABLE.signatures_for
 
 
 def markdown_table() -> str:
     """The vLLM signature table of docs/signatures.md: each with where its wording comes from."""
-    rows = ["| signature (regex) | meaning | kind | source | who |", "|---|---|---|---|---|"]
-    for who, sourced in (("vLLM", VLLM_SOURCED), ("vllm-router", ROUTER_SOURCED)):
-        for s, source in sourced:
-            pattern = s.pattern.pattern.replace("|", r"\|")
-            rows.append(f"| `{pattern}` | {s.reason} | {s.severity.value} | {source} | {who} |")
-    return "\n".join(rows) + "\n"
+    return signature_table.markdown_table("source", (
+        (who, s, source) for who, sourced in (("vLLM", VLLM_SOURCED), ("vllm-router", ROUTER_SOURCED))
+        for s, source in sourced))
 
 
 if __name__ == "__main__":
