@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
 import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -37,13 +39,13 @@ from pdtui.sim import command_lines, real_sglang
 from pdtui.sim.ports import free_port
 from pdtui.sim.sandbox import Sandbox
 from pdtui.sim.systemd_host import SystemdHost
-from tests.conftest_sim import fetch
+from tests.conftest_sim import Procs, fetch
 from tests.engine_helpers import Recorder, bring_up
 from tests.sshd import SshHome, made_ssh_home, use_home
 from tests.systemd_host import booted, install
 
-__all__ = ["ANSWER_PATHS", "ONE_ENGINE_AT_A_TIME", "SERVERS", "UNITS", "Seen", "Served", "before_start_deployment",
-           "read", "served_sglang", "sglang_deployment", "sglang_host", "tiny_model"]
+__all__ = ["ANSWER_PATHS", "ONE_ENGINE_AT_A_TIME", "SERVERS", "UNITS", "Operated", "Seen", "Served", "active",
+           "before_start_deployment", "pdtui", "read", "served_sglang", "sglang_deployment", "sglang_host", "tiny_model"]
 
 # Real servers take most of the machine (two start in 7-9 GB and both cores): every test of either engine runs on one
 # worker, so that SGLang's and vLLM's never start side by side (a real SGLang demo beside real vLLM's under the
@@ -180,12 +182,59 @@ def read(seen: Seen, deployment: Deployment, model: Path) -> None:
         seen.families[name] = {f.name for f in text_string_to_metric_families(text)} & set(FAMILIES)
 
 
+def pdtui(*args: str, timeout: float = 420) -> subprocess.CompletedProcess[str]:
+    """``python -m pdtui ARGS`` as a user runs it (from the caller's network: inside ``host.network()``)."""
+    env = {k: v for k, v in os.environ.items() if k != "PDTUI_CONFIG"}
+    return subprocess.run([sys.executable, "-m", "pdtui", *args], capture_output=True, text=True, timeout=timeout,
+                          env=env, stdin=subprocess.DEVNULL)
+
+
+@dataclass
+class Operated:
+    """A user's operations on a served deployment, once it was read: ``pdtui status``, a decode restarted while a
+    load goes through the router (what the load said as it stopped), then ``pdtui down`` and the units' states
+    after it."""
+
+    status: subprocess.CompletedProcess[str]
+    restart: subprocess.CompletedProcess[str]
+    load: str
+    down: subprocess.CompletedProcess[str]
+    after_down: list[str]
+
+
+def operate(host: SystemdHost, deployment: Deployment, model: Path) -> Operated:
+    """Status, a restart of ``decode`` under load (its twin decode-1 serves meanwhile), then down."""
+    config, router = deployment.source, deployment.services["router"].port
+    procs = Procs()
+    try:
+        load = procs.start([sys.executable, "-m", "pdtui.sim.load", "--url", f"http://127.0.0.1:{router}",
+                            "--model", str(model), "--rate", "1", "--concurrency", "2"])
+        status = pdtui("status", config, "--once", "--json")
+        restart = pdtui("restart", config, "decode", "--headless")
+        time.sleep(3)           # the load goes on through the decode back in the router
+        procs.stop(load)
+        said = load.stdout.read() if load.stdout else ""
+    finally:
+        procs.stop_all()
+    down = pdtui("down", config, "--headless")
+    return Operated(status, restart, said, down, [active(host, unit) for unit in deployment_units(deployment)])
+
+
+def active(host: SystemdHost, unit: str) -> str:
+    return host.run("systemctl", "show", "-p", "ActiveState", "--value", unit).stdout.strip()
+
+
+def deployment_units(deployment: Deployment) -> list[str]:
+    return [service.unit for service in deployment.services.values() if service.unit]
+
+
 @dataclass
 class Served:
-    """Real SGLang that pdtui brought up once behind sglang-router (prefill, decode, router), and what was read of
-    it at once: the bring-up's events, its units' states, and the servers' answers and lines a conformance test
-    holds the sim to. The tests that only look at a bring-up share it (a real bring-up is a minute of both cores);
-    its container is stopped once all is read, so that idle servers hold no memory beside the tests after it."""
+    """Real SGLang that pdtui brought up once behind sglang-router (prefill, two decodes, router), what was read of
+    it at once (the bring-up's events, its units' states, and the servers' answers and lines a conformance test
+    holds the sim to), and then what a user's operations on it gave (status, a drained restart under load, down).
+    The tests that look at a bring-up or operate it share it (a real bring-up is a minute of both cores); its
+    container is stopped once all is done, so that idle servers hold no memory beside the tests after it."""
 
     host: SystemdHost               # stopped: its port and folders name it in a config
     deployment: Deployment
@@ -193,6 +242,7 @@ class Served:
     rec: Recorder
     active: list[str]
     seen: Seen
+    operated: Operated | None       # None when the bring-up failed
 
 
 @pytest.fixture(scope="session")
@@ -202,18 +252,19 @@ def served_sglang(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) ->
     folder = tmp_path_factory.mktemp("served-sglang")
     home = made_ssh_home(folder)
     with booted(folder, home, private_network=True, binds={str(tiny_model): tiny_model}) as host:
-        deployment = sglang_deployment(host, folder, tiny_model, router="sglang-router")
-        seen = Seen()
+        deployment = sglang_deployment(host, folder, tiny_model, router="sglang-router", second_decode=True)
+        seen, operated = Seen(), None
         with pytest.MonkeyPatch.context() as patch, host.network():
             use_home(home, patch)
             done, rec = asyncio.run(_installed_and_up(deployment))
             if done.ok:
                 read(seen, deployment, tiny_model)
-        active = [host.run("systemctl", "show", "-p", "ActiveState", "--value", unit).stdout.strip()
-                  for unit in UNITS.values()]
-        for name in SERVERS:
-            seen.lines[name] = host.run("journalctl", "-u", UNITS[name], "-o", "cat", "--no-pager").stdout.splitlines()
-    return Served(host, deployment, done, rec, active, seen)
+            states = [active(host, unit) for unit in deployment_units(deployment)]
+            for name in SERVERS:
+                seen.lines[name] = host.run("journalctl", "-u", UNITS[name], "-o", "cat", "--no-pager").stdout.splitlines()
+            if done.ok:
+                operated = operate(host, deployment, tiny_model)
+    return Served(host, deployment, done, rec, states, seen, operated)
 
 
 async def _installed_and_up(deployment: Deployment) -> tuple[Done, Recorder]:

@@ -10,7 +10,6 @@ take ~9 GB and both cores to start.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import re
@@ -26,25 +25,21 @@ from pdtui.config import Deployment
 from pdtui.engine.events import Done, Notice, PhaseStarted, StateChanged
 from pdtui.engine.intent import Intent
 from pdtui.hosts import make_host
-from pdtui.sim import command_lines, real_sglang, systemd_host
+from pdtui.sim import real_sglang, systemd_host
 from pdtui.sim.systemd_host import SystemdHost
 from tests.engine_helpers import Recorder, bring_up, until_it_fails, until_told
-from tests.real_sglang import ONE_ENGINE_AT_A_TIME, UNITS, Served, before_start_deployment, sglang_deployment
+from tests.real_sglang import ONE_ENGINE_AT_A_TIME, UNITS, Served, active, before_start_deployment, pdtui, sglang_deployment
 from tests.systemd_host import install
 
 pytestmark = ONE_ENGINE_AT_A_TIME
 
 
-def active(host: SystemdHost, unit: str) -> str:
-    return host.run("systemctl", "show", "-p", "ActiveState", "--value", unit).stdout.strip()
-
-
 def test_up_brings_real_sglang_ready_then_starts_and_proves_the_real_sglang_router(served_sglang: Served):
-    """sglang-router here (the bring-up the tests that look at one share); smg, the other real router, in front of
-    the drained restart below."""
+    """sglang-router here (the bring-up the tests that look at or operate one share); smg, the other real router,
+    in front of ``demo --real`` below."""
     done, rec = served_sglang.done, served_sglang.rec
     assert done.ok, done
-    assert served_sglang.active == ["active"] * 3
+    assert served_sglang.active == ["active"] * 4
     starting = rec.index("router", "starting")
     assert rec.index("prefill", "ready") < starting and rec.index("decode", "ready") < starting
     for server in ("prefill", "decode"):
@@ -54,44 +49,22 @@ def test_up_brings_real_sglang_ready_then_starts_and_proves_the_real_sglang_rout
     assert smoke[-1].ok and "tokens" in smoke[-1].detail, smoke
 
 
-def pdtui(*args: str, timeout: float = 420) -> subprocess.CompletedProcess:
-    """``python -m pdtui ARGS`` as a user runs it (from the caller's network: inside ``host.network()``)."""
-    env = {k: v for k, v in os.environ.items() if k != "PDTUI_CONFIG"}
-    return subprocess.run([sys.executable, "-m", "pdtui", *args], capture_output=True, text=True, timeout=timeout,
-                          env=env, stdin=subprocess.DEVNULL)
-
-
-async def test_status_then_a_decode_restarted_under_load_drained_loses_no_request_then_down(
-        sglang_host, tmp_path, tiny_model, procs):
-    """Two decodes, so the router serves on while one is out: a user's load through the router sees no failure.
-    The router is smg: its ``up`` proves it end to end, as the test above proves sglang-router."""
-    if "smg" not in command_lines.installed_routers():
-        pytest.skip("the smg package is not installed (pip install smg)")
-    deployment = sglang_deployment(sglang_host, tmp_path, tiny_model, router="smg", second_decode=True)
-    config, router = deployment.source, deployment.services["router"].port
-    with sglang_host.network():
-        await install(deployment)
-        up = pdtui("up", config, "--headless")
-        assert up.returncode == 0, up.stdout + up.stderr
-        load = procs.start([sys.executable, "-m", "pdtui.sim.load", "--url", f"http://127.0.0.1:{router}",
-                            "--model", str(tiny_model), "--rate", "1", "--concurrency", "2"])
-        status = pdtui("status", config, "--once", "--json")
-        restart = pdtui("restart", config, "decode", "--headless")
-        await asyncio.sleep(3)           # the load goes on through the decode back in the router
-        procs.stop(load)
-        down = pdtui("down", config, "--headless")
+def test_status_then_a_decode_restarted_under_load_drained_loses_no_request_then_down(served_sglang: Served):
+    """Two decodes, so the router serves on while one is out: a user's load through the router sees no failure."""
+    operated = served_sglang.operated
+    assert operated is not None, served_sglang.done
+    status, restart, down = operated.status, operated.restart, operated.down
     assert status.returncode == 0, status.stdout + status.stderr
     assert {s["name"]: s["state"] for s in json.loads(status.stdout)["services"]} == dict.fromkeys(
         ["prefill", "decode", "decode-1", "router"], "ready")
     assert restart.returncode == 0, restart.stdout + restart.stderr
     out = restart.stdout
     assert out.index("info: decode: taking it out of router") < out.index("info: decode: back in router"), out
-    said = load.stdout.read() if load.stdout else ""
-    answered = re.search(r"stopped: (\d+) answered, (\d+) failed", said)
-    assert answered and int(answered[1]) > 10 and answered[2] == "0", said
+    answered = re.search(r"stopped: (\d+) answered, (\d+) failed", operated.load)
+    assert answered and int(answered[1]) > 10 and answered[2] == "0", operated.load
     assert down.returncode == 0, down.stdout + down.stderr
     assert "the unit ended failed" not in down.stdout, down.stdout
-    assert [active(sglang_host, unit) for unit in [*UNITS.values(), "s-decode-1.service"]] == ["inactive"] * 4
+    assert operated.after_down == ["inactive"] * 4
 
 
 def test_demo_real_brings_real_sglang_up_behind_the_router_in_a_network_of_its_own():
