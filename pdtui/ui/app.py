@@ -162,7 +162,7 @@ class PdtuiApp(App[int]):
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
-        yield from self.deployment.system_commands()
+        yield from self.deployment.actions.system_commands()
 
 
 def run_app(source: EventSource, summary: bool = True, **kwargs: object) -> int:

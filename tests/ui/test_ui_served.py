@@ -14,7 +14,9 @@ from ui_fakes import settle
 
 from pdtui.sim.scripted import ScriptedSource, decode_failed_script, ready_script
 from pdtui.ui.app import PdtuiApp
-from pdtui.ui.deployment_screen import SIDE_EFFECTS, DeploymentScreen, write_new
+from pdtui.ui.deployment_actions import SIDE_EFFECTS
+from pdtui.ui.deployment_screen import DeploymentScreen
+from pdtui.ui.saved_log import write_new
 from pdtui.ui.screens import ConfirmScreen, RestartScreen
 from pdtui.web.options import ACT, REFUSED, WATCH, refusal
 
@@ -82,7 +84,7 @@ async def test_a_watching_session_refuses_each_action_with_a_side_effect_and_say
         if by == "key":
             await pilot.press(KEYS[action])
         else:
-            [command] = [c for c in app.deployment.system_commands() if c.title == PALETTE[action]]
+            [command] = [c for c in app.deployment.actions.system_commands() if c.title == PALETTE[action]]
             command.callback()
         await settle(pilot)
         assert not isinstance(app.screen, (ConfirmScreen, RestartScreen))
@@ -98,7 +100,7 @@ async def test_no_key_and_no_palette_entry_of_a_watching_session_has_a_side_effe
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         await pilot.press("tab")
-        for command in list(app.deployment.system_commands()):
+        for command in list(app.deployment.actions.system_commands()):
             if command.title != "Help":
                 command.callback()
                 await settle(pilot)

@@ -96,5 +96,5 @@ async def test_quitting_names_each_ranks_unit_with_its_host() -> None:
         await pilot.press("q")
         await settle(pilot)
         assert isinstance(app.screen, QuitScreen)
-        assert app.deployment.left_running() == ["sglang-dsv4-prefill", "sglang-dsv4-decode on gpu-a",
-                                                 "sglang-dsv4-decode on gpu-b"]
+        assert app.deployment.actions.left_running() == ["sglang-dsv4-prefill", "sglang-dsv4-decode on gpu-a",
+                                                         "sglang-dsv4-decode on gpu-b"]
