@@ -12,7 +12,7 @@ import pytest
 from textual.command import CommandList, CommandPalette
 from textual.pilot import Pilot
 from textual.widgets import Input
-from ui_fakes import settle
+from ui_fakes import SteadyApp, settle
 
 from pdtui.sim.scripted import (
     ScriptedSource,
@@ -45,7 +45,7 @@ SCRIPTS: dict[str, Callable[[], list]] = {
 @pytest.mark.parametrize("size", SIZES)
 @pytest.mark.parametrize("scenario", SCRIPTS)
 def test_snapshot(snap_compare, scenario: str, size: str) -> None:
-    app = PdtuiApp(ScriptedSource(SCRIPTS[scenario]()), clock=lambda: 0.0)
+    app = SteadyApp(ScriptedSource(SCRIPTS[scenario]()), clock=lambda: 0.0)
     assert snap_compare(app, terminal_size=SIZES[size], run_before=settle)
 
 
@@ -86,5 +86,5 @@ INTERACTIONS: dict[str, tuple[Callable[[], list], tuple[str, ...], Callable[[Pil
 @pytest.mark.parametrize("interaction", INTERACTIONS)
 def test_interaction_snapshot(snap_compare, interaction: str) -> None:
     script, keys, before = INTERACTIONS[interaction]
-    app = PdtuiApp(ScriptedSource(script()), clock=lambda: 0.0)
+    app = SteadyApp(ScriptedSource(script()), clock=lambda: 0.0)
     assert snap_compare(app, press=keys, terminal_size=SIZES["medium"], run_before=before)
