@@ -96,7 +96,7 @@ class Drain:
         taken out (none for :data:`QUIET_BATCHES`: none left; none yet: not known)."""
         run = self.backend
         attempt = run.attempt
-        figures = await run.metrics(lambda text: run.serving.figures(text, self.clock(), None, run.cfg.role)[1])
+        figures = await run.metrics.read(lambda text: run.serving.figures(text, self.clock(), None, run.cfg.role)[1])
         if figures is not None and figures.running is not None:
             return figures.running + (figures.queued or 0)
         since = self.out_at if self.out_at is not None else self.clock()

@@ -16,6 +16,7 @@ from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
 from pdtui.config import Deployment
+from pdtui.engine.checks.http_status import polled
 from pdtui.engine.events import Event, Notice, ServingFigures
 from pdtui.engine.states import SERVING_STATES
 from pdtui.servers import serving_for
@@ -61,7 +62,7 @@ class FiguresWatch:
     async def _sample(self, run: ServiceRun) -> None:
         key = (run.name, run.attempt.number)
         if not run.attempt.without_metrics:     # else its batch lines give its figures
-            result = await run.session.prober.get(self._ports[run.name], run.polled("/metrics"), timeout=FETCH_TIMEOUT,
+            result = await run.session.prober.get(self._ports[run.name], polled(run.cfg, "/metrics"), timeout=FETCH_TIMEOUT,
                                                     address=run.address)
             if result.ok:
                 last = self._last.get(key)

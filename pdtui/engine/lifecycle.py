@@ -109,7 +109,7 @@ class Lifecycle:
         """Prove every prefill × decode pair behind each serving router again, now (False: no router serves)."""
         serving = [run for run in routers if run.state in SERVING_STATES]
         for run in serving:
-            self._ask(run.prove_pairs(), f"prove the pairs of {run.name}")
+            self._ask(run.proving.prove_pairs(), f"prove the pairs of {run.name}")
         return bool(serving)
 
     def restart(self, runs: list[ServiceRun], *, with_dependents: bool) -> None:
@@ -285,7 +285,7 @@ class Lifecycle:
                 outcome = "back"
                 self._notice(run, "info", f"{run.name}: back in {where}")
                 for router in routers:
-                    await router.canary_now()     # a generation through it again (its only pair, when it has one)
+                    await router.serving_watch.canary_now()     # a generation through it again (its only pair, when it has one)
         except (RouterApiError, TimeoutError) as exc:
             self._notice(run, "error", f"{run.name}: not put back: {exc}")
         finally:
@@ -323,7 +323,7 @@ class Lifecycle:
         """Its pair with each peer proven directly before it goes back (the routers' pair probes); a failed pair
         fails it, out of the routers."""
         for router in routers:
-            pairs = await router.prove_pairs_with(run.name)
+            pairs = await router.proving.prove_pairs_with(run.name)
             broken = [p for p in pairs or () if not p.ok]
             if broken:
                 first = broken[0]

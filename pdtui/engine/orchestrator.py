@@ -344,7 +344,7 @@ class Orchestrator:
                 return info
             with contextlib.suppress(TimeoutError):      # not answering yet: again after a poll, or at its next step
                 async with asyncio.timeout(self.timing.poll):
-                    await backend.next_step()
+                    await backend.waiters.next_step()
 
     async def _pairs_as_they_run(self, router: ServiceRun, infos: Mapping[str, asyncio.Task]) -> str | None:
         """Before a router starts: its prefills against its decodes as each ready server says it runs (its

@@ -59,7 +59,7 @@ class RouterProving:
         listing = await self.add_missing() if self._may_lack else None
         failed, looked = None, False
         async for check in self.probe.steps(host, listing):
-            self.run.probe_result(check)
+            self.run.tell.probe_result(check)
             if check.name == PAIRS:
                 self._tell_pairs()
             looked = True
@@ -88,8 +88,8 @@ class RouterProving:
         for worker in workers:
             if worker.service is None and worker.url not in self._told_unknown:
                 self._told_unknown.add(worker.url)
-                run.notice("warning", f"{run.name}: it also routes to {worker.url} ({worker.role or 'a worker'}), "
-                                      f"which the config does not name; to drop it: {worker.drop}")
+                run.tell.notice("warning", f"{run.name}: it also routes to {worker.url} ({worker.role or 'a worker'}), "
+                                           f"which the config does not name; to drop it: {worker.drop}")
 
     def _routed(self, worker: dict) -> RoutedWorker:
         """A listed worker, named by the configured backend it is; one the config does not name with its drop."""
@@ -132,14 +132,14 @@ class RouterProving:
                 bootstrap = peer.learned.bootstrap_port or peer.cfg.bootstrap_port
                 await api.add(RouterWorker(url, url, backend.role, bootstrap, healthy=False, draining=False))
                 added = True
-                run.notice("info", f"{run.name}: {backend.service} is not among its workers (its unit does not name "
-                                   f"it): added through its worker API")
+                run.tell.notice("info", f"{run.name}: {backend.service} is not among its workers (its unit does not name "
+                                        f"it): added through its worker API")
         except RouterApiError as exc:
             if exc.status is None or exc.status == 401:
                 self._may_lack = True    # not answering yet (its probe waits for it), or its probe names the key
             elif not self._told_refusal:
                 self._told_refusal = True
-                run.notice("warning", f"{run.name}: its missing backends could not be added: {exc}")
+                run.tell.notice("warning", f"{run.name}: its missing backends could not be added: {exc}")
             return None
         return None if added else listing
 
@@ -150,9 +150,9 @@ class RouterProving:
         """Prove every pair behind the router again, now (a router without pairs to prove says so)."""
         check = await self.probe.prove_pairs()
         if check is None:
-            self.run.notice("info", f"{self.run.name}: no prefill × decode pairs to prove")
+            self.run.tell.notice("info", f"{self.run.name}: no prefill × decode pairs to prove")
             return
-        self.run.probe_result(check, again=True)
+        self.run.tell.probe_result(check, again=True)
         self._tell_pairs()
 
     async def prove_pairs_with(self, service: str) -> list[PairResult] | None:
@@ -192,8 +192,8 @@ class RouterProving:
         bootstrap's too; vLLM's decode pulls the KV and counts it. The other side's would only repeat them."""
         counting = [peer for name in self.run.cfg.after
                     if (peer := self.run.w.peers[name]).cfg.role == peer.serving.kv_series_role]
-        reading: dict[str, KvTotals | None] = {peer.name: None for peer in counting if not peer.has_metrics}
-        if asked := [peer.kv_totals() for peer in counting if peer.has_metrics]:    # none: no loop turn spent
+        reading: dict[str, KvTotals | None] = {peer.name: None for peer in counting if not peer.metrics.available}
+        if asked := [peer.metrics.kv_totals() for peer in counting if peer.metrics.available]:    # none: no loop turn spent
             reading |= dict(await asyncio.gather(*asked))
         return reading
 

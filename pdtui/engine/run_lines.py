@@ -143,14 +143,14 @@ class RunLines:
         if phase is not None:
             run.attempt.startup.phase_began(run.w.clock())
             run.w.emit(PhaseStarted(run.name, phase, run.w.elapsed(), at))
-            run.stepped()
+            run.waiters.stepped()
 
     def _signature(self, signature: Signature, message: str) -> None:
         """What a line that matched a signature tells, by its kind (see signatures.py)."""
         if signature.severity is Severity.FATAL:
             self._failure(signature, message)
         elif signature.severity is Severity.EVIDENCE and signature.check:
-            self.run.probe_result(Check(signature.check, True, signature.reason))
+            self.run.tell.probe_result(Check(signature.check, True, signature.reason))
         elif signature.severity is Severity.TRANSFER:
             self._transfer_error(signature, message)
         elif signature.severity is Severity.HANG:
@@ -167,7 +167,7 @@ class RunLines:
         attempt.hangs_told.add(signature.reason)
         where = attempt.startup.where(serving=run.state in SERVING_STATES)
         who = f"{run.rank_words(self.rank)}: " if self.rank else ""
-        run.notice("warning", f"{run.who}: {who}{signature.reason} {where}: {message}")
+        run.tell.notice("warning", f"{run.tell.who}: {who}{signature.reason} {where}: {message}")
 
     def _transfer_error(self, signature: Signature, message: str) -> None:
         """A per-request KV transfer error: a warning naming the service, told at the 1st, 10th, 100th..."""
@@ -177,7 +177,7 @@ class RunLines:
         count = attempt.transfer_errors
         if str(count).rstrip("0") == "1":
             nth = "" if count == 1 else f" (the {count}th)"
-            run.notice("warning", f"{run.name}: KV transfer error{nth}: {message}")
+            run.tell.notice("warning", f"{run.name}: KV transfer error{nth}: {message}")
 
     def _failure(self, signature: Signature, message: str) -> None:
         """A fatal line: the attempt's failure (or a better reason for it), decided once it settles."""

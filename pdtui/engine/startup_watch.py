@@ -27,8 +27,10 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from pdtui.config.fields import format_duration, format_elapsed, took
+from pdtui.engine.run_lines import PHASED_ROLES
 
 if TYPE_CHECKING:
+    from pdtui.config import ServiceConfig
     from pdtui.servers import PhaseTracking, ServingEngine
 
 MIN_STALL = 60.0      # seconds: the shortest default silence called a stall
@@ -73,6 +75,13 @@ class StartupWatch:
     last_line_at: float | None = None             # when the latest line came
     stall_told: set[str] = field(default_factory=set)   # the places a stall was told in
     slow_told: set[str] = field(default_factory=set)
+
+    @classmethod
+    def of(cls, cfg: ServiceConfig, serving: ServingEngine, last: Mapping[str, float]) -> StartupWatch:
+        """A start of ``cfg``'s service: its phases read by its serving engine, a stall after its config's silence,
+        its phases compared with ``last``; watched where its lines tell phases (a prefill's, a decode's)."""
+        return cls(serving, serving.phase_tracker(), stall_after(cfg.stall_after, cfg.timeout), last,
+                   watched=cfg.role in PHASED_ROLES)
 
     def line(self, now: float) -> None:
         self.last_line_at = now

@@ -468,9 +468,9 @@ def test_a_host_whose_looks_are_slow_is_looked_at_on_a_later_beat():
     session = HostSession(memory.hosts[cfg.host], MemoryFleet(memory).host(memory.hosts[cfg.host]), command_timeout=30.0)
     run = UnitRun(cfg, LineJudge(cfg.ready.log, ()))
     run.wire(StillBringup(memory, Timing(unit_poll=2.0)), session)
-    assert run.beat(0.1) == 2.0
+    assert run.looks.beat(0.1) == 2.0
     session.looker.last_took = 1.0          # a loaded host: the next look no sooner than 4 s after this one
-    assert run.beat(0.1) == 6.0
+    assert run.looks.beat(0.1) == 6.0
 
 
 def test_a_look_stays_fresh_as_long_as_the_hosts_looks_are_apart():
@@ -480,9 +480,9 @@ def test_a_look_stays_fresh_as_long_as_the_hosts_looks_are_apart():
     run = UnitRun(cfg, LineJudge(cfg.ready.log, ()))
     clock = StillBringup(memory, Timing(unit_poll=2.0))
     run.wire(clock, session)
-    assert run.look_is_fresh(-2.9) and not run.look_is_fresh(-3.1)     # 1.5 beats of 2 s
+    assert run.looks.is_fresh(-2.9) and not run.looks.is_fresh(-3.1)     # 1.5 beats of 2 s
     session.looker.last_took = 0.5          # a loaded host looks every 2 s + 4 x 0.5 s: its last look is that fresh
-    assert run.look_is_fresh(-5.9) and not run.look_is_fresh(-6.1)
+    assert run.looks.is_fresh(-5.9) and not run.looks.is_fresh(-6.1)
 
 
 def test_a_ready_unit_is_looked_at_on_the_slower_beat_its_waiting_peers_share():
@@ -491,9 +491,9 @@ def test_a_ready_unit_is_looked_at_on_the_slower_beat_its_waiting_peers_share():
     session = HostSession(memory.hosts[cfg.host], MemoryFleet(memory).host(memory.hosts[cfg.host]), command_timeout=30.0)
     run = UnitRun(cfg, LineJudge(cfg.ready.log, ()))
     run.wire(StillBringup(memory, Timing(unit_poll=2.0, unit_watch=10.0)), session)
-    assert [run.beat(t) for t in (0.1, 8.5)] == [2.0, 10.0]
+    assert [run.looks.beat(t) for t in (0.1, 8.5)] == [2.0, 10.0]
     run.state = ServiceState.READY          # systemd's own lines tell its end: the looks are a backstop
-    assert [run.beat(t) for t in (0.1, 8.5, 10.0)] == [10.0, 10.0, 20.0]
+    assert [run.looks.beat(t) for t in (0.1, 8.5, 10.0)] == [10.0, 10.0, 20.0]
 
 
 async def test_a_waiter_on_a_run_wakes_once_at_the_step_its_condition_holds_and_one_that_gave_up_is_let_go():
@@ -507,17 +507,17 @@ async def test_a_waiter_on_a_run_wakes_once_at_the_step_its_condition_holds_and_
         return run.state is ServiceState.READY
 
     waiter = asyncio.create_task(run.reaches(ready))
-    impatient = asyncio.create_task(asyncio.wait_for(run.next_step(), 0.5))
+    impatient = asyncio.create_task(asyncio.wait_for(run.waiters.next_step(), 0.5))
     await asyncio.sleep(1.0)
     with pytest.raises(TimeoutError):
         await impatient
     for state in (ServiceState.STARTING, ServiceState.WAITING, ServiceState.READY):
         assert not waiter.done()
         run.state = state
-        run.stepped()
+        run.waiters.stepped()
     await waiter
     assert looked == [ServiceState.PENDING, ServiceState.STARTING, ServiceState.WAITING, ServiceState.READY]
-    run.stepped()
+    run.waiters.stepped()
     assert looked[-1] is ServiceState.READY and len(looked) == 4, "a woken waiter is looked at no more"
 
 

@@ -116,9 +116,9 @@ class ToyRun(ServiceRun):
         self.started_by_us = True
         self.toy.start(self.name, self.attempt.invocation, startup=30.0)
         self.transition(S.WAITING)
-        await self._wait_ready(self.attempt.started_at + self.cfg.timeout)
+        await self.ready_wait.wait(self.attempt.started_at + self.cfg.timeout)
         if self.state is S.READY:
-            await self._watch()
+            await self.serving_watch.watch()
             return True
         return False
 

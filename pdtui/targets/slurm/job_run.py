@@ -26,7 +26,7 @@ from pdtui.config import BACKEND_ROLES, Deployment, ServiceConfig
 from pdtui.config.fields import format_duration
 from pdtui.engine.events import JobStatus, Notice, ServiceInfo
 from pdtui.engine.intent import Action
-from pdtui.engine.readiness import FailureCandidate, LineJudge
+from pdtui.engine.readiness import LineJudge
 from pdtui.engine.service_run import ServiceRun
 from pdtui.engine.states import JUDGED_STATES, ServiceState
 from pdtui.gpus.nvidia_smi import gpu_ranges
@@ -84,22 +84,8 @@ class JobRun(ServiceRun):
         --label): it is ready once each said so."""
         return job_of(self.cfg).nodes - 1 if self.cfg.role in BACKEND_ROLES else 0
 
-    def _crash_reason(self, failure: FailureCandidate) -> str:
-        """A server over several nodes: the rank whose line it was, and its node (srun gives node i task i); a
-        rank that says only that a peer went (gloo, NCCL's watchdog) names the rank whose own exception came."""
-        reason = super()._crash_reason(failure)
-        labelled = self.rank_of(failure.line) if self.ranks_to_join else None
-        if labelled is None:
-            return reason
-        told = f"{self.rank_words(labelled[0])}: {reason}"
-        if not self.serving.peer_lost(reason):
-            return told
-        watches = {0: self.attempt.tracebacks, **self.attempt.rank_tracebacks}
-        causes = [(rank, watch.cause) for rank, watch in sorted(watches.items())
-                  if rank != labelled[0] and watch.cause and not self.serving.peer_lost(watch.cause)]
-        return f"{self.rank_words(causes[0][0])}: {causes[0][1]} (then {told})" if causes else told
-
     def rank_words(self, rank: int) -> str:
+        """A rank and its node (srun gives node i task i)."""
         return f"rank {rank}" + (f" on {self.nodes[rank][0]}" if rank < len(self.nodes) else "")
 
     def rank_of(self, message: str) -> tuple[int, str] | None:
@@ -156,7 +142,7 @@ class JobRun(ServiceRun):
     async def _look_job(self) -> None:
         """The current job again; one squeue no longer lists is asked of scontrol, then of the accounting."""
         assert self.job is not None
-        rows = await self.answered(self.look())
+        rows = await self.looks.answered(self.look())
         if rows is None:
             return                               # a login host out of reach or too slow tells nothing of the job
         job = self.job
@@ -231,9 +217,9 @@ class JobRun(ServiceRun):
                 await self._until_running()
             if self.state is S.WAITING:
                 assert self.attempt.started_at is not None
-                await self._wait_ready(self.attempt.started_at + self.cfg.timeout)
+                await self.ready_wait.wait(self.attempt.started_at + self.cfg.timeout)
             if self.state is S.READY:
-                await self._watch()
+                await self.serving_watch.watch()
                 return True
         except HostError as exc:
             self.lines.release_held()
@@ -294,7 +280,7 @@ class JobRun(ServiceRun):
         deadline = self._queued_at + self.cfg.queue_timeout
         while True:
             now = self.w.clock()
-            await self._sleep(min(deadline, self.beat(now)) - now)
+            await self.wake.sleep(min(deadline, self.looks.beat(now)) - now)
             await self._look_job()
             job = self.job
             assert job is not None

@@ -120,7 +120,7 @@ class HostSession(Session):
                                             f"its unit {run.cfg.unit} on {self.name}")
             for found in service_drift(run.w.deployment, run.cfg, unit):
                 level = "error" if found.level == "error" else "info"
-                run.notice(level, found.text)
+                run.tell.notice(level, found.text)
                 if level == "error" and run.state is ServiceState.PENDING:
                     run.refuse(found.text.removeprefix(f"{run.name}: "))
                     ok = False

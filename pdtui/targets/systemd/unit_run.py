@@ -116,9 +116,9 @@ class UnitRun(ServiceRun):
             if self.state is S.STARTING:
                 self.transition(S.WAITING)
             if self.state is S.WAITING:
-                await self._wait_ready(deadline)
+                await self.ready_wait.wait(deadline)
             if self.state is S.READY:
-                await self._watch()
+                await self.serving_watch.watch()
                 return True
         except HostError as exc:
             self.lines.release_held()
@@ -136,7 +136,7 @@ class UnitRun(ServiceRun):
         """The unit's properties: the preflight's look, or the latest of :meth:`keep_looking`, while it is as
         recent as looks on its host's beat are (a fleet's thousand backends start right after the preflight; a
         router right after its backends are ready, without a look of its own in between), else a new one."""
-        if self._looked is not None and self.look_is_fresh(self._looked[0]):
+        if self._looked is not None and self.looks.is_fresh(self._looked[0]):
             return self._looked[1]
         props = await self.show()
         self.note_unit(props)
@@ -148,7 +148,7 @@ class UnitRun(ServiceRun):
         line and its start."""
         while True:
             now = self.w.clock()
-            await asyncio.sleep(self.beat(now) - now)
+            await asyncio.sleep(self.looks.beat(now) - now)
             try:
                 self.note_unit(await self.show())
             except HostError:
@@ -317,9 +317,9 @@ class UnitRun(ServiceRun):
             held = await gpu_holders(self.units.host, nvidia_smi, self.cfg.gpus)
             if not held:
                 if held is not None:
-                    self.probe_result(Check("gpus", True, "GPU memory released"))
+                    self.tell.probe_result(Check("gpus", True, "GPU memory released"))
                 return None
-            self.probe_result(Check("gpus", False, f"waiting for GPU memory: {'; '.join(held)}"))
+            self.tell.probe_result(Check("gpus", False, f"waiting for GPU memory: {'; '.join(held)}"))
             if self.w.clock() >= deadline:
                 return f"GPU memory still held after {self.w.timing.stop_timeout:g}s: {'; '.join(held)}"
             await asyncio.sleep(self.w.timing.poll)
@@ -356,8 +356,9 @@ class UnitRun(ServiceRun):
         attempt.collecting = False
 
     async def _check_unit(self) -> None:
-        """Look at the unit; a look its host did not answer tells nothing about it (see :meth:`answered`)."""
-        props = await self.answered(self.show())
+        """Look at the unit; a look its host did not answer tells nothing about it (see
+        :meth:`~pdtui.engine.run_looks.RunLooks.answered`)."""
+        props = await self.looks.answered(self.show())
         if props is not None:
             self.note_unit(props)
 
@@ -372,8 +373,9 @@ class UnitRun(ServiceRun):
         self._tell_unit(props)
         attempt.unit_problem = self._unit_problem(props) or attempt.unit_problem
 
-    async def _last_lines(self) -> None:
-        """The unit is over: let its last lines in before saying why from its state alone.
+    async def last_words(self) -> str | None:
+        """The unit is over: let its last lines in, then systemd's own line on its end where it wrote one
+        (``Failed to locate executable …``): said before the exception of a traceback just before it.
 
         journald hands lines to the tail up to 0.4 s after they were written
         (more on a loaded host), so a look can see a unit dead before its
@@ -390,6 +392,7 @@ class UnitRun(ServiceRun):
                         telling(attempt.system_lines, self.unit) is None:
                     attempt.system_lines += await self._executor_said()
                     await asyncio.sleep(EXECUTOR_LINES_AGAIN)
+        return telling(self.attempt.system_lines, self.unit)
 
     async def _executor_said(self) -> list[str]:
         """systemd's lines on the current invocation, read from the journal by the invocation they name.
@@ -415,12 +418,6 @@ class UnitRun(ServiceRun):
     def _unit_problem(self, props: Mapping[str, str]) -> str | None:
         """Why the unit's current invocation is over, if it is (see :func:`over`)."""
         return over(self.cfg.unit, props, self.attempt.invocation)
-
-    def ended_reason(self, problem: str, cause: str | None) -> str:
-        """The unit's end, with systemd's own line on it where it wrote one (``Failed to locate executable …``),
-        else the exception of a traceback just before."""
-        said = telling(self.attempt.system_lines, self.unit)
-        return super().ended_reason(problem, said or cause)
 
     def _tell_unit(self, props: Mapping[str, str]) -> None:
         """Tell the unit's state when it changed (its uptime counts from systemd's timestamp).
