@@ -87,4 +87,11 @@ INTERACTIONS: dict[str, tuple[Callable[[], list], tuple[str, ...], Callable[[Pil
 def test_interaction_snapshot(snap_compare, interaction: str) -> None:
     script, keys, before = INTERACTIONS[interaction]
     app = SteadyApp(ScriptedSource(script()), clock=lambda: 0.0)
-    assert snap_compare(app, press=keys, terminal_size=SIZES["medium"], run_before=before)
+
+    async def keys_then_settle(pilot: Pilot) -> None:
+        """The keys, then every log's paint they caused: a loaded machine paints later than the picture is taken."""
+        await before(pilot)
+        await pilot.press(*keys)
+        await settle(pilot)
+
+    assert snap_compare(app, terminal_size=SIZES["medium"], run_before=keys_then_settle)
