@@ -21,6 +21,7 @@ import yaml
 
 from pdtui.config import Deployment, parse_config
 from pdtui.sim.command_lines import router_argv, worker_argv  # noqa: F401  (the benches' units)
+from pdtui.targets import PLACEMENTS
 
 READY_LINE = "fired up and ready"
 
@@ -103,7 +104,7 @@ def deployment(config: dict, where: Path) -> Deployment:
     text = yaml.safe_dump(config, sort_keys=False)
     path = where / "bench.yaml"
     path.write_text(text)
-    return parse_config(text, str(path))
+    return parse_config(text, str(path), PLACEMENTS)
 
 
 class Stamps:

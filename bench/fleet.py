@@ -46,6 +46,7 @@ from pdtui.engine.states import ServiceState  # noqa: E402
 from pdtui.sim.knobs import DEFAULT_MODEL  # noqa: E402
 from pdtui.sim.memhost import MemoryFleet  # noqa: E402
 from pdtui.support.heap import QuietCollector  # noqa: E402
+from pdtui.targets import PLACEMENTS  # noqa: E402
 from pdtui.targets.registry import Registry  # noqa: E402
 from pdtui.targets.systemd.unit_files import render_units  # noqa: E402
 
@@ -123,7 +124,7 @@ def fleet_config(hosts: int, per_host: int) -> dict:
 
 def load(config: dict) -> Deployment:
     """The config as a user's YAML file is loaded."""
-    return parse_config(yaml.safe_dump(config, sort_keys=False), "fleet.yaml")
+    return parse_config(yaml.safe_dump(config, sort_keys=False), "fleet.yaml", PLACEMENTS)
 
 
 class GcTime:

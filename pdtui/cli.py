@@ -241,10 +241,11 @@ def _load(path: str, *, named: bool = True):
     from pdtui.config import ConfigError, load_config
     from pdtui.config.trust import distrust
     from pdtui.support.text import inert
+    from pdtui.targets import PLACEMENTS
     if named and (why := distrust(path)):
         print(f"pdtui: warning: using {inert(path)} as named, though {why}", file=sys.stderr)
     try:
-        return load_config(path)
+        return load_config(path, PLACEMENTS)
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return None
@@ -282,8 +283,9 @@ def _schema(args: argparse.Namespace) -> int:
     installed with pdtui, which an editor's settings can name."""
     from pdtui.config.json_schema import schema_text, shipped_schema
     from pdtui.support.exits import EXIT_FAILED, EXIT_OK
+    from pdtui.targets import PLACEMENTS
     if not args.path:
-        sys.stdout.write(schema_text())
+        sys.stdout.write(schema_text(PLACEMENTS))
         return EXIT_OK
     path = shipped_schema()
     if not path.is_file():

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pytest
 
+import pdtui.targets  # noqa: F401  (the targets register their settings of the config: every test's configs use them)
 from pdtui.sim import realjournal
 from pdtui.sim.demo import PORTS_ENV
 from pdtui.sim.sandbox import Sandbox

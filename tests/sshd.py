@@ -18,10 +18,10 @@ import asyncssh
 import pytest
 import pytest_asyncio
 
-from pdtui.config import HostConfig
 from pdtui.hosts.ssh import SshHost
 from pdtui.sim.ports import free_port
 from pdtui.sim.sshd import ServerFactory, SshServer, write_command, write_key
+from pdtui.targets.systemd.settings import HostConfig
 
 __all__ = ["ServerFactory", "SshHome", "SshServer", "TcpForwarder", "free_port", "host_config", "trust", "write_command",
            "write_key"]

@@ -34,7 +34,9 @@ from pdtui.hosts.base import Host, HostError
 from pdtui.support.redact import Redactor
 from pdtui.support.text import inert
 from pdtui.targets.slurm.script import preview_scripts
+from pdtui.targets.slurm.settings import JOBS
 from pdtui.targets.systemd.commands import Commands, parse_cat
+from pdtui.targets.systemd.settings import hosts_of, unit_service
 from pdtui.targets.systemd.unit_files import UnitFile, render_units
 
 HostFactory = Callable[..., Host]
@@ -135,9 +137,10 @@ async def _targets(deployment: Deployment, factory: HostFactory) -> AsyncIterato
     """Every host with units to generate, connected (one connection each) and closed after."""
     by_host: dict[str, list[str]] = {}
     for svc in deployment.services.values():
-        if svc.launch is not None and svc.unit is not None:
-            by_host.setdefault(svc.host, []).append(svc.unit)
-    targets = [_Target(name, factory(deployment.hosts[name]), Commands.for_host(deployment.hosts[name]), units)
+        if svc.launch is not None and (unit := unit_service(svc).unit) is not None:
+            by_host.setdefault(svc.host, []).append(unit)
+    hosts = hosts_of(deployment)
+    targets = [_Target(name, factory(hosts[name]), Commands.for_host(hosts[name]), units)
                for name, units in by_host.items()]
     try:
         yield targets
@@ -192,7 +195,7 @@ async def _write_host(deployment: Deployment, target: _Target,
     """Write the host's units that changed, and the secrets' file of every unit that has secrets; then
     ``daemon-reload`` once. A file's content goes on the command's stdin, never on a command line."""
     name, host, commands = target.name, target.host, target.commands
-    config = deployment.hosts[name]
+    config = hosts_of(deployment)[name]
     backup = time.strftime("pdtui-backup-%Y%m%d-%H%M%S")
     changed = False
     for unit, old in pairs:
@@ -260,7 +263,7 @@ def job_files(deployment: Deployment) -> list[UnitFile]:
 def run(deployment: Deployment, *, out: str | None = None, diff_them: bool = False, install_them: bool = False,
         yes: bool = False, factory: HostFactory | None = None) -> int:
     units = render_units(deployment)
-    jobs = any(svc.is_job for svc in deployment.services.values())
+    jobs = any(svc.placement is JOBS for svc in deployment.services.values())
     if not units and (diff_them or install_them) and jobs:
         print(f"pdtui: the services of {inert(deployment.source)} run as Slurm jobs: no unit to compare or install "
               f"(pdtui units CONFIG prints their job scripts)", file=sys.stderr)

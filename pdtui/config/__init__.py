@@ -5,7 +5,9 @@ pointing at the key (an unknown key) or the value (a wrong value) to blame. The 
 
 - ``yamlpos``: the YAML layer (nodes with their positions; duplicate keys caught)
 - ``fields``: each value's type check, the wording of what was expected and the JSON Schema of what it takes
-- ``schema``: the pydantic models (role defaults, cross-checks)
+- ``schema``: the core's pydantic models (role defaults, cross-checks)
+- ``places``: what the places of every kind share (a name; a machine's address, how its commands run)
+- ``placement``: the kinds of place services run on, each a target's settings, and the models they compose
 - ``graph``: the dependency graph (cycles, bring-up levels, what a failure blocks)
 - ``errors``: the error line and its wording
 - ``loader``: file -> Deployment, pydantic's errors turned into ConfigError
@@ -23,7 +25,6 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pdtui.config.defaults import (
         BACKEND_ROLES,
-        COMMANDS,
         DEFAULT_BOOTSTRAP_PORT,
         DEFAULT_TIMEOUT,
         DEFAULT_UNHEALTHY_AFTER,
@@ -32,25 +33,25 @@ if TYPE_CHECKING:
     )
     from pdtui.config.errors import ConfigError
     from pdtui.config.fields import parse_duration
-    from pdtui.config.job import JobSpec
     from pdtui.config.loader import load_config, parse_config
-    from pdtui.config.schema import ClusterConfig, Deployment, HostConfig, ReadySpec, ServiceConfig
+    from pdtui.config.placement import PlacementKind, Placements, register
+    from pdtui.config.schema import Deployment, ReadySpec, ServiceConfig
 
 _HOMES = {
-    "defaults": ("BACKEND_ROLES", "COMMANDS", "DEFAULT_BOOTSTRAP_PORT", "DEFAULT_TIMEOUT", "DEFAULT_UNHEALTHY_AFTER",
+    "defaults": ("BACKEND_ROLES", "DEFAULT_BOOTSTRAP_PORT", "DEFAULT_TIMEOUT", "DEFAULT_UNHEALTHY_AFTER",
                  "ROLES", "Role"),
     "errors": ("ConfigError",),
     "fields": ("parse_duration",),
-    "job": ("JobSpec",),
+    "placement": ("PlacementKind", "Placements", "register"),
     "loader": ("load_config", "parse_config"),
-    "schema": ("ClusterConfig", "Deployment", "HostConfig", "ReadySpec", "ServiceConfig"),
+    "schema": ("Deployment", "ReadySpec", "ServiceConfig"),
 }
 _HOME = {name: module for module, names in _HOMES.items() for name in names}
 
 __all__ = [
-    "BACKEND_ROLES", "COMMANDS", "DEFAULT_BOOTSTRAP_PORT", "DEFAULT_TIMEOUT", "DEFAULT_UNHEALTHY_AFTER", "ROLES",
-    "ClusterConfig", "ConfigError", "Deployment", "HostConfig", "JobSpec", "ReadySpec", "Role", "ServiceConfig",
-    "load_config", "parse_config", "parse_duration",
+    "BACKEND_ROLES", "DEFAULT_BOOTSTRAP_PORT", "DEFAULT_TIMEOUT", "DEFAULT_UNHEALTHY_AFTER", "ROLES",
+    "ConfigError", "Deployment", "PlacementKind", "Placements", "ReadySpec", "Role", "ServiceConfig",
+    "load_config", "parse_config", "parse_duration", "register",
 ]
 
 

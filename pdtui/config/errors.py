@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic_core import PydanticCustomError
@@ -65,25 +66,34 @@ def show_key(key: Any) -> str:
     return show(str(key))
 
 
-def describe(path: NodePath) -> str:
-    """Where a mapping sits, in the words of an error message."""
-    if not path:
-        return "the top level"
-    if len(path) == 2 and path[0] in ("hosts", "clusters"):
-        return f"{str(path[0]).removesuffix('s')} {show_key(path[1])}"
-    if len(path) == 2 and path[0] == "services":
-        return f"service {show_key(path[1])}"
-    if len(path) == 3 and path[0] in ("hosts", "clusters"):
-        return f"{show_key(path[2])} of {str(path[0]).removesuffix('s')} {show_key(path[1])}"
-    if len(path) == 3 and path[0] == "services":
-        return f"{show_key(path[2])} of service {show_key(path[1])}"
-    if len(path) == 4 and path[0] == "services" and path[2] == "hosts":
-        return f"rank {path[3]} of service {show_key(path[1])} (its hosts entry)"
-    return show_key(".".join(str(part) for part in path))
+@dataclass(frozen=True)
+class Wording:
+    """How errors name what a config holds: an entry of a section of named entries (``hosts`` -> ``host 'gpu0'``),
+    and an entry of a list of a service (``hosts`` -> ``rank {index} of service {service} (its hosts entry)``)."""
+
+    sections: Mapping[str, str] = field(default_factory=lambda: {"services": "service"})
+    items: Mapping[str, str] = field(default_factory=dict)
+
+    def describe(self, path: NodePath) -> str:
+        """Where a mapping sits, in the words of an error message."""
+        if not path:
+            return "the top level"
+        what = self.sections.get(str(path[0]))
+        if len(path) == 2 and what:
+            return f"{what} {show_key(path[1])}"
+        if len(path) == 3 and what:
+            return f"{show_key(path[2])} of {what} {show_key(path[1])}"
+        if len(path) == 4 and path[0] == "services" and (said := self.items.get(str(path[2]))):
+            return said.format(index=path[3], service=show_key(path[1]))
+        return show_key(".".join(str(part) for part in path))
+
+    def unknown_key(self, parent: NodePath, key: str, known: Iterable[str]) -> str:
+        return f"unknown key {show_key(key)} in {self.describe(parent)}{did_you_mean(key, known)}"
 
 
 def unknown_key(parent: NodePath, key: str, known: Iterable[str]) -> str:
-    return f"unknown key {show_key(key)} in {describe(parent)}{did_you_mean(key, known)}"
+    """An unknown key of a file whose wording is the default's (no sections but ``services``)."""
+    return Wording().unknown_key(parent, key, known)
 
 
 def fail(message: str, *at: str | int, on: str = "value") -> PydanticCustomError:

@@ -167,38 +167,6 @@ def check_regex(value: Any) -> str:
     return value
 
 
-_UNIT_CHAR = r"A-Za-z0-9:_.\\@"      # and '-', never first
-_UNIT_CHARS = re.compile(rf"[{_UNIT_CHAR}-]+")
-_UNIT_TYPES = frozenset(
-    {"service", "socket", "device", "mount", "automount", "swap", "target", "path", "timer", "slice", "scope"}
-)
-
-
-def normalize_unit(value: Any) -> str:
-    """A systemd service unit name, with ``.service`` appended when no suffix is given.
-
-    Unit names go on command lines (over SSH, through a shell): only systemd's
-    own character set is let through.
-    """
-    if not isinstance(value, str) or not value:
-        raise fail(f"expected a systemd unit name, got {show(value)}")
-    if not _UNIT_CHARS.fullmatch(value) or value.startswith("-"):
-        raise fail(
-            f"expected a systemd unit name (letters, digits and : _ . \\ @ - only, not starting with '-'), "
-            f"got {show(value)}"
-        )
-    suffix = value.rpartition(".")[2]
-    if "." in value and suffix in _UNIT_TYPES and suffix != "service":
-        raise fail(f"expected a .service unit, got {show(value)}")
-    unit = value if value.endswith(".service") else value + ".service"
-    stem = unit.removesuffix(".service")
-    if not stem or stem.startswith("@") or stem.endswith("@"):
-        raise fail(f"expected a unit name (a template needs an instance, like name@1), got {show(value)}")
-    if len(unit) > 255:
-        raise fail(f"expected a unit name of at most 255 characters, got {len(unit)}")
-    return unit
-
-
 def check_duration(value: Any) -> float:
     try:
         seconds = parse_duration(value)
@@ -302,9 +270,6 @@ INTERVAL_OR_OFF = Check(check_interval_or_off, accepts={
               {"type": "string", "pattern": r"^\s*[oO][fF][fF]\s*$"}],
     "description": f"{DURATION_EXPECTED}, or false/off for never"})
 REGEX = Check(check_regex, accepts={"type": "string", "minLength": 1, "description": "a regular expression"})
-UNIT = Check(normalize_unit, accepts={
-    "type": "string", "pattern": rf"^[{_UNIT_CHAR}][{_UNIT_CHAR}-]*$",
-    "description": 'a systemd unit name (".service" optional)'})
 ENV_NAME = Check(check_env_name, accepts={"type": "string", "pattern": f"^{_ENV_NAME.pattern}$",
                                           "description": "the name of an environment variable of pdtui's"})
 GPU_INDEX = Check(gpu_index, accepts={"type": "integer", "minimum": 0, "description": "a GPU index"})
@@ -322,7 +287,6 @@ LogRegex = Annotated[str | None, Check(lambda v: None if v is None else check_re
                                        accepts={"anyOf": [REGEX.accepts, {"type": "null"}]})]
 Bool = Annotated[bool, Check(check_bool, accepts={
     "anyOf": [{"type": "boolean"}, {"enum": [*YAML_1_1_TRUE, *YAML_1_1_FALSE]}], "description": "true or false"})]
-Unit = Annotated[str, UNIT]
 Duration = Annotated[float, DURATION]
 GpuIndexes = Annotated[tuple[int, ...], listed(GPU_INDEX, "a list of GPU indexes (integers)")]
 Engine = Annotated[str, Check(check_engine, accepts={"enum": list(ENGINES), "description": "a serving engine"})]

@@ -13,21 +13,21 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pdtui.config.schema import Deployment
+from pdtui.config.placement import Placements, registered
 from pdtui.support.data import data_dir
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 SCHEMA_FILE = "pdtui.schema.json"
 
 
-def config_schema() -> dict[str, Any]:
-    """The JSON Schema of a config file, as the models make it today."""
-    return {"$schema": DIALECT, **Deployment.model_json_schema()}
+def config_schema(placements: Placements | None = None) -> dict[str, Any]:
+    """The JSON Schema of a config file, as the models of ``placements`` (the registered kinds') make it today."""
+    return {"$schema": DIALECT, **(placements or registered()).deployment.model_json_schema()}
 
 
-def schema_text() -> str:
+def schema_text(placements: Placements | None = None) -> str:
     """The schema as ``pdtui schema`` prints it and the shipped file holds it: stable, indented, one newline last."""
-    return json.dumps(config_schema(), indent=2, ensure_ascii=False) + "\n"
+    return json.dumps(config_schema(placements), indent=2, ensure_ascii=False) + "\n"
 
 
 def shipped_schema() -> Path:

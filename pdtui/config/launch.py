@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, ClassVar, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict
 
@@ -147,6 +147,7 @@ class LaunchSpec(BaseModel):
     """What a generated unit runs; every key optional but ``model`` for an SGLang server."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+    EXPECTED: ClassVar[str] = "a mapping of launch settings (model, tp, args, ...)"
 
     model: Annotated[str, printable("a model path or name")] | None = None
     tp: Annotated[int, integer("a tensor-parallel size (an integer >= 1)", 1)] | None = None

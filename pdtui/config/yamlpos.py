@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from pdtui.config.errors import ConfigError, NodePath, describe, show, show_key
+from pdtui.config.errors import ConfigError, NodePath, Wording, show, show_key
 
 MAX_FILE_BYTES = 1 << 20      # a config is a page or two; anything bigger is the wrong file
 MAX_NODES = 100_000           # aliases can expand a small file exponentially ("billion laughs")
@@ -46,8 +46,9 @@ _MERGE_TAG = "tag:yaml.org,2002:merge"
 class Walker:
     """Turns composed nodes into plain data, recording positions as it goes."""
 
-    def __init__(self, source: str) -> None:
+    def __init__(self, source: str, wording: Wording | None = None) -> None:
         self.source = source
+        self.wording = wording or Wording()
         self.positions = Positions()
         self._scalars = yaml.constructor.SafeConstructor()
         self._open: set[int] = set()
@@ -105,12 +106,12 @@ class Walker:
             if key_node.tag == _MERGE_TAG:
                 continue
             if not isinstance(key_node, yaml.ScalarNode):
-                raise self.error(key_node.start_mark, f"expected a plain key in {describe(path)}, got a complex key")
+                raise self.error(key_node.start_mark, f"expected a plain key in {self.wording.describe(path)}, got a complex key")
             key = key_node.value
             if key in first_seen:
                 raise self.error(
                     key_node.start_mark,
-                    f"duplicate key {show_key(key)} in {describe(path)} (first at line {first_seen[key].line + 1})",
+                    f"duplicate key {show_key(key)} in {self.wording.describe(path)} (first at line {first_seen[key].line + 1})",
                 )
             first_seen[key] = key_node.start_mark
             self.positions.keys[path + (key,)] = key_node.start_mark

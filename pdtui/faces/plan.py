@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import shlex
 
-from pdtui.config import COMMANDS, ClusterConfig, Deployment, HostConfig, ServiceConfig
+from pdtui.config import Deployment, ServiceConfig
 from pdtui.config.fields import format_duration
+from pdtui.config.places import Reached
 from pdtui.gpus.nvidia_smi import gpu_ranges
 from pdtui.support.text import inert
+from pdtui.targets.slurm.settings import JOBS, ClusterConfig, JobSpec, clusters_of, job_service
+from pdtui.targets.systemd.settings import COMMANDS, HostConfig, hosts_of, unit_service
 
 
 def render_plan(dep: Deployment) -> str:
@@ -20,14 +23,15 @@ def render_plan(dep: Deployment) -> str:
     lines = [f"deployment {dep.name}  ({inert(dep.source)})"]
     if dep.strict:
         lines.append("strict mode")
-    width = max(len(name) for name in (*dep.hosts, *dep.clusters))
-    if dep.hosts:
+    hosts, clusters = hosts_of(dep), clusters_of(dep)
+    width = max(len(name) for name in (*hosts, *clusters))
+    if hosts:
         lines += ["", "hosts"]
-        for host in dep.hosts.values():
+        for host in hosts.values():
             lines += _host_lines(host, width)
-    if dep.clusters:
+    if clusters:
         lines += ["", "Slurm clusters"]
-        for cluster in dep.clusters.values():
+        for cluster in clusters.values():
             lines += _cluster_lines(cluster, width)
     lines += ["", "bring-up order"]
     lines += [f"  {number}. {_level_actions(dep, level)}" for number, level in enumerate(dep.levels(), 1)]
@@ -37,7 +41,7 @@ def render_plan(dep: Deployment) -> str:
     return "\n".join(lines)
 
 
-def _where(machine: HostConfig | ClusterConfig) -> list[str]:
+def _where(machine: Reached) -> list[str]:
     where = "local (this machine, no SSH)" if machine.local else f"{machine.user + '@' if machine.user else ''}{machine.address}"
     details = [where]
     if machine.port is not None:
@@ -75,7 +79,7 @@ def _level_actions(dep: Deployment, level: list[str]) -> str:
     actions = []
     for routers, unit_verb in ((False, "start"), (True, "start and enable")):
         names = [name for name in level if dep.services[name].is_router is routers]
-        jobs = [name for name in names if dep.services[name].is_job]
+        jobs = [name for name in names if dep.services[name].placement is JOBS]
         for verb, group in ((unit_verb, [name for name in names if name not in jobs]), ("submit", jobs)):
             if group:
                 actions.append(f"{verb} {', '.join(group)}" + (", then probe" if routers else ""))
@@ -93,23 +97,22 @@ def _service_lines(svc: ServiceConfig) -> list[str]:
     rows.append(("ready when", _readiness(svc)))
     if svc.fail:
         rows.append(("fails on", ", ".join(f"/{inert(regex)}/" for regex in svc.fail) + " (besides the defaults)"))
-    if svc.job is not None:
-        rows.append(("job", _job(svc)))
-    rows.append(("timeout", format_duration(svc.timeout) + (" from the job's start" if svc.is_job else "")))
-    if svc.is_job:
-        rows.append(("queue", f"may wait {format_duration(svc.queue_timeout)} for its place"))
+    job, unit = job_service(svc), unit_service(svc)
+    if job.job is not None:
+        rows.append(("job", _job(job.job)))
+    rows.append(("timeout", format_duration(svc.timeout) + (" from the job's start" if job.is_job else "")))
+    if job.is_job:
+        rows.append(("queue", f"may wait {format_duration(job.queue_timeout)} for its place"))
     if svc.after:
         rows.append(("after", ", ".join(svc.after)))
-    if svc.replaces:
-        rows.append(("replaces", ", ".join(svc.replaces) + " (stopped and disabled first)"))
-    what = f"job {svc.job.name}" if svc.job is not None else svc.unit
+    if unit.replaces:
+        rows.append(("replaces", ", ".join(unit.replaces) + " (stopped and disabled first)"))
+    what = f"job {job.job.name}" if job.job is not None else unit.unit
     return [f"  {svc.name}  {what} @ {svc.host}"] + [f"    {label:<12}{value}" for label, value in rows]
 
 
-def _job(svc: ServiceConfig) -> str:
+def _job(job: JobSpec) -> str:
     """What the job asks Slurm for, in words."""
-    assert svc.job is not None
-    job = svc.job
     parts = [f"{job.nodes} node{'s' * (job.nodes != 1)}"]
     if job.gpus_per_node:
         parts.append(f"{job.gpus_per_node} {job.gpu_type + ' ' if job.gpu_type else ''}GPUs each")

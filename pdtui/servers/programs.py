@@ -16,8 +16,8 @@ def program(launch: LaunchSpec, module: str) -> list[str]:
 
 def listen_host(deployment: Deployment, svc: ServiceConfig) -> str:
     """Where a backend listens: its launch's ``host``, else every address when a router on another host
-    comes after it (or it is a job: its router's job may land on another node), else loopback."""
+    comes after it (or a scheduler places it: its router may land on another node), else loopback."""
     if svc.launch is not None and svc.launch.host:
         return svc.launch.host
-    remote = svc.is_job or any(router.host != svc.host for router in deployment.routers_of(svc.server))
+    remote = svc.scheduled or any(router.host != svc.host for router in deployment.routers_of(svc.server))
     return "0.0.0.0" if remote else "127.0.0.1"

@@ -50,6 +50,7 @@ from pdtui.sim.sandbox import Sandbox
 from pdtui.sim.slurm_cluster import PrivateCluster
 from pdtui.sim.sysfs import FabricShape, nic_beside, write_tree
 from pdtui.sim.systemctl import package_env
+from pdtui.targets import PLACEMENTS
 from pdtui.targets.systemd.unit_files import render_units
 
 
@@ -196,7 +197,7 @@ def build(sandbox: Sandbox, options: DemoOptions) -> Deployment:
     text = yaml.safe_dump(config(options, ports_for(options), hosts), sort_keys=False)
     path = sandbox.root / "demo.yaml"
     path.write_text(text)
-    deployment = parse_config(text, str(path))
+    deployment = parse_config(text, str(path), PLACEMENTS)
     for name, machine in machines.items():
         write_units([unit for unit in render_units(deployment) if unit.host == name], machine.root / "units")
     return deployment
@@ -235,7 +236,7 @@ def build_slurm(cluster: PrivateCluster, options: DemoOptions) -> Deployment:
     text = yaml.safe_dump(config, sort_keys=False)
     path = cluster.root / "demo.yaml"
     path.write_text(text)
-    return parse_config(text, str(path))
+    return parse_config(text, str(path), PLACEMENTS)
 
 
 def config(options: DemoOptions, ports: dict[str, int], hosts: dict[str, dict[str, Any]]) -> dict[str, Any]:

@@ -31,12 +31,13 @@ from pathlib import PurePosixPath
 
 import orjson
 
-from pdtui.config import Deployment, HostConfig
+from pdtui.config import Deployment
 from pdtui.gpus.nvidia_smi import MARK, QUERY_GPU_FIELDS
 from pdtui.hosts.base import HostError, HostTimedOut, Result, each_line
 from pdtui.sim.memservers import MemoryService, Step, answer, bootstrap_of, router_workers, stamp, start_script
 from pdtui.sim.sysfs import FabricShape, listing
 from pdtui.targets.systemd.commands import SHOW_PROPERTIES, START_AND_SHOW
+from pdtui.targets.systemd.settings import HostConfig
 
 BOOT_ID = uuid.UUID(int=0xB007).hex
 GPU_NAME = "NVIDIA H200"

@@ -28,6 +28,7 @@ from pdtui.config import ServiceConfig
 from pdtui.sim.knobs import DEFAULT_MODEL
 from pdtui.sim.wording import WORDINGS
 from pdtui.sim.worker import oom_traceback, server_args_repr
+from pdtui.targets.systemd.settings import hosts_of, unit_service
 
 if TYPE_CHECKING:
     from pdtui.sim.memhost import MemoryHost
@@ -67,8 +68,9 @@ class MemoryService:
 
     @property
     def unit(self) -> str:
-        assert self.cfg.unit is not None, "the fleet's services are units"
-        return self.cfg.unit
+        unit = unit_service(self.cfg).unit
+        assert unit is not None, "the fleet's services are units"
+        return unit
 
     def stop(self) -> None:
         if self.timer is not None:
@@ -241,7 +243,7 @@ def router_workers(host: MemoryHost, router: MemoryService) -> list[tuple[str, M
     for name in router.cfg.after:
         backend = host.fleet.services[name]
         if backend.cfg.role in ("prefill", "decode"):
-            address = "127.0.0.1" if backend.cfg.host == host.name else host.fleet.deployment.hosts[backend.cfg.host].address
+            address = "127.0.0.1" if backend.cfg.host == host.name else hosts_of(host.fleet.deployment)[backend.cfg.host].address
             found.append((f"http://{address}:{backend.cfg.port}", backend))
     return found
 

@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
-from pdtui.config import HostConfig
 from pdtui.hosts.local import LocalHost
 from pdtui.targets.systemd.host_session import HostSession
+from pdtui.targets.systemd.settings import HostConfig
 
 SLEEPER = [sys.executable, "-c", "import os, time; print(os.getpid(), flush=True); time.sleep(60)"]
 

@@ -26,7 +26,6 @@ from typing import TypeVar
 import pytest
 import pytest_asyncio
 
-from pdtui.config import HostConfig
 from pdtui.engine.log_entry import LogEntry
 from pdtui.hosts import Host, Result, make_host
 from pdtui.sim import systemd_host as container
@@ -34,6 +33,7 @@ from pdtui.sim.sandbox import Sandbox
 from pdtui.sim.systemd_host import SystemdHost
 from pdtui.targets.systemd.commands import SHOW_PROPERTIES, Commands, parse_cat, parse_show_units, parse_timestamp
 from pdtui.targets.systemd.journal_json import parse_entry
+from pdtui.targets.systemd.settings import HostConfig
 from pdtui.targets.systemd.unit_drift import parse_installed
 from tests.sshd import SshHome
 

@@ -27,6 +27,7 @@ from pdtui.config import ConfigError, parse_config
 from pdtui.gpus.nvidia_smi import gpu_ranges
 from pdtui.hosts.base import Host
 from pdtui.support.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from pdtui.targets import PLACEMENTS
 
 _NAME_CHARS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-"
 
@@ -53,7 +54,7 @@ async def init(path: Path, host: Host, commands: Mapping[str, Sequence[str]], *,
     draft = make_draft(found, host.name, commands)
     text = render(draft, shlex.quote(str(path)))
     try:
-        parse_config(text, str(path))
+        parse_config(text, str(path), PLACEMENTS)
     except ConfigError as exc:     # a bug here, not the user's: nothing is written
         print(f"pdtui init: the config it made does not load, so nothing was written: {exc}", file=err)
         return EXIT_FAILED

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from pdtui.commands.init.survey import FoundUnit, Survey
-from pdtui.config import COMMANDS
 from pdtui.gpus.inventory import Inventory
 from pdtui.gpus.nvidia_smi import gpu_ranges
+from pdtui.targets.systemd.settings import COMMANDS
 
 SERVICES = ("prefill", "decode", "router")      # each is its role, too
 BACKENDS = ("prefill", "decode")

@@ -85,8 +85,7 @@ def environment(deployment: Deployment, svc: ServiceConfig) -> dict[str, str]:
     launch = svc.launch
     if svc.is_router or launch is None or backend(launch) != "nixl":
         return {}
-    host = deployment.hosts.get(svc.host)
-    address = "127.0.0.1" if host is None or host.local else host.address or svc.host
+    address = "127.0.0.1" if svc.scheduled else deployment.address_of(svc.host)
     env = {SIDE_CHANNEL_ENV: str(side_channel_port(deployment, svc)), SIDE_CHANNEL_HOST_ENV: address}
     return {key: value for key, value in env.items() if key not in launch.env}
 

@@ -14,7 +14,6 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, cast
 
-from pdtui.config import ClusterConfig
 from pdtui.engine.batcher import Batcher
 from pdtui.engine.log_entry import LogEntry
 from pdtui.engine.session import Session
@@ -33,6 +32,7 @@ from pdtui.targets.slurm.parse import (
     parse_submitted,
 )
 from pdtui.targets.slurm.script import JobScript
+from pdtui.targets.slurm.settings import ClusterConfig
 
 if TYPE_CHECKING:
     from pdtui.engine.preflight import Reacher

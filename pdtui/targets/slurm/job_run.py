@@ -36,6 +36,7 @@ from pdtui.targets.slurm.commands import SlurmCommands, line_count
 from pdtui.targets.slurm.job_output import JobOutput
 from pdtui.targets.slurm.parse import JobRow, ended_words, first_host, hostnames, parse_elapsed
 from pdtui.targets.slurm.script import job_of, output_path, render_script, script_path
+from pdtui.targets.slurm.settings import JOBS, JobService, clusters_of, job_service
 
 S = ServiceState
 LABEL = re.compile(r"(\d+): ")     # srun --label: the task's rank before each line of a job over several nodes
@@ -46,8 +47,10 @@ DRAIN_TIMEOUT = 5.0     # a job that ended: how long its last lines may take to 
 class JobRun(ServiceRun):
     """One service of the deployment that runs as a Slurm job."""
 
+    cfg: JobService
+
     def __init__(self, cfg: ServiceConfig, judge: LineJudge) -> None:
-        super().__init__(cfg, judge)
+        super().__init__(job_service(cfg), judge)
         self.job: JobRow | None = None           # the current attempt's job, as last looked at
         self.node = ""                           # where it runs (its first node), once it does
         self.nodes: tuple[tuple[str, tuple[int, ...]], ...] = ()   # every node it runs on (rank 0's first), its GPUs
@@ -108,8 +111,7 @@ class JobRun(ServiceRun):
         """The job as the faces draw it (its GPUs and node are Slurm's to give), and the commands that cancel it
         and submit it again."""
         cfg = self.cfg
-        assert cfg.cluster is not None
-        cluster = deployment.clusters[cfg.cluster]
+        cluster = clusters_of(deployment)[cfg.host]
         cancel = shlex.join(SlurmCommands.for_cluster(cluster).cancel_named(self.unit))
         restart = f"{cancel}; sbatch {shlex.quote(script_path(cluster.output_dir, self.unit))}"
         return ServiceInfo(cfg.name, cfg.role, self.unit, cfg.host, (), None, cfg.port, tuple(cfg.after), cfg.timeout,
@@ -343,7 +345,7 @@ class JobRun(ServiceRun):
         urls = {}
         for name in self.cfg.after:
             peer = self.w.peers[name]
-            url = peer.url_for(self.cfg) if peer.cfg.is_job else None
+            url = peer.url_for(self.cfg) if peer.cfg.placement is JOBS else None
             if url is not None:
                 urls[name] = url
         return urls

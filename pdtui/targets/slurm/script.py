@@ -16,10 +16,10 @@ import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from pdtui.config import ClusterConfig, Deployment, ServiceConfig
-from pdtui.config.job import JobSpec
+from pdtui.config import Deployment, ServiceConfig
 from pdtui.servers import CommandFlags, serving_for
 from pdtui.targets.generated import comment_text, one_line, one_line_each
+from pdtui.targets.slurm.settings import JOBS, ClusterConfig, JobSpec, clusters_of, job_service
 
 
 @dataclass(frozen=True)
@@ -46,15 +46,16 @@ def script_path(folder: str, name: str) -> str:
 
 
 def job_of(svc: ServiceConfig) -> JobSpec:
-    assert svc.job is not None and svc.job.name is not None, f"{svc.name}: not a job (or its name not filled)"
-    return svc.job
+    job = job_service(svc).job
+    assert job is not None and job.name is not None, f"{svc.name}: not a job (or its name not filled)"
+    return job
 
 
 def render_script(deployment: Deployment, svc: ServiceConfig, backend_urls: Mapping[str, str] | None = None) -> JobScript:
     """The job script of ``svc``; a router's needs the URL of every backend it comes after (``backend_urls``)."""
     job = job_of(svc)
-    assert job.name is not None and svc.cluster is not None
-    cluster = deployment.clusters[svc.cluster]
+    assert job.name is not None
+    cluster = clusters_of(deployment)[svc.host]
     serving = serving_for(svc)
     argv = one_line_each(svc.name, "a word of the command line",
                          serving.command_line(deployment, svc, serving.metrics_ports(deployment).get(svc.name), backend_urls))
@@ -77,9 +78,9 @@ def preview_scripts(deployment: Deployment) -> list[JobScript]:
     """Every job's script as it would be submitted; a router's backends are named by the node each will get."""
     scripts = []
     for svc in deployment.services.values():
-        if svc.is_job:
+        if svc.placement is JOBS:
             urls = {name: f"http://<node of {name}>:{deployment.services[name].port}" for name in svc.after
-                    if deployment.services[name].is_job}
+                    if deployment.services[name].placement is JOBS}
             scripts.append(render_script(deployment, svc, urls if svc.is_router else None))
     return scripts
 

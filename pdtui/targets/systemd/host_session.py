@@ -15,7 +15,6 @@ import time
 from collections.abc import Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
-from pdtui.config import HostConfig
 from pdtui.engine.log_entry import LogEntry
 from pdtui.engine.session import Session
 from pdtui.engine.states import ServiceState
@@ -23,6 +22,7 @@ from pdtui.hosts.base import Host, HostError, Result
 from pdtui.servers import ServerCommand
 from pdtui.targets.systemd.commands import Commands, parse_cat, sudo_needs_password
 from pdtui.targets.systemd.journal_tail import JournalTail
+from pdtui.targets.systemd.settings import HostConfig
 from pdtui.targets.systemd.shared_commands import InvocationHistory, UnitLooker, UnitStarter
 from pdtui.targets.systemd.unit_drift import parse_installed, service_drift
 
@@ -112,12 +112,12 @@ class HostSession(Session):
         mode, router backends) fails its service before start."""
         ok = True
         for run in runs:
-            if run.cfg.unit not in installed:
+            if run.unit not in installed:
                 continue    # a systemctl without cat, or a unit of another kind: nothing to compare
-            unit = parse_installed(installed[run.cfg.unit])
+            unit = parse_installed(installed[run.unit])
             if unit.exec_start:
                 run.planned = ServerCommand(tuple(unit.exec_start), dict(unit.environment),
-                                            f"its unit {run.cfg.unit} on {self.name}")
+                                            f"its unit {run.unit} on {self.name}")
             for found in service_drift(run.w.deployment, run.cfg, unit):
                 level = "error" if found.level == "error" else "info"
                 run.tell.notice(level, found.text)

@@ -22,6 +22,7 @@ from pdtui.engine.checks.workers import url_address
 from pdtui.gpus.nvidia_smi import gpu_ranges
 from pdtui.servers import CommandFlags, ServingEngine, serving_for
 from pdtui.support.argv import flag_value, flag_values
+from pdtui.targets.systemd.settings import hosts_of, unit_service
 
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1", "0.0.0.0"})
 
@@ -169,7 +170,7 @@ def _numa_of(unit: InstalledUnit, flags: CommandFlags) -> tuple[str | None, str]
 def service_drift(deployment: Deployment, svc: ServiceConfig, unit: InstalledUnit) -> list[Drift]:
     """What the installed unit of ``svc`` runs that the config does not say, and what it does not say."""
     if not unit.exec_start:
-        return [Drift(svc.name, "note", f"{svc.name}: its unit {svc.unit} has no ExecStart pdtui can read")]
+        return [Drift(svc.name, "note", f"{svc.name}: its unit {unit_service(svc).unit} has no ExecStart pdtui can read")]
     serving = serving_for(svc)
     if svc.is_router:
         return _router_drift(deployment, svc, unit, serving.command_flags)
@@ -273,7 +274,7 @@ def _router_drift(deployment: Deployment, svc: ServiceConfig, unit: InstalledUni
 def _sends_to(deployment: Deployment, router: ServiceConfig, backend: ServiceConfig,
               addresses: set[tuple[str, int | None]]) -> bool:
     """Whether one of a router's backend addresses is ``backend``: its port, under a name its host goes by."""
-    host = deployment.hosts[backend.host]
+    host = hosts_of(deployment)[backend.host]
     names = {n for n in (host.address, backend.host) if n}
     if backend.host == router.host or host.local:
         names |= LOOPBACK

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pdtui.config import Deployment, ServiceConfig
 from pdtui.servers import serving_for
 from pdtui.targets.generated import comment_text, one_line, one_line_each
+from pdtui.targets.systemd.settings import hosts_of, unit_service
 
 # systemd 248 added CPUAffinity=numa (NUMAPolicy= and NUMAMask= came in 243): before it, numactl binds.
 SYSTEMD_NUMA = 248
@@ -38,8 +39,9 @@ class UnitFile:
 
 def secret_path(deployment: Deployment, svc: ServiceConfig) -> str:
     """Where a unit's secrets live on its host: ``SECRET_DIR/UNIT.env`` (the host's ``secret_dir``)."""
-    assert svc.unit is not None
-    return f"{deployment.hosts[svc.host].secret_dir}/{svc.unit}.env"
+    unit = unit_service(svc).unit
+    assert unit is not None
+    return f"{hosts_of(deployment)[svc.host].secret_dir}/{unit}.env"
 
 
 def env_file_text(secrets: dict[str, str]) -> str:
@@ -60,10 +62,11 @@ def render_units(deployment: Deployment, *, systemd_versions: dict[str, int] | N
     """
     versions = systemd_versions or {}
     ports = _metrics_ports(deployment)
-    return [UnitFile(name, svc.host, svc.unit, render_unit(deployment, svc, versions.get(svc.host), ports.get(name)),
+    return [UnitFile(name, svc.host, unit, render_unit(deployment, svc, versions.get(svc.host), ports.get(name)),
                      tuple((key, one_line(name, f"launch.env {key}", value)) for key, value in svc.launch.secrets.items()),
                      secret_path(deployment, svc) if svc.launch.secrets else "")
-            for name, svc in deployment.services.items() if svc.launch is not None and svc.unit is not None]
+            for name, svc in deployment.services.items()
+            if svc.launch is not None and (unit := unit_service(svc).unit) is not None]
 
 
 def _metrics_ports(deployment: Deployment) -> dict[str, int]:

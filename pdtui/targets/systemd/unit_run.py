@@ -27,6 +27,7 @@ from pdtui.hosts.base import HostError, HostTimedOut
 from pdtui.targets.systemd.commands import Commands, memory_lock, parse_timestamp, why_it_failed
 from pdtui.targets.systemd.host_session import HostSession
 from pdtui.targets.systemd.journal_json import parse_entry
+from pdtui.targets.systemd.settings import UnitService, hosts_of, unit_service
 from pdtui.targets.systemd.shared_commands import attached_history
 from pdtui.targets.systemd.unit_results import by_executor, ended, over, restarting, telling
 from pdtui.vocabulary.checks import LOOPBACK, Check
@@ -41,9 +42,10 @@ class UnitRun(ServiceRun):
     """One service of the deployment that runs as a systemd unit on its host."""
 
     ends_in_its_lines = True      # systemd logs "Main process exited" and the like in the unit's journal
+    cfg: UnitService
 
     def __init__(self, cfg: ServiceConfig, judge: LineJudge) -> None:
-        super().__init__(cfg, judge)
+        super().__init__(unit_service(cfg), judge)
         self.active_state = ""
         self.entered: float | None = None            # when the unit became active, seconds since the epoch
         self._unit_told: UnitStatus | None = None
@@ -68,7 +70,7 @@ class UnitRun(ServiceRun):
 
     def names_for(self, router: ServiceConfig) -> frozenset[str]:
         """The host names under which ``router`` knows this backend (its workers' URLs name one of them)."""
-        host = self.w.deployment.hosts[self.cfg.host]
+        host = hosts_of(self.w.deployment)[self.cfg.host]
         names = {n for n in (host.address, self.cfg.host) if n}
         if self.cfg.host == router.host or host.local:
             names |= LOOPBACK
@@ -79,7 +81,7 @@ class UnitRun(ServiceRun):
 
     def info(self, deployment: Deployment) -> ServiceInfo:
         """The service as the faces draw it, with the exact commands a restart or stop from the UI runs."""
-        cfg, commands = self.cfg, Commands.for_host(deployment.hosts[self.cfg.host])
+        cfg, commands = self.cfg, Commands.for_host(hosts_of(deployment)[self.cfg.host])
         return ServiceInfo(cfg.name, cfg.role, self.unit, cfg.host, tuple(cfg.gpus), cfg.numa, cfg.port,
                            tuple(cfg.after), cfg.timeout, shlex.join(commands.restart(self.unit)),
                            shlex.join(commands.stop(self.unit)), engine=cfg.engine, rank=cfg.rank,
@@ -312,7 +314,7 @@ class UnitRun(ServiceRun):
         """None once no process holds memory on the service's GPUs (or nvidia-smi cannot tell); else who does."""
         if not self.cfg.gpus:
             return None
-        nvidia_smi = self.w.deployment.hosts[self.cfg.host].commands["nvidia-smi"]
+        nvidia_smi = hosts_of(self.w.deployment)[self.cfg.host].commands["nvidia-smi"]
         while True:
             held = await gpu_holders(self.units.host, nvidia_smi, self.cfg.gpus)
             if not held:
