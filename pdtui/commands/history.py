@@ -127,12 +127,12 @@ def history_command(path: Path, deployment: str | None, as_json: bool, limit: in
         db = connect(path, create=False)
         runs = load_runs(db, deployment=deployment, limit=limit)
     except HistoryError as exc:
-        print(f"pdtui: {exc}", file=err)
+        print(f"pdtui: {inert(str(exc))}", file=err)
         return EXIT_FAILED
     for run in runs:
         out.write((run_json(run) if as_json else history_line(run)) + "\n")
     if not runs and not as_json:
-        print(f"pdtui: no runs{f' of {deployment}' if deployment else ''} in {path}", file=err)
+        print(f"pdtui: no runs{f' of {inert(deployment)}' if deployment else ''} in {inert(str(path))}", file=err)
     return EXIT_OK
 
 
@@ -146,10 +146,11 @@ def report_command(path: Path, run_id: str | None, as_json: bool, out: TextIO, e
         db = connect(path, create=False)
         runs = load_runs(db, run_id=None if wanted is None else int(wanted), limit=1)
     except HistoryError as exc:
-        print(f"pdtui: {exc}", file=err)
+        print(f"pdtui: {inert(str(exc))}", file=err)
         return EXIT_FAILED
     if not runs:
-        print(f"pdtui: report: no run #{wanted} in {path}" if wanted else f"pdtui: no runs in {path}", file=err)
+        print(f"pdtui: report: no run #{inert(str(wanted))} in {inert(str(path))}" if wanted
+              else f"pdtui: no runs in {inert(str(path))}", file=err)
         return EXIT_FAILED
     out.write((run_json(runs[0]) if as_json else report_text(runs[0])) + "\n")
     return EXIT_OK

@@ -11,12 +11,23 @@ from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.widgets import Input, Static
 
+from pdtui.config.regex import hazard
 from pdtui.ui.logview import LogView
 
 
 def compile_filter(source: str) -> re.Pattern[str] | None:
-    """Compile a filter; empty means no filter.  Raises ``re.error`` for a bad pattern."""
-    return re.compile(source) if source else None
+    """Compile a filter; empty means no filter. Raises ``re.error`` for a bad pattern, and for one that can take
+    exponential time (config/regex.py): it runs on every line of the log, in the process that draws the screen
+    (a web session's, for a viewer who only watches)."""
+    if not source:
+        return None
+    try:
+        pattern = re.compile(source)
+    except (OverflowError, RecursionError) as exc:     # absurd repeats, deep nesting
+        raise re.error(str(exc)) from None
+    if why := hazard(source):
+        raise re.error(f"refused, it can take exponential time: {why}")
+    return pattern
 
 
 class FilterBar(Vertical):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import re
 from dataclasses import fields
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from pdtui.sim.scripted import PREFILL, WIDE_DECODE
 from pdtui.support.heap import YOUNG_THRESHOLD, QuietCollector
 from pdtui.support.text import MAX_LINE_CHARS, inert
 from pdtui.ui import themes
+from pdtui.ui.filterbar import compile_filter
 from pdtui.ui.format import bandwidth, clock_only, figures_summary, gpu_gauges, placement
 from pdtui.ui.logview import Lines, Row
 from pdtui.ui.merged import merge_by_time
@@ -260,3 +262,12 @@ def test_a_job_over_several_nodes_shows_each_nodes_gpus() -> None:
     info = dataclasses.replace(PREFILL, gpus=(), numa=None, after=())
     assert placement(info, job) == "job 12 RUNNING on node1 · node1 GPU 0 1 · node2 GPU 2 3 · :30000"
     assert placement(info, dataclasses.replace(job, nodes=())) == "job 12 RUNNING on node1 · GPU 0 1 · :30000"
+
+
+@pytest.mark.parametrize("source", ["(a+)+$", "(a|aa)*b"])
+def test_a_filter_that_can_take_exponential_time_is_refused_saying_why(source: str) -> None:
+    """The filter runs on every line of a log in the process that draws the screen: a web viewer who only watches
+    could stall their session with it."""
+    with pytest.raises(re.error, match="exponential time"):
+        compile_filter(source)
+    assert compile_filter("out of memory|NCCL") is not None and compile_filter("") is None

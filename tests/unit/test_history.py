@@ -248,3 +248,13 @@ def test_a_hostile_failure_reason_is_inert_in_every_face_of_the_history(tmp_path
         assert not [c for c in out if c != "\n" and (not c.isprintable())], argv
     code, out, _ = run_cli(monkeypatch, capsys, "report", "--json")
     assert json.loads(out)["services"]["decode"]["reason"] == reason     # the same data to a parser
+
+
+def test_a_state_folder_whose_name_holds_escapes_is_named_inert(tmp_path, monkeypatch, capsys):
+    """XDG_STATE_HOME is the caller's environment, and its name reaches the terminal in every line that names the
+    history: an OSC title write or a bell in it is shown, never acted on."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "x\x1b]0;TITLE\x07"))
+    for command in ("history", "report"):
+        code, _, err = run_cli(monkeypatch, capsys, command)
+        assert code == 1 and "no run history yet" in err, err
+        assert "\x1b" not in err and "\x07" not in err, err
