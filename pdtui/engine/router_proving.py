@@ -21,6 +21,7 @@ from pdtui.config import BACKEND_ROLES
 from pdtui.engine.checks.kv_transfer import KvReading
 from pdtui.engine.checks.pairs import NAME as PAIRS
 from pdtui.engine.checks.pairs import PairProbe
+from pdtui.engine.checks.refusal import Refusals
 from pdtui.engine.checks.router import RouterProbe
 from pdtui.engine.checks.workers import Backend, healthy, worker_matches
 from pdtui.engine.events import PairMatrix, PairResult, RoutedWorker, RouterBackends
@@ -47,9 +48,12 @@ class RouterProving:
         self.probe = RouterProbe(run.prober, run.cfg.port, backends, smoke=w.smoke,
                                  transfer_error=self.transfer_error_since, kv_meter=self._kv_reading,
                                  pairs=self._pair_probe(backends), settle=w.timing.settle, clock=w.clock,
-                                 address=run.address, key_env=run.cfg.api_key_env)
+                                 address=run.address, key_env=run.cfg.api_key_env,
+                                 refusals=Refusals(run.prober, self._url_of, run.lines.worker_lines,
+                                                   key_env=run.cfg.api_key_env, clock=w.clock))
         self._may_lack = True           # a look at its workers for configured backends it lacks is due
         self._missing_since: dict[str, float] = {}     # backends that serve, not listed by it since then
+        self._added: set[str] = set()                   # backends added through its worker API, still unlisted
         self._told_unknown: set[str] = set()            # workers it routes to that the config does not name, told
         self._told_backends: tuple = ((), ())           # its workers and what it lacked, as last told
         self._told_refusal = False                      # its worker API refused an addition: told once
@@ -106,9 +110,10 @@ class RouterProving:
         """Its configured backends that serve but that it does not list, added through its worker API: its unit
         lacks them (added to the config since it started), or a ``down`` of them took them out. A router found
         running is made whole at once; one starting registers its unit's backends itself, in the background, so
-        a backend is added only once it has been missing for :data:`ADD_AFTER`. Looked at once per start, and
-        again after a look that found one missing. Its ``/workers`` answer when it added none: the probe's workers
-        step judges that one rather than asking again."""
+        a backend is added only once it has been missing for :data:`ADD_AFTER`, and once while it is missing (a
+        router that does not take it then would not take it the next time: the workers check says why). Looked at
+        once per start, and again after a look that found one missing. Its ``/workers`` answer when it added none:
+        the probe's workers step judges that one rather than asking again."""
         run = self.run
         assert run.cfg.port is not None
         self._may_lack = False
@@ -124,7 +129,10 @@ class RouterProving:
                 url = peer.url_for(run.cfg) if peer.state in SERVING_STATES else None
                 if url is None or any(worker_matches(worker.url, backend) for worker in listed):
                     self._missing_since.pop(backend.service, None)
+                    self._added.discard(backend.service)
                     continue
+                if backend.service in self._added:
+                    continue        # added once while it is missing: the workers check says why it still is
                 since = self._missing_since.setdefault(backend.service, now)
                 if not run.attempt.attached and now - since < ADD_AFTER:
                     self._may_lack = True       # the router may still be registering it: look again
@@ -132,6 +140,7 @@ class RouterProving:
                 bootstrap = peer.learned.bootstrap_port or peer.cfg.bootstrap_port
                 await api.add(RouterWorker(url, url, backend.role, bootstrap, healthy=False, draining=False))
                 added = True
+                self._added.add(backend.service)
                 run.tell.notice("info", f"{run.name}: {backend.service} is not among its workers (its unit does not name "
                                         f"it): added through its worker API")
         except RouterApiError as exc:
@@ -174,6 +183,10 @@ class RouterProving:
             if peer.cfg.role in BACKEND_ROLES and peer.cfg.port:
                 backends.append(Backend(name, peer.cfg.role, peer.cfg.port, peer.names_for(run.cfg)))
         return backends
+
+    def _url_of(self, backend: Backend) -> str | None:
+        """The URL the router was given for ``backend`` (None: not known yet, a job not placed)."""
+        return self.run.w.peers[backend.service].url_for(self.run.cfg)
 
     def _pair_probe(self, backends: list[Backend]) -> PairProbe | None:
         """Its prefill × decode pairs, when they are proven: asked for (``pairs``), or by default when there is

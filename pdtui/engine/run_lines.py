@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from pdtui.engine.events import LineKind, LogLines, LogRecord, PhaseStarted
 from pdtui.engine.log_entry import LogEntry
 from pdtui.engine.readiness import FailureCandidate, LineJudge
+from pdtui.engine.router_lines import WorkerLines
 from pdtui.engine.states import JUDGED_STATES, SERVING_STATES, ServiceState
 from pdtui.engine.tracebacks import TracebackWatch, without_stamp
 from pdtui.hosts.http import own_echo
@@ -44,6 +45,8 @@ class RunLines:
         self.judge = judge
         self.pending: list[LogRecord] = []
         self.rank = 0           # the rank the line being judged comes from (a labelled output's; else 0)
+        # a router's warnings about its workers, for the reason it does not take one (checks/refusal.py)
+        self.worker_lines = WorkerLines() if run.cfg.is_router else None
 
     def take(self, entry: LogEntry) -> None:
         """A line from its target's output: held back while a start's history is read."""
@@ -98,6 +101,8 @@ class RunLines:
     def _judge(self, entry: LogEntry) -> LineKind:
         """What a line of the invocation under way tells."""
         run, attempt, message = self.run, self.run.attempt, entry.message
+        if self.worker_lines is not None:
+            self.worker_lines.feed(message, attempt.invocation)
         rank = 0
         if run.ranks_to_join and (labelled := run.rank_of(message)) is not None:
             rank, message = labelled        # judged without its node's label; a failure's line keeps it

@@ -35,6 +35,7 @@ MAX_REQUESTS = 8            # in flight at once per host, as many as a host's se
 KEPT_PER_PORT = 2           # idle connections kept per port
 MAX_BODY = 8 << 20          # an answer larger than this is a broken server, not a probe's answer
 MAX_HEAD = 64 << 10         # so are headers (and interim answers) larger than this: the parser keeps them whole
+NO_ANSWER = "no answer within"   # how a request that timed out is told (HttpResult.timed_out reads it)
 
 OWN_MARK = "from=pdtui"
 """Put in the query of the requests pdtui repeats at a server (its health watch, its figures): their lines in the
@@ -178,6 +179,11 @@ class HttpResult:
     def ok(self) -> bool:
         return self.status is not None and 200 <= self.status < 300
 
+    @property
+    def timed_out(self) -> bool:
+        """No answer came within the request's timeout (it was connected, or waiting its turn or to connect)."""
+        return self.status is None and self.error.startswith(NO_ANSWER)
+
     def json(self) -> Any:
         """The body as JSON, or None when it is not JSON."""
         try:
@@ -232,7 +238,7 @@ class HttpProber:
             async with asyncio.timeout(timeout), self._turns:
                 status, answer = await self._ask((address, port), request)
         except TimeoutError:
-            return HttpResult(None, b"", time.perf_counter() - started, f"no answer within {timeout:g}s")
+            return HttpResult(None, b"", time.perf_counter() - started, f"{NO_ANSWER} {timeout:g}s")
         except _CannotConnect as exc:
             return HttpResult(None, b"", time.perf_counter() - started, f"cannot connect: {exc}")
         except (OSError, EOFError, _Broken, _Unanswered) as exc:

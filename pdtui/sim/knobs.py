@@ -24,6 +24,8 @@ FAIL_MODES: dict[str, str] = {
     "generate-500": "every generation answers 500",
     "generate-fails-later": "once serving, generations answer 500 for a while, then succeed again (the "
                             "router's canary degrades it, then restores it)",
+    "server-info-hangs": "its /server_info never answers (its scheduler busy elsewhere, as in PD bootstrap polling): "
+                         "ready by its own checks, but the router cannot read its metadata and never takes it",
     "bootstrap-port-in-use": "a prefill's bootstrap port is taken: Server error: logged, the server goes on",
     "request-traceback": "one request raises after ready (Exception in ASGI application); serving goes on",
     "transfer-errors": "every routed request's KV transfer fails (logged per request, answered 500)",

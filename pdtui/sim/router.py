@@ -5,7 +5,11 @@ when no real router (``smg``, ``sglang-router``) is installed, or when asked
 to.  It behaves as the real one does where pdtui looks (checked against
 sglang-router 0.3.2; tests/integration/test_sim_router.py holds for smg 1.13 as well): it
 binds at once and registers workers in the background once their ``/health``
-answers 200; ``/health`` is always 200 ``OK``; ``/readiness`` is 200 only with
+answers 200 within 5 s, reading their ``/server_info`` and ``/model_info``
+within 10 s, three tries: a worker whose metadata times out each time is given
+up ("Workflow deadlocked", sglang-router's words) and never listed; a listed
+worker whose ``/health`` fails three times is listed unhealthy, with the
+health checker's line; ``/health`` is always 200 ``OK``; ``/readiness`` is 200 only with
 a healthy prefill and decode; ``/workers`` has the real shape; a generation
 request goes to a prefill and a decode with ``bootstrap_host``/
 ``bootstrap_port``/``bootstrap_room`` added and the decode's answer comes
@@ -35,6 +39,11 @@ from pdtui.sim.httpserve import JsonHandler, Server, set_on_signal
 
 POLL_INTERVAL = 0.5
 FAILURE_THRESHOLD = 3
+HEALTH_TIMEOUT = 5.0        # the real routers' --health-check-timeout-secs
+METADATA_TIMEOUT = 10.0     # their metadata step's limit
+METADATA_TRIES = 3          # ... and its tries, a second apart
+RETRY_DELAY = 1.0
+EVENT = "smg::workflow::event"
 PROXY_TIMEOUT = 60.0
 PROXIED_GETS = ("/get_model_info",)
 GENERATE_PATHS = ("/generate", "/v1/completions", "/v1/chat/completions")
@@ -81,6 +90,8 @@ class Worker:
     bootstrap_port: int | None = None
     id: str = field(default_factory=lambda: str(uuid.uuid4()))
     registered: bool = False
+    registering: bool = False           # its registration workflow runs
+    abandoned: bool = False             # its registration gave up: never listed (until it is added again)
     healthy: bool = False
     failures: int = 0
     model_id: str = "unknown"
@@ -156,6 +167,7 @@ class Pool:
             if known is None:
                 known = Worker(url, kind, bootstrap_port)
                 self.workers.append(known)
+            known.abandoned = False             # a new registration workflow for it
             return known
 
     def remove(self, worker_id: str) -> bool:
@@ -175,38 +187,84 @@ class Pool:
 
     def _check(self, worker: Worker) -> None:
         try:
-            ok = fetch(worker.url + "/health")[0] == 200
-        except OSError:
-            ok = False
-        if ok and not worker.registered:
-            self._register(worker)
+            status = fetch(worker.url + "/health", timeout=HEALTH_TIMEOUT)[0]
+            failure = None if status == 200 else f"HTTP health check returned non-success status for " \
+                f"{worker.url}/health: {status} {http.client.responses.get(status, '')}".rstrip()
+        except OSError as exc:
+            failure = f"HTTP health check failed for {worker.url}/health: {exc}"
         with self.lock:
-            worker.failures = 0 if ok else worker.failures + 1
-            if ok:
+            if failure is None and not (worker.registered or worker.registering or worker.abandoned):
+                worker.registering = True
+                threading.Thread(target=self._register, args=(worker,), daemon=True).start()
+            worker.failures = 0 if failure is None else worker.failures + 1
+            if failure is None:
                 worker.healthy = True
             elif worker.failures >= FAILURE_THRESHOLD and worker.healthy:
                 worker.healthy = False
-                self.log.line("WARN", "smg::core::worker", "core/worker.rs:612",
-                              f"Worker {worker.url} health check failed {worker.failures} times: marked unhealthy")
+                self.log.line("WARN", "smg::core::worker", "core/worker.rs:939", failure)
 
     def _register(self, worker: Worker) -> None:
-        """Read the worker's server and model info, then mark it registered (as the real workflow does)."""
-        info = _json_or_empty(worker.url + "/server_info")
-        model = _json_or_empty(worker.url + "/model_info")
+        """The registration workflow: read the worker's server and model info, then mark it registered; give it
+        up when that step times out on every try (as sglang-router does: it never retries a worker so given up)."""
+        instance, started = str(uuid.uuid4()), time.monotonic()
+        self.log.info(EVENT, "workflow/event.rs:197",
+                      f"Workflow started instance_id={instance} definition_id=local_worker_registration")
+        for attempt in range(1, METADATA_TRIES + 1):
+            metadata = _metadata(worker.url)
+            if metadata is not None:
+                break
+            again = attempt < METADATA_TRIES
+            if again:
+                self.log.info(EVENT, "workflow/event.rs:247", f"Step retrying instance_id={instance} "
+                                                              f"step_id=discover_metadata attempt={attempt + 1} "
+                                                              f"delay_ms={RETRY_DELAY * 1000:.0f}")
+            self.log.line("WARN", EVENT, "workflow/event.rs:233",
+                          f'Step failed instance_id={instance} step_id=discover_metadata error="Step timeout after '
+                          f'{METADATA_TIMEOUT:g}s" will_retry={str(again).lower()}')
+            if again and self.stop.wait(RETRY_DELAY):
+                return
+        else:
+            self.log.line("ERROR", EVENT, "workflow/event.rs:270",
+                          f'Workflow failed instance_id={instance} failed_step=internal_scheduler '
+                          f'error="Workflow deadlocked: no steps ready and none running"')
+            with self.lock:
+                worker.registering, worker.abandoned = False, True
+            return
+        info, model = metadata
         with self.lock:
             worker.metadata = {k: str(info[k]) for k in ("tp_size", "dp_size", "disaggregation_mode") if k in info}
             if model.get("model_path"):
                 worker.metadata["model_path"] = str(model["model_path"])
                 worker.model_id = str(model["model_path"])
-            worker.registered = True
+            worker.registered, worker.registering = True, False
         self.log.info("smg::core::steps::worker::shared::activate", "core/steps/worker/shared/activate.rs:31",
                       "Activated 1 worker(s) (marked as healthy)")
+        self.log.info(EVENT, "workflow/event.rs:259", f"Workflow completed instance_id={instance} "
+                                                      f"duration_ms={(time.monotonic() - started) * 1000:.0f}")
 
 
-def _json_or_empty(url: str) -> dict[str, Any]:
+def _metadata(url: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """The worker's ``/server_info`` and ``/model_info`` (each empty when it answers none), or None when they take
+    longer than the step's :data:`METADATA_TIMEOUT` together."""
+    deadline = time.monotonic() + METADATA_TIMEOUT
+    read = []
+    for path in ("/server_info", "/model_info"):
+        try:
+            read.append(_json_or_empty(url + path, deadline - time.monotonic()))
+        except TimeoutError:
+            return None
+    return read[0], read[1]
+
+
+def _json_or_empty(url: str, timeout: float) -> dict[str, Any]:
+    """A JSON object's answer, empty for any other; TimeoutError when none came within ``timeout``."""
+    if timeout <= 0:
+        raise TimeoutError(url)
     try:
-        status, body, _ = fetch(url)
+        status, body, _ = fetch(url, timeout=timeout)
         data = json.loads(body) if status == 200 else {}
+    except TimeoutError:
+        raise
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}

@@ -130,6 +130,7 @@ class Worker:
                                               "version": WORDINGS[args.generation].version},
                                  prefills=PrefillInfo(args.unreachable_bootstrap),
                                  answer=ANSWERS.get(args.fail or "", "content"),
+                                 server_info_hangs=args.fail == "server-info-hangs",
                                  content_beside_reasoning=self.words.content_beside_reasoning)
         if args.enable_metrics:
             self.state.metrics = self._metrics()

@@ -33,6 +33,7 @@ WORDS = ("The quick brown fox jumps over the lazy dog while the simulated decode
 GENERATE_PATHS = ("/generate", "/v1/completions", "/v1/chat/completions")
 GET_PATHS = ("/health", "/health_generate", "/get_model_info", "/model_info", "/get_server_info", "/server_info",
              "/v1/models")
+HANG = 3600.0       # seconds a hanging /server_info keeps its asker waiting: longer than anyone waits
 
 
 @dataclass
@@ -77,6 +78,7 @@ class WorkerState:
     healthy: threading.Event = field(default_factory=threading.Event)
     server_args: dict[str, Any] = field(default_factory=dict)    # what /server_info adds: the args as resolved
     dummy: bool = False         # a rank >= 1 of a server over several nodes: SGLang's dummy health app alone
+    server_info_hangs: bool = False   # server-info-hangs: /server_info never answers (its scheduler is busy)
 
     def generation_fails(self) -> bool:
         """Whether this generation answers 500: always (generate-500), or inside the window that the first
@@ -201,6 +203,8 @@ class WorkerHandler(JsonHandler):
         elif route in ("/get_model_info", "/model_info"):
             self.reply_json(200, state.model_info())
         elif route in ("/get_server_info", "/server_info"):
+            if state.server_info_hangs:
+                time.sleep(HANG)      # SGLang asks its scheduler, which does not come back to its loop
             self.reply_json(200, state.server_info())
         elif route == "/v1/models":
             self.reply_json(200, state.models())

@@ -200,6 +200,23 @@ async def test_a_page_size_mismatch_is_refused_before_start_and_forced_the_decod
                                        "use the same --page-size value."), done
 
 
+async def test_a_decode_the_router_will_not_take_for_its_api_key_is_named_with_why(sglang_host, tmp_path, tiny_model):
+    """A decode started with --api-key, a router (smg) not given it: SGLang answers /health without the key, so the
+    decode is ready by its own checks, but smg's backend detection asks /v1/models, gets 401, and keeps the decode
+    out for minutes, retrying. pdtui asks the decode what smg asks and names the 401, quoting smg's line."""
+    deployment = sglang_deployment(sglang_host, tmp_path, tiny_model, decode=["--api-key", "the-decodes-own"],
+                                   keys={"router": {"timeout": "60s"}})
+    done, rec = await up(sglang_host, deployment, smoke=False)
+    assert rec.states("decode")[-1] == "ready" and rec.states("router")[-1] == "timed_out", done
+    decode = deployment.services["decode"].port
+    reason = done.failures["router"]
+    assert (f"workers (missing: decode; decode: the router's backend detection (GET /v1/models at "
+            f"http://127.0.0.1:{decode}): HTTP 401") in reason, reason
+    assert "next: the server wants an API key the router does not send" in reason, reason
+    assert re.search(r"the router logged: Step failed step_id=detect_backend .*401 Unauthorized", reason), reason
+    assert "the-decodes-own" not in json.dumps(rec.events, default=str), "the key is never shown"
+
+
 async def test_a_flag_of_another_release_is_refused_before_start_by_the_installed_sglangs_own_parser(
         sandbox, tmp_path, monkeypatch):
     """--disaggregation-decode-tp (an earlier release's) on the prefill: refused by what SGLang 0.5.23's parser

@@ -1,7 +1,9 @@
 """The router's end-to-end probe: each step a check, in order, stopping at the first that does not hold.
 
 Port accepting, ``/readiness`` (``/health`` on routers that have no
-``/readiness``), every configured backend healthy in ``/workers``, a model in
+``/readiness``), every configured backend healthy in ``/workers`` (looked at
+too when ``/readiness`` says not ready: the backends it lacks are why, each
+named with the reason the router does not take it, checks/refusal.py), a model in
 ``/v1/models``, and one generation for the model listed through the prefill ->
 decode path (smg routes by the model; another name is 503), proven by its
 tokens (checks/generation.py) and, where the servers export SGLang's KV
@@ -21,6 +23,7 @@ from pdtui.engine.checks.generation import CANARY_PROMPT, SMOKE_PROMPT, Verdict,
 from pdtui.engine.checks.kv_transfer import KvMeter, KvReading, kv_seen
 from pdtui.engine.checks.pairs import NAME as PAIRS
 from pdtui.engine.checks.pairs import PairProbe, TransferError, pairs_check
+from pdtui.engine.checks.refusal import Refusals
 from pdtui.engine.checks.workers import Backend, check_workers, key_refused, listed_workers
 from pdtui.hosts.base import LOOPBACK_ADDRESS, Host
 from pdtui.hosts.http import HttpProber, HttpResult
@@ -40,13 +43,16 @@ class RouterProbe:
     KV transfer series of the side that counts them (SGLang's prefills, vLLM's decodes), before and after the
     smoke request.
     ``pairs``, when given, proves each prefill × decode pair after the smoke.
+    ``refusals``, when given, finds why the router does not take a backend it lacks.
     """
 
     def __init__(self, prober: HttpProber, port: int, backends: Sequence[Backend], *, smoke: bool = True,
                  transfer_error: TransferError | None = None, kv_meter: KvMeter | None = None,
                  pairs: PairProbe | None = None, settle: float = 1.0, clock: Callable[[], float] = time.monotonic,
-                 address: str = LOOPBACK_ADDRESS, key_env: str | None = None) -> None:
+                 address: str = LOOPBACK_ADDRESS, key_env: str | None = None,
+                 refusals: Refusals | None = None) -> None:
         self.prober = prober
+        self.refusals = refusals
         self.key_env = key_env      # the environment variable whose key the prober sends, if any
         self.port = port
         self.address = address      # where the router listens, as its host sees it (a job: its node's address)
@@ -70,6 +76,8 @@ class RouterProbe:
             check = await step()
             yield check
             if not check.ok:
+                if check.name == "readiness" and check.detail.startswith("HTTP 503"):
+                    yield await self._workers(workers)      # not ready: the backends it lacks, and why
                 return
         if not (self.smoke and self._model):
             return
@@ -126,8 +134,8 @@ class RouterProbe:
         if not result.ok:
             return Check("workers", False, result.describe(), result.latency)
         self.listed = listed_workers(result.json())
-        check = check_workers(self.listed, self.backends)
-        return Check(check.name, check.ok, check.detail, result.latency)
+        check = check_workers(self.listed, self.backends, self.refusals.why if self.refusals else None)
+        return replace(check, latency=result.latency)
 
     async def _models(self) -> Check:
         result = await self._get("/v1/models")
