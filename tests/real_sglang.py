@@ -1,10 +1,11 @@
 """Real SGLang on this machine's CPU (pdtui/sim/real_sglang.py), registered by tests/conftest.py.
 
 ``tiny_model`` makes the tiny GPT-2 once per test process, its tokenizer trained on
-pdtui's own source. ``sglang_host`` boots a container (tests/systemd_host.py)
-with a network of its own, since real SGLang's torch store and Mooncake bind
-every address, and the model bound in; a test reaches it from inside that
-network (``with sglang_host.network():``). ``sglang_deployment`` writes a
+pdtui's own source. ``sglang_host`` lends a test the module's container
+(tests/systemd_host.py's ``Kept``: booted once, left as a boot leaves it before
+and after each test) with a network of its own, since real SGLang's torch store
+and Mooncake bind every address, and the model bound in; a test reaches it from
+inside that network (``with sglang_host.network():``). ``sglang_deployment`` writes a
 prefill, a decode and a real router for it, each a unit made from its
 ``launch:`` block with the CPU flags. ``served_sglang`` is one such deployment
 pdtui brought up once, with what was read of it at once, for the tests that only
@@ -41,11 +42,12 @@ from pdtui.sim.sandbox import Sandbox
 from pdtui.sim.systemd_host import SystemdHost
 from tests.conftest_sim import Procs, fetch
 from tests.engine_helpers import Recorder, bring_up
-from tests.sshd import SshHome, made_ssh_home, use_home
-from tests.systemd_host import booted, install
+from tests.sshd import made_ssh_home, use_home
+from tests.systemd_host import Kept, booted, install, kept
 
 __all__ = ["ANSWER_PATHS", "ONE_ENGINE_AT_A_TIME", "SERVERS", "UNITS", "Operated", "Seen", "Served", "active",
-           "before_start_deployment", "pdtui", "read", "served_sglang", "sglang_deployment", "sglang_host", "tiny_model"]
+           "before_start_deployment", "pdtui", "read", "served_sglang", "sglang_deployment", "sglang_host", "sglang_machine",
+           "tiny_model"]
 
 # Real servers take most of the machine (two start in 7-9 GB and both cores): every test of either engine runs on one
 # worker, so that SGLang's and vLLM's never start side by side (a real SGLang demo beside real vLLM's under the
@@ -64,10 +66,16 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return real_sglang.make_model(tmp_path_factory.mktemp("model"), real_sglang.corpus())
 
 
+@pytest.fixture(scope="module")
+def sglang_machine(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> Iterator[Kept]:
+    with kept(tmp_path_factory.mktemp("sglang-machine"), "s-", private_network=True,
+              binds={str(tiny_model): tiny_model}) as machine:
+        yield machine
+
+
 @pytest.fixture
-def sglang_host(tmp_path: Path, ssh_home: SshHome, tiny_model: Path) -> Iterator[SystemdHost]:
-    with booted(tmp_path, ssh_home, private_network=True, binds={str(tiny_model): tiny_model}) as host:
-        yield host
+def sglang_host(sglang_machine: Kept, monkeypatch: pytest.MonkeyPatch) -> Iterator[SystemdHost]:
+    yield from sglang_machine.lent(monkeypatch)
 
 
 def sglang_deployment(host: SystemdHost, folder: Path, model: Path, *, router: str = "smg", timeout: str = TIMEOUT,

@@ -1,10 +1,11 @@
 """Real vLLM on this machine's CPU (pdtui/sim/real_vllm.py), registered by tests/conftest.py.
 
 ``vllm_model`` makes the tiny Llama once per test process, its tokenizer trained
-on pdtui's own source. ``vllm_host`` boots a container (tests/systemd_host.py)
-with a network of its own, since UCX listens on every address, and the model
-bound in; a test reaches it from inside that network (``with
-vllm_host.network():``). ``vllm_deployment`` writes a prefill, a decode and the
+on pdtui's own source. ``vllm_host`` lends a test the module's container
+(tests/systemd_host.py's ``Kept``: booted once, left as a boot leaves it before
+and after each test) with a network of its own, since UCX listens on every
+address, and the model bound in; a test reaches it from inside that network
+(``with vllm_host.network():``). ``vllm_deployment`` writes a prefill, a decode and the
 real vllm-router for it, each a unit made from its ``launch:`` block with the
 CPU flags. Where vLLM or a container cannot run, the test skips, saying why.
 """
@@ -22,10 +23,9 @@ from pdtui.config import Deployment, parse_config
 from pdtui.sim import real_sglang, real_vllm
 from pdtui.sim.ports import free_port
 from pdtui.sim.systemd_host import SystemdHost
-from tests.sshd import SshHome
-from tests.systemd_host import booted
+from tests.systemd_host import Kept, kept
 
-__all__ = ["VLLM_UNITS", "vllm_deployment", "vllm_host", "vllm_model"]
+__all__ = ["VLLM_UNITS", "vllm_deployment", "vllm_host", "vllm_machine", "vllm_model"]
 
 VLLM_UNITS = {"prefill": "v-prefill.service", "decode": "v-decode.service", "router": "v-router.service"}
 # Two real servers start side by side in ~60 s on two idle cores; the suite's other workers share those cores.
@@ -40,10 +40,16 @@ def vllm_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return real_vllm.make_model(tmp_path_factory.mktemp("vllm-model"), real_sglang.corpus())
 
 
+@pytest.fixture(scope="module")
+def vllm_machine(tmp_path_factory: pytest.TempPathFactory, vllm_model: Path) -> Iterator[Kept]:
+    with kept(tmp_path_factory.mktemp("vllm-machine"), "v-", private_network=True,
+              binds={str(vllm_model): vllm_model}) as machine:
+        yield machine
+
+
 @pytest.fixture
-def vllm_host(tmp_path: Path, ssh_home: SshHome, vllm_model: Path) -> Iterator[SystemdHost]:
-    with booted(tmp_path, ssh_home, private_network=True, binds={str(vllm_model): vllm_model}) as host:
-        yield host
+def vllm_host(vllm_machine: Kept, monkeypatch: pytest.MonkeyPatch) -> Iterator[SystemdHost]:
+    yield from vllm_machine.lent(monkeypatch)
 
 
 def vllm_deployment(host: SystemdHost, folder: Path, model: Path, *, timeout: str = TIMEOUT,

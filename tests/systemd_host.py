@@ -28,9 +28,9 @@ from pdtui.hosts import make_host
 from pdtui.sim import systemd_host as container
 from pdtui.sim.command_lines import REAL_ROUTERS
 from pdtui.sim.ports import free_port
-from tests.sshd import SshHome
+from tests.sshd import SshHome, made_ssh_home, use_home
 
-__all__ = ["booted", "install", "missing_env_file_lines", "real_deployment", "systemd_host"]
+__all__ = ["Kept", "booted", "install", "kept", "missing_env_file_lines", "real_deployment", "systemd_host"]
 
 REPO = Path(__file__).resolve().parents[1]
 # The units run this checkout's sim, whatever pdtui the container's Python would find first.
@@ -58,6 +58,46 @@ def booted(tmp_path: Path, ssh_home: SshHome, **options: Any) -> Iterator[contai
         yield host
     finally:
         host.stop()
+
+
+class Kept:
+    """One container kept for the tests of a module that each start real servers on it (a boot and a power-off
+    are 20 s of a loaded machine, more than some of those tests): before and after each, :meth:`fresh` leaves it
+    as a boot does for units named ``prefix``*."""
+
+    def __init__(self, host: container.SystemdHost, home: SshHome, prefix: str) -> None:
+        self.host, self.home, self.prefix = host, home, prefix
+
+    def fresh(self) -> None:
+        """Every unit of the prefix killed (a server left hanging on purpose too: no stop timeout waited out), its
+        failure forgotten, its unit, enablement and secrets files removed and systemd's view reloaded, so that none
+        is loaded any more (an enabled one stays loaded, its last InvocationID with it, while a link names it); the
+        journal emptied, so that no line of an earlier test's unit of the same name is read as this one's."""
+        units = f"{self.prefix}*"
+        script = (f"systemctl kill -s KILL '{units}'; systemctl stop '{units}'; systemctl reset-failed '{units}'; "
+                  f"rm -f /etc/systemd/system/{units} /etc/systemd/system/*.wants/{units}; rm -rf /etc/pdtui/env; "
+                  "systemctl daemon-reload; journalctl --rotate -q && journalctl --vacuum-time=1s -q")
+        done = self.host.run("sh", "-c", script, timeout=60)
+        assert done.returncode == 0, done.stderr
+        loaded = self.host.run("systemctl", "list-units", "--all", "--plain", "--no-legend", units).stdout
+        assert not loaded.strip(), f"still loaded after the clean-up: {loaded}"
+
+    def lent(self, monkeypatch: pytest.MonkeyPatch) -> Iterator[container.SystemdHost]:
+        """The container for one test, fresh, with ~/.ssh trusting it for as long as ``monkeypatch`` lasts."""
+        use_home(self.home, monkeypatch)
+        self.fresh()
+        try:
+            yield self.host
+        finally:
+            self.fresh()
+
+
+@contextmanager
+def kept(folder: Path, prefix: str, **options: Any) -> Iterator[Kept]:
+    """A container (``options`` as :func:`booted` takes them) with a ~/.ssh of its own, for :class:`Kept`."""
+    home = made_ssh_home(folder)
+    with booted(folder, home, **options) as host:
+        yield Kept(host, home, prefix)
 
 
 def real_deployment(host: container.SystemdHost, folder: Path, *, router: str = "sim", timeout: str = "30s",
