@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.hostile import acting, files
+from tests.hostile import acting, confined, files, written
 
 ANSWERS = files("http", ".http")
 
@@ -61,9 +61,12 @@ def test_a_hostile_answer_is_told_inert(sandbox, tmp_path, answering, answer, fa
     server.answer = answer.read_bytes()       # type: ignore[attr-defined]
     config = tmp_path / "hostile.yaml"
     _config(sandbox, config, port)
-    done = subprocess.run([sys.executable, "-m", "pdtui", "up", str(config), *face], capture_output=True, timeout=90)
+    env, work = confined(tmp_path / "run")
+    done = subprocess.run([sys.executable, "-m", "pdtui", "up", str(config), *face], capture_output=True, timeout=90,
+                          env=env, cwd=work)
     out, err = done.stdout.decode("utf-8"), done.stderr.decode("utf-8")
     assert done.returncode == 1, err        # never ready: no answer of the corpus is a 200 with a whole body
     assert "Traceback" not in err
     assert acting(out) == [] and acting(err) == []
+    assert written(tmp_path / "run") == []
     assert "http /health" in out          # the answer is told, as the check that asked for it

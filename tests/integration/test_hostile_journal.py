@@ -14,7 +14,7 @@ import yaml
 
 from pdtui.engine.events import LineKind, LogLines, LogRecord
 from pdtui.sim.scripted import T0, starting_script
-from tests.hostile import CORPUS, acting
+from tests.hostile import CORPUS, acting, confined, written
 from tests.ui.ui_fakes import make_app
 
 LINES = (CORPUS / "journal" / "lines.bin").read_bytes().splitlines()
@@ -35,10 +35,13 @@ def _config(sandbox, path: Path) -> None:
 def test_every_hostile_line_is_printed_inert_by_the_headless_faces(sandbox, tmp_path, face):
     config = tmp_path / "hostile.yaml"
     _config(sandbox, config)
-    done = subprocess.run([sys.executable, "-m", "pdtui", "up", str(config), *face], capture_output=True, timeout=90)
+    env, work = confined(tmp_path / "run")
+    done = subprocess.run([sys.executable, "-m", "pdtui", "up", str(config), *face], capture_output=True, timeout=90,
+                          env=env, cwd=work)
     out, err = done.stdout.decode("utf-8"), done.stderr.decode("utf-8")
     assert done.returncode == 0, err
     assert acting(out) == [] and acting(err) == []
+    assert written(tmp_path / "run") == []
     if face[0] == "--json":
         shown = [r["text"] for line in out.splitlines() for r in json.loads(line).get("lines", [])]
     else:

@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from pdtui.sim.sshd import public_line
-from tests.hostile import CORPUS, acting
+from tests.hostile import CORPUS, acting, confined, written
 from tests.sshd import write_key
 
 PEERS = json.loads((CORPUS / "ssh" / "peers.json").read_text())
@@ -116,13 +116,15 @@ def test_what_a_hostile_peer_says_is_shown_inert(tmp_path, loop_thread, peer, fa
     config = tmp_path / "hostile.yaml"
     _config(config, port, known_hosts)
     try:
+        env, work = confined(tmp_path / "run", _home(tmp_path / "run"))
         done = subprocess.run([sys.executable, "-m", "pdtui", face[0], str(config), *face[1:]], capture_output=True,
-                              timeout=90, env=_home(tmp_path), cwd=tmp_path)
+                              timeout=90, env=env, cwd=work)
     finally:
         loop_thread.call_soon_threadsafe(server.close)
     out, err = done.stdout.decode("utf-8"), done.stderr.decode("utf-8")
     assert "Traceback" not in err, err
     assert acting(out) == [] and acting(err) == [], (out + err)[-2000:]
     assert done.returncode in (0, 1, 2)
+    assert written(tmp_path / "run") == ["home/.ssh/config", "home/.ssh/id_test"]
     if peer["name"] == "disconnect-reason":
         assert "bye " in out + err        # told, as the characters it holds (escaped in JSON)
