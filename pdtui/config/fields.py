@@ -160,7 +160,8 @@ def check_regex(value: Any) -> str:
         raise fail(f"expected a regular expression (a string), got {show(value)}")
     try:
         re.compile(value)
-    except (re.error, OverflowError, RecursionError) as exc:   # the last two: absurd repeats, deep nesting
+        regex.Bounded(value)              # what searches it (the regex package, re's syntax)
+    except (re.error, regex.bounded_re.error, OverflowError, RecursionError) as exc:   # the last two: absurd repeats
         raise fail(f"expected a valid regular expression, got {show(value)}: {exc}") from None
     if why := regex.hazard(value):
         raise fail(f"expected a regular expression that cannot take exponential time, got {show(value)}: {why}")

@@ -16,6 +16,11 @@ What is refused, inside any repeat that may run more than once:
 
 The check is conservative: a few patterns that are in fact fast (``(ab+)*``) are refused too, and the message says how
 to write them (a possessive repeat, an atomic group, a character class, ``?``).
+
+No check of a shape catches every slow pattern: repeats that follow one another over the same characters
+(``\\s*\\s*\\s*$``, ``.*a.*a.*b``) take polynomial time in ``re``, a minute for one search of a line of 50 blanks. So
+a config's patterns are searched by :class:`Bounded`: the ``regex`` package (re's syntax, more of its shapes fast),
+with a bound on the time of each search; a search past it matches nothing, and the pattern says so once.
 """
 
 from __future__ import annotations
@@ -24,7 +29,12 @@ import importlib
 import math
 from typing import Any
 
+import regex as bounded_re
+
 _parser: Any = importlib.import_module("re._parser")    # the parser re itself uses: the only tree of a pattern
+
+SEARCH_LIMIT = 0.05
+"""Seconds one search of a config's pattern may take on one line: an ordinary one takes microseconds."""
 
 MAX_WAYS = 1000
 """The most ways bounded repeats inside repeats may split a match at one place: more is as bad as unbounded."""
@@ -38,6 +48,26 @@ NESTED = ("it has a repeat inside a repeat (like (a+)+ or (a*)*); make the inner
           "((?>a+)), or write them as one repeat")
 ALIKE = ("it repeats alternatives that can match the same text (like (a|a)* or (a|ab)+); make each alternative begin "
          "differently, or use a character class or '?'")
+
+
+class Bounded:
+    """A config's pattern, searched with a bound on time (``SEARCH_LIMIT`` a line): ``pattern`` and ``flags`` as
+    ``re``'s, and ``timed_out`` once a search was cut short (it then matched nothing; the caller says so once)."""
+
+    __slots__ = ("_compiled", "flags", "pattern", "timed_out")
+
+    def __init__(self, pattern: str) -> None:
+        self._compiled = bounded_re.compile(pattern, bounded_re.VERSION0)     # re's syntax and meaning
+        self.pattern = pattern
+        self.flags: int = self._compiled.flags
+        self.timed_out = False
+
+    def search(self, text: str) -> bounded_re.Match[str] | None:
+        try:
+            return self._compiled.search(text, timeout=SEARCH_LIMIT)
+        except TimeoutError:
+            self.timed_out = True
+            return None
 
 
 def hazard(pattern: str) -> str | None:

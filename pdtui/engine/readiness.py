@@ -12,8 +12,9 @@ from dataclasses import dataclass
 
 from ahocorasick_rs import AhoCorasick
 
+from pdtui.config.regex import Bounded
 from pdtui.engine.events import LineKind
-from pdtui.vocabulary.signatures import Severity, Signature
+from pdtui.vocabulary.signatures import Searched, Severity, Signature
 
 _WARN = re.compile(r"\bWARN(?:ING)?\b")
 _WARN_HINT = re.compile("WARN")    # every warning line holds it: enough for the prefilter
@@ -40,9 +41,9 @@ class Prefilter:
     5.7 µs and the signatures' own patterns (groups, ``\b``) several each.
     """
 
-    def __init__(self, patterns: list[re.Pattern[str] | str]) -> None:
+    def __init__(self, patterns: list[Searched | str]) -> None:
         self.literals: list[str] = []
-        self.regexes: list[re.Pattern[str]] = []
+        self.regexes: list[Searched] = []
         self._of_literal: list[int] = []            # the pattern each literal stands for
         self._of_regex: list[int] = []
         texts: list[str] | None
@@ -76,6 +77,15 @@ class LineJudge:
     def __init__(self, ready: str | None, signatures: tuple[Signature, ...]) -> None:
         self.signatures = signatures
         self.ready, self._prefilter = _compiled(ready, signatures)
+        self._bounded = [p for p in (self.ready, *(s.pattern for s in signatures)) if isinstance(p, Bounded)]
+        self._told: set[str] = set()
+
+    def slow_patterns(self) -> list[str]:
+        """The config's patterns a search of which was cut short since last asked, each told once: on that line
+        they matched nothing."""
+        slow = [p.pattern for p in self._bounded if p.timed_out and p.pattern not in self._told]
+        self._told.update(slow)
+        return slow
 
     def signature(self, message: str) -> Signature | None:
         """The most telling signature the line matches, if any: a fatal one before any other kind."""
@@ -129,13 +139,13 @@ class LineJudge:
         return self.judge(message, priority, system)[0]
 
 
-def _compiled(ready: str | None, signatures: tuple[Signature, ...]) -> tuple[re.Pattern[str] | None, Prefilter]:
+def _compiled(ready: str | None, signatures: tuple[Signature, ...]) -> tuple[Bounded | None, Prefilter]:
     """The ready pattern and the prefilter of the signatures (in their order), the ready line and warnings (~0.5 ms
     to make: a fleet's thousand services share one judge per kind of service, targets/registry.py). A quick look
     for literal text tells most lines apart as ordinary before any regex runs, and names the few signatures a line
     may match."""
-    ready_pattern = re.compile(ready) if ready else None
-    hints: list[re.Pattern[str] | str] = [s.hint or s.pattern for s in signatures]
+    ready_pattern = Bounded(ready) if ready else None
+    hints: list[Searched | str] = [s.hint or s.pattern for s in signatures]
     return ready_pattern, Prefilter(hints + ([ready_pattern] if ready_pattern else []) + [_WARN_HINT])
 
 

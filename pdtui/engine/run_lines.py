@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from pdtui.config import regex as config_regex
 from pdtui.engine.events import LineKind, LogLines, LogRecord, PhaseStarted
 from pdtui.engine.log_entry import LogEntry
 from pdtui.engine.readiness import FailureCandidate, LineJudge
@@ -108,6 +109,10 @@ class RunLines:
             rank, message = labelled        # judged without its node's label; a failure's line keeps it
         self.rank = rank
         kind, signature = self.judge.judge(message, entry.priority)
+        for slow in self.judge.slow_patterns():
+            run.tell.notice("warning", f"{run.tell.who}: the config's pattern /{slow}/ took over "
+                                       f"{config_regex.SEARCH_LIMIT * 1000:g} ms on one of its lines and matched nothing there: "
+                                       "write its repeats so that they cannot split a line in many ways")
         now = run.w.clock()
         attempt.startup.line(now)
         tracebacks = attempt.tracebacks if not rank else attempt.rank_tracebacks.setdefault(rank, TracebackWatch())

@@ -11,7 +11,8 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from pdtui.vocabulary.signatures import Signature, signature
+from pdtui.config.regex import Bounded
+from pdtui.vocabulary.signatures import Signature
 
 USER_RANK = 11   # a failure pattern the user wrote is the most telling of all
 
@@ -29,7 +30,7 @@ class SignatureTable:
 
     def signatures_for(self, role: str, extra: tuple[str, ...] = ()) -> tuple[Signature, ...]:
         """The role's signatures plus the user's own ``fail:`` patterns (fatal)."""
-        user = tuple(signature(p, f"matched fail pattern {p!r}", USER_RANK) for p in extra)
+        user = tuple(Signature(Bounded(p), f"matched fail pattern {p!r}", USER_RANK) for p in extra)
         return user + self._of_role(role)
 
     def _of_role(self, role: str) -> tuple[Signature, ...]:

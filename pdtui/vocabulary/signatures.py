@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from enum import Enum
+from typing import Protocol
 
 
 class Severity(str, Enum):
@@ -18,6 +19,19 @@ class Severity(str, Enum):
     TRANSFER = "transfer"
     EVIDENCE = "evidence"
     HANG = "hang"           # the server says it is stuck: a warning that names the phase it is in
+
+
+class Searched(Protocol):
+    """A pattern as the judge uses it: ``re``'s own (the engines' signatures), or a config's, searched with a bound
+    on time (config/regex.py's ``Bounded``)."""
+
+    @property
+    def pattern(self) -> str: ...
+
+    @property
+    def flags(self) -> int: ...
+
+    def search(self, string: str, /) -> object | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,7 +45,7 @@ class Signature:
     on every line.
     """
 
-    pattern: re.Pattern[str]
+    pattern: Searched
     reason: str
     rank: int
     severity: Severity = Severity.FATAL

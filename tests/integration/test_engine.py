@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import re
 import subprocess
+import sys
 
 import pytest
 
@@ -23,6 +24,7 @@ from tests.engine_helpers import (
     run_to_done,
     sim_deployment,
     until_it_fails,
+    until_told,
     worker_argv,
 )
 
@@ -349,3 +351,21 @@ async def test_a_decode_with_a_small_kv_pool_times_out_in_its_warm_up_quoting_th
     assert rec.states("router") == ["blocked"] and done.exit_code == 1
     [stall] = [n.text for n in rec.of(Notice) if "it may be stuck" in n.text]
     assert re.match(r"decode: no line for \d+s in the PD warm-up .*; its last warning: .*KV pool holds 64 tokens", stall), stall
+
+
+async def test_a_config_pattern_whose_search_runs_past_its_bound_is_told_once_naming_it(sandbox, monkeypatch):
+    """A config's fail: pattern is searched with a bound on time (a bound of nothing here, so that any search on a
+    long line runs past it): the line is judged without it, and a warning names the pattern, once."""
+    monkeypatch.setattr("pdtui.config.regex.SEARCH_LIMIT", 0)
+    program = "import time; [print('x' * 100_000, flush=True) for _ in range(3)]; time.sleep(60)"
+    deployment = sim_deployment(sandbox, {"noisy": ([sys.executable, "-c", program],
+                                                    {"role": "other", "fail": ["bo+m"], "timeout": "30s"})})
+
+    def told(rec: Recorder) -> list[str]:
+        return [n.text for n in rec.of(Notice) if "took over" in n.text]
+
+    rec = await until_told(deployment, lambda r: bool(told(r)) and len(r.of(LogLines)) > 0, timeout=30)
+    await asyncio.sleep(0.5)        # the later long lines: told once, not each time
+    assert told(rec) == ["noisy: the config's pattern /bo+m/ took over 0 ms on one of its lines and matched nothing "
+                         "there: write its repeats so that they cannot split a line in many ways"], told(rec)
+    assert "failed" not in rec.states("noisy")
