@@ -159,6 +159,7 @@ class Seen:
 
     lines: dict[str, list[str]] = field(default_factory=dict)
     health: dict[str, int] = field(default_factory=dict)
+    ready: dict[str, int] = field(default_factory=dict)     # /ready: /health's answer without its generation
     info: dict[str, dict[str, Any]] = field(default_factory=dict)
     old_info: dict[str, set[str]] = field(default_factory=dict)
     families: dict[str, set[str]] = field(default_factory=dict)
@@ -184,6 +185,7 @@ def read(seen: Seen, deployment: Deployment, model: Path) -> None:
     for name in SERVERS:
         port = deployment.services[name].port
         seen.health[name] = fetch(f"http://127.0.0.1:{port}/health", timeout=30)[0]
+        seen.ready[name] = fetch(f"http://127.0.0.1:{port}/ready")[0]
         seen.info[name] = json.loads(fetch(f"http://127.0.0.1:{port}/server_info")[1])
         seen.old_info[name] = set(json.loads(fetch(f"http://127.0.0.1:{port}/get_server_info")[1]))
         text = fetch(f"http://127.0.0.1:{port}/metrics")[1].decode()

@@ -341,6 +341,7 @@ class Orchestrator:
             assert backend.cfg.port is not None
             info = await backend.serving.server_info(backend.prober, backend.cfg.port, backend.address)
             if info is not None or backend.state is S.READY:
+                backend.learned.server_info = info
                 return info
             with contextlib.suppress(TimeoutError):      # not answering yet: again after a poll, or at its next step
                 async with asyncio.timeout(self.timing.poll):

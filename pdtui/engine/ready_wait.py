@@ -51,8 +51,9 @@ class ReadyWait:
                 attempt.fresh_line = False
                 next_probe = min(next_probe, last_probe + timing.line_probe_gap)
             if not attempt.failure and probing and now >= next_probe:
-                last_probe, next_probe = now, now + timing.poll
+                last_probe = now
                 outcome = await self._probe()
+                next_probe = now + self._poll()
                 if outcome is True:
                     if attempt.enabling is not None:
                         await attempt.enabling     # ready means enabled too: the outcome never outruns it
@@ -70,6 +71,14 @@ class ReadyWait:
                 run.w.changed()
             await run.wake.sleep(min(deadline, failures.next_look(), next_probe if probing else deadline,
                                      attempt.startup.due(attempt.started_at)) - now)
+
+    def _poll(self) -> float:
+        """How long until the next probe: a router's short while its steps before the generation are all it is
+        asked (a few requests it answers from memory: a second of its start-up is worth more), else the poll."""
+        run, timing = self.run, self.run.w.timing
+        if run.cfg.is_router and not run.proving.generated:
+            return timing.router_poll
+        return timing.poll
 
     async def _probe(self) -> bool | Check | None:
         """Run the active checks: True when all hold, a Check when one failed for good, else None."""

@@ -18,6 +18,7 @@ from collections.abc import Collection, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from pdtui.config import BACKEND_ROLES
+from pdtui.engine.checks.generation import smoke_prompt
 from pdtui.engine.checks.kv_transfer import KvReading
 from pdtui.engine.checks.pairs import NAME as PAIRS
 from pdtui.engine.checks.pairs import PairProbe
@@ -45,9 +46,10 @@ class RouterProving:
         w = run.w
         assert run.cfg.port is not None      # the config requires a router's port
         backends = self._backends()
-        self.probe = RouterProbe(run.prober, run.cfg.port, backends, smoke=w.smoke,
+        prompt = smoke_prompt(self._page(backends))
+        self.probe = RouterProbe(run.prober, run.cfg.port, backends, smoke=w.smoke, prompt=prompt,
                                  transfer_error=self.transfer_error_since, kv_meter=self._kv_reading,
-                                 pairs=self._pair_probe(backends), settle=w.timing.settle, clock=w.clock,
+                                 pairs=self._pair_probe(backends, prompt), settle=w.timing.settle, clock=w.clock,
                                  address=run.address, key_env=run.cfg.api_key_env,
                                  refusals=Refusals(run.prober, self._url_of, run.lines.worker_lines,
                                                    key_env=run.cfg.api_key_env, clock=w.clock))
@@ -57,6 +59,11 @@ class RouterProving:
         self._told_unknown: set[str] = set()            # workers it routes to that the config does not name, told
         self._told_backends: tuple = ((), ())           # its workers and what it lacked, as last told
         self._told_refusal = False                      # its worker API refused an addition: told once
+
+    @property
+    def generated(self) -> bool:
+        """Whether its probe has sent a generation through it in this start (its next look may send another)."""
+        return self.probe.generations > 0
 
     async def verdict(self, host: Host) -> bool | Check | None:
         """The probe's steps, each told: True when all hold, the failure when it is final, else None."""
@@ -188,7 +195,13 @@ class RouterProving:
         """The URL the router was given for ``backend`` (None: not known yet, a job not placed)."""
         return self.run.w.peers[backend.service].url_for(self.run.cfg)
 
-    def _pair_probe(self, backends: list[Backend]) -> PairProbe | None:
+    def _page(self, backends: list[Backend]) -> int | None:
+        """The largest KV page of its backends, as each runs or will run (None: one of them does not tell)."""
+        peers = [self.run.w.peers[backend.service] for backend in backends]
+        pages = [peer.serving.page_size(peer.planned, peer.learned.server_info) for peer in peers]
+        return None if not pages or None in pages else max(page for page in pages if page is not None)
+
+    def _pair_probe(self, backends: list[Backend], prompt: str) -> PairProbe | None:
         """Its prefill × decode pairs, when they are proven: asked for (``pairs``), or by default when there is
         more than one (a single pair is the smoke's own path)."""
         peers, wanted = self.run.w.peers, self.run.w.pairs
@@ -197,7 +210,7 @@ class RouterProving:
         if wanted is False or not prefills or not decodes or (wanted is None and len(prefills) * len(decodes) < 2):
             return None
         return PairProbe(prefills, decodes, self.run.serving.pair, clock=self.run.w.clock,
-                         transfer_error=self.transfer_error_since)
+                         transfer_error=self.transfer_error_since, prompt=prompt)
 
     async def _kv_reading(self) -> KvReading:
         """The KV transfer series now of each backend whose serving engine counts transfers on its side (None: no

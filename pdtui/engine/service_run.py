@@ -174,7 +174,7 @@ class ServiceRun:
         self.reason = ""
         self.serving = serving_for(cfg)             # the software its servers run (SGLang)
         self.bringup: Bringup | None = None
-        self.attempt = Attempt(StartupWatch.of(cfg, self.serving, {}))
+        self.attempt = Attempt(StartupWatch.of(cfg, self.serving, {}), learned=self._learned())
         self.started_by_us = False
         self.refused = False                        # the preflight refused it as it would run (Preflight)
         self.main_pid = 0                           # its main process, where its target knows it (0: unknown)
@@ -217,11 +217,16 @@ class ServiceRun:
         assert self._session is not None, f"{self.name}: not wired to a bring-up"
         return self._session
 
+    def _learned(self) -> Learned:
+        """What a start knows before its checks learn anything: where its health is asked first."""
+        return Learned(health_path=self.serving.health_path(self.cfg.ready.http))
+
     def fresh_attempt(self, *, collecting: bool = False) -> Attempt:
         """The next start's Attempt, begun now: numbered after the last one, its phases read by its serving engine
         and compared with its last successful run's (``collecting``: its lines held until its start is known)."""
         startup = StartupWatch.of(self.cfg, self.serving, self.w.baseline.get(self.name, {}))
-        return Attempt(startup, self.attempt.number + 1, started_at=self.w.clock(), collecting=collecting)
+        return Attempt(startup, self.attempt.number + 1, started_at=self.w.clock(), collecting=collecting,
+                       learned=self._learned())
 
     def placed(self) -> tuple[str | None, str | None]:
         """Its job's id and node, for the state it tells (a unit has neither)."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from pdtui.engine.checks.http_status import http_check, polled
+from pdtui.engine.checks.http_status import health_check
 from pdtui.engine.events import CanaryResult, Notice
 from pdtui.engine.states import SERVING_STATES, ServiceState
 
@@ -79,8 +79,7 @@ class ServingWatch:
         """One health check of a ready service; a failure once it has failed long enough in a row."""
         run = self.run
         cfg, attempt = run.cfg, run.attempt
-        assert cfg.port is not None and cfg.ready.http is not None
-        check = await http_check(run.prober, cfg.port, cfg.ready.http, run.address, sent=polled(cfg, cfg.ready.http))
+        check = await health_check(run)
         run.tell.probe_result(check)
         now = run.w.clock()
         if check.ok:

@@ -12,6 +12,7 @@ class Timing:
     poll: float = 0.5          # HTTP/TCP/router probes while waiting
     watch_poll: float = 10.0   # the health check of a ready service
     line_probe_gap: float = 0.05   # a new line of a service being probed brings its next probe this close
+    router_poll: float = 0.1   # a starting router's probe until its generation: its answers cost it nothing
     unit_poll: float = 2.0     # `systemctl show` while waiting (systemd's own lines wake it sooner)
     unit_watch: float = 10.0   # ... once ready, where the target logs a run's end: a backstop to those lines
     settle: float = 0.3        # after a first failure line, wait this long for a more telling one

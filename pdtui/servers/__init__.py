@@ -160,6 +160,14 @@ class ServingEngine(Protocol):
     def backend_checks(self) -> tuple[ReadinessCheck, ...]:
         """Its own readiness checks of a backend, after the generic ones (TCP, HTTP)."""
 
+    def page_size(self, command: ServerCommand | None, info: Mapping[str, Any] | None) -> int | None:
+        """A server's KV page (block) size in tokens: as it says it runs (its ``/server_info``), else as its
+        command line sets it; None where neither tells."""
+
+    def health_path(self, path: str | None) -> str | None:
+        """Where a server's health is asked first, for the configured ``path``: a path of its servers that answers
+        the same without generating, where the engine has one, else ``path``."""
+
     def follower_ready(self, message: str) -> bool:
         """Whether a line says a rank >= 1 of a server over several nodes is ready (it prints no ready line)."""
 
@@ -271,6 +279,7 @@ class CommandFlags:
     nnodes: str = "--nnodes"        # a server over several nodes: how many, this unit's rank, where they meet
     node_rank: str = "--node-rank"
     dist_init_addr: str = "--dist-init-addr"
+    page: str = "--page-size"       # its KV cache's page (block) of tokens
 
 
 ENGINES: Mapping[str, str] = {"sglang": "pdtui.servers.sglang.engine", "vllm": "pdtui.servers.vllm.engine"}

@@ -31,6 +31,7 @@ from pdtui.servers.phase_table import PhaseTable, PhaseTracker
 from pdtui.servers.ports import metrics_ports
 from pdtui.servers.prometheus import MetricsSample
 from pdtui.servers.signature_table import SignatureTable
+from pdtui.support.argv import flag_value
 
 if TYPE_CHECKING:
     from pdtui.config import Deployment, ServiceConfig
@@ -114,7 +115,10 @@ class DeclaredEngine:
 
     ``kv_series_role``: the role whose servers count each KV transfer (SGLang's prefill sends, vLLM's decode pulls);
     ``router_puts_back``: its router's worker API puts a worker taken out back (a drain's end);
-    ``readiness_checks``: its own checks of a backend, after the generic ones.
+    ``readiness_checks``: its own checks of a backend, after the generic ones;
+    ``quiet_health``: a path its servers answer as they answer ``/health`` but without generating (SGLang's
+    ``/ready``: its ``/health`` runs a one-token generation and answers a second later at the soonest), asked in its
+    place while a server serves it.
     """
 
     name: str
@@ -130,6 +134,7 @@ class DeclaredEngine:
     kv_series_role: str
     router_puts_back: bool
     readiness_checks: tuple[ReadinessCheck, ...] = ()
+    quiet_health: str | None = None
 
     # Its log lines and start-up phases.
 
@@ -152,6 +157,16 @@ class DeclaredEngine:
 
     def backend_checks(self) -> tuple[ReadinessCheck, ...]:
         return self.readiness_checks
+
+    def page_size(self, command: ServerCommand | None, info: Mapping[str, Any] | None) -> int | None:
+        told = (info or {}).get("page_size")
+        if isinstance(told, int) and not isinstance(told, bool) and told > 0:
+            return told
+        given = flag_value(command.words, self.launch.FLAGS.page) if command is not None else None
+        return int(given) if given is not None and given.isdigit() and int(given) > 0 else None
+
+    def health_path(self, path: str | None) -> str | None:
+        return self.quiet_health if path == "/health" and self.quiet_health else path
 
     def phase_tracker(self) -> PhaseTracker:
         return self.phases.tracker()

@@ -204,7 +204,7 @@ def answer(host: MemoryHost, service: MemoryService, method: str, path: str, bod
     path = path.partition("?")[0]
     if service.cfg.role == "router":
         return _router_http(host, service, method, path, body)
-    if path == "/health":
+    if path in ("/health", "/ready"):      # 0.5.23's /ready: the same here, where every warm-up succeeds
         return (200, b"") if service.healthy else (503, b"")
     if path in ("/server_info", "/get_server_info"):
         return _json(200, {"disaggregation_mode": service.cfg.role, "tp_size": len(service.cfg.gpus) or 1,

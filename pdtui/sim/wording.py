@@ -56,6 +56,8 @@ class Wording:
     exits_on_bind_error: bool = True      # 0.5.23 whose HTTP port is taken says so, then hangs: it never exits
     rank_prefix_when_many: bool = False   # 0.5.23 prefixes its scheduler's lines with " TP0" only when TP > 1
     tcp_as_mooncake: bool = False         # 0.5.23 runs mooncake_tcp as mooncake with MC_FORCE_TCP=1, and says so
+    serves_ready: bool = False            # 0.5.23's /ready: /health's answer without its generation, and 503 after a
+                                          # failed warm-up (its status UnHealthy), where /health answers 200
 
     def warmup_failure(self, mode: str) -> str:
         return self.warmup_failed.format(mode=mode)
@@ -96,6 +98,6 @@ WORDINGS: dict[str, Wording] = {
         "CommonKVBootstrapServer started successfully on {host}:{port}",
         kv_series=True, args_as_dict=True, bootstrap_first=True, startup_timings=True, batch_sep=",",
         model_info="/model_info", exits_on_bind_error=False, rank_prefix_when_many=True,
-        tcp_as_mooncake=True,
+        tcp_as_mooncake=True, serves_ready=True,
     ),
 }

@@ -131,6 +131,7 @@ class Worker:
                                  prefills=PrefillInfo(args.unreachable_bootstrap),
                                  answer=ANSWERS.get(args.fail or "", "content"),
                                  server_info_hangs=args.fail == "server-info-hangs",
+                                 serves_ready=self.words.serves_ready,
                                  content_beside_reasoning=self.words.content_beside_reasoning)
         if args.enable_metrics:
             self.state.metrics = self._metrics()
@@ -369,6 +370,7 @@ class Worker:
         else:
             for line in self.words.warmup_ok:
                 log.main(line)
+            self.state.up.set()
         # Status leaves Starting either way: /health runs its one-token generate and answers 200,
         # after a failed warm-up too. Only the failure line tells.
         self.state.healthy.set()

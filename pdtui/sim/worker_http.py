@@ -31,8 +31,8 @@ from pdtui.sim.serving import MAX_TOTAL_TOKENS, Serving
 WORDS = ("The quick brown fox jumps over the lazy dog while the simulated decode worker streams "
          "tokens back through the router to whoever asked").split()
 GENERATE_PATHS = ("/generate", "/v1/completions", "/v1/chat/completions")
-GET_PATHS = ("/health", "/health_generate", "/get_model_info", "/model_info", "/get_server_info", "/server_info",
-             "/v1/models")
+GET_PATHS = ("/health", "/health_generate", "/ready", "/get_model_info", "/model_info", "/get_server_info",
+             "/server_info", "/v1/models")
 HANG = 3600.0       # seconds a hanging /server_info keeps its asker waiting: longer than anyone waits
 
 
@@ -76,6 +76,8 @@ class WorkerState:
     count_transfer_failure: Callable[[], None] = lambda: None   # /metrics' failed-transfer counter
     error_log: Callable[[str], None] = print
     healthy: threading.Event = field(default_factory=threading.Event)
+    up: threading.Event = field(default_factory=threading.Event)     # its warm-up succeeded (SGLang's status Up)
+    serves_ready: bool = False  # /ready answers (0.5.23): 200 once up; else 404 (older releases)
     server_args: dict[str, Any] = field(default_factory=dict)    # what /server_info adds: the args as resolved
     dummy: bool = False         # a rank >= 1 of a server over several nodes: SGLang's dummy health app alone
     server_info_hangs: bool = False   # server-info-hangs: /server_info never answers (its scheduler is busy)
@@ -200,6 +202,8 @@ class WorkerHandler(JsonHandler):
             self._dummy(route)
         elif route in ("/health", "/health_generate"):
             self.reply(200 if state.healthy.is_set() else 503)
+        elif route == "/ready" and state.serves_ready:
+            self.reply(200 if state.up.is_set() else 503)
         elif route in ("/get_model_info", "/model_info"):
             self.reply_json(200, state.model_info())
         elif route in ("/get_server_info", "/server_info"):

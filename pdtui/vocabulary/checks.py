@@ -9,8 +9,9 @@ bootstrap server, servers/sglang/bootstrap_check.py) are the same kind of thing:
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from pdtui.config import ServiceConfig
 from pdtui.hosts.base import LOOPBACK_ADDRESS, Host, HostError
@@ -43,6 +44,9 @@ class Learned:
     """What this start's checks learned and keep until the next start (one asks once, then reads it here)."""
 
     bootstrap_port: int | None = None             # the prefill's bootstrap port, once known
+    server_info: Mapping[str, Any] | None = None  # its own account of how it runs (its /server_info), once read
+    health_path: str | None = None                # where its health is asked: its engine's answer that does not
+                                                  # generate (SGLang's /ready), until the server says it lacks it
 
 
 class Probed(Protocol):

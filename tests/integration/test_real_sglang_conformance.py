@@ -6,7 +6,7 @@ lines with the sim's worker in place of SGLang's server, both behind the real
 sglang-router. What pdtui reads of a server must agree: the phases
 it recognizes in its lines and in which order, the lines it waits for (the
 bootstrap server's, the warm-up's, the ready line), that no line of either is
-taken for a failure, ``/health``, the fields of ``/server_info`` and
+taken for a failure, ``/health`` and ``/ready``, the fields of ``/server_info`` and
 ``/get_server_info`` pdtui reads, the ``/metrics`` families it reads, and the
 shape of a generation's answer through the router.
 """
@@ -92,6 +92,7 @@ def test_the_sims_current_generation_reads_as_real_0_5_23_does(served_sglang: Se
             judged = [line for line in seen.lines[name] if fatal(line) is not None]
             assert judged == [], (name, judged)
         assert got.health[name] == want.health[name] == 200
+        assert got.ready[name] == want.ready[name] == 200
         assert {k: got.info[name].get(k, "absent") for k in INFO_KEYS} == {
             k: want.info[name].get(k, "absent") for k in INFO_KEYS}, name
         assert set(INFO_KEYS) <= got.old_info[name] and set(INFO_KEYS) <= want.old_info[name]

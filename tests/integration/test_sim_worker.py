@@ -84,9 +84,11 @@ def test_health_is_503_while_warming_up_and_200_once_ready(procs: Procs):
     read_until(worker, "Uvicorn running")
     assert status(f"http://127.0.0.1:{port}/get_model_info") == 200   # uvicorn is up before ready
     assert status(f"http://127.0.0.1:{port}/health") == 503
+    assert status(f"http://127.0.0.1:{port}/ready") == 503
     lines = read_until(worker, "fired up and ready")
     assert any('"GET /health HTTP/1.1" 503 Service Unavailable' in line for line in lines)
     assert status(f"http://127.0.0.1:{port}/health") == 200
+    assert status(f"http://127.0.0.1:{port}/ready") == 200
     assert status(f"http://127.0.0.1:{port}/health_generate") == 200
     assert '"GET /health HTTP/1.1" 200 OK' in read_until(worker, "GET /health HTTP/1.1")[-1]
     assert procs.stop(worker) == 0
@@ -221,6 +223,7 @@ def test_a_failed_warm_up_prints_the_ready_line_and_health_answers_200(procs: Pr
     lines = read_until(worker, "fired up and ready")
     assert WARMUP_FAILED[generation] in lines[-2]
     assert status(f"http://127.0.0.1:{port}/health") == 200   # as SGLang: only the failure line tells
+    assert status(f"http://127.0.0.1:{port}/ready") == (503 if generation == "current" else 404)   # UnHealthy
     assert worker.poll() is None
     assert procs.stop(worker) == 0
 

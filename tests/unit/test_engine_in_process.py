@@ -157,7 +157,7 @@ async def test_the_lines_a_router_logs_of_pdtuis_own_probes_do_not_bring_its_nex
     async with Bringing() as up:
         assert (await up.orchestrator.run()).ok
     waited = up.rec.of(Done)[0].time_to_ready["router"]
-    assert up.fleet.counts["http /readiness"] <= waited / Timing().poll + 3, "one probe a poll, not one per echo"
+    assert up.fleet.counts["http /readiness"] <= waited / Timing().router_poll + 3, "one probe a poll, not one per echo"
 
 
 async def test_a_backends_own_account_is_read_as_its_http_server_comes_up_and_once(monkeypatch):
@@ -187,7 +187,7 @@ async def test_a_ready_unit_that_ends_while_its_health_is_checked_fails_at_once(
     watching = asyncio.Event()
 
     def ending(host, service, method, path, body):
-        if service.cfg.name == "decode" and path.startswith("/health") and watching.is_set() and not ended:
+        if service.cfg.name == "decode" and path.startswith(("/health", "/ready")) and watching.is_set() and not ended:
             host._exited(service, 1)        # systemd's lines of its end come while the check is answered
             ended.append(asyncio.get_running_loop().time())
         return answer(host, service, method, path, body)

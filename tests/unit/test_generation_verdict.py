@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from pdtui.engine.checks.generation import SMOKE_PROMPT, judge
+from pdtui.engine.checks.generation import SMOKE_PROMPT, UNKNOWN_PAGE, judge, smoke_prompt
 from pdtui.hosts.http import HttpResult
 
 
@@ -93,9 +93,13 @@ def test_a_long_hostile_answer_is_quoted_on_one_line_and_cut():
     assert "\n" not in verdict.detail and verdict.detail.endswith("…") and len(verdict.detail) < 320
 
 
-def test_the_smoke_prompt_spans_several_kv_pages():
-    # a word or a number is at least a token with any tokenizer: over 1,000 of them, four pages of 256
-    assert len(SMOKE_PROMPT.split()) > 1000
+@pytest.mark.parametrize("page", [1, 16, 32, 64, 128, 256, None])
+def test_the_smoke_prompt_fills_two_kv_pages_and_part_of_a_third_and_no_more(page):
+    # a word or a number is at least a token with any tokenizer; the list's items are a number and a word each
+    items = [item for item in smoke_prompt(page).split(": ", 1)[1].split(", ")]
+    assert len(items) * 2 >= 2 * (page or UNKNOWN_PAGE) + 16
+    assert len(items) * 2 <= max(64, 2 * (page or UNKNOWN_PAGE) + 16) + 1, "no longer than that"
+    assert SMOKE_PROMPT == smoke_prompt(UNKNOWN_PAGE)
 
 
 def test_an_error_answer_is_quoted_by_its_message():

@@ -10,9 +10,12 @@ generated) or ``error`` (smg's gRPC workers), or no tokens; the answer is
 quoted. An answer that carries no ``usage`` at all (a proxy that strips it)
 is judged by its text and its finish, and says that its tokens were not counted.
 
-The smoke prompt is long enough that real KV pages move from prefill to
-decode (over 1,000 tokens with any tokenizer: several pages at any
-``--page-size`` up to 256); the canary, sent every half minute, stays tiny.
+The smoke prompt fills two of the pair's KV pages and part of a third, with
+any tokenizer, so real pages move from prefill to decode, and no more: a
+CPU server takes seconds over a prompt of thousands of tokens (real vLLM here:
+18.4 s for 4,135), which prove nothing more. Where no server tells its page
+size, pages of 256 tokens are assumed (the largest in use). The canary, sent
+every half minute, stays tiny.
 """
 
 from __future__ import annotations
@@ -28,11 +31,25 @@ MAX_TOKENS = 4
 QUOTE_LIMIT = 240       # characters of an answer quoted in a failing check's line
 CANARY_PROMPT = "Say OK."
 TEXT_FIELDS = ("content", "reasoning_content", "text")
-# Plain words and numbers, about two tokens a numbered item with any tokenizer (words and numbers both):
-# 512 items make over 1,000 prompt tokens and under 4,096.
+# Plain words and numbers, at least two tokens a numbered item with any tokenizer (a number and a word).
 _ITEMS = ("amber", "basalt", "cedar", "delta", "ember", "fjord", "granite", "harbor")
-SMOKE_PROMPT = ("Here is a list: " + ", ".join(f"{n} {_ITEMS[n % len(_ITEMS)]}" for n in range(1, 513))
-                + ". Reply with the single word OK.")
+UNKNOWN_PAGE = 256      # tokens a KV page is taken to hold where no server tells (the largest in use)
+SMOKE_TOKENS = 64       # the fewest prompt tokens a smoke asks for, whatever the page
+
+
+def smoke_tokens(page: int | None) -> int:
+    """How many prompt tokens the smoke needs at least: two full pages of ``page`` tokens and part of a third."""
+    return max(SMOKE_TOKENS, 2 * (page or UNKNOWN_PAGE) + 16)
+
+
+def smoke_prompt(page: int | None) -> str:
+    """A prompt of at least :func:`smoke_tokens` tokens with any tokenizer: a numbered list, half as many items."""
+    items = -(-smoke_tokens(page) // 2)
+    return ("Here is a list: " + ", ".join(f"{n} {_ITEMS[n % len(_ITEMS)]}" for n in range(1, items + 1))
+            + ". Reply with the single word OK.")
+
+
+SMOKE_PROMPT = smoke_prompt(None)
 
 
 def request_body(model: str, prompt: str) -> dict[str, Any]:

@@ -60,26 +60,27 @@ class PairEnds:
 
 
 async def prove_pairs(pairs: Sequence[PairEnds], request: PairRequest, *, clock: Callable[[], float],
-                      transfer_error: TransferError | None = None) -> tuple[PairResult, ...]:
+                      transfer_error: TransferError | None = None, prompt: str = SMOKE_PROMPT
+                      ) -> tuple[PairResult, ...]:
     """One PD request per pair, up to :data:`AT_ONCE` at a time; the results in the pairs' order."""
     turns = asyncio.Semaphore(AT_ONCE)
 
     async def one(pair: PairEnds) -> PairResult:
         async with turns:
-            return await prove_pair(pair, request, clock=clock, transfer_error=transfer_error)
+            return await prove_pair(pair, request, clock=clock, transfer_error=transfer_error, prompt=prompt)
 
     return tuple(await asyncio.gather(*(one(pair) for pair in pairs)))
 
 
 async def prove_pair(pair: PairEnds, request: PairRequest, *, clock: Callable[[], float],
-                     transfer_error: TransferError | None = None) -> PairResult:
+                     transfer_error: TransferError | None = None, prompt: str = SMOKE_PROMPT) -> PairResult:
     prefill, decode = pair.prefill, pair.decode
 
     def send(side: str, path: str, body: dict[str, Any] | None = None) -> Awaitable[HttpResult]:
         return _send(prefill if side == "prefill" else decode, path, body)
 
     started = clock()
-    answers = await request(send, SMOKE_PROMPT, max_new_tokens=MAX_TOKENS,
+    answers = await request(send, prompt, max_new_tokens=MAX_TOKENS,
                             bootstrap=(pair.bootstrap_host, pair.bootstrap_port))
     prefilled, decoded = answers.prefilled, answers.decoded
     if decoded is None:
@@ -137,8 +138,10 @@ class PairProbe:
     """
 
     def __init__(self, prefills: Sequence[tuple[Probed, Backend]], decodes: Sequence[Probed], request: PairRequest, *,
-                 clock: Callable[[], float], transfer_error: TransferError | None = None) -> None:
+                 clock: Callable[[], float], transfer_error: TransferError | None = None,
+                 prompt: str = SMOKE_PROMPT) -> None:
         self.prefills = list(prefills)
+        self.prompt = prompt
         self.decodes = list(decodes)
         self.request = request
         self.clock = clock
@@ -173,7 +176,8 @@ class PairProbe:
         prefills = {p.cfg.name: (p, _bootstrap(p, backend, workers)) for p, backend in self.prefills}
         decodes = {d.cfg.name: d for d in self.decodes}
         ends = [PairEnds(prefills[p][0], decodes[d], *prefills[p][1]) for p, d in keys]
-        for result in await prove_pairs(ends, self.request, clock=self.clock, transfer_error=self.transfer_error):
+        for result in await prove_pairs(ends, self.request, clock=self.clock, transfer_error=self.transfer_error,
+                                        prompt=self.prompt):
             self.results[(result.prefill, result.decode)] = result
 
 

@@ -44,13 +44,14 @@ class RouterProbe:
     smoke request.
     ``pairs``, when given, proves each prefill × decode pair after the smoke.
     ``refusals``, when given, finds why the router does not take a backend it lacks.
+    ``prompt``: the smoke's (and each pair's), long enough to move KV pages over the pair.
     """
 
     def __init__(self, prober: HttpProber, port: int, backends: Sequence[Backend], *, smoke: bool = True,
                  transfer_error: TransferError | None = None, kv_meter: KvMeter | None = None,
                  pairs: PairProbe | None = None, settle: float = 1.0, clock: Callable[[], float] = time.monotonic,
                  address: str = LOOPBACK_ADDRESS, key_env: str | None = None,
-                 refusals: Refusals | None = None) -> None:
+                 refusals: Refusals | None = None, prompt: str = SMOKE_PROMPT) -> None:
         self.prober = prober
         self.refusals = refusals
         self.key_env = key_env      # the environment variable whose key the prober sends, if any
@@ -58,7 +59,9 @@ class RouterProbe:
         self.address = address      # where the router listens, as its host sees it (a job: its node's address)
         self.backends = list(backends)
         self.smoke = smoke
+        self.prompt = prompt        # the smoke's (checks/generation.py: sized to the backends' KV pages)
         self.smoke_failures = 0
+        self.generations = 0        # generations sent through it (the smoke, the canary)
         self.transfer_error = transfer_error
         self.kv_meter = kv_meter
         self.pairs = pairs
@@ -82,7 +85,7 @@ class RouterProbe:
         if not (self.smoke and self._model):
             return
         before = await self.kv_meter() if self.kv_meter else None
-        smoke = await self._generated(self._generate(self._model, "smoke", SMOKE_PROMPT))
+        smoke = await self._generated(self._generate(self._model, "smoke", self.prompt))
         yield smoke
         if smoke.ok and before is not None:
             smoke = await self._generated(self._kv_moved(before))
@@ -194,6 +197,7 @@ class RouterProbe:
         """One chat completion for ``model``, judged by its tokens; a backend's KV transfer error meanwhile
         fails it, quoted."""
         started = self.clock()
+        self.generations += 1
         result = await self.prober.request("POST", self.port, "/v1/chat/completions", body=request_body(model, prompt),
                                            timeout=GENERATION_TIMEOUT, address=self.address)
         verdict = judge(result)

@@ -12,5 +12,6 @@ ENGINE = DeclaredEngine(
     ArgumentsProbe(launch.SERVER_MODULE, arguments.DISTRIBUTIONS, arguments.PROBE),
     kv_series_role="prefill",       # it sends, and counts what failed, its bootstrap's too
     router_puts_back=True,          # POST /workers (engine/router_workers.py)
-    readiness_checks=(BootstrapAccepts(),))     # a PD prefill's bootstrap server accepting
+    readiness_checks=(BootstrapAccepts(),),     # a PD prefill's bootstrap server accepting
+    quiet_health="/ready")      # 503 while starting, after a failed warm-up, paused or shutting down
 """What :func:`pdtui.servers.serving_named` finds for ``engine: sglang``."""

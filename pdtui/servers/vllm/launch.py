@@ -35,7 +35,8 @@ STARTUP_CHECK_INTERVAL = 1            # vllm-router's look at its workers until 
 
 FLAGS = CommandFlags(port="--port", default_port=DEFAULT_PORT, mode=KV_TRANSFER_CONFIG, bootstrap_port="",
                      default_bootstrap_port=0, base_gpu="", tp=("--tensor-parallel-size", "-tp"), numa="",
-                     backends={"prefill": "--prefill", "decode": "--decode"}, server="vllm serve")
+                     backends={"prefill": "--prefill", "decode": "--decode"}, server="vllm serve",
+                     page="--block-size")
 """The flags of the command lines above, as a unit written by hand is read back (vLLM has no first-GPU flag nor a
 NUMA one: CUDA_VISIBLE_DEVICES and the unit's NUMA binding say them)."""
 
