@@ -242,7 +242,7 @@ async def test_a_flag_of_another_release_is_refused_before_start_by_the_installe
 
 
 def test_the_real_sglang_bench_prints_its_figures():
-    """bench/real_sglang.py --quick (one round, real then sim): its keys, never a figure. It brings real SGLang up
+    """bench/real_sglang.py --quick (one round, pdtui then the floor): its keys, never a figure. It brings real SGLang up
     once more (two to three minutes of both cores in the suite), so it runs when asked: PDTUI_REAL_BENCH=1."""
     if not os.environ.get("PDTUI_REAL_BENCH"):
         pytest.skip("the real-SGLang bench runs when asked (PDTUI_REAL_BENCH=1 scripts/test)")
@@ -254,6 +254,5 @@ def test_the_real_sglang_bench_prints_its_figures():
                           stdin=subprocess.DEVNULL)
     assert done.returncode == 0, done.stderr[-3000:]
     figures = json.loads(done.stdout)
-    keys = {"prefill_own", "decode_own", "prefill_checked", "decode_checked", "before", "reaction", "router",
-            "total", "overhead"}
-    assert set(figures["real"]) == set(figures["sim"]) == keys, figures
+    keys = {"before", "prefill_own", "decode_own", "handover", "reaction", "router", "total", "overhead"}
+    assert set(figures["pdtui"]) == set(figures["floor"]) == set(figures["difference"]) == keys, figures

@@ -74,7 +74,7 @@ async def test_smoke_answer_through_the_pd_path(sandbox, real_router):
     assert done.ok, done
     smoke = probes(rec, "smoke")[-1]
     assert smoke.ok and smoke.latency is not None
-    assert re.fullmatch(r"4 tokens in \d+ ms for a 1,034-token prompt \(finish length, 'The quick brown fox' in "
+    assert re.fullmatch(r"4 tokens in \d+ ms for a 154-token prompt \(finish length, 'The quick brown fox' in "
                         r"content\)", smoke.detail), smoke.detail
     kv = probes(rec, "kv")[-1]
     assert kv.ok and kv.detail == "KV path proven by tokens only (no server exports its KV transfer series)"
@@ -85,8 +85,8 @@ async def test_the_smoke_sees_kv_move_in_the_prefills_series(sandbox, real_route
     done, rec, _ = await bring_up(pd(sandbox, real_router, metrics=True))
     assert done.ok, done
     kv = probes(rec, "kv")[-1]
-    # the sim's prefill: 1,034 prompt tokens of 0.0686 MB each, as its only transfer
-    assert kv.ok and kv.detail == "KV moved prefill→decode, 71 MB from prefill", kv.detail
+    # the sim's prefill (pages of one token): a 154-token prompt of 0.0686 MB a token, as its only transfer
+    assert kv.ok and kv.detail == "KV moved prefill→decode, 11 MB from prefill", kv.detail
 
 
 @pytest.mark.parametrize("generation", ["older", "current"], ids=["content-null", "content-empty"])

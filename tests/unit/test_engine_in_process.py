@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+from collections import Counter
 
 import pytest
 
@@ -829,3 +830,44 @@ async def test_the_plan_names_the_config_file_the_deployment_was_read_from():
     async with Bringing() as run:
         await run.orchestrator.preflight()
     assert run.rec.events[0].config == run.deployment.source != ""
+
+
+GENERATING = {"/health", "/health_generate", "/generate", "/v1/completions", "/v1/chat/completions"}   # SGLang's
+
+
+@pytest.mark.parametrize("verb", [Verb.UP, Verb.STATUS])
+async def test_watching_a_ready_deployment_asks_each_server_a_few_quiet_requests_a_minute_and_generates_only_the_canary(
+        monkeypatch, verb):
+    """What pdtui costs the servers while it watches them, as the TUI does (every server's figures shown): counted
+    by server and path over ten minutes of the loop's time, after ``up`` and in a ``status`` that attached."""
+    answer = MemoryHost._http
+    asked: list[tuple[float, str, str, str]] = []
+
+    def counted(host, service, method, path, body):
+        asked.append((asyncio.get_running_loop().time(), service.cfg.name, method, path.partition("?")[0]))
+        return answer(host, service, method, path, body)
+
+    monkeypatch.setattr(MemoryHost, "_http", counted)
+    timing, minutes = Timing(), 10
+    async with Bringing() as up:
+        assert (await up.orchestrator.run()).ok
+        watching = up.orchestrator
+        if verb is Verb.STATUS:
+            await up.orchestrator.close()
+            watching = Orchestrator(up.deployment, Registry(up.fleet.host), clock=asyncio.get_running_loop().time,
+                                    intent=Intent(Verb.STATUS))
+            assert (await watching.run()).ok
+        watching.show_figures(list(up.deployment.services))
+        since = asyncio.get_running_loop().time()
+        await asyncio.sleep(minutes * 60)
+        await watching.close()
+    seen = Counter((name, method, path) for at, name, method, path in asked if at >= since)
+    for name in ("prefill", "decode"):
+        mine = {(method, path): n for (server, method, path), n in seen.items() if server == name}
+        assert set(mine) == {("GET", "/ready"), ("GET", "/metrics")}, mine       # none of them generates
+        assert mine["GET", "/ready"] <= minutes * (60 / timing.watch_poll + 1)
+        assert mine["GET", "/metrics"] <= minutes * (60 / timing.figures_poll + 1)
+    router = {(method, path): n for (server, method, path), n in seen.items() if server == "router"}
+    canaries = router.pop(("POST", "/v1/chat/completions"))
+    assert abs(canaries - minutes * 60 / up.deployment.services["router"].canary) <= 1, canaries
+    assert not {path for _, path in router} & GENERATING, router
