@@ -4,7 +4,9 @@ One container (a real systemd and journald, a network of its own, reached over
 real SSH: pdtui/sim/systemd_host.py), units installed by ``pdtui units
 --install``: a prefill, a decode (real SGLang 0.5.23, or with ``--engine vllm``
 real vLLM 0.32 with NIXL, on the CPU serving the tiny model) and their router
-(smg; vllm-router). Each round brings them up twice, then stops them:
+(smg; vllm-router). A preflight alone first asks the installed engine for its arguments, which pdtui keeps from
+then on (the bench's own cache: each later bring-up asks the engine's version alone, as after a user's first).
+Each round brings them up twice, then stops them:
 
 - ``pdtui``: the engine as ``pdtui up`` runs it (its preflight, the starts, the
   readiness checks, the router's start, its probe, the smoke and the KV seen
@@ -191,6 +193,17 @@ async def watched(box: Box, orchestrator: Orchestrator, seconds: float) -> dict[
     return counts
 
 
+async def kept_arguments(plan: Deployment) -> None:
+    """A preflight alone, before the rounds: the installed engine's arguments are asked once (seconds of its
+    imports) and kept in the cache as they are after a user's first bring-up; each round's preflight then asks its
+    version alone, as every later bring-up does."""
+    orchestrator = Orchestrator(plan, Registry(make_host))
+    try:
+        await orchestrator.preflight()
+    finally:
+        await orchestrator.close()
+
+
 class Follower:
     """``journalctl -f`` on the servers' units over SSH: when each one's ready line arrived, by its stamp."""
 
@@ -293,6 +306,7 @@ def main() -> None:
         with host.network():
             with redirect_stdout(sys.stderr):     # its lines are not the bench's figures
                 asyncio.run(units.install(plan, make_host, yes=True))
+                asyncio.run(kept_arguments(plan))
             for number in range(rounds):
                 watch = args.watch if number == rounds - 1 else 0.0
                 figures, told = asyncio.run(with_pdtui(box, watch))
