@@ -78,7 +78,7 @@ async def test_pdtuis_own_polling_is_folded_out_of_the_servers_lines_and_its_jou
     journal = subprocess.run([*sandbox.commands["journalctl"], "--output=cat", "--no-pager", f"--unit={unit}"],
                              capture_output=True, text=True, timeout=30, check=True).stdout.splitlines()
     shown = [record.text for event in rec.of(LogLines) if event.service == "decode" for record in event.lines]
-    for path in ("/metrics", "/health"):
+    for path in ("/metrics", "/ready"):       # its health, asked where it does not generate
         assert any(f'"GET {path}?from=pdtui HTTP/1.1" 200 OK' in line for line in journal), f"no {path} in the journal"
     assert not [line for line in shown if "from=pdtui" in line], "pdtui's own polling reached the panel"
     assert any("Decode batch" in line for line in shown), "the server's own lines are shown"
