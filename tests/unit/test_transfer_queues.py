@@ -1,5 +1,6 @@
 """The requests a server holds for a KV transfer: read from SGLang's disaggregation queues and vLLM's KV fetch
-stages, shown on the figures line, and waited for by a drain (on the sim's own /metrics, in milliseconds)."""
+stages, shown on the figures line, waited for by a drain (on the sim's own /metrics, in milliseconds), and warned
+of when they stay there with nothing moving on."""
 
 from __future__ import annotations
 
@@ -8,14 +9,16 @@ from types import SimpleNamespace
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
 from pdtui.engine.drain import Drain
-from pdtui.engine.events import ServingFigures
+from pdtui.engine.events import Notice, ServingFigures
+from pdtui.engine.timing import Timing
+from pdtui.engine.transfer_watch import TransferWatch
 from pdtui.servers.sglang.engine import ENGINE as SGLANG
 from pdtui.servers.sglang.metrics import figures_between, parse_metrics, transfer_queues
 from pdtui.servers.vllm import metrics as vllm_metrics
 from pdtui.sim.metrics import Metrics
 from pdtui.sim.serving import Serving
 from pdtui.ui.format import figures_summary
-from pdtui.vocabulary.figures import Figures, TransferStage
+from pdtui.vocabulary.figures import Figures, TransferQueues, TransferStage
 
 
 def sglang_text(**queues: int) -> str:
@@ -110,3 +113,39 @@ async def test_a_drain_cut_by_its_timeout_says_how_many_were_in_transfer() -> No
     assert await drain.until_idle() == 4
     told = drain.told("back", 1.0)
     assert (told.cut, told.cut_in_transfer) == (4, 4)
+
+
+class Watched:
+    """A serving decode's run as its transfer watch sees it: its notices kept."""
+
+    def __init__(self) -> None:
+        self.told: list[Notice] = []
+        self.name, self.cfg = "decode", SimpleNamespace(role="decode", follower=False)
+        self.w = SimpleNamespace(timing=Timing(), emit=self.told.append, elapsed=lambda: 0.0)
+
+
+def held(requests: int, moved: float) -> TransferQueues:
+    return TransferQueues((TransferStage("decode transfer queue", "KVPoll.WaitingForInput: waiting for the prefill's "
+                                                                  "KV", requests),), moved)
+
+
+def test_requests_held_past_the_threshold_with_none_moving_on_are_warned_of_once_and_their_clearing_told() -> None:
+    run = Watched()
+    watch = TransferWatch(run)  # type: ignore[arg-type]
+    for at in (0.0, 10.0, 20.0, 30.0, 40.0):
+        watch.judge(held(2, 5.0), at)
+    assert [(n.level, n.text) for n in run.told] == [(
+        "warning", "decode: 2 requests stuck in KV transfer for 30s, none moving on: the decode side of its pairs, "
+                   "in its decode transfer queue (KVPoll.WaitingForInput: waiting for the prefill's KV); the engine "
+                   "fails them only at its own transfer timeout, minutes from now")]
+    watch.judge(held(0, 5.0), 50.0)
+    assert run.told[-1].text == ("decode: KV transfers move again: its decode transfer queue no longer holds the same "
+                                 "requests, after 50s")
+
+
+def test_requests_in_transfer_while_others_move_on_are_load_not_a_stall() -> None:
+    run = Watched()
+    watch = TransferWatch(run)  # type: ignore[arg-type]
+    for n in range(10):
+        watch.judge(held(3, float(n)), 10.0 * n)      # always some in transfer, and transfers completing
+    assert not run.told
