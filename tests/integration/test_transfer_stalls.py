@@ -28,6 +28,7 @@ from tests.engine_helpers import (
     sim_deployment,
     worker_argv,
 )
+from tests.integration.test_canary import watch_until
 from tests.integration.test_router_workers import GENERATE, Traffic
 
 METRICS = ("--enable-metrics",)
@@ -54,28 +55,13 @@ def pd(sandbox, package: str, *, stalls: str | None = None, canary: str = "30s",
     }), r
 
 
-async def watched(deployment, until, *, limit: float = 60.0) -> Recorder:
-    """Bring up and watch (the stall threshold 2 s) until ``until(recorder)`` holds."""
-    recorder = Recorder()
-    orchestrator = Orchestrator(deployment, Registry(make_host), timing=WATCHED)
-    orchestrator.subscribe(recorder)
-    try:
-        assert (await orchestrator.run()).ok
-        async with asyncio.timeout(limit):
-            while not until(recorder):
-                await asyncio.sleep(0.05)
-    finally:
-        await orchestrator.close()
-    return recorder
-
-
 @pytest.mark.parametrize("package", [*real_router_params(), "sim"])
 async def test_a_decode_whose_transfers_stall_is_warned_of_naming_its_stage_and_the_canary_fails(
         sandbox, package, monkeypatch):
     monkeypatch.setattr(router_check, "GENERATION_TIMEOUT", 3.0)     # the canary's request: 30 s by default
     deployment, _ = pd(sandbox, package, stalls="decode", canary="1s")
-    rec = await watched(deployment, lambda r: "degraded" in r.states("router")
-                        and any(STUCK in n.text for n in r.of(Notice)))
+    rec = await watch_until(deployment, lambda r: "degraded" in r.states("router")
+                            and any(STUCK in n.text for n in r.of(Notice)), limit=60.0, timing=WATCHED)
     [warned] = [n for n in rec.of(Notice) if STUCK in n.text]
     assert (warned.service, warned.level) == ("decode", "warning")
     assert warned.text.startswith("decode: ") and " stuck in KV transfer for " in warned.text, warned.text
