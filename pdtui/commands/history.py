@@ -39,6 +39,8 @@ def drain_words(d: Drained) -> str:
     if d.idle_after is None:
         return ended
     cut = {0: "none cut", None: "cut unknown"}.get(d.cut, f"{d.cut} cut")
+    if d.cut and d.cut_in_transfer:
+        cut += f", {d.cut_in_transfer} in a KV transfer"
     return f"{ended} (idle after {took(d.idle_after)}, {cut})"
 
 

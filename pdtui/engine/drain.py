@@ -3,9 +3,11 @@
 A restart (or stop) of a prefill or decode under serving routers goes through
 :class:`Drain`: each router is told to send it nothing new (its worker API,
 engine/router_workers.py), until no router lists it; then pdtui waits until
-the backend itself has no request running or queued (its ``/metrics``, else
-its batch lines: a server with work logs a batch line every few hundred
-milliseconds) or the drain timeout passes, and says how many requests that cut.
+the backend itself holds no request running, queued or for a KV transfer (a
+prefill's KV its decodes have not taken yet, a decode's requests waiting for
+theirs): its ``/metrics``, else its batch lines, which say nothing of
+transfers (a server with work logs a batch line every few hundred
+milliseconds), or until the drain timeout passes, and says what that cut.
 Once the backend is ready again, the caller proves it and puts it back
 (:meth:`Drain.put_back`): the routers health-check it, then route to it. The
 routers are never restarted.
@@ -40,7 +42,8 @@ class Drain:
     began: float | None = None       # when it was taken out
     out_at: float | None = None      # when no router listed it any more
     idle_at: float | None = None     # when it had no request left, or the drain's timeout ended the wait
-    left: int | None = None          # requests still running then (0: none, None: not known)
+    left: int | None = None          # requests still held then (0: none, None: not known)
+    left_in_transfer: int | None = None   # ... of them for a KV transfer (None: its figures do not say)
     back_at: float | None = None     # when every router listed it healthy again
 
     def _api(self, router: ServiceRun) -> RouterWorkers:
@@ -74,13 +77,13 @@ class Drain:
         self.out_at = self.clock()
 
     async def until_idle(self) -> int | None:
-        """Wait until it has no request running or queued, at most the drain's timeout: 0 when idle, the number
-        still there at the timeout (None: not known then)."""
+        """Wait until it holds no request (running, queued or for a KV transfer), at most the drain's timeout: 0
+        when idle, the number still held at the timeout (None: not known then)."""
         deadline = self.clock() + self.timeout
         while True:
-            left = await self._requests_left()
+            left, in_transfer = await self._requests_left()
             if left == 0 or self.clock() >= deadline:
-                self.idle_at, self.left = self.clock(), left
+                self.idle_at, self.left, self.left_in_transfer = self.clock(), left, in_transfer
                 return left
             await asyncio.sleep(IDLE_POLL)
 
@@ -89,24 +92,25 @@ class Drain:
         began = self.began if self.began is not None else self.clock()
         return Drained(self.backend.name, tuple(r.name for r in self.routers), outcome,
                        None if self.idle_at is None else self.idle_at - began, self.left,
-                       None if self.back_at is None else self.back_at - began, elapsed)
+                       None if self.back_at is None else self.back_at - began, elapsed, self.left_in_transfer)
 
-    async def _requests_left(self) -> int | None:
-        """Its requests running and queued: from its ``/metrics``, else from its latest batch line since it was
-        taken out (none for :data:`QUIET_BATCHES`: none left; none yet: not known)."""
+    async def _requests_left(self) -> tuple[int | None, int | None]:
+        """Its requests running, queued and for a KV transfer, and of them those for a transfer: from its
+        ``/metrics``, else from its latest batch line since it was taken out (none for :data:`QUIET_BATCHES`: none
+        left; none yet: not known), which says nothing of transfers."""
         run = self.backend
         attempt = run.attempt
         figures = await run.metrics.read(lambda text: run.serving.figures(text, self.clock(), None, run.cfg.role)[1])
         if figures is not None and figures.running is not None:
-            return figures.running + (figures.queued or 0)
+            return figures.running + (figures.queued or 0) + (figures.in_transfer or 0), figures.in_transfer
         since = self.out_at if self.out_at is not None else self.clock()
         latest = attempt.batch_at if attempt.batch_at is not None and attempt.batch_at >= since else None
         if self.clock() - (latest if latest is not None else since) >= QUIET_BATCHES:
-            return 0        # a server with requests logs a batch line every few hundred milliseconds
+            return 0, None        # a server with requests logs a batch line every few hundred milliseconds
         batch = attempt.batch(run.serving.batch_figures)
         if latest is None or batch is None:
-            return None
-        return (batch.running or 0) + (batch.queued or 0)
+            return None, None
+        return (batch.running or 0) + (batch.queued or 0), None
 
     async def put_back(self) -> None:
         """Register it again with every router it was taken out of, and wait until each lists it healthy."""

@@ -222,9 +222,10 @@ class Drained:
     routers: tuple[str, ...]
     outcome: str                 # back | stopped | left out
     idle_after: float | None     # seconds from the take-out until no request was left (or the timeout)
-    cut: int | None              # requests still running then and cut (None: not known)
+    cut: int | None              # requests it still held then, cut: KV transfers included (None: not known)
     out_for: float | None        # seconds it was out of its routers, take-out to back in (None: not back)
     elapsed: float = 0.0
+    cut_in_transfer: int | None = None   # ... of them held for a KV transfer (None: its figures do not say)
 
 
 @dataclass(frozen=True, slots=True)

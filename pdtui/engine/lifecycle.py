@@ -200,7 +200,8 @@ class Lifecycle:
         except (RouterApiError, TimeoutError) as exc:
             self._notice(run, "warning", f"{run.name}: not drained ({exc}): {doing} it as it is")
             return None
-        self._notice(run, "info", self._drained_words(run, where, await drain.until_idle(), doing))
+        await drain.until_idle()
+        self._notice(run, "info", self._drained_words(run, where, drain, doing))
         return drain
 
     def _serving_routers(self, run: ServiceRun, *, back: bool = True) -> list[ServiceRun]:
@@ -343,12 +344,16 @@ class Lifecycle:
                                                 f"while {run.name} is out, {until}")
 
     @staticmethod
-    def _drained_words(run: ServiceRun, where: str, left: int | None, doing: str) -> str:
+    def _drained_words(run: ServiceRun, where: str, drain: Drain, doing: str) -> str:
+        left, in_transfer = drain.left, drain.left_in_transfer
         if left == 0:
             return f"{run.name}: out of {where}, no request left: {doing} it"
         if left is None:
             return f"{run.name}: out of {where}; at the drain's end it was not known whether requests were left"
-        return f"{run.name}: out of {where}; {left} request{'s' if left != 1 else ''} still running at the drain's end: cut"
+        held = f"{left} request{'s' if left != 1 else ''} still held at the drain's end"
+        if in_transfer:
+            held += f" ({in_transfer} of them in a KV transfer)"
+        return f"{run.name}: out of {where}; {held}: cut"
 
     def _notice(self, run: ServiceRun, level: str, text: str) -> None:
         self.launcher.emit(Notice(level, text, run.name, self.launcher.elapsed()))

@@ -2,8 +2,9 @@
 
 A fatal line, a run that is over or health that keeps failing fails the
 service. One request's error (a traceback, a transfer error) never does: the
-server goes on serving the next one. A router's canary that fails makes it
-DEGRADED until one passes again. What was ready on top of a service that
+server goes on serving the next one, and neither do KV transfers that stall
+(engine/transfer_watch.py warns of them). A router's canary that fails makes
+it DEGRADED until one passes again. What was ready on top of a service that
 failed (its router) is told it now runs without it.
 """
 
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING
 from pdtui.engine.checks.http_status import health_check
 from pdtui.engine.events import CanaryResult, Notice
 from pdtui.engine.states import SERVING_STATES, ServiceState
+from pdtui.engine.transfer_watch import TransferWatch
 
 if TYPE_CHECKING:
     from pdtui.engine.service_run import ServiceRun
@@ -32,6 +34,7 @@ class ServingWatch:
         self.run = run
         self._unhealthy_since: float | None = None     # when health began failing, and how often since
         self._unhealthy_count = 0
+        self.transfers = TransferWatch(run)
 
     async def watch(self) -> None:
         """While READY or DEGRADED: its failure looked for, its health checked, a router's canary run."""
@@ -49,11 +52,16 @@ class ServingWatch:
         next_health = clock() + timing.watch_poll if run.cfg.ready.http else math.inf
         interval = run.cfg.canary if run.cfg.is_router and run.w.canary else None
         next_canary = clock() + interval if interval else math.inf
+        self.transfers.begin()
+        next_transfer = clock() + timing.transfer_poll if self.transfers.applies else math.inf
         while run.state in SERVING_STATES:
             failure = await failures.failure()
             if failure is None and clock() >= next_health:
                 next_health = clock() + timing.watch_poll
                 failure = await self._health_lost()
+            if failure is None and clock() >= next_transfer:
+                await self.transfers.look()
+                next_transfer = clock() + timing.transfer_poll if self.transfers.applies else math.inf
             if failure:
                 reason, line = failure
                 run.transition(S.FAILED, f"after ready: {reason}", line)
@@ -62,7 +70,7 @@ class ServingWatch:
             if interval and clock() >= next_canary:
                 await self._canary()
                 next_canary = clock() + interval
-            await run.wake.sleep(min(failures.next_look(), next_health, next_canary) - clock())
+            await run.wake.sleep(min(failures.next_look(), next_health, next_canary, next_transfer) - clock())
 
     async def canary_now(self) -> None:
         """A router: its canary now, not at its next interval (a backend it lacked is back)."""

@@ -21,6 +21,8 @@ class Timing:
     log_batch: float = 0.05    # log lines are handed to subscribers in batches this often
     command_timeout: float = 30.0
     figures_poll: float = 3.0     # a shown server's serving figures (/metrics: each read is a line in its log)
+    transfer_poll: float = 10.0   # a serving backend's KV transfer queues (its /metrics), shown or not
+    transfer_stall: float = 30.0  # ... requests held there this long with none moving on are warned of
     stop_timeout: float = 120.0   # pdtui down: a unit's stop and its GPUs' release, each service
 
 

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from pdtui.config import Deployment, ServiceConfig
     from pdtui.hosts.http import HttpProber, HttpResult
     from pdtui.vocabulary.checks import ReadinessCheck
-    from pdtui.vocabulary.figures import Figures, KvTotals
+    from pdtui.vocabulary.figures import Figures, KvTotals, TransferQueues
     from pdtui.vocabulary.signatures import Signature
 
 
@@ -200,6 +200,10 @@ class ServingEngine(Protocol):
 
     def kv_totals(self, text: str) -> KvTotals:
         """A server's KV transfer series in its ``/metrics`` text, summed over its ranks (ValueError: not metrics)."""
+
+    def transfer_queues(self, text: str) -> TransferQueues | None:
+        """The requests a server's ``/metrics`` text holds for a KV transfer, by stage in its engine's words (None:
+        it exports no such gauge; ValueError: not metrics)."""
 
     def planned_command(self, deployment: Deployment, cfg: ServiceConfig) -> ServerCommand | None:
         """What a server's ``launch:`` block runs (None: it has none)."""

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from pdtui.hosts.http import HttpProber
     from pdtui.servers import ServingEngine
     from pdtui.vocabulary.checks import ReadinessCheck
-    from pdtui.vocabulary.figures import Figures, KvTotals
+    from pdtui.vocabulary.figures import Figures, KvTotals, TransferQueues
     from pdtui.vocabulary.signatures import Signature
 
 
@@ -79,6 +79,8 @@ class Metrics(Protocol):
     def batch_figures(self, message: str) -> Figures | None: ...
 
     def kv_totals(self, text: str) -> KvTotals: ...
+
+    def transfer_queues(self, text: str) -> TransferQueues | None: ...
 
 
 class Pairing(Protocol):
@@ -210,6 +212,9 @@ class DeclaredEngine:
 
     def kv_totals(self, text: str) -> KvTotals:
         return self.metrics.kv_totals(text)
+
+    def transfer_queues(self, text: str) -> TransferQueues | None:
+        return self.metrics.transfer_queues(text)
 
     # Its command lines.
 

@@ -31,6 +31,9 @@ FAIL_MODES: dict[str, str] = {
     "transfer-errors": "every routed request's KV transfer fails (logged per request, answered 500)",
     "transfer-errors-later": "once serving, every routed request's KV transfer fails for a while, as "
                              "transfer-errors does, then succeeds again",
+    "transfer-stalls": "from --fail-after seconds past the first generation served (for --fail-for seconds, if "
+                       "given), every routed request's KV transfer stalls: it stays in the transfer phase (a "
+                       "decode's transfer queue, a prefill's inflight queue) and never completes, no line logged",
     "reasoning-only": "a reasoning parser's answer: every token in reasoning_content, content null (older) or "
                       "empty: a real generation",
     "empty-200": "generations answer HTTP 200 with no tokens (finish_reason abort, SGLang's graceful abort)",

@@ -35,6 +35,7 @@ PREFILL_RATE = 10000.0         # prompt tokens a second a prefill computes
 TRANSFER_RATE = 40000.0        # prompt tokens a second of KV cache sent from prefill to decode
 KV_MB_PER_TOKEN = 0.0686       # MB of KV cache a prompt token holds (DeepSeek's MLA: 70,272 bytes, all layers)
 HANDSHAKE = 0.002              # seconds of the bootstrap handshake between a prefill and its decode
+STALL = 3600.0                 # seconds a stalled transfer holds its request: longer than anyone waits
 WINDOW = 2.0                   # seconds of the recent past the generation throughput is measured over
 PREFIXES = 1024                # prompt prefixes the prefix cache remembers
 
@@ -263,21 +264,23 @@ class Serving:
     # A handler thread's run through its request.
 
     def serve(self, prompt: int, max_tokens: int, prefix: str = "", prefix_tokens: int = 0,
-              sleep: Callable[[float], None] = time.sleep) -> Generator[int, None, None]:
+              sleep: Callable[[float], None] = time.sleep, *, stalls: bool = False) -> Generator[int, None, None]:
         """Take a request through its phases, sleeping as the server would; yields each token's index when
-        it is due (a prefill yields none). Closing the iterator early (a client gone) ends the request too."""
+        it is due (a prefill yields none). Closing the iterator early (a client gone) ends the request too.
+        ``stalls``: its KV transfer never completes (it waits in its transfer phase for :data:`STALL`)."""
         request = self.arrive(prompt, max_tokens, prefix, prefix_tokens)
+        stall = STALL if stalls else 0.0
         try:
             sleep(HANDSHAKE)
             if self.role == "decode":
                 self.move(request, "transfer")      # the prefill computes and sends meanwhile
-                sleep(self.forward_time(request) + self.transfer_time(request))
+                sleep(self.forward_time(request) + self.transfer_time(request) + stall)
             self.move(request, "queue")
             started = self._wait_for_slot(request)
             if self.role == "prefill":
                 sleep(self.forward_time(request))
                 self.move(request, "inflight")
-                sleep(self.transfer_time(request))
+                sleep(self.transfer_time(request) + stall)
                 return
             for n in range(request.max_tokens):
                 sleep(max(0.0, started + (n + 1) / request.rate - self.clock()))

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import errno
+import math
 import os
 import signal
 import socket
@@ -123,6 +124,7 @@ class Worker:
                                  transfer_errors=args.fail == "transfer-errors", error_log=self.log.tp_error,
                                  fail_later=self._window("generate-fails-later"),
                                  transfer_later=self._window("transfer-errors-later"),
+                                 transfer_stalls=self._window("transfer-stalls", forever=True),
                                  server_args={"page_size": args.page_size, "kv_cache_dtype": args.kv_cache_dtype,
                                               "revision": args.revision,
                                               "disaggregation_transfer_backend": self._transfer_backend(),
@@ -142,9 +144,13 @@ class Worker:
             return "mooncake"
         return self.args.transfer_backend
 
-    def _window(self, mode: str) -> FailWindow | None:
-        """The while of failures ``--fail MODE`` plays (``--fail-after``, ``--fail-for``), when it is that mode."""
-        return FailWindow(self.args.fail_after, self.args.fail_for) if self.args.fail == mode else None
+    def _window(self, mode: str, *, forever: bool = False) -> FailWindow | None:
+        """The while of failures ``--fail MODE`` plays (``--fail-after``, ``--fail-for``; without it, FAIL_FOR
+        seconds or, ``forever``, no end), when it is that mode."""
+        if self.args.fail != mode:
+            return None
+        length = self.args.fail_for if self.args.fail_for is not None else math.inf if forever else FAIL_FOR
+        return FailWindow(self.args.fail_after, length)
 
     def _metrics(self) -> Callable[[], tuple[bytes, str]]:
         """What ``GET /metrics`` answers: the registry's text, in SGLang's names for this generation."""
@@ -709,10 +715,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--startup", type=float, default=3.0, help="seconds from start to the ready line")
     parser.add_argument("--fail", choices=FAIL_MODES, default=None)
     parser.add_argument("--fail-after", type=float, default=FAIL_AFTER,
-                        help="generate-fails-later, transfer-errors-later: seconds from the first generation served "
-                             "until they fail")
-    parser.add_argument("--fail-for", type=float, default=FAIL_FOR,
-                        help="generate-fails-later, transfer-errors-later: seconds they keep failing")
+                        help="generate-fails-later, transfer-errors-later, transfer-stalls: seconds from the first "
+                             "generation served until they fail")
+    parser.add_argument("--fail-for", type=float, default=None,
+                        help=f"generate-fails-later, transfer-errors-later, transfer-stalls: seconds they keep "
+                             f"failing (default {FAIL_FOR:g}; transfer-stalls: no end)")
     parser.add_argument("--unreachable-bootstrap", type=_ports, default=frozenset(), metavar="PORT[,PORT...]",
                         help="a decode: these prefill bootstrap ports refuse it, as a firewall between two nodes "
                              "would (every request from those prefills fails); sim only")

@@ -70,6 +70,7 @@ class WorkerState:
     fail_later: FailWindow | None = None          # generate-fails-later: generations answer 500 for a while
     transfer_errors: bool = False                 # every routed request's KV transfer fails (logged, 500)
     transfer_later: FailWindow | None = None      # transfer-errors-later: the same, for a while
+    transfer_stalls: FailWindow | None = None     # transfer-stalls: routed requests' transfers never complete
     prefills: PrefillInfo = field(default_factory=PrefillInfo)   # a decode's look-ups in the bootstrap servers
     answer: str = "content"                       # where a chat's tokens go (reasoning-only: "reasoning"), or "empty"
     content_beside_reasoning: str | None = ""     # a reasoning-only chat's content: null (0.4.x) or ""
@@ -91,6 +92,12 @@ class WorkerState:
         """Whether a routed request's KV transfer fails: always (transfer-errors), or inside the window that the
         first generation served opens (transfer-errors-later)."""
         return self.transfer_errors or (self.transfer_later is not None and self.transfer_later.active())
+
+    def transfer_stalls_now(self, request: dict[str, Any]) -> bool:
+        """Whether this request's KV transfer stalls: a routed one, inside the window that the first generation
+        served opens (transfer-stalls)."""
+        routed = request.get("bootstrap_room") is not None and request.get("bootstrap_host") != FAKE_BOOTSTRAP_HOST
+        return routed and self.transfer_stalls is not None and self.transfer_stalls.active()
 
     def unreachable_prefill(self, request: dict[str, Any]) -> str | None:
         """Why a decode cannot take this routed request from its prefill (its bootstrap server cannot be reached,
@@ -246,7 +253,8 @@ class WorkerHandler(JsonHandler):
         started = time.monotonic()
         prefix, prefix_tokens = _prefix(request)
         limit = _max_tokens(route, request)
-        tokens = self.state.serving.serve(_prompt_tokens(request), limit, prefix, prefix_tokens)
+        tokens = self.state.serving.serve(_prompt_tokens(request), limit, prefix, prefix_tokens,
+                                          stalls=self.state.transfer_stalls_now(request))
         try:
             if request.get("stream"):
                 self.reply_events(_stream(route, request, self.state, tokens, limit))

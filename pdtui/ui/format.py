@@ -146,6 +146,8 @@ def figures_summary(event: ServingFigures) -> str:
         parts.append(f"{figures.running} running")
     if figures.queued is not None:
         parts.append(f"{figures.queued} queued")
+    if figures.in_transfer:
+        parts.append(f"{figures.in_transfer} in KV transfer")
     if figures.token_usage is not None:
         parts.append(f"KV {figures.token_usage * 100:.0f}%")
     if figures.ttft_p50 is not None:

@@ -1,5 +1,5 @@
-"""What a server's figures say: its live :class:`Figures` (from its batch lines or its ``/metrics``) and its KV
-transfer series' :class:`KvTotals`.
+"""What a server's figures say: its live :class:`Figures` (from its batch lines or its ``/metrics``), its KV
+transfer series' :class:`KvTotals` and the requests its KV transfer queues hold (:class:`TransferQueues`).
 
 Each serving engine reads them from its own servers' text (servers/sglang/metrics.py), and the engine samples them
 (engine/figures.py), judges a generation by them (engine/checks/kv_transfer.py) and tells them to the faces
@@ -26,6 +26,8 @@ class Figures:
     open_circuits: int | None = None       # a router: workers its circuit breaker holds out
     kv_gbps: float | None = None           # a prefill: KV sent to decodes, GB/s over the last interval
     kv_failed: int | None = None           # KV transfers failed since it started (where its /metrics counts them)
+    in_transfer: int | None = None         # requests held for a KV transfer: a prefill's not yet taken by their
+                                           # decode, a decode's waiting for their KV (where its /metrics says)
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,3 +40,28 @@ class KvTotals:
     bootstrap_failed: float = 0.0
     exported: bool = True        # False: its /metrics has none of the series (yet: each appears once first used)
     side: str = "prefill"        # the side that counted them: the one that sent the KV, or that pulled it
+
+
+@dataclass(frozen=True, slots=True)
+class TransferStage:
+    """One of a server's KV transfer queues: where its requests wait, in its engine's words, and how many."""
+
+    queue: str          # the queue, as its gauge names it ("inflight queue")
+    waits_for: str      # what a request there waits for, in the engine's words ("KVPoll.WaitingForInput: ...")
+    requests: int
+
+
+@dataclass(frozen=True, slots=True)
+class TransferQueues:
+    """A server's requests held for a KV transfer, by stage, and a count that rises whenever one moves on.
+
+    ``moved`` adds up what the server has completed since it started (its transfers where it counts them, its
+    requests finished): while it does not rise, the requests in its queues are the same requests, waiting.
+    """
+
+    stages: tuple[TransferStage, ...] = ()
+    moved: float = 0.0
+
+    @property
+    def requests(self) -> int:
+        return sum(stage.requests for stage in self.stages)

@@ -10,6 +10,7 @@ import pytest
 
 from pdtui.engine.events import CanaryResult, Done, Notice, StateChanged
 from pdtui.engine.orchestrator import Orchestrator
+from pdtui.engine.timing import Timing
 from pdtui.hosts import make_host
 from pdtui.sim.ports import free_port
 from pdtui.targets.registry import Registry
@@ -42,10 +43,11 @@ def flaky_pd(sandbox, package, *, fail_after: float, fail_for: float, canary: st
     return sim_deployment(sandbox, services)
 
 
-async def watch_until(deployment, condition, *, canary: bool = True, limit: float = 90.0) -> Recorder:
+async def watch_until(deployment, condition, *, canary: bool = True, limit: float = 90.0,
+                      timing: Timing = FAST) -> Recorder:
     """Bring up and keep watching until ``condition(recorder)`` holds (or ``limit`` seconds pass)."""
     recorder = Recorder()
-    orchestrator = Orchestrator(deployment, Registry(make_host), timing=FAST, canary=canary)
+    orchestrator = Orchestrator(deployment, Registry(make_host), timing=timing, canary=canary)
     orchestrator.subscribe(recorder)
     try:
         done = await orchestrator.run()

@@ -3,7 +3,10 @@
 ``/metrics`` (SGLang's ``--enable-metrics``) is Prometheus text, parsed with
 prometheus_client's own parser. Gauges give running and queued requests, KV
 token usage and decode's generation throughput; the time-to-first-token
-histogram gives a p50 over the requests between two samples. Without it, the
+histogram gives a p50 over the requests between two samples; the disaggregation
+queues' gauges give the requests held for a KV transfer, each queue in the
+words of the poll state SGLang's ``KVTransferError`` names when it times them
+out (:func:`transfer_queues`). Without it, the
 batch lines each scheduler logs still give the running and queued requests,
 the KV usage and (decode) the generation throughput.
 """
@@ -18,7 +21,7 @@ from dataclasses import replace
 from prometheus_client.samples import Sample
 
 from pdtui.servers.prometheus import MetricsSample, families, recent_quantile, summed
-from pdtui.vocabulary.figures import Figures, KvTotals
+from pdtui.vocabulary.figures import Figures, KvTotals, TransferQueues, TransferStage
 
 RUNNING = "sglang:num_running_reqs"
 QUEUED = "sglang:num_queue_reqs"
@@ -33,6 +36,20 @@ KV_TRANSFER_MB = "sglang:kv_transfer_total_mb"
 TRANSFER_FAILED = "sglang:num_transfer_failed_reqs"     # counters, named without their _total
 BOOTSTRAP_FAILED = "sglang:num_bootstrap_failed_reqs"
 EVERY_RANK = (KV_TRANSFER_MB, TRANSFER_FAILED)
+REQUESTS = "sglang:num_requests"                         # requests finished (a counter, without its _total)
+# The disaggregation queues a request waits in for its KV transfer (0.5.x gauges, the scheduler's): the gauge, the
+# queue, and what a request there waits for, in the words of the poll state SGLang's KVTransferError names.
+TRANSFER_QUEUES = (
+    ("sglang:num_prefill_bootstrap_queue_reqs", "prefill bootstrap queue",
+     "KVPoll.Bootstrapping: the handshake with its decode"),
+    ("sglang:num_prefill_inflight_queue_reqs", "prefill inflight queue",
+     "its KV sent, waiting for the decode to take it"),
+    ("sglang:num_decode_prealloc_queue_reqs", "decode prealloc queue",
+     "KVPoll.Bootstrapping: the handshake with its prefill"),
+    ("sglang:num_decode_transfer_queue_reqs", "decode transfer queue",
+     "KVPoll.WaitingForInput: waiting for the prefill's KV"),
+)
+TRANSFER_GAUGES = tuple(gauge for gauge, _, _ in TRANSFER_QUEUES)
 KV_MB_SUM = f"{KV_TRANSFER_MB}_sum"
 METRICS_FLAG = "--enable-metrics"
 METRICS_HINT = f"TTFT needs {METRICS_FLAG}"
@@ -46,7 +63,8 @@ OPEN_CIRCUITS = f"{CIRCUIT_STATE}:open"
 # The families each reading takes its figures from: the rest of a server's text (a hundred families, most of it
 # histogram buckets) is never handed to the parser, whose time goes with the text's length.
 FIGURE_FAMILIES = (RUNNING, QUEUED, TOKEN_USAGE, GEN_THROUGHPUT, PROMPT_TOKENS, GENERATION_TOKENS, TTFT,
-                   KV_TRANSFER_MB, TRANSFER_FAILED, ROUTED, ROUTED_SECONDS, ACTIVE, CIRCUIT_STATE)
+                   KV_TRANSFER_MB, TRANSFER_FAILED, REQUESTS, *TRANSFER_GAUGES, ROUTED, ROUTED_SECONDS, ACTIVE,
+                   CIRCUIT_STATE)
 KV_FAMILIES = (KV_TRANSFER_LATENCY, KV_TRANSFER_MB, TRANSFER_FAILED, BOOTSTRAP_FAILED)
 
 # "Decode batch. #running-req: ..." (2025), "Decode batch, #running-req: ..." (0.5.23), with " [N]" after "batch"
@@ -104,9 +122,11 @@ def figures_between(previous: MetricsSample | None, current: MetricsSample, role
         return max(0.0, values[name] - previous.values[name]) / seconds
 
     running, queued, generation = values.get(RUNNING), values.get(QUEUED), values.get(GEN_THROUGHPUT)
+    queues = _queues(current)
     load = Figures(running=int(running) if running is not None else None,
                    queued=int(queued) if queued is not None else None, token_usage=values.get(TOKEN_USAGE),
-                   ttft_p50=recent_quantile(0.5, previous, current, TTFT))
+                   ttft_p50=recent_quantile(0.5, previous, current, TTFT),
+                   in_transfer=queues.requests if queues is not None else None)
     failed = values.get(TRANSFER_FAILED)
     if failed is not None or KV_MB_SUM in values:
         load = replace(load, kv_failed=int(failed or 0))
@@ -114,6 +134,22 @@ def figures_between(previous: MetricsSample | None, current: MetricsSample, role
         sent = rate(KV_MB_SUM)
         return replace(load, prompt_tps=rate(PROMPT_TOKENS), kv_gbps=sent / 1024 if sent is not None else None)
     return replace(load, generation_tps=generation if generation is not None else rate(GENERATION_TOKENS))
+
+
+def transfer_queues(text: str) -> TransferQueues | None:
+    """The requests a server's text holds in its disaggregation queues, and what it has moved (its requests
+    finished and, on a prefill, the KV it sent); None when it exports none of the queues' gauges (ValueError when
+    the text is not Prometheus')."""
+    return _queues(parse_metrics(text, 0.0))
+
+
+def _queues(sample: MetricsSample) -> TransferQueues | None:
+    values = sample.values
+    stages = tuple(TransferStage(queue, waits_for, int(values[gauge])) for gauge, queue, waits_for in TRANSFER_QUEUES
+                   if gauge in values)
+    if not stages:
+        return None
+    return TransferQueues(stages, values.get(REQUESTS, 0.0) + values.get(KV_MB_SUM, 0.0))
 
 
 def router_figures_between(previous: MetricsSample | None, current: MetricsSample) -> Figures:

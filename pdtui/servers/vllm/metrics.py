@@ -21,7 +21,10 @@ requests whose KV expired before any decode read it
 (``vllm:nixl_num_kv_expired_reqs``). Later vLLM releases add a push mode in
 which the prefill writes and so records the transfers itself. So nothing here
 assumes a side: :func:`kv_totals` and the figures read whichever server's text
-they are given, and a server without the series says so.
+they are given, and a server without the series says so. A decode's requests
+waiting for their KV are the gauge ``vllm:num_requests_kv_fetch_by_stage``
+(0.32, by ``stage``): those waiting to start their fetch and those fetching
+are in transfer; ``completed_waiting`` ones have their KV and wait to run.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from dataclasses import replace
 from prometheus_client.metrics_core import Metric
 
 from pdtui.servers.prometheus import MetricsSample, families, recent_quantile, summed
-from pdtui.vocabulary.figures import Figures, KvTotals
+from pdtui.vocabulary.figures import Figures, KvTotals, TransferQueues, TransferStage
 
 RUNNING = "vllm:num_requests_running"
 WAITING = "vllm:num_requests_waiting"
@@ -47,6 +50,12 @@ NIXL_XFER_TIME = "vllm:nixl_xfer_time_seconds"
 NIXL_BYTES = "vllm:nixl_bytes_transferred"            # its _sum is bytes, its _count the transfers
 TRANSFER_FAILED = "vllm:nixl_num_failed_transfers"    # a counter, named without its _total
 NIXL_BYTES_SUM = f"{NIXL_BYTES}_sum"
+NIXL_TRANSFERS = f"{NIXL_BYTES}_count"
+SUCCEEDED = "vllm:request_success"                    # requests finished (a counter, without its _total)
+KV_FETCH = "vllm:num_requests_kv_fetch_by_stage"     # a decode's requests fetching their KV, by stage
+# The stages of a KV fetch that hold a request in transfer: the stage label, and what a request there waits for.
+TRANSFER_STAGES = (("waiting_to_start", "its KV fetch from the prefill not started"),
+                   ("in_progress", "its KV being read from the prefill"))
 METRICS_HINT = "TTFT needs /metrics (on by default), KV transfers the NixlConnector"
 # vllm-router's own.
 PD_REQUESTS = "vllm_router_pd_requests"               # counters, named without their _total
@@ -57,7 +66,8 @@ WORKER_HEALTH = "vllm_router_worker_health"           # per worker: 1 healthy, 0
 CIRCUIT_STATE = "vllm_router_cb_state"                # per worker: 0 closed, 1 open, 2 half open
 HELD_OUT = "vllm_router:held_out"                     # workers unhealthy or with their circuit open
 
-SERVER_FAMILIES = (RUNNING, WAITING, KV_USAGE, PROMPT_TOKENS, GENERATION_TOKENS, TTFT, NIXL_BYTES, TRANSFER_FAILED)
+SERVER_FAMILIES = (RUNNING, WAITING, KV_USAGE, PROMPT_TOKENS, GENERATION_TOKENS, TTFT, NIXL_BYTES, TRANSFER_FAILED,
+                   SUCCEEDED, KV_FETCH)
 ROUTER_FAMILIES = (PD_REQUESTS, PROCESSED, PD_SECONDS, ROUTER_RUNNING, WORKER_HEALTH, CIRCUIT_STATE)
 # The families a reading takes its figures from: the rest of a server's text (most of it histogram buckets) is
 # never handed to the parser, whose time goes with the text's length.
@@ -82,6 +92,8 @@ def parse_metrics(text: str, at: float) -> MetricsSample:
         name = _base_name(family)
         if name in _WORKER_STATES:
             held_out = (held_out or set()) | _held_out(family)
+        elif name == KV_FETCH:
+            _read_stages(family, values)
         elif name in FIGURE_FAMILIES and family.type in ("histogram", "summary"):
             _read_histogram(name, family, values, buckets.setdefault(name, {}))
         elif name in FIGURE_FAMILIES:
@@ -103,6 +115,14 @@ def _read_value(name: str, family: Metric, values: dict[str, float]) -> None:
     found = [s.value for s in family.samples if not s.name.endswith("_created") and math.isfinite(s.value)]
     if found:
         values[name] = sum(found) / len(found) if name in _AVERAGED else sum(found)
+
+
+def _read_stages(family: Metric, values: dict[str, float]) -> None:
+    """A gauge by ``stage``, each stage summed over its engines under ``NAME:STAGE``."""
+    for sample in family.samples:
+        if math.isfinite(sample.value):
+            key = f"{KV_FETCH}:{sample.labels.get('stage', '')}"
+            values[key] = values.get(key, 0.0) + sample.value
 
 
 def _read_histogram(name: str, family: Metric, values: dict[str, float], counts: dict[float, float]) -> None:
@@ -133,9 +153,11 @@ def figures_between(previous: MetricsSample | None, current: MetricsSample, role
     """
     values = current.values
     running, waiting = values.get(RUNNING), values.get(WAITING)
+    queues = _queues(current)
     load = Figures(running=int(running) if running is not None else None,
                    queued=int(waiting) if waiting is not None else None, token_usage=values.get(KV_USAGE),
-                   ttft_p50=recent_quantile(0.5, previous, current, TTFT))
+                   ttft_p50=recent_quantile(0.5, previous, current, TTFT),
+                   in_transfer=queues.requests if queues is not None else None)
     if TRANSFER_FAILED in values or NIXL_BYTES_SUM in values:
         moved = _rate(previous, current, NIXL_BYTES_SUM, absent_is_zero=True)
         load = replace(load, kv_failed=int(values.get(TRANSFER_FAILED, 0.0)),
@@ -143,6 +165,21 @@ def figures_between(previous: MetricsSample | None, current: MetricsSample, role
     if role == "prefill":
         return replace(load, prompt_tps=_rate(previous, current, PROMPT_TOKENS))
     return replace(load, generation_tps=_rate(previous, current, GENERATION_TOKENS))
+
+
+def transfer_queues(text: str) -> TransferQueues | None:
+    """A decode's requests in KV transfer by stage, and what it has moved (its NIXL transfers and its requests
+    finished); None when its text has no such gauge (ValueError when the text is not Prometheus')."""
+    return _queues(parse_metrics(text, 0.0))
+
+
+def _queues(sample: MetricsSample) -> TransferQueues | None:
+    values = sample.values
+    stages = tuple(TransferStage(f"KV fetch {stage.replace('_', ' ')}", waits_for, int(values[f"{KV_FETCH}:{stage}"]))
+                   for stage, waits_for in TRANSFER_STAGES if f"{KV_FETCH}:{stage}" in values)
+    if not stages:
+        return None
+    return TransferQueues(stages, values.get(NIXL_TRANSFERS, 0.0) + values.get(SUCCEEDED, 0.0))
 
 
 def router_figures_between(previous: MetricsSample | None, current: MetricsSample) -> Figures:
