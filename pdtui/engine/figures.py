@@ -66,8 +66,11 @@ class FiguresWatch:
                                                     address=run.address)
             if result.ok:
                 last = self._last.get(key)
+                text = result.body.decode(errors="replace")
+                if self._ports[run.name] == run.cfg.port:
+                    run.metrics.keep(text)      # its transfer watch reads this one rather than the server again
                 try:
-                    sample, figures = run.serving.figures(result.body.decode(errors="replace"), self._clock(),
+                    sample, figures = run.serving.figures(text, self._clock(),
                                                           last[0] if last is not None else None, run.cfg.role)
                 except (ValueError, KeyError, IndexError, TypeError):   # hostile or broken text: not figures
                     run.attempt.without_metrics = True     # not Prometheus text: read its lines instead

@@ -48,7 +48,7 @@ class TransferWatch:
     async def look(self) -> None:
         """Read its queues once; warn of a queue stalled past the threshold, tell one that moves again."""
         run = self.run
-        queues = await run.metrics.read(run.serving.transfer_queues)
+        queues = await run.metrics.read(run.serving.transfer_queues, fresh=run.w.timing.figures_poll)
         if queues is not None:
             self.judge(queues, run.w.clock())
 
