@@ -32,6 +32,7 @@ import pdtui.targets  # noqa: F401  (the targets register their settings of the 
 from pdtui.sim import realjournal
 from pdtui.sim.demo import PORTS_ENV
 from pdtui.sim.sandbox import Sandbox
+from tests.conftest_sim import TEARDOWN_GRACE
 
 pytest_plugins = ["tests.sshd", "tests.conftest_sim", "tests.engine_helpers", "tests.slurm", "tests.systemd_host",
                   "tests.real_sglang", "tests.real_vllm"]
@@ -79,11 +80,6 @@ def _demo_ports() -> Iterator[None]:
         os.environ.pop(PORTS_ENV, None)
     else:
         os.environ[PORTS_ENV] = before
-
-
-TEARDOWN_GRACE = 0.5
-"""What a test's end gives each process of its sandbox after SIGTERM: nothing is read from them any more, and a
-real router's drain on SIGTERM (smg's 5 s) would otherwise be waited out by each test that ran one."""
 
 
 @contextmanager
