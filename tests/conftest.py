@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import signal
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,7 @@ import pdtui.targets  # noqa: F401  (the targets register their settings of the 
 from pdtui.sim import realjournal
 from pdtui.sim.demo import PORTS_ENV
 from pdtui.sim.sandbox import Sandbox
+from tests.conftest_sim import TEARDOWN_GRACE
 
 pytest_plugins = ["tests.sshd", "tests.conftest_sim", "tests.engine_helpers", "tests.slurm", "tests.systemd_host",
                   "tests.real_sglang", "tests.real_vllm"]
@@ -80,9 +82,18 @@ def _demo_ports() -> Iterator[None]:
         os.environ[PORTS_ENV] = before
 
 
+@contextmanager
+def torn_down(box: Sandbox) -> Iterator[Sandbox]:
+    """``box``, stopped and removed when the test ends, pass or fail, without waiting for its servers to drain."""
+    try:
+        yield box
+    finally:
+        box.cleanup(TEARDOWN_GRACE)
+
+
 @pytest.fixture
 def sandbox(tmp_path: Path) -> Iterator[Sandbox]:
-    with Sandbox.create(tmp_path / "sim") as box:
+    with torn_down(Sandbox.create(tmp_path / "sim")) as box:
         yield box
 
 
@@ -93,7 +104,7 @@ def demo_sandbox(tmp_path: Path) -> Iterator[Path]:
     root = tmp_path / "sim"
     yield root
     if root.exists():
-        Sandbox(root).stop_all()
+        Sandbox(root).stop_all(TEARDOWN_GRACE)
 
 
 @pytest.fixture(params=["real", "stand-in"])
@@ -101,5 +112,5 @@ def each_journal(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[San
     real = request.param == "real"
     if real and not realjournal.available():
         pytest.skip(f"no real journal: {realjournal.missing_reason()}")
-    with Sandbox.create(tmp_path / "sim", real_journal=real) as box:
+    with torn_down(Sandbox.create(tmp_path / "sim", real_journal=real)) as box:
         yield box

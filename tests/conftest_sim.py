@@ -24,6 +24,10 @@ from pdtui.sim.systemctl import package_env
 from pdtui.sim.unit_store import UnitStore
 
 WAIT = 20.0
+TEARDOWN_GRACE = 0.5
+"""What a test's end gives each process it left running after SIGTERM: nothing is read from them any more, and a
+real router's drain on SIGTERM (smg's 5 s), or a follower rank's wait for rank 0's word, would otherwise be waited
+out by each test that ran one."""
 
 
 def gone(pid: int) -> bool:
@@ -97,23 +101,24 @@ class Procs:
         self.started.append(proc)
         return proc
 
-    def stop(self, proc: subprocess.Popen[str], sig: int = signal.SIGTERM) -> int:
-        """Signal ``proc``'s group, wait, SIGKILL if it lingers; its exit status."""
+    def stop(self, proc: subprocess.Popen[str], sig: int = signal.SIGTERM, grace: float = 5.0) -> int:
+        """Signal ``proc``'s group, wait ``grace`` seconds, SIGKILL if it lingers; its exit status."""
         if proc.poll() is None:
             try:
                 os.killpg(proc.pid, sig)
             except ProcessLookupError:
                 pass
             try:
-                proc.wait(5)
+                proc.wait(grace)
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(5)
         return proc.returncode
 
     def stop_all(self) -> None:
+        """The test's end: each process still running stopped, given :data:`TEARDOWN_GRACE`."""
         for proc in self.started:
-            self.stop(proc)
+            self.stop(proc, grace=TEARDOWN_GRACE)
             for stream in (proc.stdout, proc.stderr):
                 if stream:
                     stream.close()

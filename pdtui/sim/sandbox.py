@@ -202,26 +202,30 @@ class Sandbox:
             procs[path.name] = ProcId(int(pid), int(start))
         return procs
 
-    def stop_all(self) -> None:
+    def stop_all(self, grace: float | None = None) -> None:
         """Stop what :meth:`spawn` started, then every unit's supervisor and child, by PID, and wait until they
         are gone; then journal-remote.
 
         Each unit's start/stop lock is taken first: a ``systemctl start`` still
         spawning (its caller interrupted a moment ago) finishes recording its
         supervisor before this reads the record.
+
+        ``grace``: how long each process has after its SIGTERM before SIGKILL. None gives a unit its stop timeout
+        and :data:`STOP_GRACE` more, as a machine's orderly shutdown does; a test's end gives less, since no one
+        waits there for a server to drain (smg keeps its listener open 5 s after a SIGTERM for load balancers).
         """
         for proc in self.spawned().values():
-            terminate(proc, STOP_GRACE, group=True)
+            terminate(proc, STOP_GRACE if grace is None else grace, group=True)
         for child in self.children:
             child.poll()     # reaped: no zombie left behind
         names = sorted({*self.store.names(), *self.store.started_names()})
         if names:   # side by side, as systemd stops independent units: each waits its own stop
             with ThreadPoolExecutor(max_workers=len(names)) as pool:
-                list(pool.map(self._stop_locked, names))
+                list(pool.map(lambda name: self._stop_locked(name, grace), names))
         for stray in self._unrecorded_supervisors():
-            terminate(stray, STOP_GRACE + 3.0)      # it stops its unit's process as it goes
+            terminate(stray, STOP_GRACE + 3.0 if grace is None else grace)      # it stops its unit's process as it goes
         for node in self.nodes():
-            node.stop_all()
+            node.stop_all(grace)
         realjournal.stop_remote(self.root)   # last: once the supervisors' last lines are in
 
     def _unrecorded_supervisors(self) -> list[ProcId]:
@@ -235,24 +239,25 @@ class Sandbox:
         """
         return running_with(f"pdtui.sim.supervisor\0--root\0{self.root}\0".encode())
 
-    def _stop_locked(self, name: str) -> None:
+    def _stop_locked(self, name: str, grace: float | None) -> None:
         with self.store.lock(name):
-            self._stop_unit(name)
+            self._stop_unit(name, grace)
 
-    def _stop_unit(self, name: str) -> None:
+    def _stop_unit(self, name: str, grace: float | None) -> None:
         state = self.store.read_state(name)
         supervisor, child = state.supervisor_proc(), state.child_proc()
-        unit = self.store.load(name)
-        grace = (unit.stop_timeout if unit else 0.0) + STOP_GRACE
+        if grace is None:
+            unit = self.store.load(name)
+            grace = (unit.stop_timeout if unit else 0.0) + STOP_GRACE
         if supervisor is not None and supervisor.alive():
             terminate(supervisor, grace)
             child = self.store.read_state(name).child_proc() or child   # one it spawned meanwhile
         if child is not None and child.alive():
             terminate(child, grace, group=True)
 
-    def cleanup(self) -> None:
-        """Stop everything and remove the sandbox directory."""
-        self.stop_all()
+    def cleanup(self, grace: float | None = None) -> None:
+        """Stop everything (``grace`` as :meth:`stop_all` takes it) and remove the sandbox directory."""
+        self.stop_all(grace)
         shutil.rmtree(self.root, ignore_errors=True)
 
     def __enter__(self) -> Sandbox:

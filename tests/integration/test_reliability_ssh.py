@@ -20,6 +20,7 @@ from pdtui.engine.orchestrator import Orchestrator
 from pdtui.faces.headless import LinePrinter
 from pdtui.hosts import make_host
 from pdtui.hosts.http import own_echo
+from pdtui.sim.command_lines import SIM_ROUTER
 from pdtui.sim.ports import free_port
 from pdtui.sim.sandbox import Sandbox
 from pdtui.targets.registry import Registry
@@ -28,8 +29,10 @@ from tests.sshd import trust
 
 
 def deployment_over(sandbox: Sandbox, port: int, *, startup: float = 0.4, timeout: str = "30s",
-                    address: str = "127.0.0.1", router: str | None = None):
-    """The reference deployment on one SSH host at ``address``:``port``, with ``router`` (a router package)."""
+                    address: str = "127.0.0.1"):
+    """The reference deployment on one SSH host at ``address``:``port``, behind pdtui's stand-in router: what these
+    tests prove is the link's, whichever router the services put behind it (tests/integration/test_ssh_bringup.py
+    brings each real router up over SSH)."""
     p, d, r, boot = (free_port() for _ in range(4))
     host = {"address": address, "port": port, "sysfs": str(sandbox.sysfs),
             "commands": {"systemctl": str(sandbox.bin_dir / "systemctl"),
@@ -39,7 +42,7 @@ def deployment_over(sandbox: Sandbox, port: int, *, startup: float = 0.4, timeou
                     {"host": "gpu0", "role": "prefill", "port": p, "timeout": timeout}),
         "decode": (worker_argv("decode", d, bootstrap=boot, startup=startup),
                    {"host": "gpu0", "role": "decode", "port": d, "timeout": timeout}),
-        "router": (router_argv(r, [(p, boot)], [d], package=router),
+        "router": (router_argv(r, [(p, boot)], [d], package=SIM_ROUTER),
                    {"host": "gpu0", "role": "router", "port": r, "timeout": timeout}),
     }
     return sim_deployment(sandbox, services, hosts={"gpu0": host})
@@ -87,10 +90,10 @@ def printed_about_hosts(rec: Recorder) -> list[str]:
     return [line for line in lines if line.startswith(("host ", "info: ", "warning: ", "error: "))]
 
 
-async def test_drop_while_waiting_reconnects_and_the_bring_up_goes_on(sandbox, sshd, ssh_home, forwarder, real_router):
+async def test_drop_while_waiting_reconnects_and_the_bring_up_goes_on(sandbox, sshd, ssh_home, forwarder):
     relay = await forwarder(sshd.port)
     trust(ssh_home, sshd, relay.port)
-    deployment = deployment_over(sandbox, relay.port, startup=2.5, router=real_router)
+    deployment = deployment_over(sandbox, relay.port, startup=2.5)
     rec = Recorder()
     orchestrator = Orchestrator(deployment, Registry(make_host), timing=FAST)
     orchestrator.subscribe(rec)
@@ -110,12 +113,11 @@ async def test_drop_while_waiting_reconnects_and_the_bring_up_goes_on(sandbox, s
         assert_each_line_once(rec, sandbox, service, f"t-{service}.service")
 
 
-async def test_drop_in_steady_state_keeps_every_state_and_every_line_once(sandbox, sshd, ssh_home, forwarder,
-                                                                          real_router):
+async def test_drop_in_steady_state_keeps_every_state_and_every_line_once(sandbox, sshd, ssh_home, forwarder):
     relay = await forwarder(sshd.port)
     trust(ssh_home, sshd, relay.port)
     rec = Recorder()
-    orchestrator = Orchestrator(deployment_over(sandbox, relay.port, router=real_router), Registry(make_host), timing=FAST)
+    orchestrator = Orchestrator(deployment_over(sandbox, relay.port), Registry(make_host), timing=FAST)
     orchestrator.subscribe(rec)
     try:
         done = await orchestrator.run()
@@ -138,12 +140,12 @@ async def test_drop_in_steady_state_keeps_every_state_and_every_line_once(sandbo
 
 
 async def test_sshd_not_up_at_start_is_tried_again_until_it_answers(sandbox, sshd, ssh_home, forwarder,
-                                                                    connect_attempts, real_router):
+                                                                    connect_attempts):
     relay = await forwarder(sshd.port)
     relay.blocked = True                     # the port answers, sshd does not (yet)
     trust(ssh_home, sshd, relay.port)
     rec = Recorder()
-    orchestrator = Orchestrator(deployment_over(sandbox, relay.port, router=real_router), Registry(make_host), timing=FAST)
+    orchestrator = Orchestrator(deployment_over(sandbox, relay.port), Registry(make_host), timing=FAST)
     orchestrator.subscribe(rec)
     try:
         run = asyncio.create_task(orchestrator.run())

@@ -110,6 +110,9 @@ async def test_a_router_with_an_api_key_refuses_in_one_line(sandbox, router):
         await api.listed()
     assert str(refused.value) == f"router: GET /workers answered 401: {key_refused(None)}"
     keyed = RouterWorkers("router", HttpProber(LocalHost()).with_key("s3cret"), r, "127.0.0.1", key_env="KEY")
+    async with asyncio.timeout(20):     # smg takes its workers one by one once its port answers, the 401 at once
+        while len(await keyed.listed()) < 3:
+            await asyncio.sleep(0.2)
     assert len(await keyed.listed()) == 3
 
 

@@ -4,6 +4,7 @@ never loads the sim (the stand-ins of systemd, SGLang, Slurm and SSH serve ``pdt
 
 import ast
 import re
+from functools import cache
 from itertools import pairwise
 from pathlib import Path
 
@@ -14,8 +15,14 @@ CORE = [p for p in PACKAGE.rglob("*.py") if "ui" not in p.relative_to(PACKAGE).p
         and p.name not in ("cli.py",)]
 
 
+@cache
+def parsed(path: Path) -> ast.Module:
+    """A module's tree, parsed once for all the tests here (they only read it)."""
+    return ast.parse(path.read_text())
+
+
 def imported_modules(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text())
+    tree = parsed(path)
     names = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -49,7 +56,7 @@ def pdtui_imports(path: Path) -> set[str]:
     """Every pdtui module ``path`` imports, wherever the import stands (a function's, a TYPE_CHECKING block's):
     ``from pdtui import sim`` counts as ``pdtui.sim``."""
     names = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(parsed(path)):
         if isinstance(node, ast.Import):
             names |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module == "pdtui" and not node.level:
@@ -176,14 +183,14 @@ def _sim_imports(node: ast.AST) -> list[ast.AST]:
 def test_no_product_module_imports_the_sim():
     """The stand-ins stay out of the product's path: nothing outside pdtui/sim imports them but the CLI."""
     product = [p for p in PACKAGE.rglob("*.py") if p.relative_to(PACKAGE).parts[0] not in ("sim", "cli.py")]
-    offenders = {str(p.relative_to(PACKAGE)) for p in product if _sim_imports(ast.parse(p.read_text()))}
+    offenders = {str(p.relative_to(PACKAGE)) for p in product if _sim_imports(parsed(p))}
     assert offenders == set()
 
 
 def test_the_cli_loads_the_sim_only_on_the_demo_path():
     """``pdtui status`` must not pay for (or depend on) the stand-ins: only the CLI's own demo functions import
     them (the demo's command lives in the sim: sim/demo_command.py)."""
-    tree = ast.parse((PACKAGE / "cli.py").read_text())
+    tree = parsed(PACKAGE / "cli.py")
     demo_functions = [f for f in tree.body if isinstance(f, ast.FunctionDef) and f.name.startswith("_demo")]
     allowed = {id(node) for f in demo_functions for node in _sim_imports(f)}
     others = [node.lineno for node in _sim_imports(tree) if id(node) not in allowed]
@@ -208,7 +215,7 @@ def test_cli_imports_the_ui_only_lazily():
     """Neither the command line nor the subcommands load the UI when their module loads (``status --once`` and the
     headless faces never pay for Textual)."""
     for path in [PACKAGE / "cli.py", *(PACKAGE / "commands").rglob("*.py")]:
-        assert not any(_ui_import(n) for n in ast.parse(path.read_text()).body), path
+        assert not any(_ui_import(n) for n in parsed(path).body), path
 
 
 TARGET_WORDS = frozenset({"is_job", "cluster", "clusters", "hosts", "unit_dir", "job"})
@@ -223,7 +230,7 @@ def test_the_engine_never_asks_which_kind_of_target_a_service_runs_on():
     for path in (PACKAGE / "engine").rglob("*.py"):
         rel = str(path.relative_to(PACKAGE))
         imports = sorted(m for m in pdtui_imports(path) if m == "pdtui.targets" or m.startswith("pdtui.targets."))
-        words = {node.attr for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.Attribute)}
+        words = {node.attr for node in ast.walk(parsed(path)) if isinstance(node, ast.Attribute)}
         if imports or words & TARGET_WORDS:
             naming[rel] = sorted(words & TARGET_WORDS) + imports
     assert set(naming) == set(NAMES_A_TARGET), naming
@@ -243,7 +250,7 @@ def test_only_the_servers_interface_names_sglang():
     not edits across pdtui."""
     own = PACKAGE / "servers" / "sglang"
     offenders = {str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py")
-                 if own not in p.parents and _sglang_imports(ast.parse(p.read_text()))}
+                 if own not in p.parents and _sglang_imports(parsed(p))}
     assert offenders == set()
 
 
