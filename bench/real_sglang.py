@@ -30,7 +30,8 @@ manager's own line about the router's start. For each bring-up:
 - ``total``: its start to its end; ``overhead``: total less the slower server's
   own start.
 
-``difference`` is pdtui's median less the floor's, per figure. With ``--watch
+``difference`` is pdtui's median less the floor's, per figure (medians of separate figures need not add up:
+``each_round`` has every round's). With ``--watch
 S`` the last round then watches the ready deployment as the TUI does (every
 server's figures shown) for S seconds and counts, in each server's access
 lines, the requests pdtui sent (``from=pdtui``, by path) and the generations
@@ -322,6 +323,8 @@ def main() -> None:
                for kind, done in runs.items()}
     emit({"bench": "real_sglang", "engine": args.engine, "rounds": rounds, "machine": where, **medians,
           "difference": {key: round(medians["pdtui"][key] - medians["floor"][key], 3) for key in medians["floor"]},
+          "each_round": {kind: [{key: round(value, 3) for key, value in run.items()} for run in done]
+                         for kind, done in runs.items()},
           **({"watched": {"seconds": args.watch, "per_minute": counted}} if counted else {})})
 
 
