@@ -9,8 +9,6 @@ words, completed with what its last lines said.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from typing import TYPE_CHECKING
 
 from pdtui.engine.readiness import FailureCandidate
@@ -30,16 +28,11 @@ def ended_reason(problem: str, cause: str | None) -> str:
 
 
 class FailureWatch:
-    """One run's failure, decided from its lines and its looks at the service.
-
-    A look goes on beside the wait that asked for it (a remote command: a tenth of a second, a second on a loaded
-    host), which is woken when it is answered: a probe due meanwhile, after a ready line, is not held behind it.
-    """
+    """One run's failure, decided from its lines and its looks at the service."""
 
     def __init__(self, run: ServiceRun) -> None:
         self.run = run
         self.next_check = 0.0          # when the service is looked at next
-        self._look: asyncio.Task[None] | None = None
 
     def begin(self, now: float) -> None:
         """Watch from ``now`` (its start has just looked at the service): the next look on its beat."""
@@ -55,13 +48,10 @@ class FailureWatch:
         if attempt.failure and settled and self._cause_due(now) <= now:
             return self._crash_reason(attempt.failure), attempt.failure.line
         # (a crash whose traceback's exception is on its way is decided once it came: the unit is looked at meanwhile)
-        if (attempt.unit_dirty or now >= self.next_check) and self._look is None:
+        if attempt.unit_dirty or now >= self.next_check:
             attempt.unit_dirty = False
             self.next_check = run.looks.beat(now)
-            self._look = asyncio.create_task(self._looked(), name=f"look at {run.name}")
-        if self._look is not None and self._look.done():
-            look, self._look = self._look, None
-            look.result()           # a look that raised: the run's own failure (a bug), as when it was awaited
+            await run._check_unit()
         if attempt.unit_problem and not attempt.failure:
             said = await run.last_words()
             if attempt.failure:
@@ -69,24 +59,6 @@ class FailureWatch:
             return ended_reason(attempt.unit_problem, said or attempt.tracebacks.recent_cause(now, CAUSE_RECENT)), \
                 attempt.warning
         return None
-
-    @property
-    def looking(self) -> bool:
-        """Whether a look is going on (its answer not yet read)."""
-        return self._look is not None
-
-    async def _looked(self) -> None:
-        await self.run._check_unit()
-        self.run.wake.set()
-
-    async def stop(self) -> None:
-        """End a look still going (the wait or watch that asked for it is over: a look's answer belongs to the
-        invocation it looked at, never to the next start's)."""
-        look, self._look = self._look, None
-        if look is not None and not look.done():
-            look.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await look
 
     def next_look(self) -> float:
         """When :meth:`failure` has something new to look at, at the latest."""

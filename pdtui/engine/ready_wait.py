@@ -32,12 +32,6 @@ class ReadyWait:
 
     async def wait(self, deadline: float) -> None:
         """Until READY, FAILED or TIMED_OUT (at ``deadline``); the first pass judges it once (``judged``)."""
-        try:
-            await self._wait(deadline)
-        finally:
-            await self.run.failure_watch.stop()
-
-    async def _wait(self, deadline: float) -> None:
         run = self.run
         attempt, timing, clock, failures = run.attempt, run.w.timing, run.w.clock, run.failure_watch
         next_probe = clock()
@@ -72,8 +66,8 @@ class ReadyWait:
             if now >= deadline:
                 run.transition(S.TIMED_OUT, self._waiting_for(), run.attempt.warning)
                 return
-            if not run.judged and not failures.looking:
-                run.judged = True           # every check has had its first look, the unit its own
+            if not run.judged:
+                run.judged = True           # every check has had its first look
                 run.w.changed()
             await run.wake.sleep(min(deadline, failures.next_look(), next_probe if probing else deadline,
                                      attempt.startup.due(attempt.started_at)) - now)

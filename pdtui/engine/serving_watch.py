@@ -38,13 +38,6 @@ class ServingWatch:
 
     async def watch(self) -> None:
         """While READY or DEGRADED: its failure looked for, its health checked, a router's canary run."""
-        try:
-            await self._watch()
-        finally:
-            await self.run.failure_watch.stop()
-        self._tell_degraded()
-
-    async def _watch(self) -> None:
         run = self.run
         clock, timing, failures = run.w.clock, run.w.timing, run.failure_watch
         self._unhealthy_since, self._unhealthy_count = None, 0
@@ -71,6 +64,7 @@ class ServingWatch:
                 await self._canary()
                 next_canary = clock() + interval
             await run.wake.sleep(min(failures.next_look(), next_health, next_canary, next_transfer) - clock())
+        self._tell_degraded()
 
     async def canary_now(self) -> None:
         """A router: its canary now, not at its next interval (a backend it lacked is back)."""
