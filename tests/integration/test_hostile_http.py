@@ -69,4 +69,6 @@ def test_a_hostile_answer_is_told_inert(sandbox, tmp_path, answering, answer, fa
     assert "Traceback" not in err
     assert acting(out) == [] and acting(err) == []
     assert written(tmp_path / "run") == []
-    assert "http /health" in out          # the answer is told, as the check that asked for it
+    # the answer is told, as the check that asked for it: an SGLang server's /health is asked at /ready (no
+    # generation) until it answers 404, which no answer of the corpus is
+    assert "http /ready" in out
