@@ -136,7 +136,7 @@ async def test_health_failing_in_a_row_over_the_window_fails_a_ready_service(san
     finally:
         await orchestrator.close()
     failed = recorder.change("decode", "failed")
-    assert failed.reason.startswith("after ready: http /health failing for ")
+    assert failed.reason.startswith("after ready: http /ready failing for ")
     assert "checks in a row): HTTP 503" in failed.reason
     assert failed.line == "KeyError: 'messages'"     # the request's traceback, quoted as evidence
 
@@ -144,7 +144,7 @@ async def test_health_failing_in_a_row_over_the_window_fails_a_ready_service(san
 async def test_failed_health_checks_within_the_window_fail_nothing(sandbox):
     recorder, orchestrator = await _ready_then_unhealthy(sandbox, "1h", 0.1)
     try:
-        await asyncio.wait_for(_until_check(recorder, "decode", "http /health", ok=False), 20)
+        await asyncio.wait_for(_until_check(recorder, "decode", "http /ready", ok=False), 20)
         await asyncio.sleep(1.0)   # several failed checks in a row, all within the window
     finally:
         await orchestrator.close()
