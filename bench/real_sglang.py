@@ -72,6 +72,7 @@ from pdtui.hosts import make_host  # noqa: E402
 from pdtui.sim import real_sglang, real_vllm  # noqa: E402
 from pdtui.sim import systemd_host as container  # noqa: E402
 from pdtui.sim.ports import free_port  # noqa: E402
+from pdtui.support.argv import flag_value  # noqa: E402
 from pdtui.targets.registry import Registry  # noqa: E402
 
 SERVERS = ("prefill", "decode")
@@ -272,10 +273,7 @@ def served_model(plan: Deployment) -> str:
     """The model name the router routes by: what the servers serve (their --served-model-name, else the path)."""
     launch = plan.services["prefill"].launch
     assert launch is not None
-    words = list(launch.args)
-    if "--served-model-name" in words:
-        return words[words.index("--served-model-name") + 1]
-    return str(launch.model)
+    return flag_value(launch.args, "--served-model-name") or str(launch.model)
 
 
 def main() -> None:
